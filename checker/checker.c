@@ -1,0 +1,2 @@
+/* scaffold: replaced by the checker implementation */
+#include "checker.h"

@@ -1,0 +1,147 @@
+/*
+ * checker/checker.h - the one public header of checker/: Recon's shadow
+ * consistency checker for ext2/ext3.
+ *
+ * It decides whether one transaction of metadata writes keeps a consistent
+ * file system consistent, from block contents alone.  It never sees a
+ * libext2fs file-system handle: it may use ext2_fs.h's on-disk definitions,
+ * byte swapping and the directory-hash / crc helpers, nothing else.  No FUSE,
+ * no io_uring: the device is reached only through the caller's read callback.
+ *
+ * Errors: functions return 0 or -errno (and fill `err` with a message where
+ * they take one).  A rejected transaction is not an error: it is a verdict.
+ *
+ * Threads: one chk_fs is used by one thread at a time (the caller's commit
+ * path).  Different chk_fs objects are independent.
+ */
+#ifndef RECON_CHECKER_H
+#define RECON_CHECKER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * Read `len` bytes at byte `offset` of the approved (last committed) state of
+ * the device into buf.  Returns 0 or -errno.  The checker calls it at attach
+ * and on cache misses; it must never return contents of a transaction that
+ * has not been approved.
+ */
+typedef int (*chk_read_fn)(void *ctx, uint64_t offset, void *buf, size_t len);
+
+struct chk_options {
+	size_t cache_bytes;   /* metadata block cache (LRU); 0 = default 128 MiB */
+	bool   lazy;          /* reserved: build the type/owner map lazily (unused: always full scan) */
+};
+
+struct chk_fs;
+
+/*
+ * Attach to the file system behind `read`: read the superblock (offset 1024)
+ * and group descriptors, load both bitmaps, scan inode tables, indirect,
+ * directory and xattr blocks into the type/owner map.  Refuses (-EINVAL, with
+ * a message in err) what is not ext2/ext3 or uses a feature we do not model.
+ * Attaching does not judge the image; chk_scan() does.
+ */
+int  chk_attach(struct chk_fs **out, chk_read_fn read, void *ctx,
+		const struct chk_options *opt, char *err, size_t errlen);
+void chk_detach(struct chk_fs *fs);
+
+/* File-system block size, in bytes (valid after attach). */
+uint32_t chk_block_size(const struct chk_fs *fs);
+
+/* A block the caller read from the approved state, offered to warm the cache
+ * (block_size bytes).  Optional; never required for correctness. */
+void chk_note_read(struct chk_fs *fs, uint64_t blk, const void *buf);
+
+/* One write of a transaction: a byte range of the device and its new bytes.
+ * Ranges may be partial blocks (a 1 KiB superblock inside a 4 KiB block) and
+ * may overlap; later entries win. */
+struct chk_write {
+	uint64_t    offset;
+	uint32_t    len;
+	const void *data;
+};
+
+/* ---- change records: `type | id | field | old | new` ---- */
+enum chk_rtype {
+	CHK_SB, CHK_BGD, CHK_BBITMAP, CHK_IBITMAP, CHK_INODE,
+	CHK_DIRENT, CHK_IND, CHK_XATTR, CHK_HTREE
+};
+
+struct chk_record {
+	enum chk_rtype type;
+	uint64_t       id;     /* group, block or inode number; ignored for CHK_SB ("-") */
+	const char    *field;  /* "i_block[1]", "[37]", "\"name\"", "-" ... (owned by the verdict) */
+	int64_t        old_value;
+	int64_t        new_value;
+};
+
+/* "sb", "bgd", "bbitmap", "ibitmap", "inode", "dirent", "ind", "xattr", "htree" */
+const char *chk_rtype_name(enum chk_rtype t);
+
+/* Formats one record in the grammar ("inode | 12 | i_size | 4096 | 8192").
+ * Returns the length snprintf would have written. */
+int chk_record_format(const struct chk_record *r, char *buf, size_t len);
+
+/* ---- invariants: one table, printed by `recon-check --list-invariants` ---- */
+struct chk_invariant {
+	const char *id;           /* stable id, e.g. "INV_BLOCK_OWNED_ONCE" */
+	const char *description;  /* one line */
+};
+size_t chk_invariant_count(void);
+const struct chk_invariant *chk_invariant_at(size_t i);
+
+/* ---- verdicts ---- */
+struct chk_violation {
+	const struct chk_invariant *inv;
+	const char   *detail;     /* one line: what exactly is wrong (owned by the verdict) */
+	size_t        nrecords;   /* indexes into the verdict's records */
+	const size_t *records;
+};
+
+struct chk_verdict;
+
+/*
+ * Check a transaction against the current approved state.  Computes the
+ * logical diff into change records and evaluates every invariant.  Does not
+ * change the approved state.  Returns 0 with *out set (approved or not), or
+ * -errno if the check itself could not run (read error, out of memory): the
+ * caller must then treat the transaction as not approved.
+ */
+int  chk_check(struct chk_fs *fs, const struct chk_write *w, size_t n,
+	       struct chk_verdict **out);
+
+bool   chk_verdict_ok(const struct chk_verdict *v);
+size_t chk_verdict_nrecords(const struct chk_verdict *v);
+const struct chk_record *chk_verdict_record(const struct chk_verdict *v, size_t i);
+size_t chk_verdict_nviolations(const struct chk_verdict *v);
+const struct chk_violation *chk_verdict_violation(const struct chk_verdict *v, size_t i);
+void   chk_verdict_free(struct chk_verdict *v);
+
+/*
+ * Advance the approved state to the transaction's after-state (shadow
+ * bitmaps, counters, type/owner map, cache).  Normally called only for an
+ * approved verdict; `on_violation = log` calls it for a rejected one too.
+ * The verdict stays valid until freed.  Returns 0 or -errno.
+ */
+int chk_advance(struct chk_fs *fs, const struct chk_verdict *v);
+
+/*
+ * The base case: check the whole attached image for the global properties
+ * the invariants preserve (bitmaps match pointers, no block owned twice,
+ * counters match bitmaps, link counts match entries, ...).  Returns 0 with
+ * *out set (violations listed, records empty), or -errno.
+ */
+int chk_scan(struct chk_fs *fs, struct chk_verdict **out);
+
+struct chk_stats {
+	uint64_t transactions;      /* chk_check calls */
+	uint64_t blocks_checked;    /* distinct blocks diffed */
+	uint64_t cache_hits, cache_misses;
+	uint64_t cpu_ns;            /* thread CPU time spent in chk_check/chk_advance */
+	uint64_t violations;        /* rejected verdicts */
+};
+void chk_get_stats(const struct chk_fs *fs, struct chk_stats *out);
+
+#endif

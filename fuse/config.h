@@ -1,0 +1,73 @@
+/*
+ * fuse/config.h - recon-fuse's configuration: built-in defaults, then the
+ * config file (/etc/recon-fuse.conf if present, or -o config=FILE), then
+ * -o key=value.  Internal to fuse/ (main.c is its only caller).
+ *
+ * Errors: -errno; a message naming the key and the bad value is printed to
+ * stderr by the parser itself, so the caller just exits with status 1.
+ */
+#ifndef RECON_FUSE_CONFIG_H
+#define RECON_FUSE_CONFIG_H
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdint.h>
+#include <fuse_lowlevel.h>
+
+enum atime_mode { ATIME_RELATIME, ATIME_NOATIME, ATIME_STRICTATIME };
+enum on_violation { ONV_READONLY, ONV_STOP, ONV_LOG };
+
+struct recon_config {
+	/* command line */
+	char *device;
+	char *mountpoint;
+	bool foreground;          /* -f */
+	bool debug;               /* -d: FUSE debug, implies -f */
+	bool show_help, show_version;
+
+	/* mount behaviour (file or -o) */
+	bool ro;                  /* -o ro */
+	bool allow_other;
+	bool force_rw;            /* mount read-write an image marked with errors */
+	enum atime_mode atime;    /* relatime (default), noatime, strictatime */
+	char *pidfile;            /* -o pidfile=FILE: written after mount, removed at exit */
+	char *config_file;        /* -o config=FILE (else /etc/recon-fuse.conf if present) */
+
+	/* I/O and performance */
+	unsigned block_cache_mb;  /* default 64 */
+	unsigned threads;         /* FUSE worker threads, default 4 (1 with deterministic) */
+
+	/* checker and transactions (transactions issue) */
+	bool checker;             /* default on */
+	unsigned checker_cache_mb;       /* default 128 */
+	unsigned commit_interval_ms;     /* default 5000 */
+	unsigned max_transaction_blocks; /* default 0 = a quarter of the journal */
+	enum on_violation on_violation;  /* default readonly */
+	bool journal;             /* default on */
+
+	/* testing only: accepted from -o alone, never from a file */
+	bool deterministic;
+	uint64_t fault_crash_after;      /* 0 = off */
+	uint64_t fault_seed;
+	char *fault_corrupt;             /* "KIND@N" as given, validated */
+	char *stats_file;                /* -o stats=FILE */
+	bool no_uring;                   /* -o no_uring: force the pread/pwrite fallback */
+};
+
+/*
+ * Parse argv (recon-fuse [-o opt,...] [-f] [-d] DEVICE MOUNTPOINT, options may
+ * also follow the positionals as mount.fuse3 passes them).  Keys we own are
+ * consumed; everything else (the usual FUSE options: ro, allow_other,
+ * default_permissions, fsname, subtype, max_read, ...) is left in *fuse_args
+ * for fuse_session_new(), which rejects what it does not know.
+ * Returns 0, or -EINVAL after printing a clear message.
+ */
+int config_parse(int argc, char **argv, struct recon_config *cfg,
+		 struct fuse_args *fuse_args);
+
+/* Print the option list (for --help). */
+void config_print_help(FILE *out);
+
+void config_free(struct recon_config *cfg);
+
+#endif

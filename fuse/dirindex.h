@@ -1,0 +1,68 @@
+/*
+ * fuse/dirindex.h - internal to fuse/: directory operations that are not
+ * linear per call.  libext2fs 1.47 looks names up, inserts and removes by a
+ * linear scan of the whole directory; with 20,000 entries that makes every
+ * create O(n).  Here each directory gets an in-memory index (name hash ->
+ * entry location, and free space per block), built by one read of the
+ * directory on first use and kept exact across every change made through
+ * this API.  All directory changes in fuse/ go through it.
+ *
+ * On disk the result stays a valid ext2/ext3 directory for the kernel and
+ * e2fsck: a directory with an htree (EXT2_INDEX_FL) keeps it while only read;
+ * the first change through this API clears EXT2_INDEX_FL (the dx blocks then
+ * read as ordinary empty directory blocks, as the kernel's ext2 driver does),
+ * and directories grown past one block stay linear.
+ *
+ * Errors: 0 or -errno.  Threads: the caller holds the file-system lock.
+ */
+#ifndef RECON_FUSE_DIRINDEX_H
+#define RECON_FUSE_DIRINDEX_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <ext2fs/ext2fs.h>
+
+struct dindex;
+
+/* max_dirs bounds how many directory indexes stay in memory (LRU). */
+struct dindex *dindex_new(ext2_filsys fs, size_t max_dirs);
+void dindex_free(struct dindex *di);
+
+/* -ENOENT if absent.  ftype: EXT2_FT_* from the entry (0 without filetype). */
+int dindex_lookup(struct dindex *di, ext2_ino_t dir, const char *name, size_t len,
+		  ext2_ino_t *ino, int *ftype);
+
+/* Add an entry (the caller has checked it is absent).  Grows the directory by
+ * one block when no block has room (allocating near the directory, updating
+ * i_size and i_blocks).  -ENAMETOOLONG, -ENOSPC, -EFBIG, -EIO. */
+int dindex_add(struct dindex *di, ext2_ino_t dir, const char *name, size_t len,
+	       ext2_ino_t ino, int ftype);
+
+/* Remove an entry; -ENOENT if absent. */
+int dindex_remove(struct dindex *di, ext2_ino_t dir, const char *name, size_t len);
+
+/* Point an existing entry at another inode (rename over a target, "..").
+ * -ENOENT if absent. */
+int dindex_replace(struct dindex *di, ext2_ino_t dir, const char *name, size_t len,
+		   ext2_ino_t ino, int ftype);
+
+/* 1 if the directory holds only "." and "..", 0 if not, or -errno. */
+int dindex_is_empty(struct dindex *di, ext2_ino_t dir);
+
+/*
+ * Readdir from a position.  Positions are stable across changes:
+ * (logical block << 32) | byte offset in the block; 0 is the start.  fill()
+ * returns nonzero when its buffer is full (the entry was not taken).
+ * next_off is the position after the entry.  Returns 0 or -errno.
+ */
+typedef int (*dindex_fill_fn)(void *ctx, const char *name, size_t len,
+			      ext2_ino_t ino, int ftype, uint64_t next_off);
+int dindex_readdir(struct dindex *di, ext2_ino_t dir, uint64_t off,
+		   dindex_fill_fn fill, void *ctx);
+
+/* Drop one directory's index (the directory was removed) or all of them
+ * (libext2fs state was re-read after a rollback). */
+void dindex_forget(struct dindex *di, ext2_ino_t dir);
+void dindex_drop_all(struct dindex *di);
+
+#endif

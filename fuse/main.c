@@ -1,0 +1,2 @@
+/* scaffold */
+int main(void) { return 1; }

@@ -1,0 +1,123 @@
+/*
+ * io/io.h - the one public header of io/: recon-fuse's libext2fs I/O manager.
+ *
+ * What it is: an io_manager for libext2fs built on io_uring (pread/pwrite
+ * fallback when io_uring is unavailable, reported once at open), with a
+ * bounded LRU cache of metadata blocks and one seam through which every
+ * metadata write passes.  Everything that reaches the io_channel is metadata
+ * by construction: file data goes through rio_data_io(), never through the
+ * channel.
+ *
+ * Errors: errcode_t, as libext2fs (0, an EXT2_ET_* code, or a positive errno).
+ *
+ * Threads: the channel (metadata) path is called under the file-system lock,
+ * as libext2fs is not thread-safe.  rio_data_io() may be called from any
+ * thread without that lock (each thread gets its own ring).
+ */
+#ifndef RECON_IO_H
+#define RECON_IO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <ext2fs/ext2fs.h>
+
+/* Set before ext2fs_open2(..., rio_io_manager, ...): the manager's open()
+ * takes only a name and flags, so configuration is process-global. */
+enum rio_on_violation { RIO_ONV_READONLY, RIO_ONV_STOP, RIO_ONV_LOG };
+
+struct rio_config {
+	unsigned block_cache_mb;  /* metadata block cache; 0 = no caching (write-through) */
+	bool     no_uring;        /* force the pread/pwrite fallback (tests) */
+	bool     quiet;           /* do not print the fallback notice */
+
+	/* transactions (used from rio_txn_attach on) */
+	bool     checker;                 /* shadow checker on every commit */
+	unsigned checker_cache_mb;        /* checker's block cache */
+	unsigned commit_interval_ms;      /* 0 = no age limit (deterministic) */
+	unsigned max_transaction_blocks;  /* 0 = a quarter of the journal */
+	enum rio_on_violation on_violation;
+	bool     journal;                 /* log through the ext3 journal (else checked write-in-place) */
+
+	/* fault injection (tests; -o only) */
+	uint64_t fault_crash_after;       /* 0 = off; counts device write requests */
+	uint64_t fault_seed;
+	const char *fault_corrupt;        /* "KIND@N" or NULL */
+};
+void rio_set_config(const struct rio_config *cfg);
+
+extern io_manager rio_io_manager;
+
+/* Counters since open, for the stats file and the bench. */
+struct rio_stats {
+	uint64_t device_reads, device_writes;   /* submitted requests (data + metadata) */
+	uint64_t bytes_read, bytes_written;
+	uint64_t flushes;                       /* fdatasync/fsync of the device */
+	uint64_t cache_hits, cache_misses;      /* metadata block cache */
+	uint64_t meta_writes;                   /* block writes through the seam */
+	bool     uring;                         /* io_uring in use (false: fallback) */
+};
+errcode_t rio_get_stats(io_channel ch, struct rio_stats *out);
+
+/*
+ * File data path.  Each extent is `count` whole file-system blocks starting at
+ * physical block `blk`, to or from `buf` (count * block_size bytes).  All
+ * extents are submitted together and waited for.  Writes first drop any
+ * cached copy of those blocks (a block freed as metadata and reused as data
+ * must never be written back over the data, nor read back stale later).
+ * Data writes are not durable until rio_flush_device().
+ */
+struct rio_extent {
+	uint64_t blk;
+	uint32_t count;
+	void    *buf;
+};
+errcode_t rio_data_io(io_channel ch, bool write, const struct rio_extent *ext, unsigned n);
+
+/* Write back every dirty metadata block (sorted, batched), then make data and
+ * metadata durable (fdatasync).  io_channel_flush() does the same. */
+errcode_t rio_flush_device(io_channel ch);
+
+/* Number of dirty metadata blocks held in the cache (for flush heuristics). */
+size_t rio_dirty_blocks(io_channel ch);
+
+
+/* ---- transactions (the transactions issue) ----
+ * Until rio_txn_attach(), metadata writes go through the cache as plain
+ * write-back (mount-time work such as orphan processing happens before).
+ * From then on every metadata write lands in the open transaction's overlay;
+ * reads see the overlay first.  All calls below are made under the
+ * file-system lock.
+ */
+
+/* Attach after ext2fs_open2() and journal replay: map the journal, attach the
+ * checker to the on-disk state, mark the file system mounted (needs_recovery
+ * on ext3 with the journal, VALID_FS cleared otherwise). */
+errcode_t rio_txn_attach(ext2_filsys fs);
+
+/* An operation boundary.  Commits the open transaction if `force` (fsync,
+ * fsyncdir, unmount), or it is older than commit_interval_ms, or larger than
+ * max_transaction_blocks.  Commit: flush libext2fs's in-memory bitmaps, group
+ * descriptors and superblock into the overlay once, check, journal,
+ * checkpoint.  With `force` the transaction is durable on return.
+ * Returns 0, or EROFS when this or an earlier commit was rejected (the
+ * transaction is discarded and the caller must drop its in-memory state), or
+ * another error (I/O). */
+errcode_t rio_txn_boundary(ext2_filsys fs, bool force);
+
+/* True once a commit was rejected (on_violation readonly/stop) or the device
+ * failed: the file system takes no more writes. */
+bool rio_txn_failed(io_channel ch);
+
+/* Last violation as text (one line per violated invariant with its records),
+ * or NULL.  Owned by the channel. */
+const char *rio_txn_last_violation(io_channel ch);
+
+/* Clean unmount: commit what is open, checkpoint, clear needs_recovery (or
+ * restore VALID_FS on ext2).  Called before ext2fs_close(). */
+errcode_t rio_txn_detach(ext2_filsys fs);
+
+/* Write the stats JSON (keys as the transactions issue names them). */
+errcode_t rio_write_stats(io_channel ch, const char *path);
+
+#endif

@@ -1,0 +1,2 @@
+/* scaffold: replaced by the io implementation */
+#include "io.h"
