@@ -1,0 +1,1016 @@
+/*
+ * fuse/dirindex.c - per-directory in-memory index: name -> entry location,
+ * and a max-tree of the largest insertable gap per directory block, so that
+ * lookup, add, remove and replace cost O(1) or O(log blocks) plus one block
+ * read and write, instead of libext2fs's scan of the whole directory.
+ *
+ * The index is built by one pass over the directory's blocks and is kept
+ * exact by every change made through this file; any failure part-way through
+ * a change drops the directory's index so the next call rebuilds it from
+ * disk.  Indexes are kept for at most max_dirs directories (LRU).
+ *
+ * Errors: 0 or -errno, as declared in dirindex.h.
+ */
+#include "dirindex.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One directory entry known to the index. */
+struct dent {
+	struct dent *next;      /* hash chain */
+	uint32_t hash;
+	uint32_t lblk;          /* logical block of the entry */
+	uint32_t off;           /* byte offset of the entry in that block */
+	ext2_ino_t ino;
+	uint8_t ftype;
+	uint8_t len;
+	char name[];
+};
+
+/* The index of one directory. */
+struct dirix {
+	ext2_ino_t dir;
+	struct dirix *hnext;                    /* dindex hash chain */
+	struct dirix *lru_prev, *lru_next;      /* most recent at lru_head */
+	bool htree;             /* EXT2_INDEX_FL still set on disk */
+	uint32_t nblocks;       /* i_size / blocksize */
+	blk64_t *pblk;          /* physical block of each logical block */
+	uint32_t blk_cap;       /* allocated length of pblk */
+	/* Max-tree over blocks: leaf i (at tree_cap + i) is the largest entry
+	 * rec_len that fits into block i; inner nodes hold their children's max.
+	 * Finds the first block with room in O(log blocks). */
+	uint32_t *gap_tree;
+	uint32_t tree_cap;      /* leaves, a power of two */
+	struct dent **buckets;
+	size_t nbuckets;        /* a power of two */
+	size_t nentries;        /* all named entries, "." and ".." included */
+	size_t nother;          /* entries other than "." and ".." */
+};
+
+struct dindex {
+	ext2_filsys fs;
+	size_t max_dirs;
+	size_t ndirs;
+	struct dirix **dir_buckets;
+	size_t ndir_buckets;    /* a power of two */
+	struct dirix *lru_head, *lru_tail;
+	char *blockbuf;         /* one directory block, reused by every call */
+};
+
+/* ---- helpers ------------------------------------------------------------ */
+
+static uint32_t name_hash(const char *name, size_t len)
+{
+	/* FNV-1a: cheap and well spread for short file names. */
+	uint32_t h = 2166136261u;
+
+	for (size_t i = 0; i < len; i++) {
+		h ^= (unsigned char)name[i];
+		h *= 16777619u;
+	}
+	return h;
+}
+
+/* Space an entry with a name of len bytes needs: 8-byte header + name,
+ * rounded up to 4 bytes, as ext2 lays entries out. */
+static unsigned int entry_size(size_t len)
+{
+	return (unsigned int)((8 + len + 3) & ~(size_t)3);
+}
+
+static int errcode_to_errno(errcode_t err)
+{
+	if (err == EXT2_ET_NO_MEMORY)
+		return -ENOMEM;
+	if (err == EXT2_ET_BLOCK_ALLOC_FAIL || err == EXT2_ET_DIR_NO_SPACE)
+		return -ENOSPC;
+	/* Plain errno values come through from the I/O manager. */
+	if (err > 0 && err < 4096)
+		return -(int)err;
+	return -EIO;
+}
+
+static bool is_dot_or_dotdot(const char *name, size_t len)
+{
+	return (len == 1 && name[0] == '.') ||
+	       (len == 2 && name[0] == '.' && name[1] == '.');
+}
+
+/* ---- parsing one directory block ----------------------------------------- */
+
+/* One entry as found on disk. */
+struct raw_entry {
+	unsigned int off, rec_len, name_len;
+	ext2_ino_t ino;
+	int ftype;
+	struct ext2_dir_entry *de;
+};
+
+/* Walks the entries of one block, validating each. */
+struct block_cursor {
+	ext2_filsys fs;
+	char *buf;
+	unsigned int off;
+	unsigned int end;       /* blocksize, less the checksum tail if present */
+};
+
+static bool block_has_csum_tail(ext2_filsys fs, const char *buf)
+{
+	const struct ext2_dir_entry_tail *t;
+
+	if (!ext2fs_has_feature_metadata_csum(fs->super))
+		return false;
+	t = (const struct ext2_dir_entry_tail *)(buf + fs->blocksize - sizeof(*t));
+	return t->det_reserved_zero1 == 0 &&
+	       t->det_rec_len == sizeof(*t) &&
+	       t->det_reserved_name_len == EXT2_DIR_NAME_LEN_CSUM;
+}
+
+static void cursor_init(struct block_cursor *c, ext2_filsys fs, char *buf)
+{
+	c->fs = fs;
+	c->buf = buf;
+	c->off = 0;
+	c->end = fs->blocksize;
+	if (block_has_csum_tail(fs, buf))
+		c->end -= sizeof(struct ext2_dir_entry_tail);
+}
+
+/* 1 and *e filled, 0 at the end of the block, -EIO on a corrupt entry. */
+static int cursor_next(struct block_cursor *c, struct raw_entry *e)
+{
+	struct ext2_dir_entry *de;
+	unsigned int rec_len;
+
+	if (c->off >= c->end)
+		return 0;
+	if (c->off + 8 > c->end)
+		return -EIO;
+	de = (struct ext2_dir_entry *)(c->buf + c->off);
+	if (ext2fs_get_rec_len(c->fs, de, &rec_len))
+		return -EIO;
+	if (rec_len < 8 || (rec_len & 3) || rec_len > c->end - c->off)
+		return -EIO;
+	e->off = c->off;
+	e->rec_len = rec_len;
+	e->de = de;
+	e->ino = de->inode;
+	if (ext2fs_has_feature_filetype(c->fs->super)) {
+		e->name_len = de->name_len & 0xff;
+		e->ftype = de->name_len >> 8;
+	} else {
+		/* Without the filetype feature name_len is 16 bits wide. */
+		e->name_len = de->name_len;
+		e->ftype = 0;
+	}
+	if (8 + e->name_len > rec_len)
+		return -EIO;
+	if (e->ino != 0 &&
+	    (e->name_len == 0 || e->ino > c->fs->super->s_inodes_count))
+		return -EIO;
+	c->off += rec_len;
+	return 1;
+}
+
+/* Largest entry size that fits into one existing entry's space. */
+static unsigned int entry_room(const struct raw_entry *e)
+{
+	if (e->ino == 0)
+		return e->rec_len;
+	return e->rec_len - entry_size(e->name_len);
+}
+
+/* Largest insertable entry size in a block; -EIO if corrupt. */
+static int block_max_room(ext2_filsys fs, char *buf, uint32_t *room)
+{
+	struct block_cursor c;
+	struct raw_entry e;
+	int rc;
+
+	*room = 0;
+	cursor_init(&c, fs, buf);
+	while ((rc = cursor_next(&c, &e)) == 1) {
+		unsigned int r = entry_room(&e);
+
+		if (r > *room)
+			*room = r;
+	}
+	return rc;
+}
+
+/* ---- gap max-tree --------------------------------------------------------- */
+
+static void gap_set(struct dirix *d, uint32_t blk, uint32_t room)
+{
+	size_t i = (size_t)d->tree_cap + blk;
+
+	d->gap_tree[i] = room;
+	for (i /= 2; i >= 1; i /= 2) {
+		uint32_t l = d->gap_tree[2 * i], r = d->gap_tree[2 * i + 1];
+
+		d->gap_tree[i] = l > r ? l : r;
+	}
+}
+
+/* First block with room >= need, or -1. */
+static int64_t gap_find(const struct dirix *d, uint32_t need)
+{
+	size_t i = 1;
+
+	if (d->tree_cap == 0 || d->gap_tree[1] < need)
+		return -1;
+	while (i < d->tree_cap)
+		i = d->gap_tree[2 * i] >= need ? 2 * i : 2 * i + 1;
+	return (int64_t)(i - d->tree_cap);
+}
+
+/* Make room for nblocks blocks in pblk[] and the gap tree. */
+static int dirix_reserve_blocks(struct dirix *d, uint32_t nblocks)
+{
+	if (nblocks > d->blk_cap) {
+		uint32_t cap = d->blk_cap ? d->blk_cap : 8;
+		blk64_t *p;
+
+		while (cap < nblocks)
+			cap *= 2;
+		p = realloc(d->pblk, cap * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		d->pblk = p;
+		d->blk_cap = cap;
+	}
+	if (nblocks > d->tree_cap) {
+		uint32_t cap = d->tree_cap ? d->tree_cap : 8;
+		uint32_t *t;
+
+		while (cap < nblocks)
+			cap *= 2;
+		t = calloc(2 * (size_t)cap, sizeof(*t));
+		if (!t)
+			return -ENOMEM;
+		/* Rebuild: copy the leaves, then recompute inner nodes. */
+		for (uint32_t b = 0; b < d->tree_cap; b++)
+			t[cap + b] = d->gap_tree[d->tree_cap + b];
+		for (size_t i = cap - 1; i >= 1; i--)
+			t[i] = t[2 * i] > t[2 * i + 1] ? t[2 * i] : t[2 * i + 1];
+		free(d->gap_tree);
+		d->gap_tree = t;
+		d->tree_cap = cap;
+	}
+	return 0;
+}
+
+/* ---- name table ----------------------------------------------------------- */
+
+static struct dent *name_find(const struct dirix *d, const char *name,
+			      size_t len, uint32_t hash)
+{
+	if (!d->nbuckets)
+		return NULL;
+	for (struct dent *e = d->buckets[hash & (d->nbuckets - 1)]; e; e = e->next)
+		if (e->hash == hash && e->len == len && !memcmp(e->name, name, len))
+			return e;
+	return NULL;
+}
+
+static int name_table_grow(struct dirix *d)
+{
+	size_t n = d->nbuckets ? d->nbuckets * 2 : 64;
+	struct dent **b = calloc(n, sizeof(*b));
+
+	if (!b)
+		return -ENOMEM;
+	for (size_t i = 0; i < d->nbuckets; i++) {
+		struct dent *e = d->buckets[i], *next;
+
+		for (; e; e = next) {
+			next = e->next;
+			e->next = b[e->hash & (n - 1)];
+			b[e->hash & (n - 1)] = e;
+		}
+	}
+	free(d->buckets);
+	d->buckets = b;
+	d->nbuckets = n;
+	return 0;
+}
+
+/* Insert a name not yet present. */
+static int name_insert(struct dirix *d, const char *name, size_t len,
+		       uint32_t lblk, uint32_t off, ext2_ino_t ino, int ftype)
+{
+	struct dent *e;
+	size_t slot;
+	int rc;
+
+	if (d->nentries >= d->nbuckets) {
+		rc = name_table_grow(d);
+		if (rc)
+			return rc;
+	}
+	e = malloc(sizeof(*e) + len);
+	if (!e)
+		return -ENOMEM;
+	e->hash = name_hash(name, len);
+	e->lblk = lblk;
+	e->off = off;
+	e->ino = ino;
+	e->ftype = (uint8_t)ftype;
+	e->len = (uint8_t)len;
+	memcpy(e->name, name, len);
+	slot = e->hash & (d->nbuckets - 1);
+	e->next = d->buckets[slot];
+	d->buckets[slot] = e;
+	d->nentries++;
+	if (!is_dot_or_dotdot(name, len))
+		d->nother++;
+	return 0;
+}
+
+static void name_delete(struct dirix *d, struct dent *victim)
+{
+	struct dent **pp = &d->buckets[victim->hash & (d->nbuckets - 1)];
+
+	while (*pp != victim)
+		pp = &(*pp)->next;
+	*pp = victim->next;
+	d->nentries--;
+	if (!is_dot_or_dotdot(victim->name, victim->len))
+		d->nother--;
+	free(victim);
+}
+
+/* ---- directory index lifetime --------------------------------------------- */
+
+static void dirix_free(struct dirix *d)
+{
+	for (size_t i = 0; i < d->nbuckets; i++) {
+		struct dent *e = d->buckets[i], *next;
+
+		for (; e; e = next) {
+			next = e->next;
+			free(e);
+		}
+	}
+	free(d->buckets);
+	free(d->gap_tree);
+	free(d->pblk);
+	free(d);
+}
+
+struct map_ctx {
+	struct dirix *d;
+	bool bad;               /* block mapped past i_size */
+};
+
+static int map_block(ext2_filsys fs, blk64_t *blocknr, e2_blkcnt_t blockcnt,
+		     blk64_t ref_blk, int ref_offset, void *priv)
+{
+	struct map_ctx *m = priv;
+
+	(void)fs;
+	(void)ref_blk;
+	(void)ref_offset;
+	if (blockcnt < 0)
+		return 0;
+	if ((uint64_t)blockcnt >= m->d->nblocks) {
+		m->bad = true;
+		return BLOCK_ABORT;
+	}
+	m->d->pblk[blockcnt] = *blocknr;
+	return 0;
+}
+
+/* Read and index one block of d; lblk must be mapped. */
+static int index_block(struct dindex *di, struct dirix *d, uint32_t lblk)
+{
+	ext2_filsys fs = di->fs;
+	struct block_cursor c;
+	struct raw_entry e;
+	uint32_t room = 0;
+	errcode_t err;
+	int rc;
+
+	err = ext2fs_read_dir_block4(fs, d->pblk[lblk], di->blockbuf, 0, d->dir);
+	if (err)
+		return errcode_to_errno(err);
+	cursor_init(&c, fs, di->blockbuf);
+	while ((rc = cursor_next(&c, &e)) == 1) {
+		unsigned int r = entry_room(&e);
+		const char *name = e.de->name;
+
+		if (r > room)
+			room = r;
+		if (e.ino == 0)
+			continue;
+		if (e.name_len > EXT2_NAME_LEN)
+			return -EIO;
+		/* Two entries with one name: the index could not stay exact. */
+		if (name_find(d, name, e.name_len, name_hash(name, e.name_len)))
+			return -EIO;
+		rc = name_insert(d, name, e.name_len, lblk, e.off, e.ino, e.ftype);
+		if (rc)
+			return rc;
+	}
+	if (rc < 0)
+		return rc;
+	gap_set(d, lblk, room);
+	return 0;
+}
+
+static int dirix_build(struct dindex *di, ext2_ino_t dir, struct dirix **out)
+{
+	ext2_filsys fs = di->fs;
+	struct ext2_inode inode;
+	struct map_ctx m;
+	struct dirix *d;
+	uint64_t size;
+	errcode_t err;
+	int rc;
+
+	err = ext2fs_read_inode(fs, dir, &inode);
+	if (err)
+		return errcode_to_errno(err);
+	if (!LINUX_S_ISDIR(inode.i_mode))
+		return -ENOTDIR;
+	if (inode.i_flags & EXT4_INLINE_DATA_FL)
+		return -EOPNOTSUPP;
+	size = EXT2_I_SIZE(&inode);
+	if (size == 0 || size % fs->blocksize ||
+	    size / fs->blocksize > UINT32_MAX)
+		return -EIO;
+
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	d->dir = dir;
+	d->htree = (inode.i_flags & EXT2_INDEX_FL) != 0;
+	d->nblocks = (uint32_t)(size / fs->blocksize);
+	rc = dirix_reserve_blocks(d, d->nblocks);
+	if (rc)
+		goto fail;
+	memset(d->pblk, 0, d->nblocks * sizeof(*d->pblk));
+
+	m.d = d;
+	m.bad = false;
+	err = ext2fs_block_iterate3(fs, dir, BLOCK_FLAG_READ_ONLY | BLOCK_FLAG_DATA_ONLY,
+				    NULL, map_block, &m);
+	if (err) {
+		rc = errcode_to_errno(err);
+		goto fail;
+	}
+	rc = -EIO;
+	if (m.bad)
+		goto fail;
+	for (uint32_t b = 0; b < d->nblocks; b++) {
+		/* A hole or a block outside the file system: corrupt. */
+		if (d->pblk[b] == 0 ||
+		    d->pblk[b] < fs->super->s_first_data_block ||
+		    d->pblk[b] >= ext2fs_blocks_count(fs->super))
+			goto fail;
+	}
+	for (uint32_t b = 0; b < d->nblocks; b++) {
+		rc = index_block(di, d, b);
+		if (rc)
+			goto fail;
+	}
+	*out = d;
+	return 0;
+fail:
+	dirix_free(d);
+	return rc;
+}
+
+static size_t dir_slot(const struct dindex *di, ext2_ino_t dir)
+{
+	return (dir * 2654435761u) & (di->ndir_buckets - 1);
+}
+
+static void lru_unlink(struct dindex *di, struct dirix *d)
+{
+	if (d->lru_prev)
+		d->lru_prev->lru_next = d->lru_next;
+	else
+		di->lru_head = d->lru_next;
+	if (d->lru_next)
+		d->lru_next->lru_prev = d->lru_prev;
+	else
+		di->lru_tail = d->lru_prev;
+	d->lru_prev = d->lru_next = NULL;
+}
+
+static void lru_push_front(struct dindex *di, struct dirix *d)
+{
+	d->lru_prev = NULL;
+	d->lru_next = di->lru_head;
+	if (di->lru_head)
+		di->lru_head->lru_prev = d;
+	di->lru_head = d;
+	if (!di->lru_tail)
+		di->lru_tail = d;
+}
+
+static void dir_remove(struct dindex *di, struct dirix *d)
+{
+	struct dirix **pp = &di->dir_buckets[dir_slot(di, d->dir)];
+
+	while (*pp != d)
+		pp = &(*pp)->hnext;
+	*pp = d->hnext;
+	lru_unlink(di, d);
+	di->ndirs--;
+	dirix_free(d);
+}
+
+/* The index of dir, built on first use; most recently used afterwards. */
+static int get_dir(struct dindex *di, ext2_ino_t dir, struct dirix **out)
+{
+	struct dirix *d;
+	size_t slot;
+	int rc;
+
+	if (dir < 1 || dir > di->fs->super->s_inodes_count)
+		return -EINVAL;
+	slot = dir_slot(di, dir);
+	for (d = di->dir_buckets[slot]; d; d = d->hnext) {
+		if (d->dir == dir) {
+			lru_unlink(di, d);
+			lru_push_front(di, d);
+			*out = d;
+			return 0;
+		}
+	}
+	rc = dirix_build(di, dir, &d);
+	if (rc)
+		return rc;
+	while (di->ndirs >= di->max_dirs && di->lru_tail)
+		dir_remove(di, di->lru_tail);
+	d->hnext = di->dir_buckets[slot];
+	di->dir_buckets[slot] = d;
+	lru_push_front(di, d);
+	di->ndirs++;
+	*out = d;
+	return 0;
+}
+
+/* ---- changes on disk ------------------------------------------------------ */
+
+/* Before the first change to an htree directory: make it a linear one, so
+ * the kernel and e2fsck no longer trust the (soon stale) hash tree. */
+static int clear_htree(struct dindex *di, struct dirix *d)
+{
+	struct ext2_inode inode;
+	errcode_t err;
+
+	if (!d->htree)
+		return 0;
+	/* With metadata_csum the dx blocks carry a dx tail, not a dirent tail;
+	 * turning them into linear blocks would need rewriting them. */
+	if (ext2fs_has_feature_metadata_csum(di->fs->super))
+		return -EOPNOTSUPP;
+	err = ext2fs_read_inode(di->fs, d->dir, &inode);
+	if (err)
+		return errcode_to_errno(err);
+	inode.i_flags &= ~EXT2_INDEX_FL;
+	err = ext2fs_write_inode(di->fs, d->dir, &inode);
+	if (err)
+		return errcode_to_errno(err);
+	d->htree = false;
+	return 0;
+}
+
+static int read_block(struct dindex *di, struct dirix *d, uint32_t lblk)
+{
+	errcode_t err = ext2fs_read_dir_block4(di->fs, d->pblk[lblk],
+					       di->blockbuf, 0, d->dir);
+
+	return err ? errcode_to_errno(err) : 0;
+}
+
+/* Write the block in blockbuf back and refresh its gap in the tree. */
+static int write_block(struct dindex *di, struct dirix *d, uint32_t lblk)
+{
+	uint32_t room;
+	errcode_t err;
+	int rc;
+
+	rc = block_max_room(di->fs, di->blockbuf, &room);
+	if (rc)
+		return rc;
+	err = ext2fs_write_dir_block4(di->fs, d->pblk[lblk], di->blockbuf, 0, d->dir);
+	if (err)
+		return errcode_to_errno(err);
+	gap_set(d, lblk, room);
+	return 0;
+}
+
+static void fill_entry(ext2_filsys fs, struct ext2_dir_entry *de, const char *name,
+		       size_t len, ext2_ino_t ino, int ftype)
+{
+	de->inode = ino;
+	if (ext2fs_has_feature_filetype(fs->super))
+		de->name_len = (__u16)(len | ((unsigned int)(ftype & 0xff) << 8));
+	else
+		de->name_len = (__u16)len;
+	memcpy(de->name, name, len);
+}
+
+/* Put the entry into block lblk (which has room for need bytes). */
+static int add_to_block(struct dindex *di, struct dirix *d, uint32_t lblk,
+			const char *name, size_t len, ext2_ino_t ino, int ftype,
+			uint32_t *off_out)
+{
+	unsigned int need = entry_size(len);
+	struct block_cursor c;
+	struct raw_entry e;
+	int rc;
+
+	rc = read_block(di, d, lblk);
+	if (rc)
+		return rc;
+	cursor_init(&c, di->fs, di->blockbuf);
+	while ((rc = cursor_next(&c, &e)) == 1) {
+		struct ext2_dir_entry *de;
+		unsigned int rec_len;
+
+		if (entry_room(&e) < need)
+			continue;
+		if (e.ino == 0) {
+			/* Reuse an empty entry, keeping its whole rec_len. */
+			de = e.de;
+			rec_len = e.rec_len;
+			*off_out = e.off;
+		} else {
+			/* Split: the old entry keeps its own size, the new one
+			 * takes the rest. */
+			unsigned int keep = entry_size(e.name_len);
+
+			if (ext2fs_set_rec_len(di->fs, keep, e.de))
+				return -EIO;
+			de = (struct ext2_dir_entry *)((char *)e.de + keep);
+			rec_len = e.rec_len - keep;
+			*off_out = e.off + keep;
+		}
+		fill_entry(di->fs, de, name, len, ino, ftype);
+		if (ext2fs_set_rec_len(di->fs, rec_len, de))
+			return -EIO;
+		return write_block(di, d, lblk);
+	}
+	/* The tree said there was room: the block changed under us. */
+	return rc < 0 ? rc : -EIO;
+}
+
+/* Append a new block holding only the entry. */
+static int add_new_block(struct dindex *di, struct dirix *d, const char *name,
+			 size_t len, ext2_ino_t ino, int ftype)
+{
+	ext2_filsys fs = di->fs;
+	uint32_t lblk = d->nblocks;
+	uint64_t new_size = ((uint64_t)lblk + 1) * fs->blocksize;
+	struct ext2_dir_entry *de = (struct ext2_dir_entry *)di->blockbuf;
+	unsigned int usable = fs->blocksize;
+	struct ext2_inode inode;
+	blk64_t goal, pblk;
+	errcode_t err;
+	int rc;
+
+	if (lblk == UINT32_MAX ||
+	    (!ext2fs_has_feature_largedir(fs->super) && new_size > UINT32_MAX))
+		return -EFBIG;
+	rc = dirix_reserve_blocks(d, lblk + 1);
+	if (rc)
+		return rc;
+	err = ext2fs_read_inode(fs, d->dir, &inode);
+	if (err)
+		return errcode_to_errno(err);
+
+	/* Near the directory's last block, so the directory stays compact. */
+	goal = lblk ? d->pblk[lblk - 1] : ext2fs_find_inode_goal(fs, d->dir, &inode, 0);
+	err = ext2fs_new_block2(fs, goal, NULL, &pblk);
+	if (err)
+		return errcode_to_errno(err);
+
+	memset(di->blockbuf, 0, fs->blocksize);
+	if (ext2fs_has_feature_metadata_csum(fs->super)) {
+		usable -= sizeof(struct ext2_dir_entry_tail);
+		ext2fs_initialize_dirent_tail(fs, EXT2_DIRENT_TAIL(di->blockbuf,
+								  fs->blocksize));
+	}
+	fill_entry(fs, de, name, len, ino, ftype);
+	if (ext2fs_set_rec_len(fs, usable, de))
+		return -EIO;
+	/* Contents first, then the mapping, so the directory never maps a block
+	 * of garbage. */
+	err = ext2fs_write_dir_block4(fs, pblk, di->blockbuf, 0, d->dir);
+	if (err)
+		return errcode_to_errno(err);
+	/* Mark it used before bmap may allocate indirect or extent blocks. */
+	ext2fs_block_alloc_stats2(fs, pblk, +1);
+	err = ext2fs_bmap2(fs, d->dir, &inode, NULL, BMAP_SET | BMAP_ALLOC, lblk,
+			   NULL, &pblk);
+	if (err) {
+		ext2fs_block_alloc_stats2(fs, pblk, -1);
+		return errcode_to_errno(err);
+	}
+	err = ext2fs_iblk_add_blocks(fs, &inode, 1);
+	if (err)
+		return errcode_to_errno(err);
+	inode.i_size = (__u32)new_size;
+	inode.i_size_high = (__u32)(new_size >> 32);
+	err = ext2fs_write_inode(fs, d->dir, &inode);
+	if (err)
+		return errcode_to_errno(err);
+
+	d->pblk[lblk] = pblk;
+	d->nblocks = lblk + 1;
+	gap_set(d, lblk, usable - entry_size(len));
+	return name_insert(d, name, len, lblk, 0, ino, ftype);
+}
+
+/* Find the entry e points at in blockbuf (already read), and its
+ * predecessor in the block (NULL if first).  -EIO if the block no longer
+ * matches the index. */
+static int locate(struct dindex *di, const struct dent *e,
+		  struct raw_entry *found, struct raw_entry *prev, bool *has_prev)
+{
+	struct block_cursor c;
+	struct raw_entry cur;
+	int rc;
+
+	*has_prev = false;
+	cursor_init(&c, di->fs, di->blockbuf);
+	while ((rc = cursor_next(&c, &cur)) == 1) {
+		if (cur.off == e->off) {
+			if (cur.ino == 0 || cur.name_len != e->len ||
+			    memcmp(cur.de->name, e->name, e->len))
+				return -EIO;
+			*found = cur;
+			return 0;
+		}
+		if (cur.off > e->off)
+			break;
+		*prev = cur;
+		*has_prev = true;
+	}
+	return rc < 0 ? rc : -EIO;
+}
+
+/* ---- public API ------------------------------------------------------------ */
+
+struct dindex *dindex_new(ext2_filsys fs, size_t max_dirs)
+{
+	struct dindex *di = calloc(1, sizeof(*di));
+
+	if (!di)
+		return NULL;
+	di->fs = fs;
+	di->max_dirs = max_dirs ? max_dirs : 1;
+	di->ndir_buckets = 16;
+	while (di->ndir_buckets < di->max_dirs && di->ndir_buckets < (1u << 20))
+		di->ndir_buckets *= 2;
+	di->dir_buckets = calloc(di->ndir_buckets, sizeof(*di->dir_buckets));
+	di->blockbuf = malloc(fs->blocksize);
+	if (!di->dir_buckets || !di->blockbuf) {
+		free(di->dir_buckets);
+		free(di->blockbuf);
+		free(di);
+		return NULL;
+	}
+	return di;
+}
+
+void dindex_drop_all(struct dindex *di)
+{
+	while (di->lru_head)
+		dir_remove(di, di->lru_head);
+}
+
+void dindex_free(struct dindex *di)
+{
+	if (!di)
+		return;
+	dindex_drop_all(di);
+	free(di->dir_buckets);
+	free(di->blockbuf);
+	free(di);
+}
+
+void dindex_forget(struct dindex *di, ext2_ino_t dir)
+{
+	for (struct dirix *d = di->dir_buckets[dir_slot(di, dir)]; d; d = d->hnext) {
+		if (d->dir == dir) {
+			dir_remove(di, d);
+			return;
+		}
+	}
+}
+
+static int check_name(size_t len)
+{
+	if (len == 0)
+		return -EINVAL;
+	if (len > EXT2_NAME_LEN)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+int dindex_lookup(struct dindex *di, ext2_ino_t dir, const char *name, size_t len,
+		  ext2_ino_t *ino, int *ftype)
+{
+	struct dirix *d;
+	struct dent *e;
+	int rc;
+
+	rc = check_name(len);
+	if (rc)
+		return rc == -EINVAL ? -ENOENT : rc;
+	rc = get_dir(di, dir, &d);
+	if (rc)
+		return rc;
+	e = name_find(d, name, len, name_hash(name, len));
+	if (!e)
+		return -ENOENT;
+	*ino = e->ino;
+	*ftype = e->ftype;
+	return 0;
+}
+
+int dindex_add(struct dindex *di, ext2_ino_t dir, const char *name, size_t len,
+	       ext2_ino_t ino, int ftype)
+{
+	struct dirix *d;
+	uint32_t off;
+	int64_t blk;
+	int rc;
+
+	rc = check_name(len);
+	if (rc)
+		return rc;
+	if (ino < 1 || ino > di->fs->super->s_inodes_count)
+		return -EINVAL;
+	if (!ext2fs_has_feature_filetype(di->fs->super))
+		ftype = 0;
+	rc = get_dir(di, dir, &d);
+	if (rc)
+		return rc;
+	if (name_find(d, name, len, name_hash(name, len)))
+		return -EEXIST;
+	rc = clear_htree(di, d);
+	if (rc)
+		goto out;
+	blk = gap_find(d, entry_size(len));
+	if (blk < 0) {
+		rc = add_new_block(di, d, name, len, ino, ftype);
+		goto out;
+	}
+	rc = add_to_block(di, d, (uint32_t)blk, name, len, ino, ftype, &off);
+	if (rc)
+		goto out;
+	rc = name_insert(d, name, len, (uint32_t)blk, off, ino, ftype);
+out:
+	if (rc)
+		dindex_forget(di, dir);
+	return rc;
+}
+
+int dindex_remove(struct dindex *di, ext2_ino_t dir, const char *name, size_t len)
+{
+	struct raw_entry found, prev;
+	bool has_prev;
+	struct dirix *d;
+	struct dent *e;
+	int rc;
+
+	rc = check_name(len);
+	if (rc)
+		return rc == -EINVAL ? -ENOENT : rc;
+	if (is_dot_or_dotdot(name, len))
+		return -EINVAL;
+	rc = get_dir(di, dir, &d);
+	if (rc)
+		return rc;
+	e = name_find(d, name, len, name_hash(name, len));
+	if (!e)
+		return -ENOENT;
+	rc = clear_htree(di, d);
+	if (rc)
+		goto out;
+	rc = read_block(di, d, e->lblk);
+	if (rc)
+		goto out;
+	rc = locate(di, e, &found, &prev, &has_prev);
+	if (rc)
+		goto out;
+	if (has_prev) {
+		/* The previous entry takes over the space, as ext2 does. */
+		if (ext2fs_set_rec_len(di->fs, prev.rec_len + found.rec_len, prev.de)) {
+			rc = -EIO;
+			goto out;
+		}
+	} else {
+		found.de->inode = 0;
+	}
+	rc = write_block(di, d, e->lblk);
+	if (rc)
+		goto out;
+	name_delete(d, e);
+out:
+	if (rc)
+		dindex_forget(di, dir);
+	return rc;
+}
+
+int dindex_replace(struct dindex *di, ext2_ino_t dir, const char *name, size_t len,
+		   ext2_ino_t ino, int ftype)
+{
+	struct raw_entry found, prev;
+	bool has_prev;
+	struct dirix *d;
+	struct dent *e;
+	int rc;
+
+	rc = check_name(len);
+	if (rc)
+		return rc == -EINVAL ? -ENOENT : rc;
+	if (ino < 1 || ino > di->fs->super->s_inodes_count)
+		return -EINVAL;
+	if (!ext2fs_has_feature_filetype(di->fs->super))
+		ftype = 0;
+	rc = get_dir(di, dir, &d);
+	if (rc)
+		return rc;
+	e = name_find(d, name, len, name_hash(name, len));
+	if (!e)
+		return -ENOENT;
+	rc = clear_htree(di, d);
+	if (rc)
+		goto out;
+	rc = read_block(di, d, e->lblk);
+	if (rc)
+		goto out;
+	rc = locate(di, e, &found, &prev, &has_prev);
+	if (rc)
+		goto out;
+	fill_entry(di->fs, found.de, name, len, ino, ftype);
+	rc = write_block(di, d, e->lblk);
+	if (rc)
+		goto out;
+	e->ino = ino;
+	e->ftype = (uint8_t)ftype;
+out:
+	if (rc)
+		dindex_forget(di, dir);
+	return rc;
+}
+
+int dindex_is_empty(struct dindex *di, ext2_ino_t dir)
+{
+	struct dirix *d;
+	int rc = get_dir(di, dir, &d);
+
+	if (rc)
+		return rc;
+	return d->nother == 0;
+}
+
+int dindex_readdir(struct dindex *di, ext2_ino_t dir, uint64_t off,
+		   dindex_fill_fn fill, void *ctx)
+{
+	uint32_t lblk = (uint32_t)(off >> 32);
+	uint32_t boff = (uint32_t)off;
+	struct dirix *d;
+	int rc;
+
+	rc = get_dir(di, dir, &d);
+	if (rc)
+		return rc;
+	for (; lblk < d->nblocks; lblk++, boff = 0) {
+		struct block_cursor c;
+		struct raw_entry e;
+
+		rc = read_block(di, d, lblk);
+		if (rc)
+			return rc;
+		cursor_init(&c, di->fs, di->blockbuf);
+		while ((rc = cursor_next(&c, &e)) == 1) {
+			uint64_t next;
+
+			/* Entries before the position were returned already (or
+			 * were merged away); empty ones are not names. */
+			if (e.off < boff || e.ino == 0)
+				continue;
+			if (e.off + e.rec_len >= c.end)
+				next = (uint64_t)(lblk + 1) << 32;
+			else
+				next = ((uint64_t)lblk << 32) | (e.off + e.rec_len);
+			if (fill(ctx, e.de->name, e.name_len, e.ino, e.ftype, next))
+				return 0;
+		}
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
