@@ -82,6 +82,14 @@ errcode_t rio_flush_device(io_channel ch);
 size_t rio_dirty_blocks(io_channel ch);
 
 
+/* Replay the journal of fs if a crash left it needing recovery (our own JBD
+ * replay, before anything else writes).  On return the disk holds the
+ * recovered state and needs_recovery is clear; libext2fs's in-memory copies
+ * are stale, so the caller closes and re-opens fs.  *replayed = transactions
+ * replayed (0 when there was nothing to do).  msg gets a one-line reason on
+ * failure (unsupported or corrupt journal). */
+errcode_t rio_journal_recover(ext2_filsys fs, unsigned *replayed, char *msg, size_t msglen);
+
 /* ---- transactions (the transactions issue) ----
  * Until rio_txn_attach(), metadata writes go through the cache as plain
  * write-back (mount-time work such as orphan processing happens before).
