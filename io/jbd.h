@@ -1,5 +1,5 @@
 /*
- * io/jbd.h - internal to io/ (not a public header: only io/*.c include it).
+ * io/jbd.h - internal to io/ (not a public header: only io/ sources include it).
  *
  * The ext3 journal, in the JBD format that e2fsck and the Linux kernel replay
  * (journal superblock v2, descriptor blocks with tags and escaping, revoke
