@@ -1,2 +1,958 @@
-/* scaffold: replaced by the checker implementation */
-#include "checker.h"
+/*
+ * checker/checker.c - attach (superblock, descriptors, static layout, shadow
+ * bitmaps, type/owner map), the bounded block cache, verdict plumbing,
+ * chk_advance and statistics.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "chk_internal.h"
+
+/* ------------------------------------------------------------------ maps */
+
+static int u64map_grow(struct u64map *m)
+{
+	size_t ncap = m->cap ? m->cap * 2 : 64;
+	uint64_t *nk = calloc(ncap, sizeof(*nk));
+	uint32_t *nv = calloc(ncap, sizeof(*nv));
+	if (!nk || !nv) {
+		free(nk);
+		free(nv);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < m->cap; i++) {
+		if (!m->keys[i])
+			continue;
+		size_t j = (m->keys[i] * 0x9E3779B97F4A7C15ull) & (ncap - 1);
+		while (nk[j])
+			j = (j + 1) & (ncap - 1);
+		nk[j] = m->keys[i];
+		nv[j] = m->vals[i];
+	}
+	free(m->keys);
+	free(m->vals);
+	m->keys = nk;
+	m->vals = nv;
+	m->cap = ncap;
+	return 0;
+}
+
+int u64map_put(struct u64map *m, uint64_t key, uint32_t val)
+{
+	if ((m->n + 1) * 2 > m->cap) {
+		int r = u64map_grow(m);
+		if (r)
+			return r;
+	}
+	uint64_t k = key + 1;
+	size_t j = (k * 0x9E3779B97F4A7C15ull) & (m->cap - 1);
+	while (m->keys[j] && m->keys[j] != k)
+		j = (j + 1) & (m->cap - 1);
+	if (!m->keys[j])
+		m->n++;
+	m->keys[j] = k;
+	m->vals[j] = val;
+	return 0;
+}
+
+bool u64map_get(const struct u64map *m, uint64_t key, uint32_t *val)
+{
+	if (!m->cap)
+		return false;
+	uint64_t k = key + 1;
+	size_t j = (k * 0x9E3779B97F4A7C15ull) & (m->cap - 1);
+	while (m->keys[j]) {
+		if (m->keys[j] == k) {
+			if (val)
+				*val = m->vals[j];
+			return true;
+		}
+		j = (j + 1) & (m->cap - 1);
+	}
+	return false;
+}
+
+/* Backward-shift deletion keeps probe chains intact without tombstones. */
+void u64map_del(struct u64map *m, uint64_t key)
+{
+	if (!m->cap)
+		return;
+	uint64_t k = key + 1;
+	size_t mask = m->cap - 1, j = (k * 0x9E3779B97F4A7C15ull) & mask;
+	while (m->keys[j] && m->keys[j] != k)
+		j = (j + 1) & mask;
+	if (!m->keys[j])
+		return;
+	size_t hole = j;
+	for (;;) {
+		j = (j + 1) & mask;
+		if (!m->keys[j])
+			break;
+		size_t home = (m->keys[j] * 0x9E3779B97F4A7C15ull) & mask;
+		/* move j into the hole if its home is not in (hole, j] */
+		bool in_range = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
+		if (!in_range) {
+			m->keys[hole] = m->keys[j];
+			m->vals[hole] = m->vals[j];
+			hole = j;
+		}
+	}
+	m->keys[hole] = 0;
+	m->n--;
+}
+
+void u64map_free(struct u64map *m)
+{
+	free(m->keys);
+	free(m->vals);
+	memset(m, 0, sizeof(*m));
+}
+
+/* ------------------------------------------------------------------ cache */
+
+static void lru_unlink(struct blk_cache *c, uint32_t s)
+{
+	struct cache_ent *e = &c->ents[s];
+	if (e->prev != CACHE_NIL) c->ents[e->prev].next = e->next; else c->head = e->next;
+	if (e->next != CACHE_NIL) c->ents[e->next].prev = e->prev; else c->tail = e->prev;
+	e->prev = e->next = CACHE_NIL;
+}
+
+static void lru_push_head(struct blk_cache *c, uint32_t s)
+{
+	struct cache_ent *e = &c->ents[s];
+	e->prev = CACHE_NIL;
+	e->next = c->head;
+	if (c->head != CACHE_NIL)
+		c->ents[c->head].prev = s;
+	c->head = s;
+	if (c->tail == CACHE_NIL)
+		c->tail = s;
+}
+
+/* Stores a copy; silently does nothing when memory is short (the cache is an
+ * optimisation: a miss is served by the read callback). */
+void chk_cache_put(struct chk_fs *fs, uint64_t blk, const void *buf)
+{
+	struct blk_cache *c = &fs->cache;
+	uint32_t s;
+	if (fs->cache_max == 0)
+		return;
+	if (u64map_get(&c->index, blk, &s)) {
+		memcpy(c->ents[s].data, buf, fs->bs);
+		lru_unlink(c, s);
+		lru_push_head(c, s);
+		return;
+	}
+	if (c->nfree) {
+		s = c->free_slots[--c->nfree];
+	} else if (c->nslots < fs->cache_max) {
+		if (c->nslots == c->capslots) {
+			size_t ncap = c->capslots ? c->capslots * 2 : 256;
+			if (ncap > fs->cache_max)
+				ncap = fs->cache_max;
+			struct cache_ent *ne = realloc(c->ents, ncap * sizeof(*ne));
+			if (!ne)
+				return;
+			c->ents = ne;
+			uint32_t *nf = realloc(c->free_slots, ncap * sizeof(*nf));
+			if (!nf)
+				return;
+			c->free_slots = nf;
+			c->capslots = ncap;
+		}
+		uint8_t *d = malloc(fs->bs);
+		if (!d)
+			return;
+		s = (uint32_t)c->nslots++;
+		c->ents[s].data = d;
+	} else {
+		s = c->tail;                 /* evict least recently used */
+		lru_unlink(c, s);
+		u64map_del(&c->index, c->ents[s].blk);
+	}
+	if (u64map_put(&c->index, blk, s)) {
+		c->free_slots[c->nfree++] = s;
+		return;
+	}
+	c->ents[s].blk = blk;
+	c->ents[s].prev = c->ents[s].next = CACHE_NIL;
+	memcpy(c->ents[s].data, buf, fs->bs);
+	lru_push_head(c, s);
+}
+
+void chk_cache_drop(struct chk_fs *fs, uint64_t blk)
+{
+	struct blk_cache *c = &fs->cache;
+	uint32_t s;
+	if (!u64map_get(&c->index, blk, &s))
+		return;
+	lru_unlink(c, s);
+	u64map_del(&c->index, blk);
+	c->free_slots[c->nfree++] = s;
+}
+
+static void cache_free(struct blk_cache *c)
+{
+	for (size_t i = 0; i < c->nslots; i++)
+		free(c->ents[i].data);
+	free(c->ents);
+	free(c->free_slots);
+	u64map_free(&c->index);
+}
+
+int chk_read_block(struct chk_fs *fs, uint64_t blk, void *buf)
+{
+	uint32_t s;
+	if (u64map_get(&fs->cache.index, blk, &s)) {
+		memcpy(buf, fs->cache.ents[s].data, fs->bs);
+		lru_unlink(&fs->cache, s);
+		lru_push_head(&fs->cache, s);
+		fs->stats.cache_hits++;
+		return 0;
+	}
+	fs->stats.cache_misses++;
+	if (blk >= fs->blocks_count) {
+		memset(buf, 0, fs->bs);      /* past the end: reads as zeros, never cached */
+		return 0;
+	}
+	int r = fs->read(fs->ctx, blk * fs->bs, buf, fs->bs);
+	if (r)
+		return r < 0 ? r : -EIO;
+	chk_cache_put(fs, blk, buf);
+	return 0;
+}
+
+void chk_note_read(struct chk_fs *fs, uint64_t blk, const void *buf)
+{
+	if (blk < fs->blocks_count && fs->btype[blk] != BT_FREE && fs->btype[blk] != BT_DATA)
+		chk_cache_put(fs, blk, buf);
+}
+
+/* ------------------------------------------------------------------ layout */
+
+uint32_t group_of_block(const struct chk_fs *fs, uint64_t blk)
+{
+	return (uint32_t)((blk - fs->first_data_block) / fs->bpg);
+}
+
+uint32_t group_of_inode(const struct chk_fs *fs, uint32_t ino)
+{
+	return (ino - 1) / fs->ipg;
+}
+
+static bool is_power_of(uint32_t n, uint32_t b)
+{
+	while (n > 1 && n % b == 0)
+		n /= b;
+	return n == 1;
+}
+
+bool group_has_super(const struct chk_fs *fs, uint32_t g)
+{
+	if (!fs->sparse || g <= 1)
+		return true;
+	return is_power_of(g, 3) || is_power_of(g, 5) || is_power_of(g, 7);
+}
+
+uint8_t chk_static_type(const struct chk_fs *fs, uint64_t blk)
+{
+	if (blk >= fs->blocks_count)
+		return BT_FREE;
+	return bt_static(fs->btype[blk]) ? fs->btype[blk] : BT_FREE;
+}
+
+int chk_read_inode(struct chk_fs *fs, uint32_t ino, void *buf)
+{
+	uint32_t g = group_of_inode(fs, ino), idx = (ino - 1) % fs->ipg;
+	uint64_t blk = fs->gd[g].bg_inode_table + idx / fs->inodes_per_block;
+	uint8_t *b = malloc(fs->bs);
+	if (!b)
+		return -ENOMEM;
+	int r = chk_read_block(fs, blk, b);
+	if (!r)
+		memcpy(buf, b + (idx % fs->inodes_per_block) * fs->inode_size, fs->inode_size);
+	free(b);
+	return r;
+}
+
+/* ------------------------------------------------------------------ inodes */
+
+bool mode_type_valid(uint16_t mode)
+{
+	switch (mode & 0170000) {
+	case 0100000: case 0040000: case 0120000: case 0020000:
+	case 0060000: case 0010000: case 0140000:
+		return true;
+	}
+	return false;
+}
+
+int mode_to_ftype(uint16_t mode)
+{
+	switch (mode & 0170000) {
+	case 0100000: return EXT2_FT_REG_FILE;
+	case 0040000: return EXT2_FT_DIR;
+	case 0020000: return EXT2_FT_CHRDEV;
+	case 0060000: return EXT2_FT_BLKDEV;
+	case 0010000: return EXT2_FT_FIFO;
+	case 0140000: return EXT2_FT_SOCK;
+	case 0120000: return EXT2_FT_SYMLINK;
+	}
+	return -1;
+}
+
+uint64_t inode_size64(const struct ext2_inode *in)
+{
+	if ((in->i_mode & 0170000) == 0100000)
+		return in->i_size | ((uint64_t)in->i_size_high << 32);
+	return in->i_size;
+}
+
+/* Which in-use inodes' i_block we model as pointers: ordinary inodes with
+ * pointers, the root, the journal inode (even without has_journal: its
+ * blocks are still owned) and the bad-blocks inode (whatever its mode). */
+bool inode_walkable(const struct chk_fs *fs, uint32_t ino, const struct ext2_inode *in)
+{
+	if (ino == EXT2_RESIZE_INO)
+		return false;
+	if (ino == EXT2_BAD_INO)
+		return true;
+	if (ino < fs->first_ino && ino != EXT2_ROOT_INO && ino != EXT2_JOURNAL_INO && ino != fs->journal_ino)
+		return false;
+	return inode_has_block_ptrs(fs, in);
+}
+
+/* ext4-only inode fields that must stay clear on ext2/ext3; NULL if fine */
+const char *inode_ext4_fields_problem(const struct chk_fs *fs, const struct ext2_inode *in)
+{
+	if (in->i_faddr)
+		return "obsolete i_faddr";
+	if (fs->inode_size > 128) {
+		uint16_t x = ((const struct ext2_inode_large *)in)->i_extra_isize;
+		if (x && (x < 4 || x > fs->inode_size - 128 || (x & 3)))
+			return "invalid i_extra_isize";
+	}
+	if (in->i_flags & EXT4_EXTENTS_FL)
+		return "extents flag";
+	if (in->i_flags & EXT4_INLINE_DATA_FL)
+		return "inline-data flag";
+	if (in->i_flags & EXT4_HUGE_FILE_FL)
+		return "huge-file flag";
+	if (in->i_flags & EXT4_EA_INODE_FL)
+		return "ea-inode flag";
+	if (in->i_flags & EXT4_ENCRYPT_FL)
+		return "encrypt flag";
+	if (in->osd2.linux2.l_i_file_acl_high)
+		return "i_file_acl high bits";
+	if (in->osd2.linux2.l_i_blocks_hi)
+		return "i_blocks high bits";
+	return NULL;
+}
+
+/* Regular files, directories and slow symlinks keep block pointers in
+ * i_block; fast symlinks keep their target there and devices a number. */
+bool inode_has_block_ptrs(const struct chk_fs *fs, const struct ext2_inode *in)
+{
+	switch (in->i_mode & 0170000) {
+	case 0100000: case 0040000:
+		return true;
+	case 0120000: {
+		uint32_t acl = in->i_file_acl ? fs->bs / 512 : 0;
+		return in->i_blocks > acl;
+	}
+	}
+	return false;
+}
+
+struct walk_ctx {
+	struct chk_fs *fs;
+	blk_get_fn get;
+	void *get_ctx;
+	blk_visit_fn visit;
+	void *vctx;
+	bool isdir;
+	uint8_t *bufs[3];
+};
+
+static int walk_level(struct walk_ctx *w, uint64_t blk, int level, uint32_t base)
+{
+	struct chk_fs *fs = w->fs;
+	uint8_t t = level == 3 ? BT_TIND : level == 2 ? BT_DIND : BT_IND;
+	w->visit(w->vctx, blk, t, base);
+	/* do not follow pointers out of range or into static metadata */
+	if (blk < fs->first_data_block || blk >= fs->blocks_count || bt_static(fs->btype[blk]))
+		return 0;
+	uint8_t *b = w->bufs[level - 1];
+	int r = w->get(w->get_ctx, blk, b);
+	if (r)
+		return r;
+	const uint32_t *p = (const uint32_t *)b;
+	uint64_t span = 1;
+	for (int i = 1; i < level; i++)
+		span *= fs->addr_per_block;
+	for (uint32_t i = 0; i < fs->addr_per_block; i++) {
+		if (!p[i])
+			continue;
+		uint32_t lb = (uint32_t)(base + i * span);
+		if (level == 1)
+			w->visit(w->vctx, p[i], w->isdir ? BT_DIR : BT_DATA, lb);
+		else if ((r = walk_level(w, p[i], level - 1, lb)))
+			return r;
+	}
+	return 0;
+}
+
+int walk_inode_tree(struct chk_fs *fs, const struct ext2_inode *in, bool isdir,
+		    blk_get_fn get, void *get_ctx, blk_visit_fn visit, void *vctx)
+{
+	struct walk_ctx w = { fs, get, get_ctx, visit, vctx, isdir, { NULL, NULL, NULL } };
+	int r = 0;
+	for (int i = 0; i < EXT2_NDIR_BLOCKS; i++)
+		if (in->i_block[i])
+			visit(vctx, in->i_block[i], isdir ? BT_DIR : BT_DATA, (uint32_t)i);
+	uint32_t a = fs->addr_per_block;
+	uint32_t bases[3] = { 12, 12 + a, 12 + a + a * a };
+	for (int l = 0; l < 3; l++) {
+		if (!in->i_block[12 + l])
+			continue;
+		for (int k = 0; k < 3; k++)
+			if (!w.bufs[k] && !(w.bufs[k] = malloc(fs->bs))) {
+				r = -ENOMEM;
+				goto out;
+			}
+		if ((r = walk_level(&w, in->i_block[12 + l], l + 1, bases[l])))
+			goto out;
+	}
+out:
+	for (int k = 0; k < 3; k++)
+		free(w.bufs[k]);
+	return r;
+}
+
+/* ------------------------------------------------------------------ attach */
+
+static int read_approved(void *ctx, uint64_t blk, void *buf)
+{
+	return chk_read_block(ctx, blk, buf);
+}
+
+static void attach_visit(void *ctx, uint64_t blk, uint8_t type, uint32_t lblk);
+
+struct attach_visit_ctx {
+	struct chk_fs *fs;
+	uint32_t ino;
+	int err;
+};
+
+static void note_bad(struct chk_fs *fs, struct dup_ent **arr, size_t *n, uint64_t blk,
+		     uint32_t o1, uint32_t o2)
+{
+	if (*n >= 4096)
+		return;
+	struct dup_ent *na = realloc(*arr, (*n + 1) * sizeof(**arr));
+	if (!na)
+		return;
+	(void)fs;
+	*arr = na;
+	na[*n].blk = blk;
+	na[*n].owner1 = o1;
+	na[*n].owner2 = o2;
+	(*n)++;
+}
+
+static void attach_visit(void *ctx, uint64_t blk, uint8_t type, uint32_t lblk)
+{
+	struct attach_visit_ctx *a = ctx;
+	struct chk_fs *fs = a->fs;
+	if (blk < fs->first_data_block || blk >= fs->blocks_count || bt_static(fs->btype[blk])) {
+		note_bad(fs, &fs->badptrs, &fs->nbadptr, blk, a->ino,
+			 blk < fs->blocks_count ? fs->btype[blk] : 0);
+		return;
+	}
+	if (fs->btype[blk] != BT_FREE) {
+		note_bad(fs, &fs->dups, &fs->ndups, blk, fs->bowner[blk], a->ino);
+		return;
+	}
+	fs->btype[blk] = type;
+	fs->bowner[blk] = a->ino;
+	fs->blblk[blk] = lblk;
+	if (bt_indirect(type))
+		fs->nmeta[a->ino]++;
+	else
+		fs->ndata[a->ino]++;
+}
+
+static void mark_static(struct chk_fs *fs, uint64_t blk, uint8_t t, uint32_t owner)
+{
+	if (blk < fs->blocks_count) {
+		fs->btype[blk] = t;
+		fs->bowner[blk] = owner;
+	}
+}
+
+static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
+{
+	if (err && errlen) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return code;
+}
+
+#define COMPAT_OK (EXT2_FEATURE_COMPAT_DIR_PREALLOC | EXT2_FEATURE_COMPAT_IMAGIC_INODES | \
+		   EXT3_FEATURE_COMPAT_HAS_JOURNAL | EXT2_FEATURE_COMPAT_EXT_ATTR | \
+		   EXT2_FEATURE_COMPAT_RESIZE_INODE | EXT2_FEATURE_COMPAT_DIR_INDEX)
+#define INCOMPAT_OK (EXT2_FEATURE_INCOMPAT_FILETYPE | EXT3_FEATURE_INCOMPAT_RECOVER)
+#define RO_COMPAT_OK (EXT2_FEATURE_RO_COMPAT_SPARSE_SUPER | EXT2_FEATURE_RO_COMPAT_LARGE_FILE | \
+		      EXT4_FEATURE_RO_COMPAT_DIR_NLINK | EXT4_FEATURE_RO_COMPAT_EXTRA_ISIZE)
+
+static int parse_super(struct chk_fs *fs, char *err, size_t errlen)
+{
+	const struct ext2_super_block *sb = fs->sb;
+	if (sb->s_magic != EXT2_SUPER_MAGIC)
+		return fail(err, errlen, -EINVAL, "not an ext2/ext3 file system (bad superblock magic 0x%04x)", sb->s_magic);
+	if (sb->s_log_block_size > 6)
+		return fail(err, errlen, -EINVAL, "bad block size (s_log_block_size %u)", sb->s_log_block_size);
+	fs->bs = 1024u << sb->s_log_block_size;
+	if (fs->bs != 1024 && fs->bs != 2048 && fs->bs != 4096)
+		return fail(err, errlen, -EINVAL, "block size %u not supported (1 KiB to 4 KiB)", fs->bs);
+	uint32_t inc = sb->s_rev_level ? sb->s_feature_incompat : 0;
+	uint32_t ro = sb->s_rev_level ? sb->s_feature_ro_compat : 0;
+	uint32_t co = sb->s_rev_level ? sb->s_feature_compat : 0;
+	if (inc & ~INCOMPAT_OK)
+		return fail(err, errlen, -EINVAL, "incompatible feature 0x%x not modelled (ext4-only: extents, 64bit, flex_bg, meta_bg, ...)", inc & ~INCOMPAT_OK);
+	if (ro & ~RO_COMPAT_OK)
+		return fail(err, errlen, -EINVAL, "read-only-compatible feature 0x%x not modelled (ext4-only: huge_file, uninit_bg, metadata_csum, bigalloc, ...)", ro & ~RO_COMPAT_OK);
+	if (co & ~COMPAT_OK)
+		return fail(err, errlen, -EINVAL, "compatible feature 0x%x not modelled", co & ~COMPAT_OK);
+	if (sb->s_creator_os == EXT2_OS_HURD)
+		return fail(err, errlen, -EINVAL, "GNU Hurd file systems (different inode layout) not modelled");
+	if (sb->s_log_cluster_size != sb->s_log_block_size)
+		return fail(err, errlen, -EINVAL, "cluster size differs from block size (bigalloc)");
+	fs->blocks_count = sb->s_blocks_count;
+	fs->inodes_count = sb->s_inodes_count;
+	fs->bpg = sb->s_blocks_per_group;
+	fs->ipg = sb->s_inodes_per_group;
+	fs->first_data_block = sb->s_first_data_block;
+	fs->inode_size = sb->s_rev_level ? sb->s_inode_size : 128;
+	fs->first_ino = sb->s_rev_level ? sb->s_first_ino : 11;
+	if (fs->bpg == 0 || fs->bpg > fs->bs * 8 || fs->ipg == 0 || fs->ipg > fs->bs * 8 ||
+	    fs->inode_size < 128 || fs->inode_size > fs->bs || (fs->inode_size & (fs->inode_size - 1)) ||
+	    fs->blocks_count <= fs->first_data_block || fs->first_data_block != (fs->bs == 1024 ? 1u : 0u) ||
+	    fs->first_ino < 11 || fs->first_ino > fs->inodes_count)
+		return fail(err, errlen, -EINVAL, "inconsistent superblock geometry");
+	fs->ngroups = (fs->blocks_count - fs->first_data_block + fs->bpg - 1) / fs->bpg;
+	if ((uint64_t)fs->ngroups * fs->ipg != fs->inodes_count)
+		return fail(err, errlen, -EINVAL, "s_inodes_count %u != groups %u * inodes per group %u",
+			    fs->inodes_count, fs->ngroups, fs->ipg);
+	fs->desc_per_block = fs->bs / sizeof(struct ext2_group_desc);
+	fs->gdt_blocks = (fs->ngroups + fs->desc_per_block - 1) / fs->desc_per_block;
+	fs->rgdt_blocks = (co & EXT2_FEATURE_COMPAT_RESIZE_INODE) ? sb->s_reserved_gdt_blocks : 0;
+	fs->inodes_per_block = fs->bs / fs->inode_size;
+	fs->itable_blocks = (fs->ipg * fs->inode_size + fs->bs - 1) / fs->bs;
+	fs->addr_per_block = fs->bs / 4;
+	fs->sb_blk = 1024 / fs->bs;
+	fs->sb_off = 1024 % fs->bs;
+	fs->filetype = inc & EXT2_FEATURE_INCOMPAT_FILETYPE;
+	fs->sparse = ro & EXT2_FEATURE_RO_COMPAT_SPARSE_SUPER;
+	fs->dir_index = co & EXT2_FEATURE_COMPAT_DIR_INDEX;
+	fs->large_file = ro & EXT2_FEATURE_RO_COMPAT_LARGE_FILE;
+	fs->has_journal = co & EXT3_FEATURE_COMPAT_HAS_JOURNAL;
+	fs->journal_ino = fs->has_journal ? sb->s_journal_inum : 0;
+	if (fs->has_journal && (sb->s_journal_inum == 0 || sb->s_journal_inum >= fs->first_ino))
+		return fail(err, errlen, -EINVAL, "external journal (s_journal_inum %u) not modelled", sb->s_journal_inum);
+	return 0;
+}
+
+static int load_group(struct chk_fs *fs, uint32_t g, uint8_t *buf, char *err, size_t errlen)
+{
+	const struct ext2_group_desc *d = &fs->gd[g];
+	uint64_t start = fs->first_data_block + (uint64_t)g * fs->bpg;
+	uint64_t end = start + fs->bpg;
+	if (end > fs->blocks_count)
+		end = fs->blocks_count;
+	if (d->bg_block_bitmap < fs->first_data_block || d->bg_block_bitmap >= fs->blocks_count ||
+	    d->bg_inode_bitmap < fs->first_data_block || d->bg_inode_bitmap >= fs->blocks_count ||
+	    d->bg_inode_table < fs->first_data_block ||
+	    (uint64_t)d->bg_inode_table + fs->itable_blocks > fs->blocks_count)
+		return fail(err, errlen, -EINVAL, "group %u: bitmap or inode table location out of range", g);
+	int r = chk_read_block(fs, d->bg_block_bitmap, buf);
+	if (r)
+		return fail(err, errlen, r, "group %u: cannot read block bitmap %u", g, d->bg_block_bitmap);
+	for (uint64_t b = start; b < end; b++)
+		bit_put(fs->bbits, b, bit_get(buf, b - start));
+	r = chk_read_block(fs, d->bg_inode_bitmap, buf);
+	if (r)
+		return fail(err, errlen, r, "group %u: cannot read inode bitmap %u", g, d->bg_inode_bitmap);
+	for (uint32_t i = 0; i < fs->ipg; i++)
+		bit_put(fs->ibits, (uint64_t)g * fs->ipg + i + 1, bit_get(buf, i));
+	return 0;
+}
+
+static void mark_layout(struct chk_fs *fs)
+{
+	if (fs->first_data_block)
+		mark_static(fs, 0, BT_BOOT, 0);
+	for (uint32_t g = 0; g < fs->ngroups; g++) {
+		uint64_t start = fs->first_data_block + (uint64_t)g * fs->bpg;
+		if (group_has_super(fs, g)) {
+			mark_static(fs, start, BT_SB, 0);
+			for (uint32_t i = 0; i < fs->gdt_blocks; i++)
+				mark_static(fs, start + 1 + i, BT_GDT, 0);
+			for (uint32_t i = 0; i < fs->rgdt_blocks; i++)
+				mark_static(fs, start + 1 + fs->gdt_blocks + i, BT_RGDT, EXT2_RESIZE_INO);
+		}
+		/* owner of bitmap and inode table blocks = their group */
+		mark_static(fs, fs->gd[g].bg_block_bitmap, BT_BBITMAP, g);
+		mark_static(fs, fs->gd[g].bg_inode_bitmap, BT_IBITMAP, g);
+		for (uint32_t i = 0; i < fs->itable_blocks; i++) {
+			mark_static(fs, fs->gd[g].bg_inode_table + i, BT_ITABLE, g);
+			if (fs->gd[g].bg_inode_table + i < fs->blocks_count)
+				fs->blblk[fs->gd[g].bg_inode_table + i] = i;
+		}
+	}
+	/* With 4 KiB blocks block 0 holds the superblock at byte 1024. */
+}
+
+/*
+ * Why a full scan at attach rather than a map built lazily from reads: the
+ * invariants "no block is owned twice" and "a bitmap bit flips exactly when a
+ * pointer appears" must know, for any block a transaction newly points to,
+ * whether some inode not touched by the transaction already owns it.  A map
+ * filled from the daemon's reads only knows the inodes it happened to read,
+ * so it could approve a double allocation.  The scan reads inode tables in
+ * one large read per group and only the indirect blocks of in-use inodes
+ * (directory and data blocks are typed from their owner without reading).
+ */
+static int scan_inodes(struct chk_fs *fs, char *err, size_t errlen)
+{
+	size_t tbytes = (size_t)fs->itable_blocks * fs->bs;
+	uint8_t *tab = malloc(tbytes);
+	if (!tab)
+		return -ENOMEM;
+	int r = 0;
+	for (uint32_t g = 0; g < fs->ngroups && !r; g++) {
+		r = fs->read(fs->ctx, (uint64_t)fs->gd[g].bg_inode_table * fs->bs, tab, tbytes);
+		if (r) {
+			r = fail(err, errlen, r < 0 ? r : -EIO, "group %u: cannot read inode table", g);
+			break;
+		}
+		for (uint32_t i = 0; i < fs->ipg; i++) {
+			uint32_t ino = g * fs->ipg + i + 1;
+			const struct ext2_inode *in = (const void *)(tab + (size_t)i * fs->inode_size);
+			if (!bit_get(fs->ibits, ino))
+				continue;
+			if (ino == EXT2_RESIZE_INO) {
+				/* its blocks are the reserved GDT blocks (static) and one dind */
+				if (in->i_block[EXT2_DIND_BLOCK])
+					mark_static(fs, in->i_block[EXT2_DIND_BLOCK], BT_RESIZE_IND, ino);
+				continue;
+			}
+			if (ino < fs->first_ino && ino != EXT2_ROOT_INO && ino != fs->journal_ino &&
+			    ino != EXT2_BAD_INO && ino != EXT2_JOURNAL_INO)
+				continue;
+			struct attach_visit_ctx a = { fs, ino, 0 };
+			if (in->i_file_acl) {
+				uint64_t x = in->i_file_acl;
+				if (x < fs->first_data_block || x >= fs->blocks_count || bt_static(fs->btype[x]))
+					note_bad(fs, &fs->badptrs, &fs->nbadptr, x, ino, 0);
+				else if (fs->btype[x] == BT_FREE) {
+					fs->btype[x] = BT_XATTR;
+					fs->bowner[x] = ino;
+				} else if (fs->btype[x] != BT_XATTR)
+					note_bad(fs, &fs->dups, &fs->ndups, x, fs->bowner[x], ino);
+			}
+			if (!inode_walkable(fs, ino, in))
+				continue;
+			bool isdir = imode_type(in) == 0040000;
+			r = walk_inode_tree(fs, in, isdir, read_approved, fs, attach_visit, &a);
+			if (r) {
+				r = fail(err, errlen, r, "inode %u: cannot read its indirect blocks", ino);
+				break;
+			}
+		}
+	}
+	free(tab);
+	return r;
+}
+
+int chk_attach(struct chk_fs **out, chk_read_fn read, void *ctx,
+	       const struct chk_options *opt, char *err, size_t errlen)
+{
+	if (err && errlen)
+		err[0] = 0;
+	struct chk_fs *fs = calloc(1, sizeof(*fs));
+	if (!fs)
+		return fail(err, errlen, -ENOMEM, "out of memory");
+	fs->read = read;
+	fs->ctx = ctx;
+	fs->sb = (const void *)fs->sb_raw;
+	fs->cache.head = fs->cache.tail = CACHE_NIL;
+	int r = read(ctx, 1024, fs->sb_raw, 1024);
+	if (r) {
+		r = fail(err, errlen, r < 0 ? r : -EIO, "cannot read the superblock");
+		goto bad;
+	}
+	if ((r = parse_super(fs, err, errlen)))
+		goto bad;
+	size_t cb = opt && opt->cache_bytes ? opt->cache_bytes : (size_t)128 << 20;
+	fs->cache_max = cb / fs->bs;
+	if (fs->cache_max < 16)
+		fs->cache_max = 16;
+	fs->gd = calloc((size_t)fs->gdt_blocks * fs->desc_per_block, sizeof(*fs->gd));
+	fs->bbits = calloc(fs->blocks_count / 8 + 1, 1);
+	fs->ibits = calloc(fs->inodes_count / 8 + 2, 1);
+	fs->btype = calloc(fs->blocks_count, 1);
+	fs->bowner = calloc(fs->blocks_count, sizeof(uint32_t));
+	fs->blblk = calloc(fs->blocks_count, sizeof(uint32_t));
+	fs->ndata = calloc((size_t)fs->inodes_count + 1, sizeof(uint32_t));
+	fs->nmeta = calloc((size_t)fs->inodes_count + 1, sizeof(uint32_t));
+	uint8_t *buf = malloc(fs->bs);
+	if (!fs->gd || !fs->bbits || !fs->ibits || !fs->btype || !fs->bowner || !fs->blblk ||
+	    !fs->ndata || !fs->nmeta || !buf) {
+		free(buf);
+		r = fail(err, errlen, -ENOMEM, "out of memory for the shadow state");
+		goto bad;
+	}
+	for (uint32_t i = 0; i < fs->gdt_blocks; i++) {
+		r = chk_read_block(fs, fs->first_data_block + 1 + i, buf);
+		if (r) {
+			free(buf);
+			r = fail(err, errlen, r, "cannot read group descriptor block %u", i);
+			goto bad;
+		}
+		memcpy((uint8_t *)fs->gd + (size_t)i * fs->bs, buf, fs->bs);
+	}
+	for (uint32_t g = 0; g < fs->ngroups; g++)
+		if ((r = load_group(fs, g, buf, err, errlen))) {
+			free(buf);
+			goto bad;
+		}
+	free(buf);
+	mark_layout(fs);
+	if ((r = scan_inodes(fs, err, errlen)))
+		goto bad;
+	*out = fs;
+	return 0;
+bad:
+	chk_detach(fs);
+	*out = NULL;
+	return r;
+}
+
+void chk_detach(struct chk_fs *fs)
+{
+	if (!fs)
+		return;
+	cache_free(&fs->cache);
+	free(fs->gd);
+	free(fs->bbits);
+	free(fs->ibits);
+	free(fs->btype);
+	free(fs->bowner);
+	free(fs->blblk);
+	free(fs->ndata);
+	free(fs->nmeta);
+	free(fs->dups);
+	free(fs->badptrs);
+	free(fs);
+}
+
+uint32_t chk_block_size(const struct chk_fs *fs)
+{
+	return fs->bs;
+}
+
+/* ------------------------------------------------------------------ records */
+
+const char *chk_rtype_name(enum chk_rtype t)
+{
+	static const char *const names[] = { "sb", "bgd", "bbitmap", "ibitmap", "inode",
+					     "dirent", "ind", "xattr", "htree" };
+	return (unsigned)t < sizeof(names) / sizeof(names[0]) ? names[t] : "?";
+}
+
+int chk_record_format(const struct chk_record *r, char *buf, size_t len)
+{
+	if (r->type == CHK_SB)
+		return snprintf(buf, len, "sb | - | %s | %lld | %lld", r->field,
+				(long long)r->old_value, (long long)r->new_value);
+	return snprintf(buf, len, "%s | %llu | %s | %lld | %lld", chk_rtype_name(r->type),
+			(unsigned long long)r->id, r->field,
+			(long long)r->old_value, (long long)r->new_value);
+}
+
+const char *arena_printf(struct str_arena *a, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	char tmp[1200];
+	int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return "?";
+	if ((size_t)n >= sizeof(tmp))
+		n = sizeof(tmp) - 1;
+	if (!a->nchunks || a->used + (size_t)n + 1 > a->cap) {
+		size_t cap = 16384;
+		char **nc = realloc(a->chunks, (a->nchunks + 1) * sizeof(*nc));
+		if (!nc)
+			return "?";
+		a->chunks = nc;
+		if (!(nc[a->nchunks] = malloc(cap)))
+			return "?";
+		a->nchunks++;
+		a->used = 0;
+		a->cap = cap;
+	}
+	char *p = a->chunks[a->nchunks - 1] + a->used;
+	memcpy(p, tmp, (size_t)n + 1);
+	a->used += (size_t)n + 1;
+	return p;
+}
+
+void arena_free(struct str_arena *a)
+{
+	for (size_t i = 0; i < a->nchunks; i++)
+		free(a->chunks[i]);
+	free(a->chunks);
+	memset(a, 0, sizeof(*a));
+}
+
+struct chk_verdict *verdict_new(void)
+{
+	return calloc(1, sizeof(struct chk_verdict));
+}
+
+size_t verdict_add_record(struct chk_verdict *v, enum chk_rtype t, uint64_t id,
+			  const char *field, int64_t o, int64_t n)
+{
+	if (v->nrecs == v->caprecs) {
+		size_t nc = v->caprecs ? v->caprecs * 2 : 64;
+		struct chk_record *nr = realloc(v->recs, nc * sizeof(*nr));
+		if (!nr) {
+			v->oom = true;
+			return SIZE_MAX;
+		}
+		v->recs = nr;
+		v->caprecs = nc;
+	}
+	v->recs[v->nrecs] = (struct chk_record){ t, id, field, o, n };
+	return v->nrecs++;
+}
+
+static const struct chk_invariant *find_invariant(const char *id)
+{
+	for (size_t i = 0; i < chk_invariant_count(); i++)
+		if (!strcmp(chk_invariant_at(i)->id, id))
+			return chk_invariant_at(i);
+	return NULL;
+}
+
+void verdict_add_violation(struct chk_verdict *v, const char *inv_id,
+			   const size_t *recs, size_t nrecs, const char *fmt, ...)
+{
+	/* one line per violated invariant and subject; cap to keep output bounded */
+	if (v->nviols >= 1000)
+		return;
+	if (v->nviols == v->capviols) {
+		size_t nc = v->capviols ? v->capviols * 2 : 16;
+		struct chk_violation *nv = realloc(v->viols, nc * sizeof(*nv));
+		if (!nv) {
+			v->oom = true;
+			return;
+		}
+		v->viols = nv;
+		v->capviols = nc;
+	}
+	char tmp[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(tmp, sizeof(tmp), fmt, ap);
+	va_end(ap);
+	size_t *rc = NULL, k = 0;
+	if (nrecs) {
+		rc = malloc(nrecs * sizeof(*rc));
+		if (!rc) {
+			v->oom = true;
+			return;
+		}
+		for (size_t i = 0; i < nrecs; i++)
+			if (recs[i] != SIZE_MAX)
+				rc[k++] = recs[i];
+	}
+	struct chk_violation *x = &v->viols[v->nviols++];
+	x->inv = find_invariant(inv_id);
+	x->detail = arena_printf(&v->strings, "%s", tmp);
+	x->nrecords = k;
+	x->records = rc;
+}
+
+bool verdict_oom(const struct chk_verdict *v)
+{
+	return v->oom;
+}
+
+bool chk_verdict_ok(const struct chk_verdict *v) { return v->nviols == 0; }
+size_t chk_verdict_nrecords(const struct chk_verdict *v) { return v->nrecs; }
+const struct chk_record *chk_verdict_record(const struct chk_verdict *v, size_t i)
+{
+	return i < v->nrecs ? &v->recs[i] : NULL;
+}
+size_t chk_verdict_nviolations(const struct chk_verdict *v) { return v->nviols; }
+const struct chk_violation *chk_verdict_violation(const struct chk_verdict *v, size_t i)
+{
+	return i < v->nviols ? &v->viols[i] : NULL;
+}
+
+void chk_verdict_free(struct chk_verdict *v)
+{
+	if (!v)
+		return;
+	for (size_t i = 0; i < v->nviols; i++)
+		free((void *)v->viols[i].records);
+	free(v->viols);
+	free(v->recs);
+	arena_free(&v->strings);
+	if (v->txn)
+		txn_free(v->txn);
+	free(v);
+}
+
+/* ------------------------------------------------------------------ advance, stats */
+
+static uint64_t thread_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int chk_advance(struct chk_fs *fs, const struct chk_verdict *v)
+{
+	if (!v->txn)
+		return -EINVAL;
+	uint64_t t0 = thread_ns();
+	int r = txn_apply(fs, v->txn);
+	fs->stats.cpu_ns += thread_ns() - t0;
+	return r;
+}
+
+void chk_get_stats(const struct chk_fs *fs, struct chk_stats *out)
+{
+	*out = fs->stats;
+}
+
+uint64_t chk_thread_ns(void)
+{
+	return thread_ns();
+}

@@ -12,6 +12,9 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdint.h>
+#ifndef FUSE_USE_VERSION
+#define FUSE_USE_VERSION 35
+#endif
 #include <fuse_lowlevel.h>
 
 enum atime_mode { ATIME_RELATIME, ATIME_NOATIME, ATIME_STRICTATIME };
@@ -44,6 +47,7 @@ struct recon_config {
 	unsigned max_transaction_blocks; /* default 0 = a quarter of the journal */
 	enum on_violation on_violation;  /* default readonly */
 	bool journal;             /* default on */
+	bool async_commit;        /* default on (off with deterministic) */
 
 	/* testing only: accepted from -o alone, never from a file */
 	bool deterministic;

@@ -1,2 +1,504 @@
-/* scaffold */
-int main(void) { return 1; }
+/*
+ * fuse/main.c - recon-fuse: parse the configuration, open and check the file
+ * system, replay its journal, process orphans, attach transactions, mount,
+ * serve, and at unmount flush and close everything before exiting.
+ */
+#include "rfs.h"
+#include "io.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define RECON_VERSION "0.1.0"
+
+static int status_fd = -1;   /* pipe to the waiting parent (daemon mode) */
+
+static void report_status(int st)
+{
+	if (status_fd >= 0) {
+		char c = (char)st;
+		if (write(status_fd, &c, 1) != 1) {
+			/* the parent is gone; nothing to tell */
+		}
+		close(status_fd);
+		status_fd = -1;
+	}
+}
+
+/* Fork now, before any thread or ring exists; the parent waits for the
+ * child to say whether the mount succeeded, so errors reach the terminal
+ * and the exit status means "mounted". */
+static int daemonize_early(void)
+{
+	int p[2];
+
+	if (pipe(p))
+		return -errno;
+	pid_t pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid > 0) {
+		char c = 1;
+		close(p[1]);
+		if (read(p[0], &c, 1) != 1)
+			c = 1;
+		_exit(c);
+	}
+	close(p[0]);
+	status_fd = p[1];
+	if (setsid() < 0)
+		return -errno;
+	return 0;
+}
+
+static void detach_stdio(void)
+{
+	int fd = open("/dev/null", O_RDWR);
+	if (fd < 0)
+		return;
+	dup2(fd, 0);
+	dup2(fd, 1);
+	dup2(fd, 2);
+	if (fd > 2)
+		close(fd);
+	if (chdir("/")) {
+		/* not fatal */
+	}
+}
+
+struct feature_name {
+	int kind;   /* 0 incompat, 1 ro_compat */
+	uint32_t mask;
+	const char *name;
+};
+
+static const struct feature_name unsupported_rw[] = {
+	{ 0, EXT3_FEATURE_INCOMPAT_EXTENTS, "extent (ext4 extents)" },
+	{ 0, EXT4_FEATURE_INCOMPAT_64BIT, "64bit" },
+	{ 0, EXT4_FEATURE_INCOMPAT_FLEX_BG, "flex_bg" },
+	{ 0, EXT4_FEATURE_INCOMPAT_MMP, "mmp" },
+	{ 0, EXT3_FEATURE_INCOMPAT_JOURNAL_DEV, "journal_dev (an external journal device)" },
+	{ 0, EXT4_FEATURE_INCOMPAT_INLINE_DATA, "inline_data" },
+	{ 0, EXT4_FEATURE_INCOMPAT_EA_INODE, "ea_inode" },
+	{ 0, EXT4_FEATURE_INCOMPAT_CSUM_SEED, "metadata_csum_seed" },
+	{ 0, EXT4_FEATURE_INCOMPAT_ENCRYPT, "encrypt" },
+	{ 0, EXT4_FEATURE_INCOMPAT_CASEFOLD, "casefold" },
+	{ 0, EXT4_FEATURE_INCOMPAT_LARGEDIR, "large_dir" },
+	{ 0, EXT4_FEATURE_INCOMPAT_DIRDATA, "dirdata" },
+	{ 1, EXT4_FEATURE_RO_COMPAT_BIGALLOC, "bigalloc" },
+	{ 1, EXT4_FEATURE_RO_COMPAT_METADATA_CSUM, "metadata_csum" },
+	{ 1, EXT4_FEATURE_RO_COMPAT_QUOTA, "quota" },
+	{ 1, EXT4_FEATURE_RO_COMPAT_PROJECT, "project" },
+	{ 1, EXT4_FEATURE_RO_COMPAT_READONLY, "read-only" },
+	{ 1, EXT4_FEATURE_RO_COMPAT_VERITY, "verity" },
+};
+
+static bool uuid_is_null_bytes(const uint8_t *u)
+{
+	for (int i = 0; i < 16; i++)
+		if (u[i])
+			return false;
+	return true;
+}
+
+/* The name of the first feature that forbids read-write, or NULL. */
+static const char *rw_blocker(ext2_filsys fs, char *buf, size_t len)
+{
+	struct ext2_super_block *sb = fs->super;
+	uint32_t inc_ok = EXT2_FEATURE_INCOMPAT_FILETYPE | EXT3_FEATURE_INCOMPAT_RECOVER |
+			  EXT2_FEATURE_INCOMPAT_META_BG;
+	uint32_t ro_ok = EXT2_FEATURE_RO_COMPAT_SPARSE_SUPER | EXT2_FEATURE_RO_COMPAT_LARGE_FILE |
+			 EXT4_FEATURE_RO_COMPAT_HUGE_FILE | EXT4_FEATURE_RO_COMPAT_GDT_CSUM |
+			 EXT4_FEATURE_RO_COMPAT_DIR_NLINK | EXT4_FEATURE_RO_COMPAT_EXTRA_ISIZE;
+
+	for (size_t i = 0; i < sizeof(unsupported_rw) / sizeof(unsupported_rw[0]); i++) {
+		uint32_t f = unsupported_rw[i].kind ? sb->s_feature_ro_compat : sb->s_feature_incompat;
+		if (f & unsupported_rw[i].mask)
+			return unsupported_rw[i].name;
+	}
+	if (ext2fs_has_feature_journal(sb) &&
+	    (sb->s_journal_inum == 0 || !uuid_is_null_bytes(sb->s_journal_uuid)))
+		return "an external journal";
+	if (sb->s_feature_incompat & ~inc_ok) {
+		snprintf(buf, len, "unknown incompatible feature 0x%x", sb->s_feature_incompat & ~inc_ok);
+		return buf;
+	}
+	if (sb->s_feature_ro_compat & ~ro_ok) {
+		snprintf(buf, len, "unknown ro-compatible feature 0x%x", sb->s_feature_ro_compat & ~ro_ok);
+		return buf;
+	}
+	return NULL;
+}
+
+static uint64_t max_file_bytes(ext2_filsys fs)
+{
+	uint64_t bs = fs->blocksize, apb = bs / 4;
+	uint64_t blocks = EXT2_NDIR_BLOCKS + apb + apb * apb + apb * apb * apb;
+	uint64_t bytes = blocks * bs;
+	/* i_blocks counts 512-byte sectors in 32 bits without huge_file */
+	uint64_t lim = ((1ULL << 32) - 1) * 512;
+
+	if (!ext2fs_has_feature_huge_file(fs->super) && bytes > lim)
+		bytes = lim - lim % bs;
+	if (bytes > (1ULL << 63) - 1)
+		bytes = (1ULL << 63) - 1;
+	return bytes;
+}
+
+static errcode_t open_fs(const char *dev, bool rw, ext2_filsys *fs)
+{
+	int flags = EXT2_FLAG_64BITS | EXT2_FLAG_IGNORE_CSUM_ERRORS | (rw ? EXT2_FLAG_RW : 0);
+	return ext2fs_open2(dev, NULL, flags, 0, 0, rio_io_manager, fs);
+}
+
+static void set_rio_config(const struct recon_config *cfg)
+{
+	struct rio_config rc = {
+		.block_cache_mb = cfg->block_cache_mb,
+		.no_uring = cfg->no_uring,
+		.quiet = false,
+		.checker = cfg->checker,
+		.checker_cache_mb = cfg->checker_cache_mb,
+		.commit_interval_ms = cfg->commit_interval_ms,
+		.max_transaction_blocks = cfg->max_transaction_blocks,
+		.on_violation = cfg->on_violation == ONV_STOP ? RIO_ONV_STOP :
+				cfg->on_violation == ONV_LOG ? RIO_ONV_LOG : RIO_ONV_READONLY,
+		.journal = cfg->journal,
+		.async_commit = cfg->async_commit,
+		.fault_crash_after = cfg->fault_crash_after,
+		.fault_seed = cfg->fault_seed,
+		.fault_corrupt = cfg->fault_corrupt,
+	};
+	rio_set_config(&rc);
+}
+
+/* Open, replay the journal if needed, check features and state.  On success
+ * r->fs is open (read-write unless r->ro). */
+static int prepare_fs(struct rfs *r)
+{
+	struct recon_config *cfg = r->cfg;
+	ext2_filsys fs = NULL;
+	errcode_t e;
+	char buf[128];
+
+	e = open_fs(cfg->device, !r->ro, &fs);
+	if (e && !r->ro && (e == EACCES || e == EROFS || e == EPERM)) {
+		fprintf(stderr, "recon-fuse: %s: %s; use -o ro to mount read-only\n", cfg->device,
+			error_message(e));
+		return -1;
+	}
+	if (e) {
+		fprintf(stderr, "recon-fuse: cannot open %s: %s\n", cfg->device, error_message(e));
+		return -1;
+	}
+	struct ext2_super_block *sb = fs->super;
+
+	if (ext2fs_has_feature_journal_needs_recovery(sb)) {
+		if (!ext2fs_has_feature_journal(sb) || sb->s_journal_inum == 0) {
+			fprintf(stderr, "recon-fuse: %s needs journal recovery from an external journal, "
+				"which recon-fuse does not support; run e2fsck\n", cfg->device);
+			ext2fs_close_free(&fs);
+			return -1;
+		}
+		if (r->ro) {
+			/* replay writes: reopen read-write for it */
+			ext2fs_close_free(&fs);
+			e = open_fs(cfg->device, true, &fs);
+			if (e) {
+				fprintf(stderr, "recon-fuse: %s needs journal recovery but cannot be "
+					"opened read-write: %s\n", cfg->device, error_message(e));
+				return -1;
+			}
+		}
+		unsigned replayed = 0;
+		char msg[256] = "";
+		e = rio_journal_recover(fs, &replayed, msg, sizeof(msg));
+		if (e) {
+			fprintf(stderr, "recon-fuse: journal recovery of %s failed: %s%s%s; run "
+				"e2fsck\n", cfg->device, error_message(e), *msg ? ": " : "", msg);
+			ext2fs_close_free(&fs);
+			return -1;
+		}
+		fprintf(stderr, "recon-fuse: %s: replayed %u journal transaction(s)\n", cfg->device,
+			replayed);
+		/* libext2fs's copies are stale: reopen */
+		fs->flags &= ~EXT2_FLAG_DIRTY;
+		fs->flags &= ~EXT2_FLAG_SUPER_ONLY;
+		ext2fs_close_free(&fs);
+		e = open_fs(cfg->device, !r->ro, &fs);
+		if (e) {
+			fprintf(stderr, "recon-fuse: cannot reopen %s after recovery: %s\n", cfg->device,
+				error_message(e));
+			return -1;
+		}
+		sb = fs->super;
+	}
+
+	if (!r->ro) {
+		const char *why = rw_blocker(fs, buf, sizeof(buf));
+		if (why) {
+			fprintf(stderr, "recon-fuse: %s uses %s, which recon-fuse cannot write; "
+				"mount it read-only with -o ro\n", cfg->device, why);
+			ext2fs_close_free(&fs);
+			return -1;
+		}
+		bool errors = (sb->s_state & EXT2_ERROR_FS) ||
+			      (!(sb->s_state & EXT2_VALID_FS) && !ext2fs_has_feature_journal(sb));
+		if (errors && !cfg->force_rw) {
+			fprintf(stderr, "recon-fuse: %s is marked with errors (%s); mounting read-only "
+				"(run e2fsck, or use -o force_rw)\n", cfg->device,
+				(sb->s_state & EXT2_ERROR_FS) ? "ERROR_FS" : "not cleanly unmounted");
+			ext2fs_close_free(&fs);
+			r->ro = true;
+			e = open_fs(cfg->device, false, &fs);
+			if (e) {
+				fprintf(stderr, "recon-fuse: cannot open %s: %s\n", cfg->device,
+					error_message(e));
+				return -1;
+			}
+		}
+	}
+	r->fs = fs;
+	r->max_bytes = max_file_bytes(fs);
+	if (!r->ro) {
+		e = ext2fs_read_bitmaps(fs);
+		if (e) {
+			fprintf(stderr, "recon-fuse: cannot read the bitmaps of %s: %s; mount with -o ro "
+				"or run e2fsck\n", cfg->device, error_message(e));
+			goto fail;
+		}
+	}
+	struct ext2_inode root;
+	if (ext2fs_read_inode(fs, EXT2_ROOT_INO, &root) || !LINUX_S_ISDIR(root.i_mode) ||
+	    root.i_links_count == 0) {
+		fprintf(stderr, "recon-fuse: %s: the root inode is not a directory; run e2fsck\n",
+			cfg->device);
+		goto fail;
+	}
+	r->di = dindex_new(fs, 4096);
+	if (!r->di) {
+		fprintf(stderr, "recon-fuse: out of memory\n");
+		goto fail;
+	}
+	if (!r->ro) {
+		if (fs->super->s_last_orphan && rfs_process_orphans(r)) {
+			fprintf(stderr, "recon-fuse: orphan processing failed; run e2fsck\n");
+			goto fail;
+		}
+		e = rio_txn_attach(fs);
+		if (e) {
+			fprintf(stderr, "recon-fuse: cannot start transactions on %s: %s; mount it "
+				"read-only with -o ro, or run e2fsck\n", cfg->device, error_message(e));
+			goto fail;
+		}
+		r->attached = true;
+	}
+	return 0;
+fail:
+	if (r->di)
+		dindex_free(r->di);
+	r->di = NULL;
+	ext2fs_close_free(&r->fs);
+	return -1;
+}
+
+void rfs_unmount(struct rfs *r)
+{
+	errcode_t e;
+
+	pthread_mutex_lock(&r->lock);
+	if (!r->fs) {
+		pthread_mutex_unlock(&r->lock);
+		return;
+	}
+	{
+		/* files still open at unmount (lazy unmount): their inodes stay on
+		 * the orphan list, processed at the next mount */
+		for (unsigned i = 0; i < 1024; i++)
+			while (r->open_tab[i]) {
+				struct open_ino *o = r->open_tab[i];
+				r->open_tab[i] = o->next;
+				free(o);
+			}
+	}
+	bool attached = r->attached;
+	if (attached && !rio_txn_failed(r->fs->io)) {
+		e = rio_txn_detach(r->fs);
+		if (e)
+			fprintf(stderr, "recon-fuse: final commit failed: %s\n", error_message(e));
+	}
+	if (r->cfg->stats_file) {
+		e = rio_write_stats(r->fs->io, r->cfg->stats_file);
+		if (e)
+			fprintf(stderr, "recon-fuse: cannot write stats to %s: %s\n", r->cfg->stats_file,
+				error_message(e));
+	}
+	dindex_free(r->di);
+	r->di = NULL;
+	if (rio_txn_failed(r->fs->io))
+		r->fs->flags &= ~(EXT2_FLAG_DIRTY | EXT2_FLAG_BB_DIRTY | EXT2_FLAG_IB_DIRTY);
+	e = ext2fs_close_free(&r->fs);
+	if (e)
+		fprintf(stderr, "recon-fuse: closing the file system failed: %s\n", error_message(e));
+	pthread_mutex_unlock(&r->lock);
+}
+
+static pthread_t ticker;
+static bool ticker_running;
+static pthread_mutex_t ticker_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t ticker_cv = PTHREAD_COND_INITIALIZER;
+static bool ticker_stop;
+
+/* Calls the transaction boundary every commit_interval_ms, so a transaction
+ * left open by the last operation before an idle period still commits. */
+static void *ticker_main(void *arg)
+{
+	struct rfs *r = arg;
+	unsigned ms = r->cfg->commit_interval_ms;
+
+	pthread_mutex_lock(&ticker_mu);
+	while (!ticker_stop) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += ms / 1000;
+		ts.tv_nsec += (long)(ms % 1000) * 1000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&ticker_cv, &ticker_mu, &ts);
+		if (ticker_stop)
+			break;
+		pthread_mutex_unlock(&ticker_mu);
+		rfs_tick(r);
+		pthread_mutex_lock(&ticker_mu);
+	}
+	pthread_mutex_unlock(&ticker_mu);
+	return NULL;
+}
+
+static void start_ticker(struct rfs *r)
+{
+	ticker_running = pthread_create(&ticker, NULL, ticker_main, r) == 0;
+}
+
+static void stop_ticker(struct rfs *r)
+{
+	(void)r;
+	if (!ticker_running)
+		return;
+	pthread_mutex_lock(&ticker_mu);
+	ticker_stop = true;
+	pthread_cond_signal(&ticker_cv);
+	pthread_mutex_unlock(&ticker_mu);
+	pthread_join(ticker, NULL);
+	ticker_running = false;
+}
+
+static int write_pidfile(const char *path)
+{
+	FILE *f = fopen(path, "w");
+	if (!f) {
+		fprintf(stderr, "recon-fuse: cannot write pid file %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	fprintf(f, "%d\n", (int)getpid());
+	return fclose(f) ? -1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
+	struct recon_config cfg;
+	struct rfs r;
+	int status = 1;
+
+	memset(&r, 0, sizeof(r));
+	if (config_parse(argc, argv, &cfg, &args)) {
+		fuse_opt_free_args(&args);
+		config_free(&cfg);
+		return 1;
+	}
+	if (cfg.show_help) {
+		config_print_help(stdout);
+		config_free(&cfg);
+		fuse_opt_free_args(&args);
+		return 0;
+	}
+	if (cfg.show_version) {
+		printf("recon-fuse %s (libfuse %s, e2fsprogs libext2fs)\n", RECON_VERSION,
+		       fuse_pkgversion());
+		config_free(&cfg);
+		fuse_opt_free_args(&args);
+		return 0;
+	}
+	add_error_table(&et_ext2_error_table);
+	srand48(time(NULL) ^ getpid());
+	if (!cfg.foreground && daemonize_early()) {
+		fprintf(stderr, "recon-fuse: cannot daemonize: %s\n", strerror(errno));
+		return 1;
+	}
+	r.cfg = &cfg;
+	r.ro = cfg.ro;
+	pthread_mutex_init(&r.lock, NULL);
+	set_rio_config(&cfg);
+	/* the session first: it rejects unknown mount options before we touch the device */
+	r.se = fuse_session_new(&args, &rfs_ops, sizeof(rfs_ops), &r);
+	if (!r.se) {
+		fprintf(stderr, "recon-fuse: unknown or bad mount option (recon-fuse --help lists them)\n");
+		goto out;
+	}
+	if (prepare_fs(&r))
+		goto out_session;
+	if (fuse_set_signal_handlers(r.se)) {
+		rfs_unmount(&r);
+		goto out_session;
+	}
+	if (fuse_session_mount(r.se, cfg.mountpoint)) {
+		fprintf(stderr, "recon-fuse: cannot mount on %s\n", cfg.mountpoint);
+		rfs_unmount(&r);
+		goto out_signals;
+	}
+	if (r.ro && !cfg.ro)
+		fprintf(stderr, "recon-fuse: mounted %s read-only\n", cfg.device);
+	if (cfg.pidfile && write_pidfile(cfg.pidfile)) {
+		fuse_session_unmount(r.se);
+		rfs_unmount(&r);
+		goto out_signals;
+	}
+	if (!cfg.foreground) {
+		report_status(0);
+		detach_stdio();
+	}
+	if (!cfg.deterministic && cfg.commit_interval_ms && !r.ro)
+		start_ticker(&r);
+	int ret;
+	if (cfg.threads <= 1 || cfg.deterministic) {
+		ret = fuse_session_loop(r.se);
+	} else {
+		struct fuse_loop_config lc = { .clone_fd = 0, .max_idle_threads = cfg.threads };
+		ret = fuse_session_loop_mt(r.se, &lc);
+	}
+	stop_ticker(&r);
+	fuse_session_unmount(r.se);
+	status = ret < 0 ? 1 : 0;
+out_signals:
+	fuse_remove_signal_handlers(r.se);
+out_session:
+	fuse_session_destroy(r.se);   /* calls destroy: the final flush and close */
+	rfs_unmount(&r);              /* when init never ran */
+	if (cfg.pidfile && status == 0)
+		unlink(cfg.pidfile);      /* last: the image is complete once it is gone */
+out:
+	report_status(1);
+	pthread_mutex_destroy(&r.lock);
+	config_free(&cfg);
+	fuse_opt_free_args(&args);
+	return status;
+}

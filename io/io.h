@@ -12,7 +12,7 @@
  *
  * Threads: the channel (metadata) path is called under the file-system lock,
  * as libext2fs is not thread-safe.  rio_data_io() may be called from any
- * thread without that lock (each thread gets its own ring).
+ * thread without that lock (a small pool of rings, each behind a mutex).
  */
 #ifndef RECON_IO_H
 #define RECON_IO_H
@@ -38,6 +38,8 @@ struct rio_config {
 	unsigned max_transaction_blocks;  /* 0 = a quarter of the journal */
 	enum rio_on_violation on_violation;
 	bool     journal;                 /* log through the ext3 journal (else checked write-in-place) */
+	bool     async_commit;            /* check and log transaction N on a commit thread while N+1
+					   * builds (off = commit in rio_txn_boundary; deterministic) */
 
 	/* fault injection (tests; -o only) */
 	uint64_t fault_crash_after;       /* 0 = off; counts device write requests */
@@ -107,11 +109,34 @@ errcode_t rio_txn_attach(ext2_filsys fs);
  * fsyncdir, unmount), or it is older than commit_interval_ms, or larger than
  * max_transaction_blocks.  Commit: flush libext2fs's in-memory bitmaps, group
  * descriptors and superblock into the overlay once, check, journal,
- * checkpoint.  With `force` the transaction is durable on return.
+ * checkpoint.  With `force` the transaction is durable on return; without
+ * it and with async_commit the commit runs on the commit thread and its
+ * failure is reported by a later call (and rio_txn_failed at once).
  * Returns 0, or EROFS when this or an earlier commit was rejected (the
  * transaction is discarded and the caller must drop its in-memory state), or
  * another error (I/O). */
 errcode_t rio_txn_boundary(ext2_filsys fs, bool force);
+
+/* The open transaction's size in blocks and the most it may reach before
+ * its commit would not fit the journal (room for the bitmaps, descriptors
+ * and superblock the commit adds is already subtracted).  An operation that
+ * writes or frees many blocks (truncating a huge file) calls
+ * rio_txn_boundary(fs, true) in between, under orphan-list protection, to
+ * stay below the limit; a commit over the journal's capacity fails (EFBIG). */
+errcode_t rio_txn_room(io_channel ch, size_t *used, size_t *limit);
+
+/* Operation-level rollback, for an operation that fails half-way (ENOSPC in
+ * the middle of a rename, a write error): rio_txn_savepoint() at the start
+ * of each operation marks the open transaction's state; rio_txn_rollback()
+ * undoes every metadata write made since and forgets the blocks freed since
+ * (they are in use again).  libext2fs's in-memory copies (superblock, group
+ * descriptors, bitmaps, inode cache) are the caller's to restore from its
+ * own snapshot.  A commit ends the savepoint.  rollback returns EROFS if it
+ * could not restore exactly (out of memory while tracking): the whole open
+ * transaction is then discarded and the file system fails as on a
+ * rejection. */
+errcode_t rio_txn_savepoint(io_channel ch);
+errcode_t rio_txn_rollback(io_channel ch);
 
 /* True once a commit was rejected (on_violation readonly/stop) or the device
  * failed: the file system takes no more writes. */

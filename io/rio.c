@@ -1,2 +1,494 @@
-/* scaffold: replaced by the io implementation */
-#include "io.h"
+/*
+ * io/rio.c - recon-fuse's libext2fs io_manager: the channel entry points,
+ * the one seam every metadata write passes through, the file-data path and
+ * journal recovery.  The device is dev.c, the cache cache.c, transactions
+ * txn.c.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "rio_internal.h"
+
+struct rio_config rio_cfg = {
+	.block_cache_mb = 64,
+	.checker = true,
+	.checker_cache_mb = 128,
+	.commit_interval_ms = 5000,
+	.on_violation = RIO_ONV_READONLY,
+	.journal = true,
+};
+
+void rio_set_config(const struct rio_config *cfg)
+{
+	rio_cfg = *cfg;
+}
+
+/* ---- the seam ---- */
+
+/* Every metadata write of the channel passes here, and only here: before
+ * rio_txn_attach into the write-back cache, after it into the open
+ * transaction's overlay. */
+static errcode_t meta_write_seam(struct rio_chan *rc, uint64_t off, size_t len, const void *buf)
+{
+	if (len == 0)
+		return 0;
+	rc->meta_writes++;
+	if (rc->txn)
+		return rio_ovl_write(rc->txn, rc, off, len, buf);
+	return rio_cache_write(&rc->cache, &rc->dev, off, len, buf);
+}
+
+errcode_t rio_approved_read(struct rio_chan *rc, uint64_t off, size_t len, void *buf)
+{
+	return rio_cache_read(&rc->cache, &rc->dev, off, len, buf);
+}
+
+errcode_t rio_meta_read(struct rio_chan *rc, uint64_t off, size_t len, void *buf)
+{
+	errcode_t err = rio_cache_read(&rc->cache, &rc->dev, off, len, buf);
+	if (!err && rc->txn)
+		rio_ovl_patch(rc->txn, off, len, buf);
+	return err;
+}
+
+/* ---- io_manager entry points ---- */
+
+static errcode_t chan_range(io_channel ch, unsigned long long block, int count,
+			    uint64_t *off, size_t *len)
+{
+	if (count < 0)
+		*len = (size_t)(-(long long)count);
+	else
+		*len = (size_t)count * (size_t)ch->block_size;
+	*off = block * (uint64_t)ch->block_size;
+	return 0;
+}
+
+static errcode_t rio_open(const char *name, int flags, io_channel *out)
+{
+	if (!name)
+		return EXT2_ET_BAD_DEVICE_NAME;
+	io_channel ch = calloc(1, sizeof(*ch));
+	struct rio_chan *rc = calloc(1, sizeof(*rc));
+	errcode_t err = 0;
+	int fd = -1;
+	if (!ch || !rc) {
+		err = ENOMEM;
+		goto fail;
+	}
+	rc->path = strdup(name);
+	ch->name = strdup(name);
+	if (!rc->path || !ch->name) {
+		err = ENOMEM;
+		goto fail;
+	}
+	rc->flags = flags;
+	pthread_mutexattr_t ma;
+	pthread_mutexattr_init(&ma);
+	pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
+	pthread_mutex_init(&rc->ovl_lock, &ma);
+	pthread_mutexattr_destroy(&ma);
+	pthread_mutex_init(&rc->totals.lock, NULL);
+
+	struct stat st;
+	bool blockdev = stat(name, &st) == 0 && S_ISBLK(st.st_mode);
+	int oflags = (flags & IO_FLAG_RW) ? O_RDWR : O_RDONLY;
+	/* a block device is ours alone: O_EXCL fails if it is mounted */
+	if (blockdev || (flags & IO_FLAG_EXCLUSIVE))
+		oflags |= O_EXCL;
+	fd = open(name, oflags | O_CLOEXEC);
+	if (fd < 0) {
+		err = errno;
+		goto fail;
+	}
+	err = rio_dev_open(&rc->dev, fd, rio_cfg.quiet);
+	if (err)
+		goto fail;
+	err = rio_cache_init(&rc->cache, (size_t)rio_cfg.block_cache_mb << 20, 1024);
+	if (err) {
+		rio_dev_close(&rc->dev);
+		goto fail;
+	}
+	ch->magic = EXT2_ET_MAGIC_IO_CHANNEL;
+	ch->manager = rio_io_manager;
+	ch->block_size = 1024;
+	ch->refcount = 1;
+	ch->flags = blockdev ? CHANNEL_FLAGS_BLOCK_DEVICE : 0;
+	ch->private_data = rc;
+	*out = ch;
+	return 0;
+fail:
+	if (fd >= 0)
+		close(fd);
+	if (rc)
+		free(rc->path);
+	if (ch)
+		free(ch->name);
+	free(rc);
+	free(ch);
+	return err;
+}
+
+static errcode_t rio_close(io_channel ch)
+{
+	if (ch->magic != EXT2_ET_MAGIC_IO_CHANNEL)
+		return EXT2_ET_MAGIC_IO_CHANNEL;
+	if (--ch->refcount > 0)
+		return 0;
+	struct rio_chan *rc = rio_chan_of(ch);
+	errcode_t err = 0;
+	if (rc->txn) {
+		/* detach was not called: what is open is not approved and is
+		 * dropped, never written unchecked */
+		fprintf(stderr, "recon-fuse: %s closed without rio_txn_detach: the open transaction is dropped\n",
+			rc->path);
+		rio_txn_free(rc->txn);
+		rc->txn = NULL;
+	}
+	if (rc->flags & IO_FLAG_RW)
+		err = rio_flush_device(ch);
+	rio_cache_destroy(&rc->cache);
+	rio_dev_close(&rc->dev);
+	rio_txn_totals_free(&rc->totals);
+	pthread_mutex_destroy(&rc->ovl_lock);
+	if (close(rc->dev.fd) < 0 && !err)
+		err = errno;
+	free(rc->path);
+	free(rc);
+	free(ch->name);
+	free(ch);
+	return err;
+}
+
+static errcode_t rio_set_blksize(io_channel ch, int blksize)
+{
+	if (blksize <= 0)
+		return EXT2_ET_INVALID_ARGUMENT;
+	struct rio_chan *rc = rio_chan_of(ch);
+	errcode_t err = rio_cache_set_blksize(&rc->cache, &rc->dev, (unsigned)blksize);
+	if (err)
+		return err;
+	ch->block_size = blksize;
+	return 0;
+}
+
+static errcode_t rio_read_blk64(io_channel ch, unsigned long long block, int count, void *data)
+{
+	uint64_t off;
+	size_t len;
+	chan_range(ch, block, count, &off, &len);
+	return rio_meta_read(rio_chan_of(ch), off, len, data);
+}
+
+static errcode_t rio_read_blk(io_channel ch, unsigned long block, int count, void *data)
+{
+	return rio_read_blk64(ch, block, count, data);
+}
+
+static errcode_t rio_write_blk64(io_channel ch, unsigned long long block, int count,
+				 const void *data)
+{
+	struct rio_chan *rc = rio_chan_of(ch);
+	if (!(rc->flags & IO_FLAG_RW))
+		return EXT2_ET_RO_FILSYS;
+	uint64_t off;
+	size_t len;
+	chan_range(ch, block, count, &off, &len);
+	return meta_write_seam(rc, off, len, data);
+}
+
+static errcode_t rio_write_blk(io_channel ch, unsigned long block, int count, const void *data)
+{
+	return rio_write_blk64(ch, block, count, data);
+}
+
+static errcode_t rio_write_byte(io_channel ch, unsigned long offset, int count, const void *data)
+{
+	struct rio_chan *rc = rio_chan_of(ch);
+	if (!(rc->flags & IO_FLAG_RW))
+		return EXT2_ET_RO_FILSYS;
+	if (count < 0)
+		return EXT2_ET_INVALID_ARGUMENT;
+	return meta_write_seam(rc, offset, (size_t)count, data);
+}
+
+static errcode_t rio_flush(io_channel ch)
+{
+	return rio_flush_device(ch);
+}
+
+static errcode_t rio_set_option(io_channel ch, const char *option, const char *arg)
+{
+	(void)ch;
+	(void)arg;
+	if (!option)
+		return EXT2_ET_INVALID_ARGUMENT;
+	return EXT2_ET_INVALID_ARGUMENT;
+}
+
+static errcode_t rio_io_get_stats(io_channel ch, io_stats *out)
+{
+	/* libext2fs wants a pointer it does not free: keep one per process
+	 * refreshed on each call (only the counters are read) */
+	static __thread struct struct_io_stats st;
+	struct rio_chan *rc = rio_chan_of(ch);
+	st.num_fields = 2;
+	st.bytes_read = atomic_load(&rc->dev.bytes_read);
+	st.bytes_written = rc->hide_write_stats ? 0 : atomic_load(&rc->dev.bytes_written);
+	if (out)
+		*out = &st;
+	return 0;
+}
+
+/* Zero [block, block+count) in place.  Only used by tools (mke2fs-style
+ * callers); file data never reaches the channel.  Goes through the seam so
+ * that it is ordered and checked like any metadata write. */
+static errcode_t rio_zeroout(io_channel ch, unsigned long long block, unsigned long long count)
+{
+	struct rio_chan *rc = rio_chan_of(ch);
+	if (!(rc->flags & IO_FLAG_RW))
+		return EXT2_ET_RO_FILSYS;
+	size_t bs = (size_t)ch->block_size;
+	void *zero = calloc(1, bs);
+	if (!zero)
+		return ENOMEM;
+	errcode_t err = 0;
+	for (unsigned long long i = 0; i < count && !err; i++)
+		err = meta_write_seam(rc, (block + i) * bs, bs, zero);
+	free(zero);
+	return err;
+}
+
+static struct struct_io_manager rio_manager_struct = {
+	.magic = EXT2_ET_MAGIC_IO_MANAGER,
+	.name = "recon-fuse io_uring I/O manager",
+	.open = rio_open,
+	.close = rio_close,
+	.set_blksize = rio_set_blksize,
+	.read_blk = rio_read_blk,
+	.write_blk = rio_write_blk,
+	.flush = rio_flush,
+	.write_byte = rio_write_byte,
+	.set_option = rio_set_option,
+	.get_stats = rio_io_get_stats,
+	.read_blk64 = rio_read_blk64,
+	.write_blk64 = rio_write_blk64,
+	.zeroout = rio_zeroout,
+};
+
+io_manager rio_io_manager = &rio_manager_struct;
+
+/* ---- public calls ---- */
+
+errcode_t rio_get_stats(io_channel ch, struct rio_stats *out)
+{
+	if (!ch || ch->magic != EXT2_ET_MAGIC_IO_CHANNEL || ch->manager != rio_io_manager)
+		return EXT2_ET_MAGIC_IO_CHANNEL;
+	struct rio_chan *rc = rio_chan_of(ch);
+	memset(out, 0, sizeof(*out));
+	out->device_reads = atomic_load(&rc->dev.reads);
+	out->device_writes = atomic_load(&rc->dev.writes);
+	out->bytes_read = atomic_load(&rc->dev.bytes_read);
+	out->bytes_written = atomic_load(&rc->dev.bytes_written);
+	out->flushes = atomic_load(&rc->dev.flushes);
+	pthread_mutex_lock(&rc->cache.lock);
+	out->cache_hits = rc->cache.hits;
+	out->cache_misses = rc->cache.misses;
+	pthread_mutex_unlock(&rc->cache.lock);
+	out->meta_writes = rc->meta_writes;
+	out->uring = rc->dev.uring;
+	return 0;
+}
+
+errcode_t rio_data_io(io_channel ch, bool write, const struct rio_extent *ext, unsigned n)
+{
+	if (!ch || ch->magic != EXT2_ET_MAGIC_IO_CHANNEL || ch->manager != rio_io_manager)
+		return EXT2_ET_MAGIC_IO_CHANNEL;
+	struct rio_chan *rc = rio_chan_of(ch);
+	if (write && !(rc->flags & IO_FLAG_RW))
+		return EXT2_ET_RO_FILSYS;
+	if (n == 0)
+		return 0;
+	struct dev_req *reqs = calloc(n, sizeof(*reqs));
+	if (!reqs)
+		return ENOMEM;
+	size_t bs = (size_t)ch->block_size;
+	struct txn *t = rc->txn;
+	for (unsigned i = 0; i < n; i++) {
+		reqs[i].write = write;
+		reqs[i].off = ext[i].blk * bs;
+		reqs[i].len = (size_t)ext[i].count * bs;
+		reqs[i].buf = ext[i].buf;
+		/* a block once cached (or pending) as metadata must not be written
+		 * back over the data, nor read stale later */
+		if (write) {
+			rio_cache_invalidate(&rc->cache, reqs[i].off, reqs[i].len);
+			if (t)
+				rio_ovl_data_written(t, reqs[i].off, reqs[i].len);
+		}
+	}
+	errcode_t err = rio_dev_submit(&rc->dev, reqs, n);
+	/* a block allocated in the open transaction reads as what libext2fs
+	 * wrote into it (zeroes), not as the old contents of the device */
+	if (!err && !write && t)
+		for (unsigned i = 0; i < n; i++)
+			rio_ovl_patch(t, reqs[i].off, reqs[i].len, reqs[i].buf);
+	free(reqs);
+	return err;
+}
+
+errcode_t rio_flush_device(io_channel ch)
+{
+	if (!ch || ch->magic != EXT2_ET_MAGIC_IO_CHANNEL || ch->manager != rio_io_manager)
+		return EXT2_ET_MAGIC_IO_CHANNEL;
+	struct rio_chan *rc = rio_chan_of(ch);
+	if (!(rc->flags & IO_FLAG_RW))
+		return 0;
+	errcode_t err = rio_cache_writeback(&rc->cache, &rc->dev);
+	if (err)
+		return err;
+	return rio_dev_flush(&rc->dev);
+}
+
+size_t rio_dirty_blocks(io_channel ch)
+{
+	if (!ch || ch->magic != EXT2_ET_MAGIC_IO_CHANNEL || ch->manager != rio_io_manager)
+		return 0;
+	return rio_cache_dirty(&rio_chan_of(ch)->cache);
+}
+
+/* ---- journal recovery ---- */
+
+static errcode_t raw_read_blk(void *ctx, uint64_t blk, void *buf)
+{
+	struct rio_raw_dev *r = ctx;
+	return rio_dev_pread(&r->rc->dev, blk * r->blksize, buf, r->blksize);
+}
+
+static errcode_t raw_write_blks(void *ctx, uint64_t blk, unsigned count, const void *buf)
+{
+	struct rio_raw_dev *r = ctx;
+	uint64_t off = blk * r->blksize;
+	size_t len = (size_t)count * r->blksize;
+	rio_cache_invalidate(&r->rc->cache, off, len);
+	return rio_dev_pwrite(&r->rc->dev, off, buf, len);
+}
+
+static errcode_t raw_flush(void *ctx)
+{
+	struct rio_raw_dev *r = ctx;
+	return rio_dev_flush(&r->rc->dev);
+}
+
+void rio_jbd_dev_init(struct rio_raw_dev *ctx, struct jbd_dev *jd, struct rio_chan *rc,
+		      uint64_t blksize)
+{
+	ctx->rc = rc;
+	ctx->blksize = blksize;
+	jd->ctx = ctx;
+	jd->read_blk = raw_read_blk;
+	jd->write_blks = raw_write_blks;
+	jd->flush = raw_flush;
+}
+
+errcode_t rio_raw_sb_update(struct rio_chan *rc, uint32_t incompat_set, uint32_t incompat_clear,
+			    uint16_t state_set, uint16_t state_clear)
+{
+	struct ext2_super_block sb;
+	errcode_t err = rio_dev_pread(&rc->dev, SUPERBLOCK_OFFSET, &sb, sizeof(sb));
+	if (err)
+		return err;
+	uint32_t incompat = ext2fs_le32_to_cpu(sb.s_feature_incompat);
+	uint16_t state = ext2fs_le16_to_cpu(sb.s_state);
+	uint32_t new_incompat = (incompat | incompat_set) & ~incompat_clear;
+	uint16_t new_state = (uint16_t)((state | state_set) & ~state_clear);
+	if (new_incompat == incompat && new_state == state)
+		return 0;
+	sb.s_feature_incompat = ext2fs_cpu_to_le32(new_incompat);
+	sb.s_state = ext2fs_cpu_to_le16(new_state);
+	rio_cache_invalidate(&rc->cache, SUPERBLOCK_OFFSET, sizeof(sb));
+	err = rio_dev_pwrite(&rc->dev, SUPERBLOCK_OFFSET, &sb, sizeof(sb));
+	if (err)
+		return err;
+	return rio_dev_flush(&rc->dev);
+}
+
+/* Clear needs_recovery on disk and in libext2fs's copy. */
+static errcode_t clear_recover_flag(ext2_filsys fs, struct rio_chan *rc)
+{
+	errcode_t err = rio_raw_sb_update(rc, 0, EXT3_FEATURE_INCOMPAT_RECOVER, 0, 0);
+	if (err)
+		return err;
+	fs->super->s_feature_incompat &= ~EXT3_FEATURE_INCOMPAT_RECOVER;
+	return 0;
+}
+
+errcode_t rio_journal_recover(ext2_filsys fs, unsigned *replayed, char *msg, size_t msglen)
+{
+	if (replayed)
+		*replayed = 0;
+	if (msg && msglen)
+		msg[0] = 0;
+	io_channel ch = fs->io;
+	if (!ch || ch->magic != EXT2_ET_MAGIC_IO_CHANNEL || ch->manager != rio_io_manager) {
+		if (msg)
+			snprintf(msg, msglen, "file system not opened through rio_io_manager");
+		return EXT2_ET_MAGIC_IO_CHANNEL;
+	}
+	struct rio_chan *rc = rio_chan_of(ch);
+	bool flag = ext2fs_has_feature_journal_needs_recovery(fs->super);
+	if (!ext2fs_has_feature_journal(fs->super)) {
+		if (!flag)
+			return 0;
+		if (msg)
+			snprintf(msg, msglen, "needs_recovery is set but the file system has no journal");
+		return EXT2_ET_NO_JOURNAL;
+	}
+	if (fs->super->s_journal_inum == 0) {
+		if (msg)
+			snprintf(msg, msglen, "external journal (journal_dev) is not supported");
+		return EXT2_ET_LOAD_EXT_JOURNAL;
+	}
+	if (!(rc->flags & IO_FLAG_RW)) {
+		if (!flag)
+			return 0;
+		if (msg)
+			snprintf(msg, msglen, "the journal needs recovery, which needs a read-write open");
+		return EXT2_ET_RO_FILSYS;
+	}
+	/* anything libext2fs wrote before recovery goes first, as it asked */
+	errcode_t err = rio_flush_device(ch);
+	if (err)
+		return err;
+
+	struct rio_raw_dev ctx;
+	struct jbd_dev jdev;
+	rio_jbd_dev_init(&ctx, &jdev, rc, fs->blocksize);
+	struct jbd *j = NULL;
+	err = jbd_open(fs, &jdev, &j, msg, msglen);
+	if (err)
+		return err;
+	if (jbd_needs_recovery(j)) {
+		unsigned n = 0;
+		err = jbd_recover(j, &n);
+		if (err) {
+			if (msg && !msg[0])
+				snprintf(msg, msglen, "journal replay failed: %s", error_message(err));
+			jbd_close(j);
+			return err;
+		}
+		if (replayed)
+			*replayed = n;
+	}
+	jbd_close(j);
+	err = clear_recover_flag(fs, rc);
+	if (err && msg)
+		snprintf(msg, msglen, "clearing needs_recovery: %s", error_message(err));
+	/* libext2fs's copies are stale now: nothing of them may be written back */
+	fs->flags &= ~(EXT2_FLAG_DIRTY | EXT2_FLAG_BB_DIRTY | EXT2_FLAG_IB_DIRTY);
+	return err;
+}

@@ -1,0 +1,218 @@
+# bench/lib.sh - shell helpers shared by bench/phases and bench/overhead.
+# Sourced, not run.  Needs root (loop devices, mount, drop_caches).
+#
+# Drivers: "kernel" (ext3 on a loop device), "fuse2fs" (Debian fuse2fs,
+# -o fakeroot), "recon" (recon-fuse).  The FUSE daemons run in the
+# foreground (-f) as children of this shell, so an unmount can wait for the
+# daemon's exit (the point where its last flush is done).
+#
+# Every mount, daemon and loop device made here is recorded and undone by
+# bench_cleanup, which the scripts install as an EXIT/INT/TERM trap.
+
+BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO_DIR=$(cd "$BENCH_DIR/.." && pwd)
+
+: "${MOUNT_TIMEOUT:=30}"     # seconds for a mount to appear
+: "${UMOUNT_TIMEOUT:=300}"   # seconds for a daemon to exit after umount
+: "${PHASE_TIMEOUT:=600}"    # seconds per phase before the driver is declared hung
+
+BENCH_LOOPS=()       # loop devices we attached
+declare -A BENCH_PID # mountpoint -> daemon pid (FUSE drivers)
+declare -A BENCH_DRV # mountpoint -> driver
+BENCH_LAST_RSS_KB=0  # VmHWM of the last daemon unmounted (0 for kernel)
+
+bench_log() { printf '[%(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
+bench_die() { bench_log "error: $*"; exit 1; }
+
+bench_need_root() {
+	[[ $(id -u) == 0 ]] || bench_die "must run as root (loop devices, mount, drop_caches)"
+}
+
+# Locate the recon-fuse binary: $RECON_FUSE, then the usual build dirs.
+bench_find_recon() {
+	local c
+	for c in "${RECON_FUSE:-}" "$REPO_DIR/build/fuse/recon-fuse" "$REPO_DIR/builddir/fuse/recon-fuse" \
+		 "$(command -v recon-fuse 2>/dev/null)"; do
+		[[ -n $c && -x $c ]] && { echo "$c"; return 0; }
+	done
+	return 1
+}
+
+# Fresh sparse image of SIZE (e.g. 2G) formatted ext3.
+bench_mkimg() {
+	local img=$1 size=${2:-2G}
+	rm -f "$img"
+	truncate -s "$size" "$img" || return 1
+	mke2fs -q -t ext3 -F "$img" >/dev/null 2>&1 || { bench_log "mke2fs failed on $img"; return 1; }
+}
+
+bench_loop_attach() { # IMG -> prints /dev/loopN
+	local dev
+	dev=$(losetup -f --show "$1") || return 1
+	BENCH_LOOPS+=("$dev")
+	echo "$dev"
+}
+
+bench_loop_detach() {
+	local dev=$1 i
+	losetup -d "$dev" 2>/dev/null
+	for i in "${!BENCH_LOOPS[@]}"; do
+		[[ ${BENCH_LOOPS[$i]} == "$dev" ]] && unset 'BENCH_LOOPS[i]'
+	done
+	return 0
+}
+
+# Read and write requests completed by a block device (fields 1 and 5 of
+# /sys/block/X/stat), as "READS WRITES".
+bench_dev_io() {
+	local name=${1##*/} r w x
+	read -r r x x x w x 2>/dev/null < "/sys/block/$name/stat" || { echo "0 0"; return; }
+	echo "$r $w"
+}
+
+# State of a process: empty when gone; "Z" for a zombie (exited, not reaped).
+bench_proc_state() {
+	local x st
+	read -r x x st x 2>/dev/null < "/proc/$1/stat" || return 0
+	echo "$st"
+}
+
+bench_drop_caches() {
+	sync
+	echo 3 > /proc/sys/vm/drop_caches
+}
+
+# bench_mount DRIVER DEV MNT [RECON_OPTS]
+# DEV is a loop device for "kernel"; an image or a block device for FUSE.
+# Daemon output goes to $BENCH_SCRATCH/daemon.log.
+bench_mount() {
+	local drv=$1 dev=$2 mnt=$3 opts=${4:-} pid="" t
+	mkdir -p "$mnt"
+	case $drv in
+	kernel)
+		mount -t ext3 "$dev" "$mnt" || return 1 ;;
+	fuse2fs)
+		fuse2fs "$dev" "$mnt" -f -o fakeroot >>"$BENCH_SCRATCH/daemon.log" 2>&1 &
+		pid=$! ;;
+	recon)
+		if [[ -n $opts ]]; then
+			"$RECON_BIN" -f -o "$opts" "$dev" "$mnt" >>"$BENCH_SCRATCH/daemon.log" 2>&1 &
+		else
+			"$RECON_BIN" -f "$dev" "$mnt" >>"$BENCH_SCRATCH/daemon.log" 2>&1 &
+		fi
+		pid=$! ;;
+	*) bench_log "unknown driver $drv"; return 1 ;;
+	esac
+	BENCH_DRV[$mnt]=$drv
+	if [[ -n $pid ]]; then
+		BENCH_PID[$mnt]=$pid
+		t=$((SECONDS + MOUNT_TIMEOUT))
+		until mountpoint -q "$mnt"; do
+			local st; st=$(bench_proc_state "$pid")
+			if [[ -z $st || $st == Z ]]; then
+				wait "$pid" 2>/dev/null
+				bench_log "$drv exited before mounting (see $BENCH_SCRATCH/daemon.log)"
+				unset 'BENCH_PID[$mnt]' 'BENCH_DRV[$mnt]'
+				return 1
+			fi
+			if (( SECONDS > t )); then
+				bench_log "$drv did not mount within ${MOUNT_TIMEOUT}s"
+				bench_kill "$mnt"
+				return 1
+			fi
+			sleep 0.02
+		done
+	fi
+	return 0
+}
+
+# Peak RSS (kB) of the daemon serving MNT so far, 0 for the kernel.
+bench_rss_kb() {
+	local pid=${BENCH_PID[$1]:-} k v
+	[[ -n $pid ]] || { echo 0; return; }
+	v=$(awk '/^VmHWM:/ {print $2}' "/proc/$pid/status" 2>/dev/null)
+	echo "${v:-0}"
+}
+
+# Unmount MNT and, for FUSE, wait until the daemon has exited.  Returns 1 if
+# the unmount failed or the daemon did not exit within UMOUNT_TIMEOUT (it is
+# then killed).  Sets BENCH_LAST_RSS_KB.
+bench_umount() {
+	local mnt=$1 pid=${BENCH_PID[$1]:-} t st rc=0
+	BENCH_LAST_RSS_KB=$(bench_rss_kb "$mnt")
+	if ! umount "$mnt" 2>/dev/null; then
+		sleep 0.5
+		umount "$mnt" || { bench_log "umount $mnt failed"; bench_kill "$mnt"; return 1; }
+	fi
+	if [[ -n $pid ]]; then
+		t=$((SECONDS + UMOUNT_TIMEOUT))
+		while :; do
+			st=$(bench_proc_state "$pid")
+			[[ -z $st || $st == Z ]] && break
+			if (( SECONDS > t )); then
+				bench_log "daemon $pid did not exit ${UMOUNT_TIMEOUT}s after umount; killing it"
+				kill -9 "$pid" 2>/dev/null
+				rc=1
+				break
+			fi
+			sleep 0.01
+		done
+		wait "$pid" 2>/dev/null
+		local ws=$?
+		if (( rc == 0 && ws != 0 )); then
+			bench_log "${BENCH_DRV[$mnt]} daemon exited with status $ws (see $BENCH_SCRATCH/daemon.log)"
+			rc=1
+		fi
+	fi
+	unset 'BENCH_PID[$mnt]' 'BENCH_DRV[$mnt]'
+	return $rc
+}
+
+# Forcibly end a mount: kill its daemon, lazy-unmount.  For hung drivers.
+bench_kill() {
+	local mnt=$1 pid=${BENCH_PID[$1]:-}
+	if [[ -n $pid ]]; then
+		kill -9 "$pid" 2>/dev/null
+		wait "$pid" 2>/dev/null
+	fi
+	umount -l "$mnt" 2>/dev/null
+	unset 'BENCH_PID[$mnt]' 'BENCH_DRV[$mnt]'
+	return 0
+}
+
+bench_cleanup() {
+	local mnt dev
+	for mnt in "${!BENCH_DRV[@]}"; do
+		bench_kill "$mnt"
+	done
+	for dev in "${BENCH_LOOPS[@]}"; do
+		umount "$dev" 2>/dev/null
+		losetup -d "$dev" 2>/dev/null
+	done
+	BENCH_LOOPS=()
+}
+
+# bench_time VAR CMD...: run CMD with PHASE_TIMEOUT, store elapsed seconds in
+# VAR; returns CMD's status (124 on timeout).  CMD runs in a child bash so
+# that a hung file system can be abandoned.
+bench_time() {
+	local __var=$1; shift
+	local t0 t1 rc
+	t0=$EPOCHREALTIME
+	timeout -k 5 "$PHASE_TIMEOUT" "$@"
+	rc=$?
+	t1=$EPOCHREALTIME
+	local us=$(( ${t1/./} - ${t0/./} ))
+	printf -v "$__var" '%d.%06d' $((us / 1000000)) $((us % 1000000))
+	return $rc
+}
+
+# Machine description, one line per item, for READMEs and result files.
+bench_machine() {
+	echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+	echo "- cpu: $(nproc) cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)"
+	echo "- memory: $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
+	echo "- kernel: $(uname -r)"
+	echo "- fuse2fs: $(fuse2fs -V 2>&1 | head -1)"
+	echo "- load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+}

@@ -1,0 +1,168 @@
+#!/usr/bin/python3
+"""bench/lib_report.py - summarise bench/phases raw results.
+
+Reads the raw CSV (round,driver,phase,seconds,status,dev_reads,dev_writes),
+prints the table (median [min-max] per driver, ratios of medians) and writes
+OUT.csv and OUT.md.  Positional arguments are phase=label pairs, in order.
+"""
+import argparse
+import csv
+import statistics
+import sys
+
+DRIVER_NAME = {"kernel": "kernel ext3", "fuse2fs": "fuse2fs", "recon": "recon-fuse"}
+
+
+def fmt(v):
+    return f"{v:.2f}" if v < 100 else f"{v:.0f}"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--raw", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--machine")
+    ap.add_argument("--drivers", required=True)
+    ap.add_argument("labels", nargs="*")
+    a = ap.parse_args()
+
+    order, label = [], {}
+    for pl in a.labels:
+        p, _, l = pl.partition("=")
+        order.append(p)
+        label[p] = l
+    drivers = a.drivers.split(",")
+
+    rows = list(csv.DictReader(open(a.raw)))
+    present = {r["phase"] for r in rows}
+    order = [p for p in order if p in present]
+
+    # cells[(phase, driver)] = dict(values=[...], bad=[statuses], reads=[], writes=[])
+    cells = {}
+    for r in rows:
+        c = cells.setdefault((r["phase"], r["driver"]),
+                             {"values": [], "bad": [], "reads": [], "writes": []})
+        if r["status"] == "ok" and r["seconds"]:
+            c["values"].append(float(r["seconds"]))
+            if r["dev_reads"]:
+                c["reads"].append(int(r["dev_reads"]))
+                c["writes"].append(int(r["dev_writes"]))
+        else:
+            c["bad"].append(r["status"])
+
+    def med(p, d):
+        c = cells.get((p, d))
+        if not c or not c["values"] or c["bad"]:
+            return None
+        return statistics.median(c["values"])
+
+    def cell_text(p, d):
+        c = cells.get((p, d))
+        if not c:
+            return "-"
+        txt = ""
+        if c["values"]:
+            v = c["values"]
+            txt = f"{fmt(statistics.median(v))} [{fmt(min(v))}–{fmt(max(v))}]"
+        if c["bad"]:
+            counts = {}
+            for s in c["bad"]:
+                counts[s] = counts.get(s, 0) + 1
+            txt += (" " if txt else "") + " ".join(f"{s}×{n}" for s, n in counts.items()).upper()
+        return txt
+
+    def ratio(p, num, den):
+        x, y = med(p, num), med(p, den)
+        if x is None or y is None or y == 0:
+            return "-"
+        return f"{x / y:.2f}"
+
+    ratios = []
+    if "recon" in drivers and "fuse2fs" in drivers:
+        ratios.append(("recon/fuse2fs", "recon", "fuse2fs"))
+    if "recon" in drivers and "kernel" in drivers:
+        ratios.append(("recon/kernel", "recon", "kernel"))
+    if "recon" not in drivers and "fuse2fs" in drivers and "kernel" in drivers:
+        ratios.append(("fuse2fs/kernel", "fuse2fs", "kernel"))
+
+    header = ["phase (seconds; median [min–max])"] + [DRIVER_NAME[d] for d in drivers] + [r[0] for r in ratios]
+    table = []
+    timed = [p for p in order if p != "peak_rss_mb"]
+    for p in order:
+        name = label.get(p, p) if p != "peak_rss_mb" else "peak RSS of the daemon (MiB)"
+        table.append([name] + [cell_text(p, d) for d in drivers] + [ratio(p, n, dd) for _, n, dd in ratios])
+    # Total of the timed phases, per round, where every phase succeeded.
+    tot = {}
+    for d in drivers:
+        per_round = {}
+        ok = True
+        for r in rows:
+            if r["driver"] != d or r["phase"] == "peak_rss_mb":
+                continue
+            if r["status"] != "ok" or not r["seconds"]:
+                ok = False
+                break
+            per_round[r["round"]] = per_round.get(r["round"], 0.0) + float(r["seconds"])
+        tot[d] = list(per_round.values()) if ok and per_round else None
+    if len(timed) > 1:
+        trow = ["total of the phases"]
+        for d in drivers:
+            v = tot[d]
+            trow.append(f"{fmt(statistics.median(v))} [{fmt(min(v))}–{fmt(max(v))}]" if v else "-")
+        for _, n, dd in ratios:
+            x, y = tot[n], tot[dd]
+            trow.append(f"{statistics.median(x) / statistics.median(y):.2f}" if x and y else "-")
+        table.append(trow)
+
+    # Plain text table on stdout.
+    widths = [max(len(str(r[i])) for r in [header] + table) for i in range(len(header))]
+    line = lambda r: " | ".join(str(c).ljust(w) for c, w in zip(r, widths))
+    print(line(header))
+    print("-+-".join("-" * w for w in widths))
+    for r in table:
+        print(line(r))
+
+    # Markdown.
+    with open(a.out + ".md", "w") as f:
+        if a.machine:
+            f.write(open(a.machine).read() + "\n")
+        f.write("| " + " | ".join(header) + " |\n")
+        f.write("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|\n")
+        for r in table:
+            f.write("| " + " | ".join(r) + " |\n")
+        have_io = any(c["reads"] for (p, d), c in cells.items())
+        if have_io:
+            f.write("\nDevice requests (reads/writes completed by the loop device, median):\n\n")
+            f.write("| phase | " + " | ".join(DRIVER_NAME[d] for d in drivers) + " |\n")
+            f.write("|---|" + "---:|" * len(drivers) + "\n")
+            for p in timed:
+                cols = []
+                for d in drivers:
+                    c = cells.get((p, d))
+                    if c and c["reads"]:
+                        cols.append(f"{statistics.median(c['reads']):.0f} / {statistics.median(c['writes']):.0f}")
+                    else:
+                        cols.append("-")
+                f.write(f"| {label.get(p, p)} | " + " | ".join(cols) + " |\n")
+
+    # CSV of the summary.
+    with open(a.out + ".csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["phase", "label", "driver", "runs_ok", "runs_bad", "median", "min", "max",
+                    "dev_reads_median", "dev_writes_median"])
+        for p in order:
+            for d in drivers:
+                c = cells.get((p, d))
+                if not c:
+                    continue
+                v = c["values"]
+                w.writerow([p, label.get(p, p), d, len(v), ";".join(c["bad"]),
+                            f"{statistics.median(v):.3f}" if v else "",
+                            f"{min(v):.3f}" if v else "", f"{max(v):.3f}" if v else "",
+                            f"{statistics.median(c['reads']):.0f}" if c["reads"] else "",
+                            f"{statistics.median(c['writes']):.0f}" if c["writes"] else ""])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,328 @@
+/*
+ * checker/chk_internal.h - internal header shared by the checker/ sources
+ * only (owned by the checker work; not installed, not used outside checker/).
+ *
+ * Layout of the library:
+ *   checker.c     attach, static layout, shadow bitmaps, type/owner map,
+ *                 block cache, verdict accessors, advance, stats
+ *   diff.c        chk_check: gathers a transaction's blocks, infers their
+ *                 types and computes the logical diff (change records) and
+ *                 the per-block / per-inode / per-entry facts
+ *   invariants.c  the invariant table and one check function per row
+ *   scan.c        chk_scan: the base case on a whole image
+ *
+ * On-disk integers are little endian; this code reads them in place and so
+ * requires a little-endian host (checked at compile time).
+ */
+#ifndef RECON_CHK_INTERNAL_H
+#define RECON_CHK_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <ext2fs/ext2_fs.h>
+#include <ext2fs/ext2_ext_attr.h>
+
+#include "checker.h"
+
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "checker/ reads on-disk little-endian fields in place"
+#endif
+
+/* What a block is, in the type/owner map. */
+enum blk_type {
+	BT_FREE = 0,     /* pointed to by nobody (its bitmap bit may be anything) */
+	BT_DATA,         /* file / symlink / journal data, owner = inode */
+	BT_DIR,          /* directory block (dirents or an htree node), owner = dir */
+	BT_IND,          /* single indirect, owner = inode */
+	BT_DIND,
+	BT_TIND,
+	BT_XATTR,        /* shared xattr block, owner = first inode seen */
+	/* static layout: never pointed to by an ordinary inode */
+	BT_BOOT,         /* block 0 when the file system starts at block 1 */
+	BT_SB,           /* primary or backup superblock */
+	BT_GDT,          /* primary or backup group descriptor block */
+	BT_RGDT,         /* reserved GDT block (owned by the resize inode) */
+	BT_RESIZE_IND,   /* the resize inode's double-indirect block */
+	BT_BBITMAP,
+	BT_IBITMAP,
+	BT_ITABLE,
+	BT_NTYPES
+};
+static inline bool bt_static(uint8_t t) { return t >= BT_BOOT; }
+static inline bool bt_indirect(uint8_t t) { return t == BT_IND || t == BT_DIND || t == BT_TIND; }
+
+/* Open-addressing map u64 -> u32 (key stored +1 so that 0 means empty). */
+struct u64map {
+	uint64_t *keys;
+	uint32_t *vals;
+	size_t    cap, n;
+};
+int   u64map_put(struct u64map *m, uint64_t key, uint32_t val);
+bool  u64map_get(const struct u64map *m, uint64_t key, uint32_t *val);
+void  u64map_del(struct u64map *m, uint64_t key);
+void  u64map_free(struct u64map *m);
+
+/* Bounded LRU cache of approved metadata block contents. */
+struct cache_ent {
+	uint64_t blk;
+	uint32_t prev, next;             /* LRU list by slot, most recent at head */
+	uint8_t *data;
+};
+#define CACHE_NIL UINT32_MAX
+struct blk_cache {
+	struct u64map index;             /* blk -> slot */
+	struct cache_ent *ents;          /* slots, grown up to cache_max */
+	size_t nslots, capslots;
+	uint32_t *free_slots;            /* slots released by chk_cache_drop */
+	size_t nfree;
+	uint32_t head, tail;
+};
+
+struct chk_fs {
+	chk_read_fn read;
+	void *ctx;
+	uint8_t sb_raw[1024] __attribute__((aligned(8)));  /* approved primary superblock */
+	const struct ext2_super_block *sb; /* = (void *)sb_raw */
+	uint32_t bs;                     /* block size */
+	uint32_t blocks_count, inodes_count, bpg, ipg, first_data_block;
+	uint32_t ngroups, inode_size, desc_per_block, gdt_blocks, rgdt_blocks;
+	uint32_t first_ino, inodes_per_block, itable_blocks, addr_per_block;
+	uint32_t sb_blk;                 /* block holding byte 1024 */
+	uint32_t sb_off;                 /* offset of the superblock in it */
+	bool filetype, sparse, dir_index, large_file, has_journal;
+	uint32_t journal_ino;
+
+	struct ext2_group_desc *gd;      /* approved descriptors, ngroups */
+	uint8_t *bbits;                  /* shadow block bitmap, by block number */
+	uint8_t *ibits;                  /* shadow inode bitmap, by inode number */
+
+	/* type/owner map: complete for every block (see chk_attach) */
+	uint8_t  *btype;
+	uint32_t *bowner;
+	uint32_t *blblk;                 /* logical block (data/dir) or subtree base (ind) */
+	uint32_t *ndata;                 /* per inode: data/dir blocks owned */
+	uint32_t *nmeta;                 /* per inode: indirect blocks owned */
+	/* blocks found owned twice at attach (for chk_scan; capped) */
+	struct dup_ent { uint64_t blk; uint32_t owner1, owner2; } *dups;
+	size_t ndups;
+	size_t nbadptr;                  /* out-of-range / static pointers at attach */
+	struct dup_ent *badptrs;
+
+	struct blk_cache cache;
+	size_t cache_max;                /* in blocks */
+	struct chk_stats stats;
+};
+
+/* ---- checker.c helpers used by the other files ---- */
+static inline bool bit_get(const uint8_t *b, uint64_t i) { return (b[i >> 3] >> (i & 7)) & 1; }
+static inline void bit_put(uint8_t *b, uint64_t i, bool v)
+{
+	if (v) b[i >> 3] |= (uint8_t)(1u << (i & 7));
+	else   b[i >> 3] &= (uint8_t)~(1u << (i & 7));
+}
+/* Copy of the approved contents of blk into buf (cache, else read callback). */
+int  chk_read_block(struct chk_fs *fs, uint64_t blk, void *buf);
+void chk_cache_put(struct chk_fs *fs, uint64_t blk, const void *buf);
+void chk_cache_drop(struct chk_fs *fs, uint64_t blk);
+/* Approved raw inode (inode_size bytes) */
+int  chk_read_inode(struct chk_fs *fs, uint32_t ino, void *buf);
+uint32_t group_of_block(const struct chk_fs *fs, uint64_t blk);
+uint32_t group_of_inode(const struct chk_fs *fs, uint32_t ino);
+bool group_has_super(const struct chk_fs *fs, uint32_t g);
+/* Static-layout type of blk, or BT_FREE if not static. */
+uint8_t chk_static_type(const struct chk_fs *fs, uint64_t blk);
+
+/* inode helpers */
+static inline uint16_t imode_type(const struct ext2_inode *in) { return in->i_mode & 0170000; }
+bool inode_has_block_ptrs(const struct chk_fs *fs, const struct ext2_inode *in);
+const char *inode_ext4_fields_problem(const struct chk_fs *fs, const struct ext2_inode *in);
+bool inode_walkable(const struct chk_fs *fs, uint32_t ino, const struct ext2_inode *in);
+uint64_t inode_size64(const struct ext2_inode *in);
+int mode_to_ftype(uint16_t mode);
+bool mode_type_valid(uint16_t mode);
+
+/* Walks the block tree of an inode: calls fn(blk, type, lblk, owner) for every
+ * non-zero pointer below i_block (not i_file_acl).  `get` reads a block's
+ * contents in the relevant state. Returns 0 or -errno. */
+typedef int (*blk_get_fn)(void *ctx, uint64_t blk, void *buf);
+typedef void (*blk_visit_fn)(void *ctx, uint64_t blk, uint8_t type, uint32_t lblk);
+int walk_inode_tree(struct chk_fs *fs, const struct ext2_inode *in, bool isdir,
+		    blk_get_fn get, void *get_ctx, blk_visit_fn visit, void *vctx);
+
+/* ---- verdicts ---- */
+struct str_arena {
+	char **chunks;
+	size_t nchunks, used, cap;        /* used/cap of the last chunk */
+};
+const char *arena_printf(struct str_arena *a, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+void arena_free(struct str_arena *a);
+
+struct txn;   /* diff.c: the analysed transaction */
+
+struct chk_verdict {
+	struct chk_record *recs;
+	size_t nrecs, caprecs;
+	struct chk_violation *viols;
+	size_t nviols, capviols;
+	struct str_arena strings;
+	struct txn *txn;                  /* what chk_advance applies; NULL for scans */
+	bool oom;
+};
+size_t verdict_add_record(struct chk_verdict *v, enum chk_rtype t, uint64_t id,
+			  const char *field, int64_t o, int64_t n);
+/* inv_id: the invariant's id string; recs copied */
+void verdict_add_violation(struct chk_verdict *v, const char *inv_id,
+			   const size_t *recs, size_t nrecs, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+bool verdict_oom(const struct chk_verdict *v);
+struct chk_verdict *verdict_new(void);
+
+/* ---- invariants.c ---- */
+void run_invariants(struct chk_fs *fs, struct txn *t, struct chk_verdict *v);
+void txn_free(struct txn *t);
+int  txn_apply(struct chk_fs *fs, struct txn *t);
+
+uint64_t chk_thread_ns(void);
+
+/* ---- diff.c: the analysed transaction ---- */
+struct tblock {                  /* one block the transaction writes */
+	uint64_t blk;
+	uint8_t *old, *new;          /* approved and proposed contents */
+	uint8_t otype;               /* type in the approved map (static or dynamic) */
+	bool changed;
+};
+
+struct bchange {                 /* ownership change of one block */
+	uint64_t blk;
+	uint16_t adds, removes;
+	uint16_t xadds, xremoves;    /* of those, from i_file_acl (xattr block sharing) */
+	uint8_t  old_type, new_type;
+	uint32_t old_owner, new_owner, new_lblk;
+	size_t   rec;                /* a record showing a pointer to it appear/disappear */
+	size_t   flip_rec;           /* its bbitmap record, SIZE_MAX if its bit did not flip */
+	int64_t  xattr_old_refs;     /* h_refcount before (xattr blocks) */
+};
+
+struct ichange {                 /* an inode the transaction touches */
+	uint32_t ino;
+	uint8_t *old, *new;          /* inode_size bytes each */
+	bool written;                /* its slot differs */
+	bool old_inuse, new_inuse;   /* inode bitmap bit */
+	bool old_live, new_live;     /* in use and links > 0 (its dir entries count) */
+	bool bitflip;
+	int32_t entry_delta;         /* entries naming it: added - removed */
+	int32_t parent_delta;
+	int32_t parent_removed, parent_added;
+	int32_t removed_entries;     /* entries naming it removed */        /* entries naming it other than "." and "..": added - removed */
+	int32_t ndata_delta, nmeta_delta;
+	size_t  *recs;               /* records about this inode */
+	size_t   nrecs, caprecs;
+	size_t   bit_rec;
+	size_t   ptr_rec[16];        /* record of i_block[n] / i_file_acl (15), or SIZE_MAX */
+};
+
+struct dchange {                 /* one (directory, name) whose target changed */
+	uint32_t dir;
+	uint32_t old_ino, new_ino;
+	uint8_t  new_ft;
+	uint8_t  name_len;
+	char     name[256];
+	uint64_t new_blk;            /* block holding the new entry */
+	size_t   rec;
+};
+
+struct tproblem {                /* a structural defect found while parsing */
+	const char *inv;
+	size_t rec;                  /* SIZE_MAX if none */
+	const char *detail;          /* in the verdict's arena */
+};
+
+struct txn {
+	struct chk_verdict *v;
+	struct tblock *blocks;
+	size_t nblocks, capblocks;
+	struct u64map bidx;          /* blk -> index in blocks */
+	struct bchange **bch;
+	size_t nbch, capbch;
+	struct u64map bchidx;
+	struct ichange **ich;
+	size_t nich, capich;
+	struct u64map ichidx;
+	struct dchange *dch;
+	size_t ndch, capdch;
+	struct tproblem *probs;
+	size_t nprobs, capprobs;
+
+	bool sb_changed;
+	uint8_t sb_old[1024] __attribute__((aligned(8)));
+	uint8_t sb_new[1024] __attribute__((aligned(8)));
+	struct ext2_group_desc *gd_new;      /* ngroups (+ GDT tail) */
+	bool *gd_changed;
+	size_t *gd_recs;                     /* per group: index of first bgd record, or SIZE_MAX */
+	int32_t *bflip_delta;                /* per group: bits set - bits cleared */
+	int32_t *iflip_delta;
+	int32_t *dirs_delta;                 /* per group: directories into use - out of use */
+	size_t *sb_recs;
+	size_t nsb_recs, capsb_recs;
+	/* orphan list of the new state (computed on demand) */
+	bool orphans_done;
+	struct u64map orphans;
+	int orphan_loop;                     /* 1 loop or non-inode in the chain */
+	struct u64map dirblks;               /* directory blocks to parse */
+	/* htree leaf hash ranges of the last directory asked about */
+	uint32_t dx_dir;
+	struct dx_range { uint32_t lblk, lo, hi; } *dx;
+	size_t ndx;
+	int dx_hver;                         /* hash version, -1 if the index is unusable */
+	int err;
+};
+
+/* the block's proposed contents: transaction's or approved (buf is scratch) */
+const uint8_t *txn_new_block(struct chk_fs *fs, struct txn *t, uint64_t blk, uint8_t *buf);
+const uint8_t *txn_old_block(struct chk_fs *fs, struct txn *t, uint64_t blk, uint8_t *buf);
+struct ichange *txn_inode(struct chk_fs *fs, struct txn *t, uint32_t ino);
+bool txn_bbit_new(struct chk_fs *fs, struct txn *t, uint64_t blk);
+bool txn_ibit_new(struct chk_fs *fs, struct txn *t, uint32_t ino);
+struct bchange *txn_bch_find(struct txn *t, uint64_t blk);
+void txn_problem(struct txn *t, const char *inv, size_t rec, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+void ich_add_rec(struct ichange *ic, size_t rec);
+bool txn_is_orphan(struct chk_fs *fs, struct txn *t, uint32_t ino);
+
+/* superblock field classes (diff.c table) */
+enum { F_FROZEN, F_FREE, F_COUNT, F_FEATURE, F_STATE };
+uint8_t sb_rec_class(const char *field);
+/* last logical data block of an inode in the new state; false if none */
+bool txn_last_lblk(struct chk_fs *fs, struct txn *t, const struct ext2_inode *in, uint32_t *last);
+
+/* directory entries as parsed (diff.c; used by scan.c too) */
+struct dent {
+	uint32_t dir, ino;
+	uint32_t name_off;           /* into names */
+	uint8_t name_len, ft;
+	uint8_t side;                /* 0 old, 1 new */
+	uint64_t blk;
+};
+struct dent_list {
+	struct dent *e;
+	size_t n, cap;
+	char *names;
+	size_t nlen, ncap;
+	int err;
+};
+void dl_add(struct dent_list *l, uint32_t dir, uint32_t ino, const char *name, uint8_t nl,
+	    uint8_t ft, uint8_t side, uint64_t blk);
+void parse_dir_block(struct chk_fs *fs, struct txn *t, const uint8_t *d, uint64_t blk,
+		     uint32_t dir, uint32_t lblk, bool strict, uint8_t side, struct dent_list *l);
+void htree_check_leaf(struct chk_fs *fs, struct txn *t, uint32_t dir, const struct ext2_inode *in,
+		      uint32_t lblk, const uint8_t *d, uint64_t blk);
+void htree_check_block(struct chk_fs *fs, struct txn *t, uint64_t blk, uint32_t own, uint32_t lblk,
+		       const uint8_t *nd, uint32_t dir_blocks);
+
+/* a name in double quotes with C escapes (in the verdict's arena) */
+const char *quote_name(struct txn *t, const char *n, unsigned len);
+
+/* ---- scan.c ---- */
+#endif

@@ -1,0 +1,975 @@
+/*
+ * checker/invariants.c - the invariant table (id, one-line description,
+ * check function) and the check functions.  Each function looks only at
+ * what the transaction changes (records and facts computed by diff.c) plus
+ * the shadow state: the global properties e2fsck checks become local ones,
+ * assuming the approved state satisfies them (chk_scan is the base case).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chk_internal.h"
+
+typedef void (*check_fn)(struct chk_fs *fs, struct txn *t, struct chk_verdict *v);
+
+struct inv_row {
+	struct chk_invariant pub;
+	check_fn fn;
+};
+
+#define V(id, recs, n, ...) verdict_add_violation(v, id, recs, n, __VA_ARGS__)
+
+static void report_problems(struct txn *t, struct chk_verdict *v, const char *id)
+{
+	for (size_t i = 0; i < t->nprobs; i++)
+		if (!strcmp(t->probs[i].inv, id))
+			V(id, &t->probs[i].rec, 1, "%s", t->probs[i].detail);
+}
+
+static const struct ext2_inode *I_OLD(const struct ichange *ic) { return (const void *)ic->old; }
+static const struct ext2_inode *I_NEW(const struct ichange *ic) { return (const void *)ic->new; }
+static bool is_dir(const struct ext2_inode *in) { return imode_type(in) == 0040000; }
+
+/* records of one group's descriptor (contiguous) */
+static size_t gd_rec_list(struct txn *t, uint32_t g, size_t *out, size_t max)
+{
+	size_t n = 0;
+	for (size_t r = t->gd_recs[g]; r != SIZE_MAX && r < t->v->nrecs && n < max; r++) {
+		if (t->v->recs[r].type != CHK_BGD || t->v->recs[r].id != g)
+			break;
+		out[n++] = r;
+	}
+	return n;
+}
+
+static size_t sb_rec_find(struct txn *t, const char *field)
+{
+	for (size_t i = 0; i < t->nsb_recs; i++)
+		if (!strcmp(t->v->recs[t->sb_recs[i]].field, field))
+			return t->sb_recs[i];
+	return SIZE_MAX;
+}
+
+/* ------------------------------------------------------------ superblock */
+
+static void inv_sb_frozen(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+{
+	(void)fs;
+	for (size_t i = 0; i < t->nsb_recs; i++) {
+		const struct chk_record *r = &v->recs[t->sb_recs[i]];
+		if (sb_rec_class(r->field) == F_FROZEN)
+			V("INV_SB_FROZEN", &t->sb_recs[i], 1, "superblock field %s may not change", r->field);
+	}
+	report_problems(t, v, "INV_SB_FROZEN");
+}
+
+static void inv_sb_features(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+{
+	(void)fs;
+	if (!t->sb_changed)
+		return;
+	const struct ext2_super_block *o = (const void *)t->sb_old, *n = (const void *)t->sb_new;
+	uint32_t cadd = n->s_feature_compat & ~o->s_feature_compat, cdel = o->s_feature_compat & ~n->s_feature_compat;
+	uint32_t radd = n->s_feature_ro_compat & ~o->s_feature_ro_compat,
+		 rdel = o->s_feature_ro_compat & ~n->s_feature_ro_compat;
+	uint32_t ichg = n->s_feature_incompat ^ o->s_feature_incompat;
+	if ((cadd & ~EXT2_FEATURE_COMPAT_EXT_ATTR) || cdel) {
+		size_t r = sb_rec_find(t, "s_feature_compat");
+		V("INV_SB_FEATURES", &r, 1, "compat features 0x%x -> 0x%x: only ext_attr may be set",
+		  o->s_feature_compat, n->s_feature_compat);
+	}
+	if ((radd & ~(EXT2_FEATURE_RO_COMPAT_LARGE_FILE | EXT4_FEATURE_RO_COMPAT_DIR_NLINK)) || rdel) {
+		size_t r = sb_rec_find(t, "s_feature_ro_compat");
+		V("INV_SB_FEATURES", &r, 1, "ro_compat features 0x%x -> 0x%x: only large_file and dir_nlink may be set",
+		  o->s_feature_ro_compat, n->s_feature_ro_compat);
+	}
+	if (ichg & ~EXT3_FEATURE_INCOMPAT_RECOVER) {
+		size_t r = sb_rec_find(t, "s_feature_incompat");
+		V("INV_SB_FEATURES", &r, 1, "incompat features 0x%x -> 0x%x: only needs_recovery may change",
+		  o->s_feature_incompat, n->s_feature_incompat);
+	}
+}
+
+static void inv_sb_state(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+{
+	(void)fs;
+	if (!t->sb_changed)
+		return;
+	const struct ext2_super_block *o = (const void *)t->sb_old, *n = (const void *)t->sb_new;
+	if (n->s_state & ~(EXT2_VALID_FS | EXT2_ERROR_FS | EXT3_ORPHAN_FS)) {
+		size_t r = sb_rec_find(t, "s_state");
+		V("INV_SB_STATE", &r, 1, "s_state 0x%x has unknown bits", n->s_state);
+	}
+	/* a mount records the directory hash signedness once, when neither flag is set */
+	uint32_t hflags = EXT2_FLAGS_SIGNED_HASH | EXT2_FLAGS_UNSIGNED_HASH, fchg = o->s_flags ^ n->s_flags;
+	if (fchg && ((fchg & ~hflags) || (o->s_flags & hflags) || (n->s_flags & hflags) == hflags)) {
+		size_t r = sb_rec_find(t, "s_flags");
+		V("INV_SB_STATE", &r, 1, "s_flags 0x%x -> 0x%x: only a hash-signedness flag may be set, once",
+		  o->s_flags, n->s_flags);
+	}
+	if (o->s_max_mnt_count != n->s_max_mnt_count && o->s_max_mnt_count != 0) {
+		size_t r = sb_rec_find(t, "s_max_mnt_count");
+		V("INV_SB_STATE", &r, 1, "s_max_mnt_count may only be set when it was 0");
+	}
+}
+
+/* The sb counts may be lazily stale (the kernel writes them from its
+ * counters); whenever they are written with a new value they must equal the
+ * sum over the groups of the new state. */
+static void inv_sb_free_blocks(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+{
+	const struct ext2_super_block *o = (const void *)t->sb_old, *n = (const void *)t->sb_new;
+	if (o->s_free_blocks_count == n->s_free_blocks_count)
+		return;
+	uint64_t sum = 0;
+	for (uint32_t g = 0; g < fs->ngroups; g++)
+		sum += t->gd_new[g].bg_free_blocks_count;
+	if (sum != n->s_free_blocks_count) {
+		size_t r = sb_rec_find(t, "s_free_blocks_count");
+		V("INV_SB_FREE_BLOCKS", &r, 1, "s_free_blocks_count %u != sum of group free block counts %llu",
+		  n->s_free_blocks_count, (unsigned long long)sum);
+	}
+}
+
+static void inv_sb_free_inodes(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+{
+	const struct ext2_super_block *o = (const void *)t->sb_old, *n = (const void *)t->sb_new;
+	if (o->s_free_inodes_count == n->s_free_inodes_count)
+		return;
+	uint64_t sum = 0;
+	for (uint32_t g = 0; g < fs->ngroups; g++)
+		sum += t->gd_new[g].bg_free_inodes_count;
+	if (sum != n->s_free_inodes_count) {
+		size_t r = sb_rec_find(t, "s_free_inodes_count");
+		V("INV_SB_FREE_INODES", &r, 1, "s_free_inodes_count %u != sum of group free inode counts %llu",
+		  n->s_free_inodes_count, (unsigned long long)sum);
+	}
+}
+
+/* ------------------------------------------------------------ descriptors */
+
+static void inv_bgd_frozen(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+{
+	for (uint32_t g = 0; g < fs->ngroups; g++) {
+		if (!t->gd_changed[g])
+			continue;
+		const struct ext2_group_desc *o = &fs->gd[g], *n = &t->gd_new[g];
+		if (o->bg_block_bitmap != n->bg_block_bitmap || o->bg_inode_bitmap != n->bg_inode_bitmap ||
+		    o->bg_inode_table != n->bg_inode_table ||
+		    ((o->bg_flags ^ n->bg_flags) & ~EXT2_BG_INODE_ZEROED) ||
+		    o->bg_exclude_bitmap_lo != n->bg_exclude_bitmap_lo || o->bg_itable_unused != n->bg_itable_unused ||
+		    o->bg_block_bitmap_csum_lo != n->bg_block_bitmap_csum_lo ||
+		    o->bg_inode_bitmap_csum_lo != n->bg_inode_bitmap_csum_lo || o->bg_checksum != n->bg_checksum) {
+			size_t r[16], k = gd_rec_list(t, g, r, 16);
+			V("INV_BGD_FROZEN", r, k, "group %u: a descriptor location or ext4-only field changed", g);
+		}
+	}
+}
+
+static void inv_bgd_free_blocks(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+{
+	for (uint32_t g = 0; g < fs->ngroups; g++) {
+		int64_t d = (int64_t)t->gd_new[g].bg_free_blocks_count - fs->gd[g].bg_free_blocks_count;
+		if (d != -(int64_t)t->bflip_delta[g]) {
+			size_t r[16], k = gd_rec_list(t, g, r, 16);
+			V("INV_BGD_FREE_BLOCKS", r, k, "group %u: bg_free_blocks_count changed by %lld but %d bitmap bits were set net",
+			  g, (long long)d, t->bflip_delta[g]);
+		}
+	}
+}
+
+static void inv_bgd_free_inodes(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+{
+	for (uint32_t g = 0; g < fs->ngroups; g++) {
+		int64_t d = (int64_t)t->gd_new[g].bg_free_inodes_count - fs->gd[g].bg_free_inodes_count;
+		if (d != -(int64_t)t->iflip_delta[g]) {
+			size_t r[16], k = gd_rec_list(t, g, r, 16);
+			V("INV_BGD_FREE_INODES", r, k, "group %u: bg_free_inodes_count changed by %lld but %d inode bits were set net",
+			  g, (long long)d, t->iflip_delta[g]);
+		}
+	}
+}
+
+static void inv_bgd_used_dirs(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+{
+	for (size_t i = 0; i < t->nich; i++) {
+		struct ichange *ic = t->ich[i];
+		bool od = ic->old_inuse && is_dir(I_OLD(ic)), nd = ic->new_inuse && is_dir(I_NEW(ic));
+		if (od != nd)
+			t->dirs_delta[group_of_inode(fs, ic->ino)] += nd ? 1 : -1;
+	}
+	for (uint32_t g = 0; g < fs->ngroups; g++) {
+		int64_t d = (int64_t)t->gd_new[g].bg_used_dirs_count - fs->gd[g].bg_used_dirs_count;
+		if (d != t->dirs_delta[g]) {
+			size_t r[16], k = gd_rec_list(t, g, r, 16);
+			V("INV_BGD_USED_DIRS", r, k, "group %u: bg_used_dirs_count changed by %lld but %d directories came into use net",
+			  g, (long long)d, t->dirs_delta[g]);
+		}
+	}
+}
+
+static void inv_backup_copies(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+{
+	(void)fs;
+	report_problems(t, v, "INV_BACKUP_COPIES");
+}
+
+static void inv_static_frozen(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+{
+	(void)fs;
+	report_problems(t, v, "INV_STATIC_FROZEN");
+}
+
+static void inv_bitmap_padding(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+{
+	(void)fs;
+	report_problems(t, v, "INV_BITMAP_PADDING");
+}
+
+/* ------------------------------------------------------------ blocks */
+
+static bool dyn_owned(uint8_t t) { return t != BT_FREE && !bt_static(t); }
+
+/* Is the block owned after the transaction?  An xattr block is owned while
+ * some inode's i_file_acl names it; anything else by its one pointer. */
+static int64_t xattr_refs_new(const struct bchange *c)
+{
+	int64_t old = c->old_type == BT_XATTR ? c->xattr_old_refs : 0;
+	return old + c->xadds - c->xremoves;
+}
+
+static bool bch_new_owned(const struct bchange *c)
+{
+	if (bt_static(c->old_type))
+		return true;
+	int nonx = (int)(dyn_owned(c->old_type) && c->old_type != BT_XATTR) +
+		   (c->adds - c->xadds) - (c->removes - c->xremoves);
+	return nonx > 0 || xattr_refs_new(c) > 0;
+}
+
+static void bch_recs(const struct bchange *c, size_t *r)
+{
+	r[0] = c->rec;
+	r[1] = c->flip_rec;
+}
+
+static void inv_ptr_in_range(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+{
+	for (size_t i = 0; i < t->nbch; i++) {
+		struct bchange *c = t->bch[i];
+		if (c->adds && (c->blk >= fs->blocks_count || c->blk < fs->first_data_block))
+			V("INV_PTR_IN_RANGE", &c->rec, 1, "pointer to block %llu outside the file system (%u..%u)",
+			  (unsigned long long)c->blk, fs->first_data_block, fs->blocks_count - 1);
+	}
+	report_problems(t, v, "INV_PTR_IN_RANGE");
+}
+
+static void inv_ptr_not_static(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+{
+	(void)fs;
+	for (size_t i = 0; i < t->nbch; i++) {
+		struct bchange *c = t->bch[i];
+		if (c->adds && bt_static(c->old_type))
+			V("INV_PTR_NOT_STATIC", &c->rec, 1, "pointer to block %llu, which is static metadata",
+			  (unsigned long long)c->blk);
+	}
+}
+
+static void inv_block_owned_once(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+{
+	for (size_t i = 0; i < t->nbch; i++) {
+		struct bchange *c = t->bch[i];
+		if (!c->adds || bt_static(c->old_type) || c->blk >= fs->blocks_count)
+			continue;
+		int nonx = (int)(dyn_owned(c->old_type) && c->old_type != BT_XATTR) +
+			   (c->adds - c->xadds) - (c->removes - c->xremoves);
+		bool xattr = xattr_refs_new(c) > 0;
+		/* one ordinary owner, or any number of i_file_acl sharers, never both */
+		if (nonx > 1 || (nonx > 0 && xattr)) {
+			size_t r[2];
+			bch_recs(c, r);
+			V("INV_BLOCK_OWNED_ONCE", r, 2, "block %llu would be owned twice (owner %u, new pointer from inode %u)",
+			  (unsigned long long)c->blk, c->old_owner, c->new_owner);
+		}
+	}
+}
+
+static void inv_ptr_marked(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+{
+	for (size_t i = 0; i < t->nbch; i++) {
+		struct bchange *c = t->bch[i];
+		if (!c->adds || bt_static(c->old_type) || c->blk >= fs->blocks_count || c->blk < fs->first_data_block)
+			continue;
+		if (bch_new_owned(c) && !txn_bbit_new(fs, t, c->blk)) {
+			size_t r[2];
+			bch_recs(c, r);
+			V("INV_PTR_MARKED", r, 2, "block %llu is newly pointed to but free in the block bitmap",
+			  (unsigned long long)c->blk);
+		}
+	}
+}
+
+static void inv_release_clears(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+{
+	for (size_t i = 0; i < t->nbch; i++) {
+		struct bchange *c = t->bch[i];
+		if (!c->removes || !dyn_owned(c->old_type) || c->blk >= fs->blocks_count)
+			continue;
+		if (!bch_new_owned(c) && txn_bbit_new(fs, t, c->blk)) {
+			size_t r[2];
+			bch_recs(c, r);
+			V("INV_RELEASE_CLEARS", r, 2, "block %llu lost its last pointer but stays set in the block bitmap",
+			  (unsigned long long)c->blk);
+		}
+	}
+}
+
+static void inv_bbitmap_set(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+{
+	for (size_t i = 0; i < t->nbch; i++) {
+		struct bchange *c = t->bch[i];
+		if (c->flip_rec == SIZE_MAX || !txn_bbit_new(fs, t, c->blk))
+			continue;
+		if (bt_static(c->old_type) || !(c->adds && bch_new_owned(c))) {
+			size_t r[2];
+			bch_recs(c, r);
+			V("INV_BBITMAP_SET", r, 2, "block %llu marked in use but no pointer to it appears",
+			  (unsigned long long)c->blk);
+		}
+	}
+	(void)fs;
+}
+
+static void inv_bbitmap_clear(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+{
+	for (size_t i = 0; i < t->nbch; i++) {
+		struct bchange *c = t->bch[i];
+		if (c->flip_rec == SIZE_MAX || txn_bbit_new(fs, t, c->blk))
+			continue;
+		if (bch_new_owned(c)) {
+			size_t r[2];
+			bch_recs(c, r);
+			V("INV_BBITMAP_CLEAR", r, 2, "block %llu marked free but still %s",
+			  (unsigned long long)c->blk, bt_static(c->old_type) ? "static metadata" : "pointed to");
+		}
+	}
+}
+
+/* ------------------------------------------------------------ inodes */
+
+static bool deleted_form(const struct chk_fs *fs, const uint8_t *raw)
+{
+	const struct ext2_inode *in = (const void *)raw;
+	if (in->i_links_count == 0 && in->i_dtime != 0)
+		return true;
+	for (uint32_t i = 0; i < fs->inode_size; i++)
+		if (raw[i])
+			return false;
+	return true;
+}
+
+static void inv_ibitmap_set(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+{
+	for (size_t i = 0; i < t->nich; i++) {
+		struct ichange *ic = t->ich[i];
+		if (!(ic->bitflip && ic->new_inuse) || ic->ino < fs->first_ino)
+			continue;
+		const struct ext2_inode *n = I_NEW(ic);
+		bool orphan = n->i_links_count == 0 && txn_is_orphan(fs, t, ic->ino);
+		if (!mode_type_valid(n->i_mode) || (n->i_links_count == 0 && !orphan) ||
+		    (n->i_dtime && !orphan))
+			V("INV_IBITMAP_SET", ic->recs, ic->nrecs,
+			  "inode %u marked in use but is not a live inode (mode 0%o, links %u, dtime %u)",
+			  ic->ino, n->i_mode, n->i_links_count, n->i_dtime);
+	}
+}
+
+static void inv_ibitmap_clear(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+{
+	for (size_t i = 0; i < t->nich; i++) {
+		struct ichange *ic = t->ich[i];
+		if (!(ic->bitflip && !ic->new_inuse) || ic->ino < fs->first_ino)
+			continue;
+		const struct ext2_inode *n = I_NEW(ic);
+		if (n->i_links_count != 0)
+			V("INV_IBITMAP_CLEAR", ic->recs, ic->nrecs,
+			  "inode %u marked free but still has %u links", ic->ino, n->i_links_count);
+	}
+}
+
+static void inv_dtime_free(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+{
+	for (size_t i = 0; i < t->nich; i++) {
+		struct ichange *ic = t->ich[i];
+		if (!(ic->bitflip && !ic->new_inuse) || ic->ino < fs->first_ino)
+			continue;
+		if (I_NEW(ic)->i_dtime == 0)
+			V("INV_DTIME_FREE", ic->recs, ic->nrecs, "inode %u freed without a deletion time", ic->ino);
+	}
+}
+
+static void inv_free_inode_form(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+{
+	for (size_t i = 0; i < t->nich; i++) {
+		struct ichange *ic = t->ich[i];
+		if (ic->old_inuse || ic->new_inuse || !ic->written)
+			continue;
+		if (!deleted_form(fs, ic->new))
+			V("INV_FREE_INODE_FORM", ic->recs, ic->nrecs,
+			  "free inode %u changed into a non-deleted form (links %u, dtime %u)",
+			  ic->ino, I_NEW(ic)->i_links_count, I_NEW(ic)->i_dtime);
+	}
+}
+
+static void inv_inode_mode(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+{
+	for (size_t i = 0; i < t->nich; i++) {
+		struct ichange *ic = t->ich[i];
+		if (!ic->new_inuse || !(ic->written || ic->bitflip) || (ic->ino < fs->first_ino && ic->ino != EXT2_ROOT_INO))
+			continue;
+		const struct ext2_inode *o = I_OLD(ic), *n = I_NEW(ic);
+		if (!mode_type_valid(n->i_mode))
+			V("INV_INODE_MODE", ic->recs, ic->nrecs, "in-use inode %u has invalid mode 0%o", ic->ino, n->i_mode);
+		/* a type change is a free + reallocation (between two snapshots, or
+		 * unlink + create in one commit) only if every old name went */
+		else if (ic->old_inuse && imode_type(o) != imode_type(n) &&
+			 ic->removed_entries < (int32_t)o->i_links_count)
+			V("INV_INODE_MODE", ic->recs, ic->nrecs, "in-use inode %u changes file type (0%o -> 0%o)",
+			  ic->ino, o->i_mode, n->i_mode);
+	}
+}
+
+static void inv_inode_ext4_fields(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+{
+	const struct ext2_super_block *sb = (const void *)t->sb_new;
+	for (size_t i = 0; i < t->nich; i++) {
+		struct ichange *ic = t->ich[i];
+		if (!ic->new_inuse || !(ic->written || ic->bitflip))
+			continue;
+		const char *why = inode_ext4_fields_problem(fs, I_NEW(ic));
+		if (why)
+			V("INV_INODE_EXT4_FIELDS", ic->recs, ic->nrecs, "inode %u: %s set on ext2/ext3", ic->ino, why);
+		else if (I_NEW(ic)->i_file_acl && !(sb->s_feature_compat & EXT2_FEATURE_COMPAT_EXT_ATTR))
+			V("INV_INODE_EXT4_FIELDS", ic->recs, ic->nrecs, "inode %u: i_file_acl set without ext_attr", ic->ino);
+	}
+	(void)fs;
+}
+
+static void inv_reserved_inodes(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+{
+	static const struct { uint16_t off, len; } times[] = {
+		{ offsetof(struct ext2_inode, i_atime), 12 },     /* atime, ctime, mtime */
+	};
+	for (size_t i = 0; i < t->nich; i++) {
+		struct ichange *ic = t->ich[i];
+		if (ic->ino >= fs->first_ino)
+			continue;
+		if (ic->bitflip) {
+			V("INV_RESERVED_INODES", ic->recs, ic->nrecs, "reserved inode %u's bitmap bit cleared", ic->ino);
+			continue;
+		}
+		if (!ic->written)
+			continue;
+		const struct ext2_inode *n = I_NEW(ic);
+		if (ic->ino == EXT2_ROOT_INO) {
+			if (!is_dir(n) || n->i_links_count < 2 || n->i_dtime)
+				V("INV_RESERVED_INODES", ic->recs, ic->nrecs, "the root inode must stay a live directory");
+			continue;
+		}
+		uint8_t a[1024], b[1024];
+		size_t len = fs->inode_size < 128 ? fs->inode_size : 128;
+		memcpy(a, ic->old, len);
+		memcpy(b, ic->new, len);
+		memset(a + times[0].off, 0, times[0].len);
+		memset(b + times[0].off, 0, times[0].len);
+		if (memcmp(a, b, len))
+			V("INV_RESERVED_INODES", ic->recs, ic->nrecs, "reserved inode %u changed beyond its timestamps", ic->ino);
+	}
+}
+
+/* ------------------------------------------------------------ links and entries */
+
+static void inv_links_count(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+{
+	const struct ext2_super_block *sb = (const void *)t->sb_new;
+	bool nlink = sb->s_feature_ro_compat & EXT4_FEATURE_RO_COMPAT_DIR_NLINK;
+	for (size_t i = 0; i < t->nich; i++) {
+		struct ichange *ic = t->ich[i];
+		if (!ic->old_inuse && !ic->new_inuse)
+			continue;
+		if (ic->ino < fs->first_ino && ic->ino != EXT2_ROOT_INO)
+			continue;
+		int64_t ol = ic->old_inuse ? I_OLD(ic)->i_links_count : 0;
+		int64_t nl = ic->new_inuse ? I_NEW(ic)->i_links_count : 0;
+		if (nl - ol == ic->entry_delta)
+			continue;
+		/* dir_nlink: a directory with too many subdirectories counts 1 */
+		if (nlink && is_dir(I_NEW(ic)) && (nl == 1 || ol == 1))
+			continue;
+		V("INV_LINKS_COUNT", ic->recs, ic->nrecs,
+		  "inode %u: i_links_count changed by %lld but entries naming it changed by %d",
+		  ic->ino, (long long)(nl - ol), ic->entry_delta);
+	}
+}
+
+static void inv_dirent_target(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+{
+	for (size_t i = 0; i < t->ndch; i++) {
+		struct dchange *d = &t->dch[i];
+		bool dotname = !strcmp(d->name, ".") || !strcmp(d->name, "..");
+		if (d->new_ino < fs->first_ino && d->new_ino != EXT2_ROOT_INO) {
+			V("INV_DIRENT_TARGET", &d->rec, 1, "entry \"%s\" in dir %u names reserved inode %u",
+			  d->name, d->dir, d->new_ino);
+			continue;
+		}
+		if (d->new_ino == EXT2_ROOT_INO && !dotname) {
+			V("INV_DIRENT_TARGET", &d->rec, 1, "entry \"%s\" in dir %u names the root directory", d->name, d->dir);
+			continue;
+		}
+		struct ichange *ic = txn_inode(fs, t, d->new_ino);
+		if (!ic)
+			continue;
+		if (!ic->new_inuse || !mode_type_valid(I_NEW(ic)->i_mode) || I_NEW(ic)->i_links_count == 0)
+			V("INV_DIRENT_TARGET", &d->rec, 1, "entry \"%s\" in dir %u names inode %u, which is not in use",
+			  d->name, d->dir, d->new_ino);
+	}
+}
+
+static void inv_dirent_ftype(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+{
+	for (size_t i = 0; i < t->ndch; i++) {
+		struct dchange *d = &t->dch[i];
+		struct ichange *ic = txn_inode(fs, t, d->new_ino);
+		if (!ic || !ic->new_inuse)
+			continue;
+		int want = fs->filetype ? mode_to_ftype(I_NEW(ic)->i_mode) : 0;
+		if (want >= 0 && d->new_ft != want)
+			V("INV_DIRENT_FTYPE", &d->rec, 1, "entry \"%s\" in dir %u has file type %u, inode %u needs %d",
+			  d->name, d->dir, d->new_ft, d->new_ino, want);
+	}
+}
+
+static void inv_dirent_tiling(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+{
+	(void)fs;
+	report_problems(t, v, "INV_DIRENT_TILING");
+}
+
+static void inv_dirent_name(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+{
+	(void)fs;
+	report_problems(t, v, "INV_DIRENT_NAME");
+}
+
+static void inv_dirent_unique(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+{
+	(void)fs;
+	report_problems(t, v, "INV_DIRENT_UNIQUE");
+}
+
+static void inv_dir_dots(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+{
+	report_problems(t, v, "INV_DIR_DOTS");
+	for (size_t i = 0; i < t->ndch; i++) {
+		struct dchange *d = &t->dch[i];
+		if (strcmp(d->name, ".."))
+			continue;
+		struct ichange *ic = txn_inode(fs, t, d->new_ino);
+		if (ic && ic->new_inuse && !is_dir(I_NEW(ic)))
+			V("INV_DIR_DOTS", &d->rec, 1, "dir %u: '..' names inode %u, not a directory", d->dir, d->new_ino);
+	}
+}
+
+/* the inode named by ".." in dir's block 0 (new state); 0 if unknown */
+static uint32_t dotdot_of(struct chk_fs *fs, struct txn *t, struct ichange *dir)
+{
+	uint32_t b0 = I_NEW(dir)->i_block[0];
+	if (!b0 || b0 >= fs->blocks_count)
+		return 0;
+	uint8_t buf[4096];
+	const uint8_t *d = txn_new_block(fs, t, b0, buf);
+	if (!d)
+		return 0;
+	const struct ext2_dir_entry_2 *e = (const void *)d;
+	if (e->rec_len < 12 || e->rec_len + 12u > fs->bs)
+		return 0;
+	const struct ext2_dir_entry_2 *e2 = (const void *)(d + e->rec_len);
+	if (e2->name_len != 2 || e2->name[0] != '.' || e2->name[1] != '.')
+		return 0;
+	return e2->inode;
+}
+
+static void inv_dir_dotdot_parent(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+{
+	for (size_t i = 0; i < t->ndch; i++) {
+		struct dchange *d = &t->dch[i];
+		if (!strcmp(d->name, ".")) {
+			continue;
+		} else if (!strcmp(d->name, "..")) {
+			/* the new parent must name this directory in the same transaction */
+			if (d->dir == EXT2_ROOT_INO) {
+				if (d->new_ino != EXT2_ROOT_INO)
+					V("INV_DIR_DOTDOT_PARENT", &d->rec, 1, "root's '..' must name the root");
+				continue;
+			}
+			bool found = false;
+			for (size_t j = 0; j < t->ndch && !found; j++)
+				found = t->dch[j].dir == d->new_ino && t->dch[j].new_ino == d->dir &&
+					strcmp(t->dch[j].name, ".") && strcmp(t->dch[j].name, "..");
+			if (!found)
+				V("INV_DIR_DOTDOT_PARENT", &d->rec, 1,
+				  "dir %u: '..' now names %u, which gains no entry naming it", d->dir, d->new_ino);
+		} else {
+			struct ichange *ic = txn_inode(fs, t, d->new_ino);
+			if (!ic || !ic->new_live || !is_dir(I_NEW(ic)))
+				continue;
+			uint32_t dd = dotdot_of(fs, t, ic);
+			if (dd != d->dir)
+				V("INV_DIR_DOTDOT_PARENT", &d->rec, 1,
+				  "dir %u is entered as \"%s\" in dir %u but its '..' names %u", d->new_ino, d->name,
+				  d->dir, dd);
+		}
+	}
+}
+
+/* A directory moved under a new parent must not become its own ancestor
+ * (e2fsck pass 3: loops / unconnected directories).  Walks '..' upwards in
+ * the new state: as deep as the tree, not its size. */
+static void inv_dir_no_loop(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+{
+	for (size_t i = 0; i < t->ndch; i++) {
+		struct dchange *d = &t->dch[i];
+		if (strcmp(d->name, "..") || d->dir == EXT2_ROOT_INO)
+			continue;
+		uint32_t cur = d->new_ino;
+		for (uint32_t steps = 0; steps <= fs->inodes_count; steps++) {
+			if (cur == d->dir) {
+				V("INV_DIR_NO_LOOP", &d->rec, 1, "dir %u would become its own ancestor (via %u)",
+				  d->dir, d->new_ino);
+				break;
+			}
+			if (cur == EXT2_ROOT_INO || cur == 0)
+				break;
+			struct ichange *ic = txn_inode(fs, t, cur);
+			if (!ic || !ic->new_live || !is_dir(I_NEW(ic)))
+				break;
+			cur = dotdot_of(fs, t, ic);
+		}
+	}
+}
+
+static void inv_dir_one_parent(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+{
+	(void)fs;
+	for (size_t i = 0; i < t->nich; i++) {
+		struct ichange *ic = t->ich[i];
+		if (ic->ino == EXT2_ROOT_INO)
+			continue;
+		bool od = ic->old_live && is_dir(I_OLD(ic)), nd = ic->new_live && is_dir(I_NEW(ic));
+		if (!od && !nd)
+			continue;
+		if (!ic->parent_delta && od == nd)
+			continue;
+		/* entries of another incarnation (freed and reused inode) do not count */
+		int cnt = od && nd ? 1 - ic->parent_removed + ic->parent_added :
+			  od ? 1 - ic->parent_removed : ic->parent_added;
+		if (cnt != (int)nd)
+			V("INV_DIR_ONE_PARENT", ic->recs, ic->nrecs,
+			  "directory %u would be named by %d entries (must be %d)", ic->ino, cnt, (int)nd);
+	}
+}
+
+/* ------------------------------------------------------------ sizes and counts */
+
+static void inv_iblocks(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+{
+	for (size_t i = 0; i < t->nich; i++) {
+		struct ichange *ic = t->ich[i];
+		if (!ic->new_inuse || ic->ino == EXT2_RESIZE_INO)
+			continue;
+		if (!ic->written && !ic->ndata_delta && !ic->nmeta_delta)
+			continue;
+		if (ic->ino < fs->first_ino && ic->ino != EXT2_ROOT_INO && ic->ino != fs->journal_ino &&
+		    ic->ino != EXT2_BAD_INO)
+			continue;
+		const struct ext2_inode *n = I_NEW(ic);
+		int64_t owned = ic->old_inuse ? (int64_t)fs->ndata[ic->ino] + fs->nmeta[ic->ino] : 0;
+		owned += ic->ndata_delta + ic->nmeta_delta;
+		int64_t want = owned * (fs->bs / 512) + (n->i_file_acl ? fs->bs / 512 : 0);
+		if ((int64_t)n->i_blocks != want)
+			V("INV_IBLOCKS", ic->recs, ic->nrecs, "inode %u: i_blocks %u but it owns %lld blocks (%lld sectors)",
+			  ic->ino, n->i_blocks, (long long)owned, (long long)want);
+	}
+}
+
+static void inv_dir_size(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+{
+	for (size_t i = 0; i < t->nich; i++) {
+		struct ichange *ic = t->ich[i];
+		const struct ext2_inode *n = I_NEW(ic);
+		if (!ic->new_live || !is_dir(n) || (!ic->written && !ic->ndata_delta))
+			continue;
+		int64_t ndata = (ic->old_inuse ? (int64_t)fs->ndata[ic->ino] : 0) + ic->ndata_delta;
+		uint32_t last = 0;
+		bool any = txn_last_lblk(fs, t, n, &last);
+		int64_t span = any ? (int64_t)last + 1 : 0;
+		if (n->i_size % fs->bs || (int64_t)(n->i_size / fs->bs) != ndata || span != ndata || ndata == 0 ||
+		    n->i_size_high)
+			V("INV_DIR_SIZE", ic->recs, ic->nrecs,
+			  "dir %u: i_size %u but it has %lld blocks spanning %lld (holes or wrong size)",
+			  ic->ino, n->i_size, (long long)ndata, (long long)span);
+	}
+}
+
+static void inv_file_size(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+{
+	for (size_t i = 0; i < t->nich; i++) {
+		struct ichange *ic = t->ich[i];
+		const struct ext2_inode *n = I_NEW(ic);
+		if (!ic->new_inuse || imode_type(n) != 0100000 || (!ic->written && !ic->ndata_delta) ||
+		    ic->ino < fs->first_ino)
+			continue;
+		uint32_t last;
+		if (!txn_last_lblk(fs, t, n, &last))
+			continue;
+		if (txn_is_orphan(fs, t, ic->ino))
+			continue;          /* a truncate in progress may leave blocks past i_size */
+		uint64_t size = inode_size64(n);
+		if (size <= (uint64_t)last * fs->bs)
+			V("INV_FILE_SIZE", ic->recs, ic->nrecs, "file %u: i_size %llu is below its last block %u",
+			  ic->ino, (unsigned long long)size, last);
+		else if (!fs->large_file && !(((const struct ext2_super_block *)t->sb_new)->s_feature_ro_compat &
+					     EXT2_FEATURE_RO_COMPAT_LARGE_FILE) && n->i_size_high)
+			V("INV_FILE_SIZE", ic->recs, ic->nrecs, "file %u: size above 2^32 without large_file", ic->ino);
+	}
+}
+
+static void inv_symlink(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+{
+	for (size_t i = 0; i < t->nich; i++) {
+		struct ichange *ic = t->ich[i];
+		const struct ext2_inode *n = I_NEW(ic);
+		if (!ic->new_inuse || imode_type(n) != 0120000 || !(ic->written || ic->bitflip))
+			continue;
+		if (!inode_has_block_ptrs(fs, n)) {
+			size_t len = strnlen((const char *)n->i_block, sizeof(n->i_block));
+			if (n->i_size >= sizeof(n->i_block) || n->i_size != len)
+				V("INV_SYMLINK", ic->recs, ic->nrecs, "fast symlink %u: i_size %u, target length %zu",
+				  ic->ino, n->i_size, len);
+		} else {
+			int64_t ndata = (ic->old_inuse ? (int64_t)fs->ndata[ic->ino] : 0) + ic->ndata_delta;
+			if (n->i_size == 0 || n->i_size >= fs->bs || ndata != 1)
+				V("INV_SYMLINK", ic->recs, ic->nrecs, "slow symlink %u: i_size %u with %lld data blocks",
+				  ic->ino, n->i_size, (long long)ndata);
+		}
+	}
+}
+
+static void inv_special_file(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+{
+	for (size_t i = 0; i < t->nich; i++) {
+		struct ichange *ic = t->ich[i];
+		const struct ext2_inode *n = I_NEW(ic);
+		uint16_t ty = imode_type(n);
+		if (!ic->new_inuse || !(ic->written || ic->bitflip))
+			continue;
+		if (ty != 0020000 && ty != 0060000 && ty != 0010000 && ty != 0140000)
+			continue;
+		uint32_t acl = n->i_file_acl ? fs->bs / 512 : 0;
+		if (n->i_blocks != acl || n->i_size || n->i_size_high ||
+		    (n->i_flags & (EXT2_IMMUTABLE_FL | EXT2_APPEND_FL)))
+			V("INV_SPECIAL_FILE", ic->recs, ic->nrecs, "special file %u owns blocks or has a size (i_blocks %u, i_size %u)",
+			  ic->ino, n->i_blocks, n->i_size);
+	}
+}
+
+/* ------------------------------------------------------------ dtime, orphans */
+
+static void inv_dtime_live(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+{
+	for (size_t i = 0; i < t->nich; i++) {
+		struct ichange *ic = t->ich[i];
+		if (!ic->new_inuse || !(ic->written || ic->bitflip) || ic->ino < fs->first_ino)
+			continue;
+		if (I_NEW(ic)->i_dtime && !txn_is_orphan(fs, t, ic->ino))
+			V("INV_DTIME_LIVE", ic->recs, ic->nrecs, "in-use inode %u has i_dtime %u and is not on the orphan list",
+			  ic->ino, I_NEW(ic)->i_dtime);
+	}
+}
+
+static void inv_orphan_list(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+{
+	const struct ext2_super_block *o = (const void *)t->sb_old, *n = (const void *)t->sb_new;
+	bool touched = o->s_last_orphan != n->s_last_orphan;
+	for (size_t i = 0; i < t->nich && !touched; i++)
+		touched = t->ich[i]->written && t->ich[i]->new_inuse && I_NEW(t->ich[i])->i_dtime;
+	if (!touched)
+		return;
+	txn_is_orphan(fs, t, 0);
+	if (t->orphan_loop) {
+		size_t r = sb_rec_find(t, "s_last_orphan");
+		V("INV_ORPHAN_LIST", &r, 1, "the orphan list from s_last_orphan %u loops or reaches a free inode",
+		  n->s_last_orphan);
+	}
+}
+
+/* ------------------------------------------------------------ xattr */
+
+static void inv_xattr_refcount(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+{
+	uint8_t buf[4096];
+	for (size_t i = 0; i < t->nbch; i++) {
+		struct bchange *c = t->bch[i];
+		bool was = c->old_type == BT_XATTR, is = c->adds ? c->new_type == BT_XATTR : was;
+		if (!is || (!c->adds && !c->removes && !was))
+			continue;
+		int64_t oref = was ? c->xattr_old_refs : 0;
+		int64_t want = oref + c->xadds - c->xremoves;
+		if (want <= 0)
+			continue;           /* freed: contents do not matter */
+		if (!c->adds && !c->removes) {
+			/* content change only: the count must not move */
+			want = oref;
+		}
+		const uint8_t *d = txn_new_block(fs, t, c->blk, buf);
+		if (!d)
+			continue;
+		const struct ext2_ext_attr_header *h = (const void *)d;
+		if ((int64_t)h->h_refcount != want)
+			V("INV_XATTR_REFCOUNT", &c->rec, 1, "xattr block %llu: h_refcount %u but %lld inodes point to it",
+			  (unsigned long long)c->blk, h->h_refcount, (long long)want);
+	}
+}
+
+static void inv_xattr_format(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+{
+	uint8_t buf[4096];
+	for (size_t i = 0; i < t->nbch; i++) {
+		struct bchange *c = t->bch[i];
+		bool was = c->old_type == BT_XATTR, is = c->adds ? c->new_type == BT_XATTR : was;
+		if (!is || c->blk >= fs->blocks_count || bt_static(c->old_type))
+			continue;
+		if (xattr_refs_new(c) <= 0)
+			continue;
+		const uint8_t *d = txn_new_block(fs, t, c->blk, buf);
+		if (!d)
+			continue;
+		const struct ext2_ext_attr_header *h = (const void *)d;
+		const char *why = NULL;
+		if (h->h_magic != EXT2_EXT_ATTR_MAGIC)
+			why = "bad h_magic";
+		else if (h->h_blocks != 1)
+			why = "h_blocks is not 1";
+		else {
+			uint32_t off = sizeof(*h), min_val = fs->bs;
+			for (;;) {
+				if (off + 4 > fs->bs) { why = "entries run past the block"; break; }
+				if (!*(const uint32_t *)(d + off))
+					break;
+				if (off + sizeof(struct ext2_ext_attr_entry) > fs->bs) { why = "entry header past the block"; break; }
+				const struct ext2_ext_attr_entry *e = (const void *)(d + off);
+				if (e->e_value_inum) { why = "value in an inode (ea_inode)"; break; }
+				if (e->e_value_size && ((uint32_t)e->e_value_offs + e->e_value_size > fs->bs)) {
+					why = "value past the block";
+					break;
+				}
+				if (e->e_value_size && e->e_value_offs < min_val)
+					min_val = e->e_value_offs;
+				off += EXT2_EXT_ATTR_LEN(e->e_name_len);
+			}
+			if (!why && off + 4 > min_val)
+				why = "entries overlap values";
+		}
+		if (why)
+			V("INV_XATTR_FORMAT", &c->rec, 1, "xattr block %llu: %s", (unsigned long long)c->blk, why);
+	}
+}
+
+/* ------------------------------------------------------------ htree */
+
+static void inv_htree_root(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+{
+	(void)fs;
+	report_problems(t, v, "INV_HTREE_ROOT");
+}
+static void inv_htree_node(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+{
+	(void)fs;
+	report_problems(t, v, "INV_HTREE_NODE");
+}
+static void inv_htree_flag(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+{
+	(void)fs;
+	report_problems(t, v, "INV_HTREE_FLAG");
+}
+
+/* ------------------------------------------------------------ the table */
+
+static const struct inv_row table[] = {
+	{ { "INV_SB_FROZEN", "superblock fields other than times, mount count, state, free counts, orphan head, error fields, last-mounted and mount-set features never change" }, inv_sb_frozen },
+	{ { "INV_SB_FEATURES", "features change only as a mount may: ext_attr, large_file, dir_nlink set; needs_recovery set or cleared" }, inv_sb_features },
+	{ { "INV_SB_STATE", "s_state keeps to valid/error/orphan bits; s_max_mnt_count only set from 0; s_flags only gains a hash-signedness flag" }, inv_sb_state },
+	{ { "INV_SB_FREE_BLOCKS", "a written s_free_blocks_count equals the sum of the groups' free block counts" }, inv_sb_free_blocks },
+	{ { "INV_SB_FREE_INODES", "a written s_free_inodes_count equals the sum of the groups' free inode counts" }, inv_sb_free_inodes },
+	{ { "INV_BGD_FROZEN", "group descriptor locations (bitmaps, inode table) and ext4-only fields never change (the kernel may mark a table zeroed)" }, inv_bgd_frozen },
+	{ { "INV_BGD_FREE_BLOCKS", "bg_free_blocks_count changes by exactly the block bitmap flips of its group" }, inv_bgd_free_blocks },
+	{ { "INV_BGD_FREE_INODES", "bg_free_inodes_count changes by exactly the inode bitmap flips of its group" }, inv_bgd_free_inodes },
+	{ { "INV_BGD_USED_DIRS", "bg_used_dirs_count changes by exactly the directories coming into and out of use" }, inv_bgd_used_dirs },
+	{ { "INV_BACKUP_COPIES", "backup superblocks and descriptor copies keep geometry and locations" }, inv_backup_copies },
+	{ { "INV_STATIC_FROZEN", "boot block, reserved GDT blocks and the resize inode's blocks never change" }, inv_static_frozen },
+	{ { "INV_BITMAP_PADDING", "bitmap bits past the end of the file system / group stay set" }, inv_bitmap_padding },
+	{ { "INV_PTR_IN_RANGE", "no pointer (or write) reaches outside the file system's blocks" }, inv_ptr_in_range },
+	{ { "INV_PTR_NOT_STATIC", "no pointer names static metadata (superblocks, GDT, bitmaps, inode tables)" }, inv_ptr_not_static },
+	{ { "INV_BLOCK_OWNED_ONCE", "no block is pointed to twice (shared xattr blocks excepted)" }, inv_block_owned_once },
+	{ { "INV_PTR_MARKED", "a block newly pointed to is set in the block bitmap" }, inv_ptr_marked },
+	{ { "INV_RELEASE_CLEARS", "a block losing its last pointer is cleared in the block bitmap" }, inv_release_clears },
+	{ { "INV_BBITMAP_SET", "a block bitmap bit goes 0->1 only when a pointer to the block appears" }, inv_bbitmap_set },
+	{ { "INV_BBITMAP_CLEAR", "a block bitmap bit goes 1->0 only when the last pointer goes (never for static metadata)" }, inv_bbitmap_clear },
+	{ { "INV_IBITMAP_SET", "an inode bitmap bit is set only for an inode coming into use (valid mode, links, no dtime)" }, inv_ibitmap_set },
+	{ { "INV_IBITMAP_CLEAR", "an inode bitmap bit is cleared only for an inode with no links left" }, inv_ibitmap_clear },
+	{ { "INV_DTIME_FREE", "a freed inode gets a deletion time" }, inv_dtime_free },
+	{ { "INV_DTIME_LIVE", "an in-use inode has i_dtime 0 unless it is on the orphan list" }, inv_dtime_live },
+	{ { "INV_ORPHAN_LIST", "the orphan list (s_last_orphan, chained by i_dtime) is loop-free and holds in-use inodes" }, inv_orphan_list },
+	{ { "INV_FREE_INODE_FORM", "a free inode may change only into the deleted form (links 0, dtime set) or zeros" }, inv_free_inode_form },
+	{ { "INV_INODE_MODE", "an in-use inode has a valid file type that does not change while in use" }, inv_inode_mode },
+	{ { "INV_INODE_EXT4_FIELDS", "ext4-only inode flags, high fields and obsolete i_faddr stay clear; i_extra_isize valid; i_file_acl only with ext_attr" }, inv_inode_ext4_fields },
+	{ { "INV_RESERVED_INODES", "reserved inodes stay allocated; only their times change; the root stays a live directory" }, inv_reserved_inodes },
+	{ { "INV_LINKS_COUNT", "i_links_count changes by exactly the entries naming the inode added and removed (incl. '.' and '..')" }, inv_links_count },
+	{ { "INV_DIRENT_TARGET", "an added entry names an allocated, linked, non-reserved inode" }, inv_dirent_target },
+	{ { "INV_DIRENT_FTYPE", "an added entry's file-type byte matches the inode's mode" }, inv_dirent_ftype },
+	{ { "INV_DIRENT_TILING", "rec_len/name_len are well formed and the entries tile the directory block" }, inv_dirent_tiling },
+	{ { "INV_DIRENT_NAME", "entry names are non-empty, without '/' or NUL, and name inodes inside the file system" }, inv_dirent_name },
+	{ { "INV_DIRENT_UNIQUE", "a name appears once in a directory (transactions: within the blocks they touch; scan: whole directory)" }, inv_dirent_unique },
+	{ { "INV_DIR_DOTS", "block 0 of a directory starts with '.' (itself) and '..' (a directory); nowhere else" }, inv_dir_dots },
+	{ { "INV_DIR_DOTDOT_PARENT", "a directory's '..' names the directory whose entry names it" }, inv_dir_dotdot_parent },
+	{ { "INV_DIR_NO_LOOP", "a directory never becomes its own ancestor through '..'" }, inv_dir_no_loop },
+	{ { "INV_DIR_ONE_PARENT", "a live directory is named by exactly one entry besides '.' and '..' (no hard links)" }, inv_dir_one_parent },
+	{ { "INV_IBLOCKS", "i_blocks equals the blocks the inode owns (data, indirect, xattr) in sectors" }, inv_iblocks },
+	{ { "INV_DIR_SIZE", "a directory's i_size is its block count times the block size, without holes" }, inv_dir_size },
+	{ { "INV_FILE_SIZE", "a regular file's i_size is not below its last block (except during an orphan truncate)" }, inv_file_size },
+	{ { "INV_SYMLINK", "fast symlinks hold their target inline (size < 60); slow ones one block, size < block size" }, inv_symlink },
+	{ { "INV_SPECIAL_FILE", "device, fifo and socket inodes own no blocks, have size 0 and no immutable/append flag" }, inv_special_file },
+	{ { "INV_XATTR_REFCOUNT", "an xattr block's h_refcount changes by exactly the inodes starting/stopping to share it" }, inv_xattr_refcount },
+	{ { "INV_XATTR_FORMAT", "an xattr block has the magic, h_blocks 1 and entries/values inside the block" }, inv_xattr_format },
+	{ { "INV_HTREE_ROOT", "an htree root has reserved 0, info length 8, a known hash, <= 1 level, right limit and count" }, inv_htree_root },
+	{ { "INV_HTREE_NODE", "htree nodes: right limit, 0 < count <= limit, sorted hashes, blocks inside the directory and referenced once; leaf entries hash into their range" }, inv_htree_node },
+	{ { "INV_HTREE_FLAG", "the index flag is only on directories of dir_index file systems, set with a valid root" }, inv_htree_flag },
+};
+#define NINV (sizeof(table) / sizeof(table[0]))
+
+size_t chk_invariant_count(void)
+{
+	return NINV;
+}
+
+const struct chk_invariant *chk_invariant_at(size_t i)
+{
+	return i < NINV ? &table[i].pub : NULL;
+}
+
+void run_invariants(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+{
+	for (size_t i = 0; i < NINV; i++)
+		table[i].fn(fs, t, v);
+}

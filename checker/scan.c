@@ -1,0 +1,416 @@
+/*
+ * checker/scan.c - chk_scan: the base case.  Checks, on the whole attached
+ * image, the global properties the invariants preserve: pointers vs bitmaps,
+ * single ownership, counters vs bitmaps, link counts vs entries, '.'/'..',
+ * entry targets and types, sizes and i_blocks, xattr refcounts, htree roots
+ * and nodes, the orphan list, reserved inodes.  One read of every inode
+ * table, directory block and xattr block; the type/owner map built at attach
+ * supplies the ownership facts.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chk_internal.h"
+
+#define V(id, ...) verdict_add_violation(v, id, NULL, 0, __VA_ARGS__)
+
+struct sent {                    /* compact entry: what the global checks need */
+	uint32_t dir, ino;
+	uint8_t ft;
+	uint8_t kind;                /* 0 name, 1 ".", 2 ".." */
+};
+
+struct scan {
+	struct chk_fs *fs;
+	struct txn *t;               /* empty transaction: reads give the approved state */
+	struct chk_verdict *v;
+	uint16_t *mode, *links;
+	uint32_t *seen, *parents, *parent_of, *dotdot;
+	struct sent *ents;
+	size_t nents, capents;
+	struct u64map xrefs;         /* xattr block -> inodes pointing to it */
+	struct u64map names;         /* name hashes of the directory being read */
+	uint8_t *buf;
+	int err;
+};
+
+struct dirwalk {
+	struct scan *s;
+	uint32_t dir;
+	bool indexed;
+	uint32_t dir_blocks;
+	const struct ext2_inode *in;
+};
+
+static void dir_visit(void *ctx, uint64_t blk, uint8_t type, uint32_t lblk)
+{
+	struct dirwalk *w = ctx;
+	struct scan *s = w->s;
+	struct chk_fs *fs = s->fs;
+	if (type != BT_DIR || blk < fs->first_data_block || blk >= fs->blocks_count || bt_static(fs->btype[blk]))
+		return;
+	if (fs->btype[blk] != BT_DIR || fs->bowner[blk] != w->dir)
+		return;                /* owned twice: reported from the attach scan */
+	int r = chk_read_block(fs, blk, s->buf);
+	if (r) {
+		s->err = r;
+		return;
+	}
+	struct dent_list l = { 0 };
+	parse_dir_block(fs, s->t, s->buf, blk, w->dir, lblk, true, 1, &l);
+	if (w->indexed) {
+		htree_check_block(fs, s->t, blk, w->dir, lblk, s->buf, w->dir_blocks);
+		const struct ext2_dir_entry_2 *e0 = (const void *)s->buf;
+		bool node = e0->inode == 0 && e0->rec_len == fs->bs && e0->name_len == 0 &&
+			    ((const struct ext2_dx_countlimit *)(s->buf + 8))->limit == (fs->bs - 8) / 8;
+		if (lblk && !node)
+			htree_check_leaf(fs, s->t, w->dir, w->in, lblk, s->buf, blk);
+	}
+	for (size_t i = 0; i < l.n; i++) {
+		const struct dent *e = &l.e[i];
+		const char *nm = l.names + e->name_off;
+		uint8_t kind = e->name_len == 1 && nm[0] == '.' ? 1 : e->name_len == 2 && nm[0] == '.' && nm[1] == '.' ? 2 : 0;
+		uint64_t h = 1469598103934665603ull;       /* FNV-1a of the name */
+		for (unsigned k = 0; k < e->name_len; k++)
+			h = (h ^ (uint8_t)nm[k]) * 1099511628211ull;
+		if (u64map_get(&s->names, h, NULL))
+			verdict_add_violation(s->v, "INV_DIRENT_UNIQUE", NULL, 0, "dir %u: name %s appears twice",
+					      w->dir, quote_name(s->t, nm, e->name_len));
+		else if (u64map_put(&s->names, h, 1))
+			s->err = -ENOMEM;
+		struct sent *ne = s->ents;
+		if (s->nents == s->capents) {
+			size_t nc = s->capents ? s->capents * 2 : 4096;
+			ne = realloc(s->ents, nc * sizeof(*ne));
+			if (!ne) {
+				s->err = -ENOMEM;
+				break;
+			}
+			s->ents = ne;
+			s->capents = nc;
+		}
+		s->ents[s->nents++] = (struct sent){ e->dir, e->ino, e->ft, kind };
+	}
+	if (l.err)
+		s->err = l.err;
+	free(l.e);
+	free(l.names);
+}
+
+static int get_approved(void *ctx, uint64_t blk, void *buf)
+{
+	return chk_read_block(ctx, blk, buf);
+}
+
+static void scan_inode(struct scan *s, uint32_t ino, const struct ext2_inode *in)
+{
+	struct chk_fs *fs = s->fs;
+	struct chk_verdict *v = s->v;
+	s->mode[ino] = in->i_mode;
+	s->links[ino] = in->i_links_count;
+	if (ino == EXT2_RESIZE_INO)
+		return;
+	bool reserved = ino < fs->first_ino;
+	if (reserved && ino != EXT2_ROOT_INO && ino != fs->journal_ino && ino != EXT2_BAD_INO &&
+	    ino != EXT2_JOURNAL_INO)
+		return;
+	bool orphan = txn_is_orphan(fs, s->t, ino);
+	uint16_t ty = imode_type(in);
+	if (in->i_file_acl) {
+		uint32_t c = 0;
+		u64map_get(&s->xrefs, in->i_file_acl, &c);
+		if (u64map_put(&s->xrefs, in->i_file_acl, c + 1))
+			s->err = -ENOMEM;
+	}
+	if (reserved && ino != EXT2_ROOT_INO && ino != fs->journal_ino)
+		return;              /* bad-blocks inode, unused journal slot: ownership only */
+	const char *why = inode_ext4_fields_problem(fs, in);
+	if (why)
+		V("INV_INODE_EXT4_FIELDS", "inode %u: %s set on ext2/ext3", ino, why);
+	else if (in->i_file_acl && !(fs->sb->s_feature_compat & EXT2_FEATURE_COMPAT_EXT_ATTR))
+		V("INV_INODE_EXT4_FIELDS", "inode %u: i_file_acl set without ext_attr", ino);
+	if (!mode_type_valid(in->i_mode)) {
+		V("INV_INODE_MODE", "in-use inode %u has invalid mode 0%o", ino, in->i_mode);
+		return;
+	}
+	if (in->i_dtime && !orphan)
+		V("INV_DTIME_LIVE", "in-use inode %u has i_dtime %u and is not on the orphan list", ino, in->i_dtime);
+	uint32_t spb = fs->bs / 512, acl = in->i_file_acl ? spb : 0;
+	uint64_t owned = (uint64_t)fs->ndata[ino] + fs->nmeta[ino];
+	if (in->i_blocks != owned * spb + acl)
+		V("INV_IBLOCKS", "inode %u: i_blocks %u but it owns %llu blocks", ino, in->i_blocks,
+		  (unsigned long long)owned);
+	uint32_t last = 0;
+	bool any = inode_has_block_ptrs(fs, in) && txn_last_lblk(fs, s->t, in, &last);
+	if (ty == 0040000 && in->i_links_count) {
+		uint32_t span = any ? last + 1 : 0;
+		if (in->i_size % fs->bs || in->i_size / fs->bs != fs->ndata[ino] || span != fs->ndata[ino] ||
+		    fs->ndata[ino] == 0 || in->i_size_high)
+			V("INV_DIR_SIZE", "dir %u: i_size %u but it has %u blocks spanning %u", ino, in->i_size,
+			  fs->ndata[ino], span);
+		if ((in->i_flags & EXT2_INDEX_FL) && !fs->dir_index)
+			V("INV_HTREE_FLAG", "dir %u has the index flag without dir_index", ino);
+		u64map_free(&s->names);
+		struct dirwalk w = { s, ino, (in->i_flags & EXT2_INDEX_FL) && fs->dir_index, in->i_size / fs->bs, in };
+		int r = walk_inode_tree(fs, in, true, get_approved, fs, dir_visit, &w);
+		if (r)
+			s->err = r;
+	} else if (ty != 0040000 && (in->i_flags & EXT2_INDEX_FL)) {
+		V("INV_HTREE_FLAG", "inode %u has the index flag but is not a directory", ino);
+	}
+	if (ty == 0100000 && any && !orphan && !reserved && inode_size64(in) <= (uint64_t)last * fs->bs)
+		V("INV_FILE_SIZE", "file %u: i_size %llu is below its last block %u", ino,
+		  (unsigned long long)inode_size64(in), last);
+	if (ty == 0120000) {
+		if (!inode_has_block_ptrs(fs, in)) {
+			size_t len = strnlen((const char *)in->i_block, sizeof(in->i_block));
+			if (in->i_size >= sizeof(in->i_block) || in->i_size != len)
+				V("INV_SYMLINK", "fast symlink %u: i_size %u, target length %zu", ino, in->i_size, len);
+		} else if (in->i_size == 0 || in->i_size >= fs->bs || fs->ndata[ino] != 1) {
+			V("INV_SYMLINK", "slow symlink %u: i_size %u with %u data blocks", ino, in->i_size, fs->ndata[ino]);
+		}
+	}
+	if ((ty == 0020000 || ty == 0060000 || ty == 0010000 || ty == 0140000) &&
+	    (in->i_blocks != acl || in->i_size || in->i_size_high ||
+	     (in->i_flags & (EXT2_IMMUTABLE_FL | EXT2_APPEND_FL))))
+		V("INV_SPECIAL_FILE", "special file %u owns blocks (i_blocks %u)", ino, in->i_blocks);
+	if (in->i_links_count == 0 && !orphan && !reserved)
+		V("INV_IBITMAP_SET", "inode %u is marked in use but has no links and is not an orphan", ino);
+}
+
+static void scan_bitmaps(struct scan *s)
+{
+	struct chk_fs *fs = s->fs;
+	struct chk_verdict *v = s->v;
+	uint64_t unmarked = 0, unowned = 0, first_unm = 0, first_uno = 0, sum_b = 0, sum_i = 0;
+	for (uint32_t g = 0; g < fs->ngroups; g++) {
+		uint64_t start = fs->first_data_block + (uint64_t)g * fs->bpg, free_b = 0;
+		uint64_t end = start + fs->bpg < fs->blocks_count ? start + fs->bpg : fs->blocks_count;
+		for (uint64_t b = start; b < end; b++) {
+			bool bit = bit_get(fs->bbits, b), owned = fs->btype[b] != BT_FREE;
+			if (!bit)
+				free_b++;
+			if (owned && !bit && !unmarked++)
+				first_unm = b;
+			if (!owned && bit && !unowned++)
+				first_uno = b;
+		}
+		if (free_b != fs->gd[g].bg_free_blocks_count)
+			V("INV_BGD_FREE_BLOCKS", "group %u: bg_free_blocks_count %u but %llu bits are clear", g,
+			  fs->gd[g].bg_free_blocks_count, (unsigned long long)free_b);
+		uint64_t free_i = 0, dirs = 0;
+		for (uint32_t i = 0; i < fs->ipg; i++) {
+			uint32_t ino = g * fs->ipg + i + 1;
+			if (!bit_get(fs->ibits, ino))
+				free_i++;
+			else if ((s->mode[ino] & 0170000) == 0040000)
+				dirs++;
+		}
+		if (free_i != fs->gd[g].bg_free_inodes_count)
+			V("INV_BGD_FREE_INODES", "group %u: bg_free_inodes_count %u but %llu bits are clear", g,
+			  fs->gd[g].bg_free_inodes_count, (unsigned long long)free_i);
+		if (dirs != fs->gd[g].bg_used_dirs_count)
+			V("INV_BGD_USED_DIRS", "group %u: bg_used_dirs_count %u but %llu directories are in use", g,
+			  fs->gd[g].bg_used_dirs_count, (unsigned long long)dirs);
+		sum_b += fs->gd[g].bg_free_blocks_count;
+		sum_i += fs->gd[g].bg_free_inodes_count;
+	}
+	if (unmarked)
+		V("INV_PTR_MARKED", "%llu blocks in use are free in the block bitmap (first %llu)",
+		  (unsigned long long)unmarked, (unsigned long long)first_unm);
+	if (unowned)
+		V("INV_BBITMAP_SET", "%llu blocks are marked in use but nothing points to them (first %llu)",
+		  (unsigned long long)unowned, (unsigned long long)first_uno);
+	if (sum_b != fs->sb->s_free_blocks_count)
+		V("INV_SB_FREE_BLOCKS", "s_free_blocks_count %u != sum of group counts %llu", fs->sb->s_free_blocks_count,
+		  (unsigned long long)sum_b);
+	if (sum_i != fs->sb->s_free_inodes_count)
+		V("INV_SB_FREE_INODES", "s_free_inodes_count %u != sum of group counts %llu", fs->sb->s_free_inodes_count,
+		  (unsigned long long)sum_i);
+	for (uint32_t ino = 1; ino < fs->first_ino; ino++)
+		if (!bit_get(fs->ibits, ino))
+			V("INV_RESERVED_INODES", "reserved inode %u is not marked in use", ino);
+}
+
+static void scan_padding(struct scan *s)
+{
+	struct chk_fs *fs = s->fs;
+	uint32_t g = fs->ngroups - 1;
+	uint64_t start = fs->first_data_block + (uint64_t)g * fs->bpg, nb = fs->blocks_count - start;
+	if (chk_read_block(fs, fs->gd[g].bg_block_bitmap, s->buf))
+		return;
+	for (uint64_t i = nb; i < fs->bs * 8u; i++)
+		if (!bit_get(s->buf, i)) {
+			verdict_add_violation(s->v, "INV_BITMAP_PADDING", NULL, 0,
+					      "block bitmap padding bit %llu of the last group is clear", (unsigned long long)i);
+			break;
+		}
+}
+
+static void scan_entries(struct scan *s)
+{
+	struct chk_fs *fs = s->fs;
+	struct chk_verdict *v = s->v;
+	for (size_t i = 0; i < s->nents; i++) {
+		const struct sent *e = &s->ents[i];
+		bool inuse = e->ino && e->ino <= fs->inodes_count && bit_get(fs->ibits, e->ino);
+		if (!inuse || !mode_type_valid(s->mode[e->ino]) || s->links[e->ino] == 0) {
+			V("INV_DIRENT_TARGET", "dir %u has an entry naming inode %u, which is not in use", e->dir, e->ino);
+			continue;
+		}
+		if (e->ino < fs->first_ino && e->ino != EXT2_ROOT_INO) {
+			V("INV_DIRENT_TARGET", "dir %u has an entry naming reserved inode %u", e->dir, e->ino);
+			continue;
+		}
+		int want = fs->filetype ? mode_to_ftype(s->mode[e->ino]) : 0;
+		if (e->ft != want)
+			V("INV_DIRENT_FTYPE", "dir %u: entry naming %u has file type %u, needs %d", e->dir, e->ino, e->ft, want);
+		s->seen[e->ino]++;
+		if (e->kind == 0) {
+			s->parents[e->ino]++;
+			s->parent_of[e->ino] = e->dir;
+			if (e->ino == EXT2_ROOT_INO)
+				V("INV_DIRENT_TARGET", "dir %u has an entry naming the root directory", e->dir);
+		} else if (e->kind == 2) {
+			s->dotdot[e->dir] = e->ino;
+			if ((s->mode[e->ino] & 0170000) != 0040000)
+				V("INV_DIR_DOTS", "dir %u: '..' names %u, not a directory", e->dir, e->ino);
+		}
+	}
+	bool nlink = fs->sb->s_feature_ro_compat & EXT4_FEATURE_RO_COMPAT_DIR_NLINK;
+	for (uint32_t ino = 1; ino <= fs->inodes_count; ino++) {
+		if (!bit_get(fs->ibits, ino) || (ino < fs->first_ino && ino != EXT2_ROOT_INO))
+			continue;
+		bool dir = (s->mode[ino] & 0170000) == 0040000;
+		if (s->seen[ino] != s->links[ino] && !(dir && nlink && s->links[ino] == 1))
+			V("INV_LINKS_COUNT", "inode %u: i_links_count %u but %u entries name it", ino, s->links[ino],
+			  s->seen[ino]);
+		if (!dir || !s->links[ino])
+			continue;
+		if (ino == EXT2_ROOT_INO) {
+			if (s->dotdot[ino] != EXT2_ROOT_INO)
+				V("INV_DIR_DOTDOT_PARENT", "root's '..' names %u", s->dotdot[ino]);
+			continue;
+		}
+		if (s->parents[ino] != 1)
+			V("INV_DIR_ONE_PARENT", "directory %u is named by %u entries", ino, s->parents[ino]);
+		else if (s->dotdot[ino] != s->parent_of[ino])
+			V("INV_DIR_DOTDOT_PARENT", "directory %u is in dir %u but its '..' names %u", ino,
+			  s->parent_of[ino], s->dotdot[ino]);
+	}
+}
+
+static void scan_xattrs(struct scan *s)
+{
+	struct chk_fs *fs = s->fs;
+	for (size_t k = 0; k < s->xrefs.cap; k++) {
+		if (!s->xrefs.keys[k])
+			continue;
+		uint64_t blk = s->xrefs.keys[k] - 1;
+		uint32_t refs = s->xrefs.vals[k];
+		if (blk >= fs->blocks_count || fs->btype[blk] != BT_XATTR)
+			continue;                 /* reported as a bad or shared pointer */
+		if (chk_read_block(fs, blk, s->buf))
+			continue;
+		const struct ext2_ext_attr_header *h = (const void *)s->buf;
+		if (h->h_magic != EXT2_EXT_ATTR_MAGIC || h->h_blocks != 1)
+			verdict_add_violation(s->v, "INV_XATTR_FORMAT", NULL, 0, "xattr block %llu: bad header",
+					      (unsigned long long)blk);
+		else if (h->h_refcount != refs)
+			verdict_add_violation(s->v, "INV_XATTR_REFCOUNT", NULL, 0,
+					      "xattr block %llu: h_refcount %u but %u inodes point to it",
+					      (unsigned long long)blk, h->h_refcount, refs);
+	}
+}
+
+int chk_scan(struct chk_fs *fs, struct chk_verdict **out)
+{
+	uint64_t t0 = chk_thread_ns();
+	*out = NULL;
+	struct scan s = { .fs = fs };
+	s.v = verdict_new();
+	s.t = calloc(1, sizeof(*s.t));
+	size_t n = (size_t)fs->inodes_count + 1;
+	s.mode = calloc(n, sizeof(uint16_t));
+	s.links = calloc(n, sizeof(uint16_t));
+	s.seen = calloc(n, sizeof(uint32_t));
+	s.parents = calloc(n, sizeof(uint32_t));
+	s.parent_of = calloc(n, sizeof(uint32_t));
+	s.dotdot = calloc(n, sizeof(uint32_t));
+	s.buf = malloc(fs->bs);
+	size_t tbytes = (size_t)fs->itable_blocks * fs->bs;
+	uint8_t *tab = malloc(tbytes);
+	int r = 0;
+	if (!s.v || !s.t || !s.mode || !s.links || !s.seen || !s.parents || !s.parent_of || !s.dotdot ||
+	    !s.buf || !tab) {
+		r = -ENOMEM;
+		goto out;
+	}
+	s.t->v = s.v;
+	memcpy(s.t->sb_new, fs->sb_raw, 1024);
+	memcpy(s.t->sb_old, fs->sb_raw, 1024);
+	struct chk_verdict *v = s.v;
+	for (size_t i = 0; i < fs->nbadptr; i++)
+		V(bt_static(fs->badptrs[i].owner2) ? "INV_PTR_NOT_STATIC" : "INV_PTR_IN_RANGE",
+		  "inode %u points to block %llu (%s)", fs->badptrs[i].owner1, (unsigned long long)fs->badptrs[i].blk,
+		  bt_static(fs->badptrs[i].owner2) ? "static metadata" : "outside the file system");
+	for (size_t i = 0; i < fs->ndups; i++)
+		V("INV_BLOCK_OWNED_ONCE", "block %llu is owned by inodes %u and %u", (unsigned long long)fs->dups[i].blk,
+		  fs->dups[i].owner1, fs->dups[i].owner2);
+	txn_is_orphan(fs, s.t, 0);
+	if (s.t->orphan_loop)
+		V("INV_ORPHAN_LIST", "the orphan list from s_last_orphan %u loops or reaches a free inode",
+		  fs->sb->s_last_orphan);
+	for (uint32_t g = 0; g < fs->ngroups && !r && !s.err; g++) {
+		r = fs->read(fs->ctx, (uint64_t)fs->gd[g].bg_inode_table * fs->bs, tab, tbytes);
+		if (r) {
+			r = r < 0 ? r : -EIO;
+			break;
+		}
+		for (uint32_t i = 0; i < fs->ipg; i++) {
+			uint32_t ino = g * fs->ipg + i + 1;
+			const struct ext2_inode *in = (const void *)(tab + (size_t)i * fs->inode_size);
+			if (ino == EXT2_ROOT_INO && (!bit_get(fs->ibits, ino) || imode_type(in) != 0040000 ||
+						     in->i_links_count < 2))
+				V("INV_RESERVED_INODES", "the root inode is not a live directory");
+			if (bit_get(fs->ibits, ino))
+				scan_inode(&s, ino, in);
+		}
+	}
+	if (!r)
+		r = s.err;
+	if (r)
+		goto out;
+	scan_bitmaps(&s);
+	scan_padding(&s);
+	scan_entries(&s);
+	scan_xattrs(&s);
+	for (size_t i = 0; i < s.t->nprobs; i++)
+		verdict_add_violation(v, s.t->probs[i].inv, NULL, 0, "%s", s.t->probs[i].detail);
+	if (s.t->err)
+		r = s.t->err;
+	else if (verdict_oom(v))
+		r = -ENOMEM;
+out:
+	if (s.t)
+		txn_free(s.t);
+	free(s.mode);
+	free(s.links);
+	free(s.seen);
+	free(s.parents);
+	free(s.parent_of);
+	free(s.dotdot);
+	free(s.ents);
+	free(s.buf);
+	free(tab);
+	u64map_free(&s.xrefs);
+	u64map_free(&s.names);
+	fs->stats.cpu_ns += chk_thread_ns() - t0;
+	if (r) {
+		chk_verdict_free(s.v);
+		return r;
+	}
+	*out = s.v;
+	return 0;
+}

@@ -1,0 +1,420 @@
+/*
+ * io/dev.c - the device under the I/O manager: a pool of io_uring rings (or
+ * pread/pwrite when io_uring cannot be set up), flushes, request counters and
+ * the power-cut fault (fault_crash_after).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "rio_internal.h"
+
+errcode_t rio_dev_open(struct dev *d, int fd, bool quiet)
+{
+	memset(d, 0, sizeof(*d));
+	d->fd = fd;
+	pthread_mutex_init(&d->fault_lock, NULL);
+	d->crash_after = rio_cfg.fault_crash_after;
+	/* splitmix64 state; seed 0 still gives a usable sequence */
+	d->rng = rio_cfg.fault_seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
+
+	d->uring = !rio_cfg.no_uring;
+	int ret = 0;
+	unsigned i = 0;
+	if (d->uring) {
+		for (i = 0; i < DEV_RINGS; i++) {
+			ret = io_uring_queue_init(DEV_QUEUE_DEPTH, &d->rings[i].ring, 0);
+			if (ret < 0)
+				break;
+			pthread_mutex_init(&d->rings[i].lock, NULL);
+		}
+		if (ret < 0) {
+			while (i-- > 0) {
+				io_uring_queue_exit(&d->rings[i].ring);
+				pthread_mutex_destroy(&d->rings[i].lock);
+			}
+			d->uring = false;
+		}
+	}
+	if (!d->uring && !quiet) {
+		/* the fallback notice is printed once per process */
+		static atomic_bool told;
+		if (!atomic_exchange(&told, true)) {
+			if (rio_cfg.no_uring)
+				fprintf(stderr, "recon-fuse: io_uring disabled by configuration; using pread/pwrite\n");
+			else
+				fprintf(stderr, "recon-fuse: io_uring unavailable (%s); using pread/pwrite\n",
+					strerror(-ret));
+		}
+	}
+	return 0;
+}
+
+void rio_dev_close(struct dev *d)
+{
+	if (d->uring)
+		for (unsigned i = 0; i < DEV_RINGS; i++) {
+			if (!d->rings[i].broken)
+				io_uring_queue_exit(&d->rings[i].ring);
+			pthread_mutex_destroy(&d->rings[i].lock);
+		}
+	for (size_t i = 0; i < d->npending; i++) {
+		free(d->pending[i].old_data);
+		free(d->pending[i].new_data);
+	}
+	free(d->pending);
+	pthread_mutex_destroy(&d->fault_lock);
+}
+
+static uint64_t dev_random(struct dev *d)
+{
+	uint64_t z = (d->rng += 0x9E3779B97F4A7C15ull);
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+	return z ^ (z >> 31);
+}
+
+static void dev_count(struct dev *d, const struct dev_req *r)
+{
+	if (r->write) {
+		atomic_fetch_add(&d->writes, 1);
+		atomic_fetch_add(&d->bytes_written, r->len);
+	} else {
+		atomic_fetch_add(&d->reads, 1);
+		atomic_fetch_add(&d->bytes_read, r->len);
+	}
+}
+
+/* Whole-request pread/pwrite with short-transfer handling; not counted. */
+static errcode_t raw_rw(int fd, bool write, uint64_t off, void *buf, size_t len)
+{
+	size_t done = 0;
+	while (done < len) {
+		ssize_t r = write ? pwrite(fd, (char *)buf + done, len - done, off + done)
+				  : pread(fd, (char *)buf + done, len - done, off + done);
+		if (r < 0) {
+			if (errno == EINTR || errno == EAGAIN)
+				continue;
+			return errno;
+		}
+		if (r == 0) {
+			if (!write)
+				memset((char *)buf + done, 0, len - done);
+			return write ? EXT2_ET_SHORT_WRITE : EXT2_ET_SHORT_READ;
+		}
+		done += (size_t)r;
+	}
+	return 0;
+}
+
+static struct dev_ring *ring_acquire(struct dev *d)
+{
+	unsigned start = atomic_fetch_add(&d->next_ring, 1);
+	for (unsigned i = 0; i < DEV_RINGS; i++) {
+		struct dev_ring *r = &d->rings[(start + i) % DEV_RINGS];
+		if (pthread_mutex_trylock(&r->lock) == 0)
+			return r;
+	}
+	struct dev_ring *r = &d->rings[start % DEV_RINGS];
+	pthread_mutex_lock(&r->lock);
+	return r;
+}
+
+/* Submit n requests through one ring, at most the queue depth in flight,
+ * resubmitting the remainder of short transfers. */
+static errcode_t uring_submit(struct dev *d, struct dev_req *reqs, size_t n)
+{
+	struct dev_ring *dr = ring_acquire(d);
+	if (dr->broken) {
+		pthread_mutex_unlock(&dr->lock);
+		errcode_t err = 0;
+		for (size_t i = 0; i < n; i++) {
+			errcode_t e = raw_rw(d->fd, reqs[i].write, reqs[i].off, reqs[i].buf, reqs[i].len);
+			if (e && !err)
+				err = e;
+		}
+		return err;
+	}
+	struct io_uring *ring = &dr->ring;
+	size_t *done = calloc(n ? n : 1, sizeof(*done));
+	bool *inflight = calloc(n ? n : 1, sizeof(*inflight));
+	errcode_t err = 0;
+	if (!done || !inflight) {
+		free(done);
+		free(inflight);
+		pthread_mutex_unlock(&dr->lock);
+		return ENOMEM;
+	}
+	size_t next = 0;        /* next request never submitted yet */
+	size_t nflight = 0, ncomplete = 0;
+	size_t *retry = calloc(n ? n : 1, sizeof(*retry));  /* short ones to resubmit */
+	size_t nretry = 0;
+	if (!retry) {
+		free(done);
+		free(inflight);
+		pthread_mutex_unlock(&dr->lock);
+		return ENOMEM;
+	}
+	while (ncomplete < n) {
+		/* fill the submission queue */
+		while (nflight < DEV_QUEUE_DEPTH && (nretry > 0 || next < n) && !err) {
+			size_t i = nretry > 0 ? retry[--nretry] : next++;
+			struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
+			if (!sqe) {
+				/* cannot happen below the depth; put it back */
+				retry[nretry++] = i;
+				break;
+			}
+			struct dev_req *r = &reqs[i];
+			/* one SQE moves at most 1 GiB; the rest goes as a short transfer */
+			size_t chunk = r->len - done[i];
+			if (chunk > (1u << 30))
+				chunk = 1u << 30;
+			if (r->write)
+				io_uring_prep_write(sqe, d->fd, (char *)r->buf + done[i],
+						    (unsigned)chunk, r->off + done[i]);
+			else
+				io_uring_prep_read(sqe, d->fd, (char *)r->buf + done[i],
+						   (unsigned)chunk, r->off + done[i]);
+			io_uring_sqe_set_data64(sqe, i);
+			inflight[i] = true;
+			nflight++;
+		}
+		if (nflight == 0)
+			break;  /* an error stopped new submissions and all are reaped */
+		int ret = io_uring_submit_and_wait(ring, 1);
+		if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY) {
+			err = -ret;
+			/* nothing more can be reaped reliably: fall back for the rest */
+			break;
+		}
+		struct io_uring_cqe *cqe;
+		unsigned head, seen = 0;
+		io_uring_for_each_cqe(ring, head, cqe) {
+			size_t i = (size_t)io_uring_cqe_get_data64(cqe);
+			int res = cqe->res;
+			seen++;
+			inflight[i] = false;
+			nflight--;
+			struct dev_req *r = &reqs[i];
+			if (res == -EINTR || res == -EAGAIN) {
+				retry[nretry++] = i;
+				continue;
+			}
+			if (res < 0) {
+				if (!err)
+					err = -res;
+				ncomplete++;
+				continue;
+			}
+			if (res == 0 && done[i] < r->len) {
+				if (!r->write)
+					memset((char *)r->buf + done[i], 0, r->len - done[i]);
+				if (!err)
+					err = r->write ? EXT2_ET_SHORT_WRITE : EXT2_ET_SHORT_READ;
+				ncomplete++;
+				continue;
+			}
+			done[i] += (size_t)res;
+			if (done[i] < r->len)
+				retry[nretry++] = i;
+			else
+				ncomplete++;
+		}
+		io_uring_cq_advance(ring, seen);
+		if (err && nflight == 0)
+			break;
+	}
+	if (err && nflight > 0) {
+		/* drain what is still in flight before the buffers go away; if
+		 * the ring itself failed, some may never complete: give up on the
+		 * ring after a while and start a fresh one so nothing stale runs
+		 * later from it */
+		while (nflight > 0) {
+			struct io_uring_cqe *cqe;
+			struct __kernel_timespec ts = { .tv_sec = 5 };
+			int ret = io_uring_wait_cqe_timeout(ring, &cqe, &ts);
+			if (ret == -EINTR)
+				continue;
+			if (ret < 0)
+				break;
+			io_uring_cqe_seen(ring, cqe);
+			nflight--;
+		}
+		if (nflight > 0) {
+			io_uring_queue_exit(ring);
+			if (io_uring_queue_init(DEV_QUEUE_DEPTH, ring, 0) < 0) {
+				fprintf(stderr, "recon-fuse: io_uring ring lost; pread/pwrite on it from now on\n");
+				dr->broken = true;
+			}
+		}
+	}
+	pthread_mutex_unlock(&dr->lock);
+	free(done);
+	free(inflight);
+	free(retry);
+	return err;
+}
+
+/* ---- power-cut fault ---- */
+
+/* The power fails: of the writes since the last completed flush keep a
+ * seeded random subset.  The device is first rolled back to its state at the
+ * flush (undo every pending write, newest first), then the kept writes are
+ * replayed in submission order, so overlapping writes resolve as a real
+ * device that completed exactly those would. */
+static void dev_power_cut(struct dev *d)
+{
+	size_t kept = 0;
+	for (size_t i = d->npending; i-- > 0;) {
+		struct dev_pending_write *w = &d->pending[i];
+		if (raw_rw(d->fd, true, w->off, w->old_data, w->len))
+			fprintf(stderr, "recon-fuse: fault: power-cut rollback write failed\n");
+	}
+	for (size_t i = 0; i < d->npending; i++) {
+		struct dev_pending_write *w = &d->pending[i];
+		if (dev_random(d) & 1) {
+			kept++;
+			if (raw_rw(d->fd, true, w->off, w->new_data, w->len))
+				fprintf(stderr, "recon-fuse: fault: power-cut replay write failed\n");
+		}
+	}
+	if (fdatasync(d->fd) < 0)
+		fprintf(stderr, "recon-fuse: fault: fdatasync after power cut: %s\n", strerror(errno));
+	if (!rio_cfg.quiet)
+		fprintf(stderr, "recon-fuse: fault: power cut at write %llu (%zu of %zu unflushed writes kept)\n",
+			(unsigned long long)d->write_seq, kept, d->npending);
+	d->crashed = true;
+}
+
+static void dev_forget_pending(struct dev *d)
+{
+	for (size_t i = 0; i < d->npending; i++) {
+		free(d->pending[i].old_data);
+		free(d->pending[i].new_data);
+	}
+	d->npending = 0;
+}
+
+/* One write while the fault is armed (fault_lock held). */
+static errcode_t dev_armed_write(struct dev *d, struct dev_req *r)
+{
+	if (d->crashed)
+		return EIO;
+	if (d->npending == d->cappending) {
+		size_t cap = d->cappending ? 2 * d->cappending : 64;
+		struct dev_pending_write *p = realloc(d->pending, cap * sizeof(*p));
+		if (!p)
+			return ENOMEM;
+		d->pending = p;
+		d->cappending = cap;
+	}
+	struct dev_pending_write *w = &d->pending[d->npending];
+	w->off = r->off;
+	w->len = r->len;
+	w->old_data = malloc(r->len);
+	w->new_data = malloc(r->len);
+	if (!w->old_data || !w->new_data) {
+		free(w->old_data);
+		free(w->new_data);
+		return ENOMEM;
+	}
+	/* past the end of an image file there is nothing to restore: zeros */
+	errcode_t err = raw_rw(d->fd, false, r->off, w->old_data, r->len);
+	if (err && err != EXT2_ET_SHORT_READ) {
+		free(w->old_data);
+		free(w->new_data);
+		return err;
+	}
+	memcpy(w->new_data, r->buf, r->len);
+	d->npending++;
+	d->write_seq++;
+	dev_count(d, r);
+	err = raw_rw(d->fd, true, r->off, r->buf, r->len);
+	if (d->write_seq == d->crash_after) {
+		dev_power_cut(d);
+		return EIO;
+	}
+	return err;
+}
+
+errcode_t rio_dev_submit(struct dev *d, struct dev_req *reqs, size_t n)
+{
+	if (n == 0)
+		return 0;
+	errcode_t err = 0;
+	bool any_write = false;
+	for (size_t i = 0; i < n; i++)
+		any_write |= reqs[i].write;
+
+	if (d->crash_after && any_write) {
+		/* armed: one request at a time, in submission order */
+		pthread_mutex_lock(&d->fault_lock);
+		for (size_t i = 0; i < n; i++) {
+			errcode_t e;
+			if (reqs[i].write) {
+				e = dev_armed_write(d, &reqs[i]);
+			} else {
+				dev_count(d, &reqs[i]);
+				e = raw_rw(d->fd, false, reqs[i].off, reqs[i].buf, reqs[i].len);
+			}
+			if (e && !err)
+				err = e;
+			if (d->crashed)
+				err = EIO;
+		}
+		pthread_mutex_unlock(&d->fault_lock);
+		return err;
+	}
+	for (size_t i = 0; i < n; i++)
+		dev_count(d, &reqs[i]);
+	if (d->uring)
+		return uring_submit(d, reqs, n);
+	for (size_t i = 0; i < n; i++) {
+		errcode_t e = raw_rw(d->fd, reqs[i].write, reqs[i].off, reqs[i].buf, reqs[i].len);
+		if (e && !err)
+			err = e;
+	}
+	return err;
+}
+
+errcode_t rio_dev_pread(struct dev *d, uint64_t off, void *buf, size_t len)
+{
+	struct dev_req r = { .write = false, .off = off, .len = len, .buf = buf };
+	return rio_dev_submit(d, &r, 1);
+}
+
+errcode_t rio_dev_pwrite(struct dev *d, uint64_t off, const void *buf, size_t len)
+{
+	struct dev_req r = { .write = true, .off = off, .len = len, .buf = (void *)buf };
+	return rio_dev_submit(d, &r, 1);
+}
+
+errcode_t rio_dev_flush(struct dev *d)
+{
+	errcode_t err = 0;
+	if (d->crash_after)
+		pthread_mutex_lock(&d->fault_lock);
+	if (d->crashed) {
+		err = EIO;
+	} else if (fdatasync(d->fd) < 0) {
+		err = errno;
+	} else {
+		atomic_fetch_add(&d->flushes, 1);
+		dev_forget_pending(d);
+	}
+	if (d->crash_after)
+		pthread_mutex_unlock(&d->fault_lock);
+	return err;
+}
+
+bool rio_dev_crashed(struct dev *d)
+{
+	if (!d->crash_after)
+		return false;
+	pthread_mutex_lock(&d->fault_lock);
+	bool c = d->crashed;
+	pthread_mutex_unlock(&d->fault_lock);
+	return c;
+}

@@ -1,0 +1,196 @@
+/*
+ * io/rio_internal.h - internal to io/ (owned by the io work; only io/ sources
+ * include it).  The channel's private state and the interfaces between the
+ * layers of the I/O manager:
+ *
+ *   rio.c   the io_manager (channel entry points), the write seam, data path,
+ *           journal recovery, configuration
+ *   dev.c   the device: io_uring ring pool or pread/pwrite fallback, flushes,
+ *           request counters, power-cut fault injection
+ *   cache.c the metadata block cache (LRU, write-back)
+ *   txn.c   transactions: overlay, checker, journal, checkpoint
+ *
+ * Errors: errcode_t everywhere, as io.h.
+ */
+#ifndef RECON_IO_RIO_INTERNAL_H
+#define RECON_IO_RIO_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <liburing.h>
+#include "io.h"
+#include "jbd.h"
+
+/* Process-global configuration (io.h: the manager's open takes no config). */
+extern struct rio_config rio_cfg;
+
+/* ---- device ---- */
+
+/* One device request: len bytes at byte offset off.  Reads fill buf. */
+struct dev_req {
+	bool     write;
+	uint64_t off;
+	size_t   len;
+	void    *buf;
+};
+
+#define DEV_RINGS 4       /* ring pool: metadata and data threads share it */
+#define DEV_QUEUE_DEPTH 64
+
+struct dev_ring {
+	pthread_mutex_t lock;
+	struct io_uring ring;
+	bool broken;              /* could not be re-created after a failure */
+};
+
+/* A write made after the last completed flush, remembered (only while the
+ * power-cut fault is armed) so that a simulated power cut can drop it. */
+struct dev_pending_write {
+	uint64_t off;
+	size_t   len;
+	unsigned char *old_data;  /* device contents before the write */
+	unsigned char *new_data;
+};
+
+struct dev {
+	int  fd;
+	bool uring;
+	struct dev_ring rings[DEV_RINGS];
+	atomic_uint next_ring;
+
+	/* counters (atomic: data I/O comes from any thread) */
+	atomic_uint_fast64_t reads, writes, bytes_read, bytes_written, flushes;
+
+	/* power-cut fault injection: fault_lock serialises writes and flushes
+	 * while armed, so the pending list is exact */
+	pthread_mutex_t fault_lock;
+	uint64_t crash_after;     /* 0 = off */
+	uint64_t write_seq;       /* write requests submitted so far */
+	uint64_t rng;
+	bool     crashed;
+	struct dev_pending_write *pending;
+	size_t npending, cappending;
+};
+
+errcode_t rio_dev_open(struct dev *d, int fd, bool quiet);
+void      rio_dev_close(struct dev *d);
+/* Submit all requests together and wait for all; every request is counted. */
+errcode_t rio_dev_submit(struct dev *d, struct dev_req *reqs, size_t n);
+errcode_t rio_dev_pread(struct dev *d, uint64_t off, void *buf, size_t len);
+errcode_t rio_dev_pwrite(struct dev *d, uint64_t off, const void *buf, size_t len);
+/* Make every completed write durable (fdatasync). */
+errcode_t rio_dev_flush(struct dev *d);
+bool      rio_dev_crashed(struct dev *d);
+
+/* ---- metadata block cache ---- */
+
+struct cache_ent;
+
+struct cache {
+	pthread_mutex_t lock;     /* data I/O invalidates from any thread */
+	unsigned blksize;
+	size_t   budget_bytes;    /* block_cache_mb */
+	size_t   capacity;        /* entries at this blksize; 0 = no caching */
+	size_t   count, ndirty;
+	struct cache_ent **hash;
+	size_t   nhash;           /* power of two */
+	struct cache_ent *lru_head; /* sentinel: head->next is most recent */
+	uint64_t hits, misses;
+};
+
+/* ---- transactions (txn.c) ---- */
+struct txn;
+
+/* One rejected (or, with on_violation=log, let-through) invariant. */
+struct txn_violation {
+	char  *invariant;
+	char **records;           /* chk_record_format lines */
+	size_t nrecords;
+};
+
+/* Transaction counters: kept in the channel so they outlive detach (the
+ * stats file is written at unmount). */
+struct txn_totals {
+	uint64_t transactions, blocks_checked, blocks_journalled;
+	uint64_t chk_cpu_ns, chk_hits, chk_misses;
+	struct txn_violation *viol;
+	size_t nviol, capviol;
+	char  *last_violation;
+	/* set by whichever thread ran the commit; read from any */
+	atomic_bool failed;       /* a commit was rejected or the device failed */
+	atomic_bool io_failed;    /* ... and it was the device: the disk state is unknown */
+	pthread_mutex_t lock;     /* violations and last_violation */
+};
+
+/* ---- the channel ---- */
+struct rio_chan {
+	char   *path;
+	int     flags;            /* IO_FLAG_* */
+	struct dev   dev;
+	struct cache cache;
+	struct txn  *txn;         /* NULL until rio_txn_attach */
+	/* guards the overlay: data I/O (any thread) drops and reads overlay
+	 * blocks while the file-system thread fills and commits it; recursive
+	 * because a commit's own flush writes through the seam */
+	pthread_mutex_t ovl_lock;
+	uint64_t meta_writes;
+	struct txn_totals totals;
+	/* set at detach: libext2fs's close must not fold our byte counts into
+	 * s_kbytes_written again and rewrite the superblock unchecked */
+	bool    hide_write_stats;
+};
+
+static inline struct rio_chan *rio_chan_of(io_channel ch)
+{
+	return (struct rio_chan *)ch->private_data;
+}
+
+errcode_t rio_cache_init(struct cache *c, size_t budget_bytes, unsigned blksize);
+void      rio_cache_destroy(struct cache *c);
+/* Byte-range read and write-back write through the cache. */
+errcode_t rio_cache_read(struct cache *c, struct dev *d, uint64_t off, size_t len, void *buf);
+errcode_t rio_cache_write(struct cache *c, struct dev *d, uint64_t off, size_t len, const void *buf);
+/* Write every dirty block (sorted, one batch); does not flush the device. */
+errcode_t rio_cache_writeback(struct cache *c, struct dev *d);
+/* Drop cached copies of [off, off+len), dirty or not. */
+void      rio_cache_invalidate(struct cache *c, uint64_t off, size_t len);
+/* Write back, drop everything and switch to a new block size. */
+errcode_t rio_cache_set_blksize(struct cache *c, struct dev *d, unsigned blksize);
+size_t    rio_cache_dirty(struct cache *c);
+/* Replace a cached copy of whole block blk (if cached) with data, clean:
+ * the caller has written data home itself. */
+void      rio_cache_update_clean(struct cache *c, uint64_t blk, const void *data);
+
+/* ---- the seam and the transaction hooks ---- */
+/* Reads through the overlay (when attached), then the cache. */
+errcode_t rio_meta_read(struct rio_chan *rc, uint64_t off, size_t len, void *buf);
+/* Approved state only: cache, then device (no overlay). */
+errcode_t rio_approved_read(struct rio_chan *rc, uint64_t off, size_t len, void *buf);
+
+/* The journal's raw device path: whole blocks straight to the device,
+ * dropping cached copies of what it writes. */
+struct rio_raw_dev {
+	struct rio_chan *rc;
+	uint64_t blksize;
+};
+void rio_jbd_dev_init(struct rio_raw_dev *ctx, struct jbd_dev *jd, struct rio_chan *rc,
+		      uint64_t blksize);
+/* Read-modify-write of the on-disk primary superblock, bypassing cache and
+ * overlay, made durable: s_feature_incompat and s_state bits set/cleared. */
+errcode_t rio_raw_sb_update(struct rio_chan *rc, uint32_t incompat_set, uint32_t incompat_clear,
+			    uint16_t state_set, uint16_t state_clear);
+
+/* txn.c: overlay access used by the seam */
+errcode_t rio_ovl_write(struct txn *t, struct rio_chan *rc, uint64_t off, size_t len,
+			    const void *buf);
+/* Copies overlay bytes over buf (buf already holds the approved state).
+ * rio_ovl_write/patch and rio_ovl_data_written take ovl_lock themselves. */
+void      rio_ovl_patch(struct txn *t, uint64_t off, size_t len, void *buf);
+/* File data was written over [off, off+len): those blocks are data now and
+ * any overlay copy (e.g. the zeroes libext2fs writes into a block it has
+ * just allocated) must never be written home over it. */
+void      rio_ovl_data_written(struct txn *t, uint64_t off, size_t len);
+void      rio_txn_free(struct txn *t);
+void      rio_txn_totals_free(struct txn_totals *tt);
+
+#endif

@@ -1,0 +1,1853 @@
+/*
+ * io/txn.c - metadata transactions: every channel write after attach lands
+ * in the open transaction's overlay; at a boundary libext2fs's in-memory
+ * bitmaps, descriptors and superblock are flushed into it, the shadow
+ * checker judges it, and only an approved transaction is logged through the
+ * journal (or, without one, written in place), written home and checkpointed.
+ *
+ * One transaction commits at a time.  With async_commit the commit thread
+ * checks, logs and checkpoints transaction N while N+1 builds (reads see
+ * N+1, then N, then the approved state); otherwise, and always with force,
+ * the commit runs in rio_txn_boundary and is durable on return.  Each commit
+ * is checkpointed before the next is logged, so the log holds at most one
+ * transaction and revoke records only matter for blocks logged by the
+ * current or the previous transaction.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/resource.h>
+#include "rio_internal.h"
+#include "checker.h"
+
+/* One block of the overlay: its approved contents (base) and new contents. */
+struct ovl_ent {
+	uint64_t blk;
+	struct ovl_ent *hnext;
+	unsigned char *data;
+	unsigned char *base;
+	bool dropped;        /* committing only: became file data, not written home */
+	/* operation savepoints: created_gen is the savepoint generation the
+	 * entry was created under; undo holds its data as of savepoint undo_gen */
+	uint64_t created_gen, undo_gen;
+	unsigned char *undo;
+};
+
+/* A set of block numbers (open addressing; 0 marks an empty slot, so block 0
+ * is never stored: it is never freed, and the sets only serve frees). */
+struct blkset {
+	uint64_t *slot;
+	size_t cap, count;   /* cap: power of two or 0 */
+};
+
+enum corrupt_kind {
+	CK_NONE, CK_BBITMAP, CK_IBITMAP, CK_BGD_FREE_BLOCKS, CK_BGD_FREE_INODES, CK_BGD_USED_DIRS,
+	CK_SB_FREE_BLOCKS, CK_PTR_USED, CK_PTR_FREE, CK_PTR_META, CK_IND_PTR, CK_LINKS, CK_SIZE,
+	CK_IBLOCKS, CK_DTIME, CK_MODE, CK_DIRENT_INODE, CK_DIRENT_RECLEN, CK_DIRENT_NAMELEN,
+	CK_DIRENT_TYPE, CK_DOTDOT, CK_XATTR_REFCOUNT, CK_RANDOM,
+};
+
+static const char *const corrupt_names[] = {
+	[CK_BBITMAP] = "bbitmap", [CK_IBITMAP] = "ibitmap",
+	[CK_BGD_FREE_BLOCKS] = "bgd_free_blocks", [CK_BGD_FREE_INODES] = "bgd_free_inodes",
+	[CK_BGD_USED_DIRS] = "bgd_used_dirs", [CK_SB_FREE_BLOCKS] = "sb_free_blocks",
+	[CK_PTR_USED] = "ptr_used", [CK_PTR_FREE] = "ptr_free", [CK_PTR_META] = "ptr_meta",
+	[CK_IND_PTR] = "ind_ptr", [CK_LINKS] = "links", [CK_SIZE] = "size",
+	[CK_IBLOCKS] = "iblocks", [CK_DTIME] = "dtime", [CK_MODE] = "mode",
+	[CK_DIRENT_INODE] = "dirent_inode", [CK_DIRENT_RECLEN] = "dirent_reclen",
+	[CK_DIRENT_NAMELEN] = "dirent_namelen", [CK_DIRENT_TYPE] = "dirent_type",
+	[CK_DOTDOT] = "dotdot", [CK_XATTR_REFCOUNT] = "xattr_refcount", [CK_RANDOM] = "random",
+};
+
+struct cset;
+
+struct txn {
+	ext2_filsys fs;
+	struct rio_chan *rc;
+	unsigned bs;
+
+	/* the overlay */
+	struct ovl_ent **hash;
+	size_t nhash;
+	struct ovl_ent **ents;
+	size_t nents, capents;
+	uint64_t opened_ns;          /* first write of the open transaction */
+
+	/* committed-data rule: blocks freed by the open transaction stay marked
+	 * in libext2fs's bitmap (so nothing reallocates them) until its commit */
+	struct blkset freed;
+	/* blocks logged by the previous transaction: freeing one needs a revoke */
+	struct blkset logged_prev;
+	void (*old_stats)(ext2_filsys, blk64_t, int);
+	void (*old_stats_range)(ext2_filsys, blk64_t, blk_t, int);
+
+	bool journal;                /* logging through jbd (else write in place) */
+	bool was_valid;              /* VALID_FS at attach: restored at a clean detach only then */
+	struct jbd *jbd;
+	struct rio_raw_dev jctx;
+	struct jbd_dev jdev;
+	uint32_t max_blocks;
+
+	struct chk_fs *chk;
+
+	/* the transaction being committed (at most one) and the commit thread */
+	struct cset *committing;
+	pthread_mutex_t cm;
+	pthread_cond_t cv;
+	struct cset *queued;
+	bool stop, thread_running;
+	pthread_t thread;
+
+	/* the savepoint of the operation in progress (0 = none) */
+	uint64_t sp_gen, sp_next;
+	uint64_t *sp_freed;          /* blocks freed since the savepoint */
+	size_t sp_nfreed, sp_capfreed;
+	uint64_t *sp_unfreed;        /* blocks taken back from the freed set since */
+	size_t sp_nunfreed, sp_capunfreed;
+	bool sp_lost;                /* out of memory while tracking: cannot roll back */
+
+	enum corrupt_kind ckind;
+	uint64_t cwhen, cseen;       /* corrupt the cwhen-th matching transaction */
+	uint64_t rng;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t txn_random(struct txn *t)
+{
+	uint64_t z = (t->rng += 0x9E3779B97F4A7C15ull);
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+	return z ^ (z >> 31);
+}
+
+/* ---- block sets ---- */
+
+static size_t bs_slot(uint64_t blk, size_t cap)
+{
+	return (size_t)((blk * 0x9E3779B97F4A7C15ull) >> 17) & (cap - 1);
+}
+
+static bool blkset_has(const struct blkset *s, uint64_t blk)
+{
+	if (!s->cap)
+		return false;
+	for (size_t i = bs_slot(blk, s->cap);; i = (i + 1) & (s->cap - 1)) {
+		if (s->slot[i] == blk)
+			return true;
+		if (s->slot[i] == 0)
+			return false;
+	}
+}
+
+static errcode_t blkset_add(struct blkset *s, uint64_t blk)
+{
+	if (blk == 0 || blkset_has(s, blk))
+		return 0;
+	if ((s->count + 1) * 2 > s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 64;
+		uint64_t *slot = calloc(cap, sizeof(*slot));
+		if (!slot)
+			return ENOMEM;
+		for (size_t i = 0; i < s->cap; i++) {
+			if (!s->slot[i])
+				continue;
+			size_t j = bs_slot(s->slot[i], cap);
+			while (slot[j])
+				j = (j + 1) & (cap - 1);
+			slot[j] = s->slot[i];
+		}
+		free(s->slot);
+		s->slot = slot;
+		s->cap = cap;
+	}
+	size_t j = bs_slot(blk, s->cap);
+	while (s->slot[j])
+		j = (j + 1) & (s->cap - 1);
+	s->slot[j] = blk;
+	s->count++;
+	return 0;
+}
+
+/* Removal by rebuild (rare: only when a freed block is explicitly taken back). */
+static void blkset_remove(struct blkset *s, uint64_t blk)
+{
+	if (!blkset_has(s, blk))
+		return;
+	struct blkset n = { 0 };
+	for (size_t i = 0; i < s->cap; i++)
+		if (s->slot[i] && s->slot[i] != blk && blkset_add(&n, s->slot[i]))
+			return;   /* out of memory: keep the old set (it only over-protects) */
+	free(s->slot);
+	*s = n;
+}
+
+static void blkset_clear(struct blkset *s)
+{
+	free(s->slot);
+	s->slot = NULL;
+	s->cap = s->count = 0;
+}
+
+/* ---- the overlay ---- */
+
+static struct ovl_ent *ovl_find(struct txn *t, uint64_t blk)
+{
+	if (!t->nhash)
+		return NULL;
+	for (struct ovl_ent *e = t->hash[bs_slot(blk, t->nhash)]; e; e = e->hnext)
+		if (e->blk == blk)
+			return e;
+	return NULL;
+}
+
+static errcode_t ovl_grow(struct txn *t)
+{
+	size_t nhash = t->nhash ? t->nhash * 2 : 256;
+	struct ovl_ent **h = calloc(nhash, sizeof(*h));
+	if (!h)
+		return ENOMEM;
+	for (size_t i = 0; i < t->nents; i++) {
+		struct ovl_ent *e = t->ents[i];
+		size_t s = bs_slot(e->blk, nhash);
+		e->hnext = h[s];
+		h[s] = e;
+	}
+	free(t->hash);
+	t->hash = h;
+	t->nhash = nhash;
+	return 0;
+}
+
+static struct ovl_ent *committing_find(struct txn *t, uint64_t blk);
+
+static errcode_t ovl_get(struct txn *t, uint64_t blk, struct ovl_ent **out)
+{
+	struct ovl_ent *e = ovl_find(t, blk);
+	if (e) {
+		*out = e;
+		return 0;
+	}
+	if (t->nents == t->capents) {
+		size_t cap = t->capents ? t->capents * 2 : 256;
+		struct ovl_ent **v = realloc(t->ents, cap * sizeof(*v));
+		if (!v)
+			return ENOMEM;
+		t->ents = v;
+		t->capents = cap;
+	}
+	if (t->nents + 1 > t->nhash) {
+		errcode_t err = ovl_grow(t);
+		if (err)
+			return err;
+	}
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return ENOMEM;
+	e->blk = blk;
+	e->data = malloc(t->bs);
+	e->base = malloc(t->bs);
+	if (!e->data || !e->base) {
+		free(e->data);
+		free(e->base);
+		free(e);
+		return ENOMEM;
+	}
+	errcode_t err = rio_approved_read(t->rc, blk * t->bs, t->bs, e->base);
+	if (err) {
+		free(e->data);
+		free(e->base);
+		free(e);
+		return err;
+	}
+	/* the base is the state after the transaction in flight */
+	struct ovl_ent *ce = committing_find(t, blk);
+	if (ce)
+		memcpy(e->base, ce->data, t->bs);
+	memcpy(e->data, e->base, t->bs);
+	size_t s = bs_slot(blk, t->nhash);
+	e->hnext = t->hash[s];
+	t->hash[s] = e;
+	t->ents[t->nents++] = e;
+	*out = e;
+	return 0;
+}
+
+static void ovl_clear(struct txn *t)
+{
+	for (size_t i = 0; i < t->nents; i++) {
+		free(t->ents[i]->data);
+		free(t->ents[i]->base);
+		free(t->ents[i]->undo);
+		free(t->ents[i]);
+	}
+	t->nents = 0;
+	if (t->hash)
+		memset(t->hash, 0, t->nhash * sizeof(*t->hash));
+	t->opened_ns = 0;
+}
+
+static bool ovl_changed(const struct txn *t, const struct ovl_ent *e)
+{
+	return memcmp(e->data, e->base, t->bs) != 0;
+}
+
+errcode_t rio_ovl_write(struct txn *t, struct rio_chan *rc, uint64_t off, size_t len,
+			    const void *buf)
+{
+	if (rc->totals.failed)
+		return EROFS;
+	const unsigned char *src = buf;
+	uint64_t bs = t->bs;
+	errcode_t err = 0;
+	pthread_mutex_lock(&rc->ovl_lock);
+	for (uint64_t b = off / bs; b <= (off + len - 1) / bs; b++) {
+		struct ovl_ent *e;
+		size_t before = t->nents;
+		err = ovl_get(t, b, &e);
+		if (err)
+			break;
+		if (t->sp_gen) {
+			if (t->nents > before) {
+				e->created_gen = t->sp_gen;
+			} else if (e->created_gen != t->sp_gen && e->undo_gen != t->sp_gen) {
+				if (!e->undo)
+					e->undo = malloc(bs);
+				if (e->undo) {
+					memcpy(e->undo, e->data, bs);
+					e->undo_gen = t->sp_gen;
+				} else {
+					t->sp_lost = true;
+				}
+			}
+		}
+		uint64_t bstart = b * bs;
+		uint64_t lo = bstart > off ? bstart : off;
+		uint64_t hi = bstart + bs < off + len ? bstart + bs : off + len;
+		memcpy(e->data + (lo - bstart), src + (lo - off), hi - lo);
+	}
+	if (!t->opened_ns)
+		t->opened_ns = now_ns();
+	pthread_mutex_unlock(&rc->ovl_lock);
+	return err;
+}
+
+static void ovl_remove(struct txn *t, struct ovl_ent *e)
+{
+	struct ovl_ent **pp = &t->hash[bs_slot(e->blk, t->nhash)];
+	while (*pp != e)
+		pp = &(*pp)->hnext;
+	*pp = e->hnext;
+	for (size_t i = 0; i < t->nents; i++)
+		if (t->ents[i] == e) {
+			t->ents[i] = t->ents[--t->nents];
+			break;
+		}
+	free(e->data);
+	free(e->base);
+	free(e->undo);
+	free(e);
+}
+
+void rio_ovl_data_written(struct txn *t, uint64_t off, size_t len)
+{
+	if (len == 0)
+		return;
+	pthread_mutex_lock(&t->rc->ovl_lock);
+	for (uint64_t b = off / t->bs; b <= (off + len - 1) / t->bs; b++) {
+		struct ovl_ent *e = t->nents ? ovl_find(t, b) : NULL;
+		if (e)
+			ovl_remove(t, e);
+		e = committing_find(t, b);
+		if (e)
+			e->dropped = true;
+	}
+	pthread_mutex_unlock(&t->rc->ovl_lock);
+}
+
+void rio_ovl_patch(struct txn *t, uint64_t off, size_t len, void *buf)
+{
+	if (len == 0)
+		return;
+	pthread_mutex_lock(&t->rc->ovl_lock);
+	unsigned char *dst = buf;
+	uint64_t bs = t->bs;
+	for (uint64_t b = off / bs; b <= (off + len - 1) / bs; b++) {
+		struct ovl_ent *e = ovl_find(t, b);
+		if (!e)
+			e = committing_find(t, b);
+		if (!e)
+			continue;
+		uint64_t bstart = b * bs;
+		uint64_t lo = bstart > off ? bstart : off;
+		uint64_t hi = bstart + bs < off + len ? bstart + bs : off + len;
+		memcpy(dst + (lo - off), e->data + (lo - bstart), hi - lo);
+	}
+	pthread_mutex_unlock(&t->rc->ovl_lock);
+}
+
+/* ---- committed-data rule ---- */
+
+static struct txn *txn_of_fs(ext2_filsys fs)
+{
+	if (!fs->io || fs->io->manager != rio_io_manager)
+		return NULL;
+	return rio_chan_of(fs->io)->txn;
+}
+
+static void sp_note(struct txn *t, uint64_t **v, size_t *n, size_t *cap, uint64_t blk)
+{
+	if (!t->sp_gen)
+		return;
+	if (*n == *cap) {
+		size_t nc = *cap ? *cap * 2 : 64;
+		uint64_t *nv = realloc(*v, nc * sizeof(*nv));
+		if (!nv) {
+			t->sp_lost = true;
+			return;
+		}
+		*v = nv;
+		*cap = nc;
+	}
+	(*v)[(*n)++] = blk;
+}
+
+static void note_block_stats(struct txn *t, ext2_filsys fs, blk64_t blk, int inuse)
+{
+	if (inuse < 0) {
+		/* keep it marked so no allocator hands it out before the commit
+		 * that frees it is durable; if we cannot remember it, leave it
+		 * free (correct bitmap, weaker protection) */
+		if (!blkset_has(&t->freed, blk) && blkset_add(&t->freed, blk) == 0) {
+			ext2fs_mark_block_bitmap2(fs->block_map, blk);
+			sp_note(t, &t->sp_freed, &t->sp_nfreed, &t->sp_capfreed, blk);
+		}
+	} else if (inuse > 0 && blkset_has(&t->freed, blk)) {
+		blkset_remove(&t->freed, blk);
+		sp_note(t, &t->sp_unfreed, &t->sp_nunfreed, &t->sp_capunfreed, blk);
+	}
+}
+
+static void block_stats_cb(ext2_filsys fs, blk64_t blk, int inuse)
+{
+	struct txn *t = txn_of_fs(fs);
+	if (t) {
+		if (t->old_stats)
+			t->old_stats(fs, blk, inuse);
+		note_block_stats(t, fs, blk, inuse);
+	}
+}
+
+static void block_stats_range_cb(ext2_filsys fs, blk64_t blk, blk_t num, int inuse)
+{
+	struct txn *t = txn_of_fs(fs);
+	if (t) {
+		if (t->old_stats_range)
+			t->old_stats_range(fs, blk, num, inuse);
+		for (blk_t i = 0; i < num; i++)
+			note_block_stats(t, fs, blk + i, inuse);
+	}
+}
+
+/* Before the bitmaps go into the overlay: the freed blocks are free. */
+static void release_freed_marks(struct txn *t)
+{
+	for (size_t i = 0; i < t->freed.cap; i++)
+		if (t->freed.slot[i])
+			ext2fs_unmark_block_bitmap2(t->fs->block_map, t->freed.slot[i]);
+	if (t->freed.count)
+		ext2fs_mark_bb_dirty(t->fs);
+}
+
+/* After a failed commit the blocks are still referenced by the durable
+ * state: mark them again. */
+static void restore_freed_marks(struct txn *t)
+{
+	for (size_t i = 0; i < t->freed.cap; i++)
+		if (t->freed.slot[i])
+			ext2fs_mark_block_bitmap2(t->fs->block_map, t->freed.slot[i]);
+}
+
+/* ---- violations ---- */
+
+static void set_last_violation(struct txn_totals *tt, const char *text)
+{
+	free(tt->last_violation);
+	tt->last_violation = strdup(text);
+}
+
+static void add_violation(struct txn_totals *tt, const char *inv, char **records, size_t n)
+{
+	if (tt->nviol == tt->capviol) {
+		size_t cap = tt->capviol ? tt->capviol * 2 : 8;
+		struct txn_violation *v = realloc(tt->viol, cap * sizeof(*v));
+		if (!v)
+			goto drop;
+		tt->viol = v;
+		tt->capviol = cap;
+	}
+	char *name = strdup(inv);
+	if (!name)
+		goto drop;
+	tt->viol[tt->nviol].invariant = name;
+	tt->viol[tt->nviol].records = records;
+	tt->viol[tt->nviol].nrecords = n;
+	tt->nviol++;
+	return;
+drop:
+	for (size_t i = 0; i < n; i++)
+		free(records[i]);
+	free(records);
+}
+
+/* Records the verdict's violations in the totals and the last-violation
+ * text, and prints them (what memory allows: a rejection is never lost for
+ * want of its description, only the description). */
+static void record_verdict(struct txn *t, const struct chk_verdict *v)
+{
+	struct txn_totals *tt = &t->rc->totals;
+	size_t cap = 4096, len = 0;
+	char *text = malloc(cap);
+	if (!text)
+		return;
+	text[0] = 0;
+	for (size_t i = 0; i < chk_verdict_nviolations(v); i++) {
+		const struct chk_violation *vi = chk_verdict_violation(v, i);
+		const char *inv = vi->inv && vi->inv->id ? vi->inv->id : "?";
+		char **recs = calloc(vi->nrecords ? vi->nrecords : 1, sizeof(*recs));
+		size_t nrec = 0;
+		char line[512];
+		int l = snprintf(line, sizeof(line), "%s: %s", inv, vi->detail ? vi->detail : "");
+		for (size_t r = 0; r <= vi->nrecords; r++) {
+			if (r > 0) {
+				const struct chk_record *rec = chk_verdict_record(v, vi->records[r - 1]);
+				char rb[384];
+				chk_record_format(rec, rb, sizeof(rb));
+				if (recs && (recs[nrec] = strdup(rb)))
+					nrec++;
+				l = snprintf(line, sizeof(line), "  %s", rb);
+			}
+			if (l < 0)
+				continue;
+			size_t need = len + (size_t)l + 2;
+			if (need > cap) {
+				size_t ncap = need * 2;
+				char *nt = realloc(text, ncap);
+				if (!nt)
+					continue;
+				text = nt;
+				cap = ncap;
+			}
+			len += (size_t)snprintf(text + len, cap - len, "%s\n", line);
+		}
+		if (recs) {
+			pthread_mutex_lock(&tt->lock);
+			add_violation(tt, inv, recs, nrec);
+			pthread_mutex_unlock(&tt->lock);
+		}
+	}
+	pthread_mutex_lock(&tt->lock);
+	set_last_violation(tt, text);
+	pthread_mutex_unlock(&tt->lock);
+	fprintf(stderr, "recon-fuse: transaction rejected by the checker:\n%s", text);
+	free(text);
+}
+
+/* ---- fault_corrupt ---- */
+
+static errcode_t parse_corrupt(struct txn *t, const char *spec)
+{
+	t->ckind = CK_NONE;
+	if (!spec || !*spec)
+		return 0;
+	const char *at = strchr(spec, '@');
+	if (!at)
+		return EINVAL;
+	for (size_t k = 1; k < sizeof(corrupt_names) / sizeof(corrupt_names[0]); k++)
+		if (corrupt_names[k] && strlen(corrupt_names[k]) == (size_t)(at - spec) &&
+		    !strncmp(spec, corrupt_names[k], (size_t)(at - spec)))
+			t->ckind = (enum corrupt_kind)k;
+	char *end;
+	errno = 0;
+	unsigned long long n = strtoull(at + 1, &end, 10);
+	if (t->ckind == CK_NONE || errno || *end || n == 0)
+		return EINVAL;
+	t->cwhen = n;
+	return 0;
+}
+
+/* A place to corrupt: a block of the overlay and a byte offset in it. */
+struct cand {
+	struct ovl_ent *e;
+	uint32_t off;
+	uint64_t aux;    /* kind-specific: inode number, group */
+};
+
+struct cands {
+	struct cand *v;
+	size_t n, cap;
+};
+
+static void cand_add(struct cands *c, struct ovl_ent *e, uint32_t off, uint64_t aux)
+{
+	if (c->n == c->cap) {
+		size_t cap = c->cap ? c->cap * 2 : 32;
+		struct cand *v = realloc(c->v, cap * sizeof(*v));
+		if (!v)
+			return;
+		c->v = v;
+		c->cap = cap;
+	}
+	c->v[c->n++] = (struct cand){ e, off, aux };
+}
+
+static bool is_ovl_blk(struct txn *t, uint64_t blk, dgrp_t *group,
+		       blk64_t (*loc)(ext2_filsys, dgrp_t))
+{
+	for (dgrp_t g = 0; g < t->fs->group_desc_count; g++)
+		if (loc(t->fs, g) == blk) {
+			*group = g;
+			return true;
+		}
+	return false;
+}
+
+/* Inode-table block?  Returns the first inode number in it, or 0. */
+static ext2_ino_t itable_first_ino(struct txn *t, uint64_t blk)
+{
+	ext2_filsys fs = t->fs;
+	for (dgrp_t g = 0; g < fs->group_desc_count; g++) {
+		blk64_t it = ext2fs_inode_table_loc(fs, g);
+		if (blk >= it && blk < it + fs->inode_blocks_per_group)
+			return g * fs->super->s_inodes_per_group +
+			       (ext2_ino_t)((blk - it) * (t->bs / EXT2_INODE_SIZE(fs->super))) + 1;
+	}
+	return 0;
+}
+
+/* In-use inodes this transaction changed (cand.off = offset of the inode). */
+static void changed_inodes(struct txn *t, struct cands *out)
+{
+	unsigned isz = EXT2_INODE_SIZE(t->fs->super);
+	for (size_t i = 0; i < t->nents; i++) {
+		struct ovl_ent *e = t->ents[i];
+		ext2_ino_t first = itable_first_ino(t, e->blk);
+		if (!first)
+			continue;
+		for (unsigned o = 0; o + isz <= t->bs; o += isz) {
+			if (!memcmp(e->data + o, e->base + o, isz))
+				continue;
+			const struct ext2_inode *in = (const struct ext2_inode *)(e->data + o);
+			if (in->i_links_count == 0 || in->i_mode == 0 || in->i_dtime)
+				continue;
+			cand_add(out, e, o, first + o / isz);
+		}
+	}
+}
+
+static bool has_block_map(const struct ext2_inode *in)
+{
+	if (!(LINUX_S_ISREG(in->i_mode) || LINUX_S_ISDIR(in->i_mode)))
+		return false;
+	return !(in->i_flags & (EXT4_EXTENTS_FL | EXT4_INLINE_DATA_FL)) && in->i_block[0] != 0;
+}
+
+/* Directory blocks of changed directories held by the overlay
+ * (aux = 1 for a directory's first block). */
+static void changed_dir_blocks(struct txn *t, struct cands *out)
+{
+	struct cands ino = { 0 };
+	changed_inodes(t, &ino);
+	for (size_t i = 0; i < ino.n; i++) {
+		const struct ext2_inode *in = (const void *)(ino.v[i].e->data + ino.v[i].off);
+		if (!LINUX_S_ISDIR(in->i_mode) || !has_block_map(in))
+			continue;
+		for (int k = 0; k < EXT2_NDIR_BLOCKS; k++) {
+			struct ovl_ent *d = in->i_block[k] ? ovl_find(t, in->i_block[k]) : NULL;
+			if (d)
+				cand_add(out, d, 0, k == 0);
+		}
+	}
+	free(ino.v);
+}
+
+/* Dirents of one directory block: offsets of entries (validated chain). */
+static void dirents(struct txn *t, struct ovl_ent *d, uint64_t first_block, struct cands *out,
+		    bool want_dotdot)
+{
+	unsigned o = 0, idx = 0;
+	while (o + 8 <= t->bs) {
+		struct ext2_dir_entry *de = (void *)(d->data + o);
+		unsigned rec = de->rec_len;
+		if (rec < 8 || rec % 4 || o + rec > t->bs)
+			break;
+		unsigned nl = de->name_len & 0xff;
+		bool dot = first_block && idx < 2;
+		if (want_dotdot) {
+			if (first_block && idx == 1 && nl == 2)
+				cand_add(out, d, o, 0);
+		} else if (!dot && de->inode) {
+			cand_add(out, d, o, 0);
+		}
+		o += rec;
+		idx++;
+	}
+}
+
+static blk64_t block_in_use_elsewhere(struct txn *t, ext2_ino_t not_ino)
+{
+	struct ext2_inode in;
+	ext2_ino_t ino = not_ino == EXT2_ROOT_INO ? EXT2_GOOD_OLD_FIRST_INO : EXT2_ROOT_INO;
+	if (ext2fs_read_inode(t->fs, ino, &in) || in.i_block[0] == 0)
+		return ext2fs_inode_table_loc(t->fs, 0);
+	return in.i_block[0];
+}
+
+static blk64_t free_block(struct txn *t)
+{
+	blk64_t goal = t->fs->super->s_first_data_block +
+		       txn_random(t) % ext2fs_blocks_count(t->fs->super);
+	for (int tries = 0; tries < 64; tries++) {
+		blk64_t b;
+		if (ext2fs_new_block2(t->fs, goal, NULL, &b))
+			break;
+		if (!blkset_has(&t->freed, b))
+			return b;
+		goal = b + 1;
+	}
+	return 0;
+}
+
+/* Find the targets of the configured kind in this transaction. */
+static void corrupt_candidates(struct txn *t, struct cands *c)
+{
+	ext2_filsys fs = t->fs;
+	dgrp_t g;
+	switch (t->ckind) {
+	case CK_BBITMAP:
+	case CK_IBITMAP:
+		for (size_t i = 0; i < t->nents; i++)
+			if (ovl_changed(t, t->ents[i]) &&
+			    is_ovl_blk(t, t->ents[i]->blk, &g, t->ckind == CK_BBITMAP ?
+				       ext2fs_block_bitmap_loc : ext2fs_inode_bitmap_loc))
+				cand_add(c, t->ents[i], 0, g);
+		break;
+	case CK_BGD_FREE_BLOCKS:
+	case CK_BGD_FREE_INODES:
+	case CK_BGD_USED_DIRS: {
+		blk64_t first = fs->super->s_first_data_block + 1;
+		unsigned dsz = EXT2_DESC_SIZE(fs->super);
+		for (size_t i = 0; i < t->nents; i++) {
+			struct ovl_ent *e = t->ents[i];
+			if (e->blk < first || e->blk >= first + fs->desc_blocks)
+				continue;
+			uint64_t g0 = (e->blk - first) * (t->bs / dsz);
+			for (unsigned o = 0; o + dsz <= t->bs; o += dsz)
+				if (g0 + o / dsz < fs->group_desc_count &&
+				    memcmp(e->data + o, e->base + o, dsz))
+					cand_add(c, e, o, g0 + o / dsz);
+		}
+		break;
+	}
+	case CK_SB_FREE_BLOCKS: {
+		struct ovl_ent *e = ovl_find(t, SUPERBLOCK_OFFSET / t->bs);
+		if (e && ovl_changed(t, e))
+			cand_add(c, e, SUPERBLOCK_OFFSET % t->bs, 0);
+		break;
+	}
+	case CK_PTR_USED:
+	case CK_PTR_FREE:
+	case CK_PTR_META:
+	case CK_SIZE:
+	case CK_IBLOCKS: {
+		struct cands ino = { 0 };
+		changed_inodes(t, &ino);
+		for (size_t i = 0; i < ino.n; i++)
+			if (has_block_map((const void *)(ino.v[i].e->data + ino.v[i].off)))
+				cand_add(c, ino.v[i].e, ino.v[i].off, ino.v[i].aux);
+		free(ino.v);
+		break;
+	}
+	case CK_LINKS:
+	case CK_DTIME:
+	case CK_MODE:
+		changed_inodes(t, c);
+		break;
+	case CK_IND_PTR: {
+		struct cands ino = { 0 };
+		changed_inodes(t, &ino);
+		for (size_t i = 0; i < ino.n; i++) {
+			const struct ext2_inode *in = (const void *)(ino.v[i].e->data + ino.v[i].off);
+			if (!has_block_map(in) || !in->i_block[EXT2_IND_BLOCK])
+				continue;
+			struct ovl_ent *ind = ovl_find(t, in->i_block[EXT2_IND_BLOCK]);
+			if (!ind)
+				continue;
+			const uint32_t *slot = (const uint32_t *)ind->data;
+			for (unsigned s = 0; s < t->bs / 4; s++)
+				if (slot[s])
+					cand_add(c, ind, s * 4, ino.v[i].aux);
+		}
+		free(ino.v);
+		break;
+	}
+	case CK_DIRENT_INODE:
+	case CK_DIRENT_RECLEN:
+	case CK_DIRENT_NAMELEN:
+	case CK_DIRENT_TYPE:
+	case CK_DOTDOT: {
+		struct cands dirs = { 0 };
+		changed_dir_blocks(t, &dirs);
+		for (size_t i = 0; i < dirs.n; i++) {
+			struct cands de = { 0 };
+			if (t->ckind == CK_DOTDOT && !dirs.v[i].aux)
+				continue;
+			dirents(t, dirs.v[i].e, dirs.v[i].aux, &de, t->ckind == CK_DOTDOT);
+			for (size_t k = 0; k < de.n; k++) {
+				const struct ext2_dir_entry *d = (const void *)(de.v[k].e->data + de.v[k].off);
+				unsigned ft = (unsigned)(d->name_len >> 8);
+				if (t->ckind == CK_DIRENT_TYPE &&
+				    (!ext2fs_has_feature_filetype(fs->super) || ft == 0 || ft > 7))
+					continue;
+				cand_add(c, de.v[k].e, de.v[k].off, 0);
+			}
+			free(de.v);
+		}
+		free(dirs.v);
+		break;
+	}
+	case CK_XATTR_REFCOUNT: {
+		struct cands ino = { 0 };
+		changed_inodes(t, &ino);
+		for (size_t i = 0; i < ino.n; i++) {
+			const struct ext2_inode *in = (const void *)(ino.v[i].e->data + ino.v[i].off);
+			struct ovl_ent *x = in->i_file_acl ? ovl_find(t, in->i_file_acl) : NULL;
+			if (x)
+				cand_add(c, x, 4, ino.v[i].aux);
+		}
+		free(ino.v);
+		break;
+	}
+	case CK_RANDOM:
+		for (size_t i = 0; i < t->nents; i++)
+			if (ovl_changed(t, t->ents[i]))
+				cand_add(c, t->ents[i], 0, 0);
+		break;
+	case CK_NONE:
+		break;
+	}
+}
+
+static void corrupt_apply(struct txn *t, const struct cand *c)
+{
+	ext2_filsys fs = t->fs;
+	unsigned char *p = c->e->data + c->off;
+	struct ext2_inode *in = (struct ext2_inode *)p;
+	struct ext2_dir_entry *de = (struct ext2_dir_entry *)p;
+	const char *what = corrupt_names[t->ckind];
+	uint64_t bit, nbits;
+	int slot;
+	switch (t->ckind) {
+	case CK_BBITMAP:
+	case CK_IBITMAP:
+		if (t->ckind == CK_BBITMAP) {
+			nbits = fs->super->s_blocks_per_group;
+			uint64_t left = ext2fs_blocks_count(fs->super) - fs->super->s_first_data_block -
+					c->aux * nbits;
+			if (left < nbits)
+				nbits = left;
+		} else {
+			nbits = fs->super->s_inodes_per_group;
+		}
+		bit = txn_random(t) % nbits;
+		p[bit / 8] ^= (unsigned char)(1u << (bit % 8));
+		fprintf(stderr, "recon-fuse: fault: %s: flipped bit %" PRIu64 " of group %" PRIu64 "\n",
+			what, bit, c->aux);
+		return;
+	case CK_BGD_FREE_BLOCKS:
+	case CK_BGD_FREE_INODES:
+	case CK_BGD_USED_DIRS: {
+		struct ext2_group_desc *gd = (struct ext2_group_desc *)p;
+		if (t->ckind == CK_BGD_FREE_BLOCKS)
+			gd->bg_free_blocks_count++;
+		else if (t->ckind == CK_BGD_FREE_INODES)
+			gd->bg_free_inodes_count++;
+		else
+			gd->bg_used_dirs_count++;
+		fprintf(stderr, "recon-fuse: fault: %s: group %" PRIu64 " +1\n", what, c->aux);
+		return;
+	}
+	case CK_SB_FREE_BLOCKS: {
+		struct ext2_super_block *sb = (struct ext2_super_block *)p;
+		sb->s_free_blocks_count++;
+		fprintf(stderr, "recon-fuse: fault: %s +1\n", what);
+		return;
+	}
+	case CK_PTR_USED:
+	case CK_PTR_FREE:
+	case CK_PTR_META: {
+		int nz = 0;
+		for (int k = 0; k < EXT2_NDIR_BLOCKS; k++)
+			nz += in->i_block[k] != 0;
+		int pick = (int)(txn_random(t) % (uint64_t)nz);
+		slot = 0;
+		for (int k = 0; k < EXT2_NDIR_BLOCKS; k++)
+			if (in->i_block[k] && pick-- == 0) {
+				slot = k;
+				break;
+			}
+		blk64_t to = t->ckind == CK_PTR_USED ? block_in_use_elsewhere(t, (ext2_ino_t)c->aux)
+			   : t->ckind == CK_PTR_FREE ? free_block(t)
+			   : ext2fs_block_bitmap_loc(fs, 0);
+		if (!to)
+			to = ext2fs_blocks_count(fs->super) - 1;
+		in->i_block[slot] = (uint32_t)to;
+		fprintf(stderr, "recon-fuse: fault: %s: inode %" PRIu64 " i_block[%d] = %llu\n", what,
+			c->aux, slot, (unsigned long long)to);
+		return;
+	}
+	case CK_IND_PTR: {
+		uint32_t *s = (uint32_t *)p;
+		*s = (uint32_t)ext2fs_inode_bitmap_loc(fs, 0);
+		fprintf(stderr, "recon-fuse: fault: %s: block %" PRIu64 " slot %u = %u\n", what,
+			c->e->blk, c->off / 4, *s);
+		return;
+	}
+	case CK_LINKS:
+		in->i_links_count++;
+		break;
+	case CK_SIZE:
+		if (LINUX_S_ISDIR(in->i_mode))
+			in->i_size += t->bs;
+		else
+			in->i_size = 0;
+		break;
+	case CK_IBLOCKS:
+		in->i_blocks += t->bs / 512;
+		break;
+	case CK_DTIME:
+		in->i_dtime = 1700000000u;
+		break;
+	case CK_MODE:
+		in->i_mode = (uint16_t)((in->i_mode & 07777) |
+					(LINUX_S_ISDIR(in->i_mode) ? LINUX_S_IFREG : LINUX_S_IFDIR));
+		break;
+	case CK_DIRENT_INODE: {
+		ext2_ino_t free_ino = 0;
+		if (ext2fs_new_inode(fs, EXT2_ROOT_INO, 0, NULL, &free_ino) || !free_ino)
+			free_ino = fs->super->s_inodes_count;
+		de->inode = free_ino;
+		fprintf(stderr, "recon-fuse: fault: %s: block %" PRIu64 " entry at %u -> inode %u\n",
+			what, c->e->blk, c->off, free_ino);
+		return;
+	}
+	case CK_DIRENT_RECLEN:
+		de->rec_len = (uint16_t)(de->rec_len + 2);
+		fprintf(stderr, "recon-fuse: fault: %s: block %" PRIu64 " entry at %u\n", what,
+			c->e->blk, c->off);
+		return;
+	case CK_DIRENT_NAMELEN: {
+		unsigned nl = de->name_len & 0xff;
+		unsigned want = de->rec_len - 8u + 1u;
+		nl = want <= 255 ? want : nl + 1 <= 255 ? nl + 1 : nl - 1;
+		de->name_len = (uint16_t)((de->name_len & 0xff00) | nl);
+		fprintf(stderr, "recon-fuse: fault: %s: block %" PRIu64 " entry at %u\n", what,
+			c->e->blk, c->off);
+		return;
+	}
+	case CK_DIRENT_TYPE: {
+		unsigned ft = (unsigned)(de->name_len >> 8);
+		ft = ft == EXT2_FT_DIR ? EXT2_FT_REG_FILE : EXT2_FT_DIR;
+		de->name_len = (uint16_t)((de->name_len & 0xff) | (ft << 8));
+		fprintf(stderr, "recon-fuse: fault: %s: block %" PRIu64 " entry at %u\n", what,
+			c->e->blk, c->off);
+		return;
+	}
+	case CK_DOTDOT:
+		de->inode = de->inode == EXT2_ROOT_INO ? EXT2_GOOD_OLD_FIRST_INO : EXT2_ROOT_INO;
+		fprintf(stderr, "recon-fuse: fault: %s: block %" PRIu64 " .. -> %u\n", what,
+			c->e->blk, de->inode);
+		return;
+	case CK_XATTR_REFCOUNT: {
+		uint32_t *rc = (uint32_t *)p;
+		(*rc)++;
+		fprintf(stderr, "recon-fuse: fault: %s: block %" PRIu64 "\n", what, c->e->blk);
+		return;
+	}
+	case CK_RANDOM:
+		bit = txn_random(t) % ((uint64_t)t->bs * 8);
+		c->e->data[bit / 8] ^= (unsigned char)(1u << (bit % 8));
+		fprintf(stderr, "recon-fuse: fault: %s: block %" PRIu64 " bit %" PRIu64 "\n", what,
+			c->e->blk, bit);
+		return;
+	case CK_NONE:
+		return;
+	}
+	fprintf(stderr, "recon-fuse: fault: %s: inode %" PRIu64 "\n", what, c->aux);
+}
+
+static void maybe_corrupt(struct txn *t)
+{
+	if (t->ckind == CK_NONE || t->cseen >= t->cwhen)
+		return;
+	struct cands c = { 0 };
+	corrupt_candidates(t, &c);
+	if (c.n > 0 && ++t->cseen == t->cwhen)
+		corrupt_apply(t, &c.v[txn_random(t) % c.n]);
+	free(c.v);
+}
+
+/* ---- commit ---- */
+
+/* A transaction closed at a boundary: frozen overlay blocks (sorted) and the
+ * blocks it frees.  Built and retired by the file-system thread; run (check,
+ * log, write home) by the commit thread or, synchronously, by the caller. */
+struct cset {
+	struct ovl_ent **ents;
+	size_t n;
+	struct ovl_ent **hash;      /* lookups for reads while it is in flight */
+	size_t nhash;
+	struct blkset freed;
+	errcode_t result;
+	bool done;                  /* under t->cm */
+};
+
+static int cmp_ent(const void *a, const void *b)
+{
+	const struct ovl_ent *x = *(struct ovl_ent *const *)a, *y = *(struct ovl_ent *const *)b;
+	return x->blk < y->blk ? -1 : x->blk > y->blk;
+}
+
+static struct ovl_ent *cset_find(const struct cset *c, uint64_t blk)
+{
+	if (!c || !c->nhash)
+		return NULL;
+	for (struct ovl_ent *e = c->hash[bs_slot(blk, c->nhash)]; e; e = e->hnext)
+		if (e->blk == blk)
+			return e->dropped ? NULL : e;
+	return NULL;
+}
+
+static void cset_free(struct cset *c)
+{
+	if (!c)
+		return;
+	for (size_t i = 0; i < c->n; i++) {
+		free(c->ents[i]->data);
+		free(c->ents[i]->base);
+		free(c->ents[i]->undo);
+		free(c->ents[i]);
+	}
+	free(c->ents);
+	free(c->hash);
+	blkset_clear(&c->freed);
+	free(c);
+}
+
+static struct ovl_ent *committing_find(struct txn *t, uint64_t blk)
+{
+	return cset_find(t->committing, blk);
+}
+
+/* Flush libext2fs's in-memory bitmaps, descriptors and primary superblock
+ * into the overlay (never the backups: as the kernel, they are left alone). */
+static errcode_t flush_fs_state(struct txn *t)
+{
+	ext2_filsys fs = t->fs;
+	if (!(fs->flags & (EXT2_FLAG_DIRTY | EXT2_FLAG_BB_DIRTY | EXT2_FLAG_IB_DIRTY)))
+		return 0;
+	int saved = fs->flags & EXT2_FLAG_MASTER_SB_ONLY;
+	fs->flags |= EXT2_FLAG_MASTER_SB_ONLY;
+	errcode_t err = ext2fs_flush2(fs, EXT2_FLAG_FLUSH_NO_SYNC);
+	fs->flags = (fs->flags & ~EXT2_FLAG_MASTER_SB_ONLY) | saved;
+	return err;
+}
+
+/* The open transaction is lost (rejected, or built on a rejected or failed
+ * one): nothing of it reaches the disk; libext2fs's in-memory state now runs
+ * ahead of the disk and the caller must re-read it.  ovl_lock held. */
+static void discard(struct txn *t)
+{
+	ovl_clear(t);
+	restore_freed_marks(t);
+	blkset_clear(&t->freed);
+	t->rc->totals.failed = true;
+}
+
+/* Home writes of an approved transaction, in one sorted batch.  Under
+ * ovl_lock, so that a data write racing for a block of it either marks it
+ * dropped first (and it is skipped) or waits until it is home. */
+static errcode_t write_home(struct txn *t, struct cset *c)
+{
+	pthread_mutex_lock(&t->rc->ovl_lock);
+	struct dev_req *reqs = calloc(c->n ? c->n : 1, sizeof(*reqs));
+	if (!reqs) {
+		pthread_mutex_unlock(&t->rc->ovl_lock);
+		return ENOMEM;
+	}
+	size_t n = 0;
+	for (size_t i = 0; i < c->n; i++) {
+		struct ovl_ent *e = c->ents[i];
+		if (e->dropped)
+			continue;
+		reqs[n].write = true;
+		reqs[n].off = e->blk * t->bs;
+		reqs[n].len = t->bs;
+		reqs[n].buf = e->data;
+		n++;
+		/* the cache holds approved contents: it takes the new ones
+		 * (clean: they are written home right here) */
+		rio_cache_update_clean(&t->rc->cache, e->blk, e->data);
+	}
+	errcode_t err = rio_dev_submit(&t->rc->dev, reqs, n);
+	pthread_mutex_unlock(&t->rc->ovl_lock);
+	free(reqs);
+	return err;
+}
+
+/* Check, log, write home, checkpoint.  Runs without ovl_lock (except for
+ * the home writes); touches the checker, the journal and the counters,
+ * which only the thread running commits uses. */
+static errcode_t run_cset(struct txn *t, struct cset *c)
+{
+	struct rio_chan *rc = t->rc;
+	struct txn_totals *tt = &rc->totals;
+	size_t n = c->n;
+	errcode_t err = 0;
+	struct chk_verdict *verdict = NULL;
+	if (t->chk) {
+		struct chk_write *w = calloc(n, sizeof(*w));
+		if (!w) {
+			tt->failed = true;
+			return ENOMEM;
+		}
+		for (size_t i = 0; i < n; i++) {
+			w[i].offset = c->ents[i]->blk * t->bs;
+			w[i].len = t->bs;
+			w[i].data = c->ents[i]->data;
+		}
+		int ret = chk_check(t->chk, w, n, &verdict);
+		free(w);
+		if (ret < 0) {
+			/* the check could not run: not approved */
+			char msg[160];
+			snprintf(msg, sizeof(msg), "checker failed to run: %s\n", strerror(-ret));
+			pthread_mutex_lock(&tt->lock);
+			set_last_violation(tt, msg);
+			pthread_mutex_unlock(&tt->lock);
+			fprintf(stderr, "recon-fuse: %s", msg);
+			tt->failed = true;
+			return EIO;
+		}
+		tt->blocks_checked += n;
+		if (!chk_verdict_ok(verdict)) {
+			record_verdict(t, verdict);
+			if (rio_cfg.on_violation != RIO_ONV_LOG) {
+				chk_verdict_free(verdict);
+				tt->failed = true;
+				return EROFS;
+			}
+			fprintf(stderr, "recon-fuse: on_violation=log: WRITING THE REJECTED TRANSACTION\n");
+		}
+	}
+
+	const void **data = malloc(n * sizeof(*data));
+	uint64_t *blks = malloc(n * sizeof(*blks));
+	uint64_t *revoke = malloc((c->freed.count + 1) * sizeof(*revoke));
+	struct blkset logged = { 0 };
+	if (!data || !blks || !revoke) {
+		err = ENOMEM;
+		goto fail;
+	}
+	for (size_t i = 0; i < n; i++) {
+		data[i] = c->ents[i]->data;
+		blks[i] = c->ents[i]->blk;
+	}
+	if (t->journal) {
+		/* a block logged by this or the previous transaction and freed now
+		 * must not be replayed over what reuses it */
+		size_t nrevoke = 0;
+		for (size_t i = 0; i < c->freed.cap; i++) {
+			uint64_t b = c->freed.slot[i];
+			if (b && (blkset_has(&t->logged_prev, b) || cset_find(c, b)))
+				revoke[nrevoke++] = b;
+		}
+		/* data=ordered: every data write of this transaction has completed
+		 * (rio_data_io waits); jbd_log flushes before its commit block,
+		 * which makes them durable first */
+		err = jbd_log(t->jbd, blks, data, n, revoke, nrevoke);
+		if (err)
+			goto fail;
+		tt->blocks_journalled += n;
+		for (size_t i = 0; i < n && !err; i++)
+			err = blkset_add(&logged, blks[i]);
+		if (err)
+			goto fail;
+	} else {
+		/* write in place: data first, durably */
+		err = rio_dev_flush(&rc->dev);
+		if (err)
+			goto fail;
+	}
+	err = write_home(t, c);
+	if (!err)
+		err = rio_dev_flush(&rc->dev);
+	if (!err && t->journal)
+		err = jbd_checkpointed(t->jbd);
+	if (err)
+		goto fail;
+	if (verdict) {
+		int ret = chk_advance(t->chk, verdict);
+		chk_verdict_free(verdict);
+		verdict = NULL;
+		if (ret < 0) {
+			/* the checker's approved state is lost: it cannot judge the
+			 * next transaction; stop taking writes */
+			fprintf(stderr, "recon-fuse: checker could not advance: %s\n", strerror(-ret));
+			tt->failed = true;
+			err = EIO;
+		}
+	}
+	tt->transactions++;
+	blkset_clear(&t->logged_prev);
+	t->logged_prev = logged;
+	free(data);
+	free(blks);
+	free(revoke);
+	return err;
+fail:
+	/* an I/O error mid-commit: the device (or the log) is in an unknown
+	 * state; what the journal holds is replayed at the next mount */
+	fprintf(stderr, "recon-fuse: commit failed: %s\n", error_message(err));
+	if (verdict)
+		chk_verdict_free(verdict);
+	blkset_clear(&logged);
+	free(data);
+	free(blks);
+	free(revoke);
+	tt->io_failed = true;
+	tt->failed = true;
+	return err;
+}
+
+/* Close the open transaction into a cset (file-system thread, ovl_lock
+ * held).  *out = NULL when there is nothing to commit. */
+static errcode_t prepare(struct txn *t, struct cset **out)
+{
+	*out = NULL;
+	release_freed_marks(t);
+	errcode_t err = flush_fs_state(t);
+	if (err) {
+		discard(t);
+		return err;
+	}
+	/* unchanged rewrites are dropped */
+	size_t n = 0;
+	for (size_t i = 0; i < t->nents; i++)
+		if (ovl_changed(t, t->ents[i]))
+			t->ents[n++] = t->ents[i];
+		else {
+			free(t->ents[i]->data);
+			free(t->ents[i]->base);
+			free(t->ents[i]->undo);
+			free(t->ents[i]);
+		}
+	t->nents = n;
+	/* a commit ends any savepoint */
+	t->sp_gen = 0;
+	t->sp_nfreed = t->sp_nunfreed = 0;
+	if (n == 0) {
+		/* nothing changed on disk: the freed blocks (if any) are free */
+		blkset_clear(&t->freed);
+		if (t->nhash)
+			memset(t->hash, 0, t->nhash * sizeof(*t->hash));
+		t->opened_ns = 0;
+		return 0;
+	}
+	if (t->journal && n > jbd_max_transaction_blocks(t->jbd)) {
+		fprintf(stderr, "recon-fuse: transaction of %zu blocks exceeds the journal's limit of %u\n",
+			n, jbd_max_transaction_blocks(t->jbd));
+		discard(t);
+		return EFBIG;
+	}
+	maybe_corrupt(t);
+	qsort(t->ents, n, sizeof(*t->ents), cmp_ent);
+
+	struct cset *c = calloc(1, sizeof(*c));
+	if (!c) {
+		discard(t);
+		return ENOMEM;
+	}
+	/* the overlay's arrays move into the cset; the open transaction
+	 * starts empty */
+	c->ents = t->ents;
+	c->n = n;
+	c->hash = t->hash;
+	c->nhash = t->nhash;
+	memset(c->hash, 0, c->nhash * sizeof(*c->hash));
+	for (size_t i = 0; i < n; i++) {
+		size_t s = bs_slot(c->ents[i]->blk, c->nhash);
+		c->ents[i]->hnext = c->hash[s];
+		c->hash[s] = c->ents[i];
+	}
+	c->freed = t->freed;
+	memset(&t->freed, 0, sizeof(t->freed));
+	t->ents = NULL;
+	t->nents = t->capents = 0;
+	t->hash = NULL;
+	t->nhash = 0;
+	t->opened_ns = 0;
+	/* what it frees stays allocated in memory until it is durable */
+	for (size_t i = 0; i < c->freed.cap; i++)
+		if (c->freed.slot[i])
+			ext2fs_mark_block_bitmap2(t->fs->block_map, c->freed.slot[i]);
+	*out = c;
+	return 0;
+}
+
+static void wait_cset(struct txn *t, struct cset *c)
+{
+	pthread_mutex_lock(&t->cm);
+	while (!c->done)
+		pthread_cond_wait(&t->cv, &t->cm);
+	pthread_mutex_unlock(&t->cm);
+}
+
+/* The committing transaction finished (file-system thread): its freed
+ * blocks become allocatable; if it failed, what was built on it goes too. */
+static errcode_t retire(struct txn *t)
+{
+	struct cset *c = t->committing;
+	if (!c)
+		return 0;
+	wait_cset(t, c);
+	pthread_mutex_lock(&t->rc->ovl_lock);
+	errcode_t err = c->result;
+	if (!err) {
+		for (size_t i = 0; i < c->freed.cap; i++)
+			if (c->freed.slot[i])
+				ext2fs_unmark_block_bitmap2(t->fs->block_map, c->freed.slot[i]);
+	} else {
+		discard(t);
+	}
+	t->committing = NULL;
+	cset_free(c);
+	pthread_mutex_unlock(&t->rc->ovl_lock);
+	return err;
+}
+
+static bool cset_done(struct txn *t, struct cset *c)
+{
+	pthread_mutex_lock(&t->cm);
+	bool d = c->done;
+	pthread_mutex_unlock(&t->cm);
+	return d;
+}
+
+static void *commit_thread(void *arg)
+{
+	struct txn *t = arg;
+	pthread_mutex_lock(&t->cm);
+	for (;;) {
+		while (!t->queued && !t->stop)
+			pthread_cond_wait(&t->cv, &t->cm);
+		if (!t->queued)
+			break;
+		struct cset *c = t->queued;
+		t->queued = NULL;
+		pthread_mutex_unlock(&t->cm);
+		errcode_t err = run_cset(t, c);
+		pthread_mutex_lock(&t->cm);
+		c->result = err;
+		c->done = true;
+		pthread_cond_broadcast(&t->cv);
+	}
+	pthread_mutex_unlock(&t->cm);
+	return NULL;
+}
+
+/* Commit the open transaction.  Waits for the one in flight first (one
+ * committing transaction at a time, as jbd).  With `wait` (or without a
+ * commit thread) it runs here and is durable on return; otherwise the
+ * commit thread runs it while the next transaction builds. */
+static errcode_t commit(struct txn *t, bool wait)
+{
+	struct rio_chan *rc = t->rc;
+	errcode_t err = retire(t);
+	if (err)
+		return err;
+	struct cset *c;
+	pthread_mutex_lock(&rc->ovl_lock);
+	err = prepare(t, &c);
+	pthread_mutex_unlock(&rc->ovl_lock);
+	if (err)
+		return err;
+	if (!c)
+		/* fsync of data alone: nothing to log, but the data must be durable */
+		return wait ? rio_dev_flush(&rc->dev) : 0;
+	t->committing = c;
+	if (t->thread_running && !wait) {
+		pthread_mutex_lock(&t->cm);
+		t->queued = c;
+		pthread_cond_broadcast(&t->cv);
+		pthread_mutex_unlock(&t->cm);
+		return 0;
+	}
+	err = run_cset(t, c);
+	pthread_mutex_lock(&t->cm);
+	c->result = err;
+	c->done = true;
+	pthread_mutex_unlock(&t->cm);
+	return retire(t);
+}
+
+/* ---- public calls ---- */
+
+static struct rio_chan *chan_of_fs(ext2_filsys fs)
+{
+	if (!fs || !fs->io || fs->io->magic != EXT2_ET_MAGIC_IO_CHANNEL ||
+	    fs->io->manager != rio_io_manager)
+		return NULL;
+	return rio_chan_of(fs->io);
+}
+
+static int approved_read_cb(void *ctx, uint64_t offset, void *buf, size_t len)
+{
+	errcode_t err = rio_approved_read(ctx, offset, len, buf);
+	if (!err)
+		return 0;
+	return err < 256 ? -(int)err : -EIO;
+}
+
+void rio_txn_free(struct txn *t)
+{
+	if (!t)
+		return;
+	if (t->thread_running) {
+		/* the thread runs what is queued before it stops */
+		pthread_mutex_lock(&t->cm);
+		t->stop = true;
+		pthread_cond_broadcast(&t->cv);
+		pthread_mutex_unlock(&t->cm);
+		pthread_join(t->thread, NULL);
+		t->thread_running = false;
+	}
+	cset_free(t->committing);
+	t->committing = NULL;
+	pthread_mutex_destroy(&t->cm);
+	pthread_cond_destroy(&t->cv);
+	ovl_clear(t);
+	free(t->ents);
+	free(t->hash);
+	blkset_clear(&t->freed);
+	blkset_clear(&t->logged_prev);
+	free(t->sp_freed);
+	free(t->sp_unfreed);
+	if (t->jbd)
+		jbd_close(t->jbd);
+	if (t->chk) {
+		struct chk_stats cs;
+		chk_get_stats(t->chk, &cs);
+		t->rc->totals.chk_cpu_ns += cs.cpu_ns;
+		t->rc->totals.chk_hits += cs.cache_hits;
+		t->rc->totals.chk_misses += cs.cache_misses;
+		chk_detach(t->chk);
+	}
+	if (t->fs && t->fs->io && t->fs->io->private_data == t->rc) {
+		ext2fs_set_block_alloc_stats_callback(t->fs, t->old_stats, NULL);
+		ext2fs_set_block_alloc_stats_range_callback(t->fs, t->old_stats_range, NULL);
+	}
+	free(t);
+}
+
+void rio_txn_totals_free(struct txn_totals *tt)
+{
+	for (size_t i = 0; i < tt->nviol; i++) {
+		free(tt->viol[i].invariant);
+		for (size_t r = 0; r < tt->viol[i].nrecords; r++)
+			free(tt->viol[i].records[r]);
+		free(tt->viol[i].records);
+	}
+	free(tt->viol);
+	free(tt->last_violation);
+	pthread_mutex_destroy(&tt->lock);
+	memset(tt, 0, sizeof(*tt));
+}
+
+errcode_t rio_txn_attach(ext2_filsys fs)
+{
+	struct rio_chan *rc = chan_of_fs(fs);
+	if (!rc)
+		return EXT2_ET_MAGIC_IO_CHANNEL;
+	if (rc->txn)
+		return EXT2_ET_INVALID_ARGUMENT;
+	if (!(rc->flags & IO_FLAG_RW) || !(fs->flags & EXT2_FLAG_RW))
+		return EXT2_ET_RO_FILSYS;
+	if (fs->blocksize != (unsigned)fs->io->block_size)
+		return EXT2_ET_INVALID_ARGUMENT;
+	if (!fs->block_map) {
+		errcode_t err = ext2fs_read_bitmaps(fs);
+		if (err)
+			return err;
+	}
+	struct txn *t = calloc(1, sizeof(*t));
+	if (!t)
+		return ENOMEM;
+	t->fs = fs;
+	t->rc = rc;
+	t->bs = fs->blocksize;
+	pthread_mutex_init(&t->cm, NULL);
+	pthread_cond_init(&t->cv, NULL);
+	t->rng = rio_cfg.fault_seed * 0xD1B54A32D192ED03ull + 0x8CB92BA72F3D8DD7ull;
+	errcode_t err = parse_corrupt(t, rio_cfg.fault_corrupt);
+	if (err) {
+		fprintf(stderr, "recon-fuse: bad fault_corrupt '%s'\n", rio_cfg.fault_corrupt);
+		rio_txn_free(t);
+		return err;
+	}
+
+	/* what libext2fs wrote before (orphan processing, recovery) is the
+	 * approved base: make it durable */
+	err = rio_flush_device(fs->io);
+	if (err)
+		goto fail;
+
+	t->journal = rio_cfg.journal && ext2fs_has_feature_journal(fs->super) &&
+		     fs->super->s_journal_inum != 0;
+	if (t->journal) {
+		char msg[256] = "";
+		rio_jbd_dev_init(&t->jctx, &t->jdev, rc, fs->blocksize);
+		err = jbd_open(fs, &t->jdev, &t->jbd, msg, sizeof(msg));
+		if (err) {
+			fprintf(stderr, "recon-fuse: journal: %s\n", msg[0] ? msg : error_message(err));
+			goto fail;
+		}
+		if (jbd_needs_recovery(t->jbd)) {
+			fprintf(stderr, "recon-fuse: the journal needs recovery; replay it before attaching\n");
+			err = EXT2_ET_UNSUPP_FEATURE;
+			goto fail;
+		}
+		uint32_t jmax = jbd_max_transaction_blocks(t->jbd);
+		t->max_blocks = rio_cfg.max_transaction_blocks ? rio_cfg.max_transaction_blocks
+							       : jmax / 4;
+		if (t->max_blocks > jmax)
+			t->max_blocks = jmax;
+		if (t->max_blocks == 0)
+			t->max_blocks = 1;
+	} else {
+		t->max_blocks = rio_cfg.max_transaction_blocks ? rio_cfg.max_transaction_blocks : 8192;
+	}
+
+	/* mark the file system mounted, durably, before anything is logged */
+	t->was_valid = fs->super->s_state & EXT2_VALID_FS;
+	if (t->journal) {
+		err = rio_raw_sb_update(rc, EXT3_FEATURE_INCOMPAT_RECOVER, 0, 0, 0);
+		fs->super->s_feature_incompat |= EXT3_FEATURE_INCOMPAT_RECOVER;
+	} else {
+		err = rio_raw_sb_update(rc, 0, 0, 0, EXT2_VALID_FS);
+		fs->super->s_state &= (uint16_t)~EXT2_VALID_FS;
+	}
+	if (err)
+		goto fail;
+	/* libext2fs compares against orig_super to write only what changed:
+	 * keep it equal to the disk */
+	if (fs->orig_super)
+		memcpy(fs->orig_super, fs->super, SUPERBLOCK_SIZE);
+
+	if (rio_cfg.checker) {
+		char msg[256] = "";
+		struct chk_options opt = { .cache_bytes = (size_t)rio_cfg.checker_cache_mb << 20 };
+		int ret = chk_attach(&t->chk, approved_read_cb, rc, &opt, msg, sizeof(msg));
+		if (ret < 0) {
+			fprintf(stderr, "recon-fuse: checker: %s\n", msg[0] ? msg : strerror(-ret));
+			t->chk = NULL;
+			err = (errcode_t)-ret;
+			goto unmark;
+		}
+	}
+
+	if (rio_cfg.async_commit) {
+		int ret = pthread_create(&t->thread, NULL, commit_thread, t);
+		if (ret) {
+			err = (errcode_t)ret;
+			goto unmark;
+		}
+		t->thread_running = true;
+	}
+	ext2fs_set_block_alloc_stats_callback(fs, block_stats_cb, &t->old_stats);
+	ext2fs_set_block_alloc_stats_range_callback(fs, block_stats_range_cb, &t->old_stats_range);
+	rc->txn = t;
+	return 0;
+unmark:
+	if (t->journal) {
+		if (!rio_raw_sb_update(rc, 0, EXT3_FEATURE_INCOMPAT_RECOVER, 0, 0))
+			fs->super->s_feature_incompat &= ~EXT3_FEATURE_INCOMPAT_RECOVER;
+	} else if (t->was_valid && !rio_raw_sb_update(rc, 0, 0, EXT2_VALID_FS, 0)) {
+		fs->super->s_state |= EXT2_VALID_FS;
+	}
+	if (fs->orig_super)
+		memcpy(fs->orig_super, fs->super, SUPERBLOCK_SIZE);
+fail:
+	rio_txn_free(t);
+	return err;
+}
+
+errcode_t rio_txn_boundary(ext2_filsys fs, bool force)
+{
+	struct rio_chan *rc = chan_of_fs(fs);
+	if (!rc)
+		return EXT2_ET_MAGIC_IO_CHANNEL;
+	struct txn *t = rc->txn;
+	if (!t)
+		return EXT2_ET_INVALID_ARGUMENT;
+	if (rio_dev_crashed(&rc->dev))
+		rc->totals.io_failed = true;
+	/* a commit that finished in the background: retire it now */
+	errcode_t err = 0;
+	if (t->committing && cset_done(t, t->committing))
+		err = retire(t);
+	if (rc->totals.failed || rc->totals.io_failed) {
+		retire(t);
+		pthread_mutex_lock(&rc->ovl_lock);
+		discard(t);
+		pthread_mutex_unlock(&rc->ovl_lock);
+		return rc->totals.io_failed ? EIO : err ? err : EROFS;
+	}
+	if (!force) {
+		bool old = t->opened_ns && rio_cfg.commit_interval_ms &&
+			   now_ns() - t->opened_ns > (uint64_t)rio_cfg.commit_interval_ms * 1000000ull;
+		bool big = t->nents > t->max_blocks;
+		bool state = fs->flags & (EXT2_FLAG_DIRTY | EXT2_FLAG_BB_DIRTY | EXT2_FLAG_IB_DIRTY);
+		if (!old && !big)
+			return 0;
+		if (t->nents == 0 && !state)
+			return 0;
+	}
+	return commit(t, force);
+}
+
+errcode_t rio_txn_room(io_channel ch, size_t *used, size_t *limit)
+{
+	if (!ch || ch->magic != EXT2_ET_MAGIC_IO_CHANNEL || ch->manager != rio_io_manager)
+		return EXT2_ET_MAGIC_IO_CHANNEL;
+	struct txn *t = rio_chan_of(ch)->txn;
+	if (!t)
+		return EXT2_ET_INVALID_ARGUMENT;
+	ext2_filsys fs = t->fs;
+	/* the flush at commit may add every bitmap, the descriptors and the
+	 * superblock */
+	size_t flush_blocks = 2 * (size_t)fs->group_desc_count + fs->desc_blocks + 1;
+	size_t hard = t->journal ? jbd_max_transaction_blocks(t->jbd) : SIZE_MAX / 2;
+	*used = t->nents;
+	*limit = hard > 2 * flush_blocks ? hard - flush_blocks : hard / 2;
+	return 0;
+}
+
+errcode_t rio_txn_savepoint(io_channel ch)
+{
+	if (!ch || ch->magic != EXT2_ET_MAGIC_IO_CHANNEL || ch->manager != rio_io_manager)
+		return EXT2_ET_MAGIC_IO_CHANNEL;
+	struct txn *t = rio_chan_of(ch)->txn;
+	if (!t)
+		return EXT2_ET_INVALID_ARGUMENT;
+	pthread_mutex_lock(&t->rc->ovl_lock);
+	t->sp_gen = ++t->sp_next;
+	t->sp_nfreed = t->sp_nunfreed = 0;
+	t->sp_lost = false;
+	pthread_mutex_unlock(&t->rc->ovl_lock);
+	return 0;
+}
+
+errcode_t rio_txn_rollback(io_channel ch)
+{
+	if (!ch || ch->magic != EXT2_ET_MAGIC_IO_CHANNEL || ch->manager != rio_io_manager)
+		return EXT2_ET_MAGIC_IO_CHANNEL;
+	struct rio_chan *rc = rio_chan_of(ch);
+	struct txn *t = rc->txn;
+	if (!t || !t->sp_gen)
+		return EXT2_ET_INVALID_ARGUMENT;
+	pthread_mutex_lock(&rc->ovl_lock);
+	errcode_t err = 0;
+	if (t->sp_lost) {
+		/* cannot restore exactly: drop the whole open transaction */
+		discard(t);
+		err = EROFS;
+	} else {
+		for (size_t i = 0; i < t->nents;) {
+			struct ovl_ent *e = t->ents[i];
+			if (e->created_gen == t->sp_gen) {
+				ovl_remove(t, e);   /* moves the last entry to i */
+				continue;
+			}
+			if (e->undo_gen == t->sp_gen) {
+				memcpy(e->data, e->undo, t->bs);
+				e->undo_gen = 0;
+			}
+			i++;
+		}
+		for (size_t i = 0; i < t->sp_nfreed; i++)
+			blkset_remove(&t->freed, t->sp_freed[i]);
+		for (size_t i = 0; i < t->sp_nunfreed; i++)
+			if (blkset_add(&t->freed, t->sp_unfreed[i]))
+				err = ENOMEM;
+		if (t->nents == 0)
+			t->opened_ns = 0;
+	}
+	t->sp_gen = 0;
+	t->sp_nfreed = t->sp_nunfreed = 0;
+	pthread_mutex_unlock(&rc->ovl_lock);
+	return err;
+}
+
+bool rio_txn_failed(io_channel ch)
+{
+	if (!ch || ch->magic != EXT2_ET_MAGIC_IO_CHANNEL || ch->manager != rio_io_manager)
+		return false;
+	struct rio_chan *rc = rio_chan_of(ch);
+	return rc->totals.failed || rio_dev_crashed(&rc->dev);
+}
+
+const char *rio_txn_last_violation(io_channel ch)
+{
+	if (!ch || ch->magic != EXT2_ET_MAGIC_IO_CHANNEL || ch->manager != rio_io_manager)
+		return NULL;
+	return rio_chan_of(ch)->totals.last_violation;
+}
+
+errcode_t rio_txn_detach(ext2_filsys fs)
+{
+	struct rio_chan *rc = chan_of_fs(fs);
+	if (!rc)
+		return EXT2_ET_MAGIC_IO_CHANNEL;
+	struct txn *t = rc->txn;
+	if (!t)
+		return EXT2_ET_INVALID_ARGUMENT;
+	errcode_t err = retire(t);
+	if (!rc->totals.failed)
+		err = commit(t, true);
+	bool failed = rc->totals.failed;
+	if (failed) {
+		pthread_mutex_lock(&rc->ovl_lock);
+		discard(t);
+		pthread_mutex_unlock(&rc->ovl_lock);
+	}
+	bool journal = t->journal, was_valid = t->was_valid;
+	pthread_mutex_lock(&rc->ovl_lock);
+	rc->txn = NULL;
+	pthread_mutex_unlock(&rc->ovl_lock);
+	rio_txn_free(t);
+	/* libext2fs's close must not rewrite the superblock unchecked, nor write
+	 * its in-memory state (unapproved after a rejection) */
+	rc->hide_write_stats = true;
+	if (err || failed)
+		fs->flags &= ~(EXT2_FLAG_DIRTY | EXT2_FLAG_BB_DIRTY | EXT2_FLAG_IB_DIRTY);
+	if (rc->totals.io_failed || rio_dev_crashed(&rc->dev)) {
+		/* the disk state is unknown: leave needs_recovery / !VALID_FS */
+		return err ? err : EIO;
+	}
+	/* Clean: the log is checkpointed and empty.  A rejected transaction
+	 * never reached the disk and everything approved is home: the disk is
+	 * consistent and is marked clean too. */
+	errcode_t merr;
+	if (journal) {
+		merr = rio_raw_sb_update(rc, 0, EXT3_FEATURE_INCOMPAT_RECOVER, 0, 0);
+		fs->super->s_feature_incompat &= ~EXT3_FEATURE_INCOMPAT_RECOVER;
+	} else if (was_valid) {
+		merr = rio_raw_sb_update(rc, 0, 0, EXT2_VALID_FS, 0);
+		fs->super->s_state |= EXT2_VALID_FS;
+	} else {
+		merr = 0;   /* it was not clean when we found it: e2fsck's to judge */
+	}
+	if (fs->orig_super)
+		memcpy(fs->orig_super, fs->super, SUPERBLOCK_SIZE);
+	if (err)
+		return err;
+	if (failed)
+		return EROFS;
+	return merr;
+}
+
+static void json_string(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+		if (ch == '"' || ch == '\\')
+			fprintf(f, "\\%c", ch);
+		else if (ch < 0x20)
+			fprintf(f, "\\u%04x", ch);
+		else
+			fputc(ch, f);
+	}
+	fputc('"', f);
+}
+
+errcode_t rio_write_stats(io_channel ch, const char *path)
+{
+	if (!ch || ch->magic != EXT2_ET_MAGIC_IO_CHANNEL || ch->manager != rio_io_manager)
+		return EXT2_ET_MAGIC_IO_CHANNEL;
+	struct rio_chan *rc = rio_chan_of(ch);
+	struct txn_totals *tt = &rc->totals;
+	struct rio_stats st;
+	errcode_t err = rio_get_stats(ch, &st);
+	if (err)
+		return err;
+	uint64_t cpu_ns = tt->chk_cpu_ns, hits = tt->chk_hits, misses = tt->chk_misses;
+	if (rc->txn && rc->txn->committing)
+		wait_cset(rc->txn, rc->txn->committing);   /* the checker is not shared */
+	if (rc->txn && rc->txn->chk) {
+		struct chk_stats cs;
+		chk_get_stats(rc->txn->chk, &cs);
+		cpu_ns += cs.cpu_ns;
+		hits += cs.cache_hits;
+		misses += cs.cache_misses;
+	}
+	struct rusage ru;
+	long peak = getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : 0;
+	FILE *f = fopen(path, "w");
+	if (!f)
+		return errno;
+	fprintf(f, "{\n  \"transactions\": %" PRIu64 ",\n", tt->transactions);
+	fprintf(f, "  \"device_writes\": %" PRIu64 ",\n  \"device_reads\": %" PRIu64 ",\n",
+		st.device_writes, st.device_reads);
+	fprintf(f, "  \"bytes_written\": %" PRIu64 ",\n  \"bytes_read\": %" PRIu64 ",\n",
+		st.bytes_written, st.bytes_read);
+	fprintf(f, "  \"flushes\": %" PRIu64 ",\n", st.flushes);
+	fprintf(f, "  \"blocks_checked\": %" PRIu64 ",\n  \"blocks_journalled\": %" PRIu64 ",\n",
+		tt->blocks_checked, tt->blocks_journalled);
+	fprintf(f, "  \"violations\": [");
+	for (size_t i = 0; i < tt->nviol; i++) {
+		fprintf(f, "%s\n    {\"invariant\": ", i ? "," : "");
+		json_string(f, tt->viol[i].invariant);
+		fprintf(f, ", \"records\": [");
+		for (size_t r = 0; r < tt->viol[i].nrecords; r++) {
+			if (r)
+				fprintf(f, ", ");
+			json_string(f, tt->viol[i].records[r]);
+		}
+		fprintf(f, "]}");
+	}
+	fprintf(f, "%s],\n", tt->nviol ? "\n  " : "");
+	fprintf(f, "  \"checker_cpu_seconds\": %.6f,\n", (double)cpu_ns / 1e9);
+	fprintf(f, "  \"checker_cache_hit_rate\": %.6f,\n",
+		hits + misses ? (double)hits / (double)(hits + misses) : 0.0);
+	fprintf(f, "  \"block_cache_hit_rate\": %.6f,\n",
+		st.cache_hits + st.cache_misses
+			? (double)st.cache_hits / (double)(st.cache_hits + st.cache_misses) : 0.0);
+	fprintf(f, "  \"peak_rss_kb\": %ld\n}\n", peak);
+	if (ferror(f)) {
+		fclose(f);
+		return EIO;
+	}
+	if (fclose(f) != 0)
+		return errno;
+	return 0;
+}

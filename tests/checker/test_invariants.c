@@ -1,0 +1,684 @@
+/*
+ * tests/checker/test_invariants.c - one test per invariant of checker/.
+ *
+ *   test_invariants INV_ID   break the invariant (debugfs edits or raw block
+ *                            edits on a copy of a small mke2fs -t ext3 image,
+ *                            1 KiB and 4 KiB blocks) and expect a rejection
+ *                            naming INV_ID; then run a chain of legitimate
+ *                            libext2fs (debugfs) transitions, each checked
+ *                            against the advanced state, and expect approval.
+ *   test_invariants --format checks the record grammar.
+ *
+ * The edits use libext2fs and debugfs only to make images; the decision is
+ * the checker's alone.  Exit 0 pass, 1 fail, 77 skip (no mke2fs/debugfs).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <ext2fs/ext2fs.h>
+
+#include "checker.h"
+
+static char dir[64];
+static int failures;
+
+#define FAIL(...) do { fprintf(stderr, "FAIL: " __VA_ARGS__); fputc('\n', stderr); failures++; } while (0)
+
+static int run(const char *cmd)
+{
+	int r = system(cmd);
+	return WIFEXITED(r) ? WEXITSTATUS(r) : -1;
+}
+
+static uint8_t *slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	fseek(f, 0, SEEK_END);
+	long n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	uint8_t *b = malloc((size_t)n);
+	if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
+		free(b);
+		b = NULL;
+	}
+	fclose(f);
+	*len = (size_t)n;
+	return b;
+}
+
+struct mem { const uint8_t *p; size_t n; };
+static int mem_read(void *ctx, uint64_t off, void *buf, size_t len)
+{
+	const struct mem *m = ctx;
+	if (off + len > m->n)
+		return -EIO;
+	memcpy(buf, m->p + off, len);
+	return 0;
+}
+
+/* Check after against the state in fs; split differing blocks into 1 KiB
+ * writes when `partial` (exercises overlaying on the approved contents). */
+static struct chk_verdict *check_pair(struct chk_fs *fs, const uint8_t *a, const uint8_t *b, size_t n,
+				      bool partial)
+{
+	uint32_t bs = chk_block_size(fs);
+	size_t cap = 64, nw = 0;
+	struct chk_write *w = malloc(cap * sizeof(*w));
+	for (size_t off = 0; off < n; off += bs) {
+		if (!memcmp(a + off, b + off, bs))
+			continue;
+		uint32_t step = partial ? 1024 : bs;
+		for (uint32_t k = 0; k < bs; k += step) {
+			if (partial && !memcmp(a + off + k, b + off + k, step))
+				continue;
+			if (nw == cap)
+				w = realloc(w, (cap *= 2) * sizeof(*w));
+			w[nw++] = (struct chk_write){ off + k, step, b + off + k };
+		}
+	}
+	struct chk_verdict *v = NULL;
+	int r = chk_check(fs, w, nw, &v);
+	free(w);
+	if (r) {
+		FAIL("chk_check: %s", strerror(-r));
+		return NULL;
+	}
+	return v;
+}
+
+static bool has_violation(const struct chk_verdict *v, const char *id)
+{
+	for (size_t i = 0; i < chk_verdict_nviolations(v); i++)
+		if (!strcmp(chk_verdict_violation(v, i)->inv->id, id))
+			return true;
+	return false;
+}
+
+static void dump(const struct chk_verdict *v)
+{
+	char buf[512];
+	for (size_t i = 0; i < chk_verdict_nviolations(v); i++) {
+		const struct chk_violation *x = chk_verdict_violation(v, i);
+		fprintf(stderr, "   %s: %s\n", x->inv->id, x->detail);
+	}
+	for (size_t i = 0; i < chk_verdict_nrecords(v) && i < 40; i++) {
+		chk_record_format(chk_verdict_record(v, i), buf, sizeof(buf));
+		fprintf(stderr, "     %s\n", buf);
+	}
+}
+
+/* ------------------------------------------------------------ images */
+
+static const char *base_cmds =
+	"mkdir d\nmkdir d/sub\nmkdir h\nwrite /etc/services d/f\nwrite /etc/hostname d/g\n"
+	"symlink sl /target/x\nmknod fifo p\nea_set -f %s/big.txt d/g user.big\ncd h\n";
+
+static int make_base(uint32_t bs, char *path)
+{
+	char cmd[4096];
+	snprintf(path, 512, "%s/base%u.img", dir, bs);
+	snprintf(cmd, sizeof(cmd), "head -c 600 /dev/urandom | base64 -w0 > %s/big.txt", dir);
+	if (run(cmd))
+		return -1;
+	char cf[512];
+	snprintf(cf, sizeof(cf), "%s/cmds", dir);
+	FILE *f = fopen(cf, "w");
+	if (!f)
+		return -1;
+	fprintf(f, base_cmds, dir);
+	int nent = bs == 1024 ? 120 : 200;
+	for (int i = 0; i < nent; i++)
+		fprintf(f, "mknod entry_with_a_rather_long_name_number_%d p\n", i);
+	fclose(f);
+	snprintf(cmd, sizeof(cmd),
+		 "mke2fs -q -F -t ext3 -b %u -N 256 %s 16M >/dev/null 2>&1 && debugfs -w -f %s %s >/dev/null 2>&1"
+		 " && { e2fsck -fyD %s >/dev/null 2>&1; [ $? -le 1 ]; } && e2fsck -fn %s >/dev/null 2>&1",
+		 bs, path, cf, path, path, path);
+	return run(cmd) ? -1 : 0;
+}
+
+static int debugfs_cmds(const char *img, const char *cmds)
+{
+	char cf[512], cmd[4096];
+	snprintf(cf, sizeof(cf), "%s/edit", dir);
+	FILE *f = fopen(cf, "w");
+	if (!f)
+		return -1;
+	fputs(cmds, f);
+	fclose(f);
+	snprintf(cmd, sizeof(cmd), "debugfs -w -f %s %s >/dev/null 2>&1", cf, img);
+	return run(cmd);
+}
+
+/* ------------------------------------------------------------ raw edits */
+
+enum raw {
+	R_NONE, R_BACKUP_SB, R_RGDT, R_PADDING, R_FTYPE, R_TILING, R_NAME, R_UNIQUE, R_DOT, R_DOTDOT,
+	R_XREF, R_XMAGIC, R_HROOT, R_HNODE, R_ZERO_BOOT, R_LOOP
+};
+
+struct facts;
+static unsigned facts_dir_ino(const struct facts *x);
+
+static int with_fs(const char *img, ext2_filsys *fs)
+{
+	return ext2fs_open(img, EXT2_FLAG_RW, 0, 0, unix_io_manager, fs) ? -1 : 0;
+}
+
+static int inode_of(ext2_filsys fs, const char *path, ext2_ino_t *ino, struct ext2_inode *in)
+{
+	if (ext2fs_namei(fs, EXT2_ROOT_INO, EXT2_ROOT_INO, path, ino))
+		return -1;
+	return ext2fs_read_inode(fs, *ino, in) ? -1 : 0;
+}
+
+/* find the entry `name` in dir's block 0; returns its offset or -1 */
+static int find_entry(ext2_filsys fs, uint8_t *blk, const char *name)
+{
+	for (unsigned off = 0; off < fs->blocksize;) {
+		struct ext2_dir_entry_2 *e = (void *)(blk + off);
+		if (e->rec_len < 8)
+			return -1;
+		if (e->inode && e->name_len == strlen(name) && !memcmp(e->name, name, e->name_len))
+			return (int)off;
+		off += e->rec_len;
+	}
+	return -1;
+}
+
+static int raw_edit(const char *img, enum raw what, const struct facts *x)
+{
+	ext2_filsys fs;
+	if (what == R_NONE)
+		return 0;
+	if (with_fs(img, &fs))
+		return -1;
+	uint8_t *b = malloc(fs->blocksize);
+	ext2_ino_t ino;
+	struct ext2_inode in;
+	blk_t blk = 0;
+	int off, r = -1;
+	switch (what) {
+	case R_BACKUP_SB:
+		blk = fs->super->s_first_data_block + fs->super->s_blocks_per_group;
+		if (io_channel_read_blk(fs->io, blk, 1, b))
+			break;
+		((struct ext2_super_block *)(b + (blk == 0 ? 1024 : 0)))->s_blocks_per_group ^= 8;
+		r = 0;
+		break;
+	case R_RGDT:
+		blk = fs->super->s_first_data_block + 1 + fs->desc_blocks;
+		if (io_channel_read_blk(fs->io, blk, 1, b))
+			break;
+		b[100] ^= 0x40;
+		r = 0;
+		break;
+	case R_PADDING:
+		blk = ext2fs_block_bitmap_loc(fs, fs->group_desc_count - 1);
+		if (io_channel_read_blk(fs->io, blk, 1, b))
+			break;
+		b[fs->blocksize - 1] &= 0x7f;
+		r = 0;
+		break;
+	case R_FTYPE: case R_TILING: case R_NAME: case R_UNIQUE: case R_DOT:
+		if (inode_of(fs, "d", &ino, &in))
+			break;
+		blk = in.i_block[0];
+		if (io_channel_read_blk(fs->io, blk, 1, b))
+			break;
+		off = find_entry(fs, b, what == R_DOT ? "." : what == R_NAME ? "f" : "g");
+		if (off < 0)
+			break;
+		{
+			struct ext2_dir_entry_2 *e = (void *)(b + off);
+			if (what == R_FTYPE) e->file_type = EXT2_FT_DIR;
+			if (what == R_TILING) e->rec_len = 10;
+			if (what == R_NAME) e->name[0] = '/';
+			if (what == R_UNIQUE) e->name[0] = 'f';
+			if (what == R_DOT) e->inode = EXT2_ROOT_INO;
+		}
+		r = 0;
+		break;
+	case R_DOTDOT:
+		if (inode_of(fs, "d/sub", &ino, &in))
+			break;
+		blk = in.i_block[0];
+		if (io_channel_read_blk(fs->io, blk, 1, b))
+			break;
+		off = find_entry(fs, b, "..");
+		if (off < 0)
+			break;
+		((struct ext2_dir_entry_2 *)(b + off))->inode = EXT2_ROOT_INO;
+		r = 0;
+		break;
+	case R_XREF: case R_XMAGIC:
+		if (inode_of(fs, "d/g", &ino, &in) || !in.i_file_acl)
+			break;
+		blk = in.i_file_acl;
+		if (io_channel_read_blk(fs->io, blk, 1, b))
+			break;
+		if (what == R_XREF)
+			((struct ext2_ext_attr_header *)b)->h_refcount = 3;
+		else
+			((struct ext2_ext_attr_header *)b)->h_magic = 0x1234;
+		r = 0;
+		break;
+	case R_HROOT: case R_HNODE:
+		if (inode_of(fs, "h", &ino, &in) || !(in.i_flags & EXT2_INDEX_FL))
+			break;
+		blk = in.i_block[0];
+		if (io_channel_read_blk(fs->io, blk, 1, b))
+			break;
+		if (what == R_HROOT)
+			((struct ext2_dx_root_info *)(b + 24))->hash_version = 9;
+		else
+			((struct ext2_dx_countlimit *)(b + 32))->count = 0;
+		r = 0;
+		break;
+	case R_LOOP:           /* d's '..' names d/sub: d becomes its own ancestor */
+		ino = facts_dir_ino(x);
+		if (ext2fs_read_inode(fs, ino, &in))
+			break;
+		blk = in.i_block[0];
+		if (io_channel_read_blk(fs->io, blk, 1, b))
+			break;
+		off = find_entry(fs, b, "..");
+		if (off < 0 || inode_of(fs, "d/sub", &ino, &in) == 0)
+			break;         /* d must be unlinked from / by the debugfs part */
+		{
+			struct ext2_dir_entry_2 *dd = (void *)(b + off), *dot = (void *)b;
+			ext2_ino_t sub;
+			/* d/sub is found through d's own block: scan it for "sub" */
+			int so = find_entry(fs, b, "sub");
+			if (so < 0)
+				break;
+			sub = ((struct ext2_dir_entry_2 *)(b + so))->inode;
+			(void)dot;
+			dd->inode = sub;
+		}
+		r = 0;
+		break;
+	case R_ZERO_BOOT:
+		blk = 0;
+		if (io_channel_read_blk(fs->io, blk, 1, b))
+			break;
+		b[10] ^= 1;
+		r = 0;
+		break;
+	case R_NONE:
+		break;
+	}
+	if (!r && io_channel_write_blk(fs->io, blk, 1, b))
+		r = -1;
+	io_channel_flush(fs->io);
+	free(b);
+	ext2fs_free(fs);     /* no flush of the superblock: only our edit lands */
+	return r;
+}
+
+/* ------------------------------------------------------------ placeholders */
+
+struct facts {
+	unsigned f0, f12, fi, gi, subi, it, bb, freeblk, freeino, symi, fifoi, di;
+};
+
+static int get_facts(const char *img, struct facts *x)
+{
+	ext2_filsys fs;
+	if (ext2fs_open(img, 0, 0, 0, unix_io_manager, &fs))
+		return -1;
+	ext2_ino_t ino;
+	struct ext2_inode in;
+	int r = -1;
+	if (inode_of(fs, "d/f", &ino, &in))
+		goto out;
+	x->fi = ino;
+	x->f0 = in.i_block[0];
+	x->f12 = in.i_block[12];
+	if (inode_of(fs, "d/g", &ino, &in))
+		goto out;
+	x->gi = ino;
+	if (inode_of(fs, "d/sub", &ino, &in))
+		goto out;
+	x->subi = ino;
+	if (inode_of(fs, "d", &ino, &in))
+		goto out;
+	x->di = ino;
+	if (inode_of(fs, "sl", &ino, &in))
+		goto out;
+	x->symi = ino;
+	if (inode_of(fs, "fifo", &ino, &in))
+		goto out;
+	x->fifoi = ino;
+	x->it = (unsigned)ext2fs_inode_table_loc(fs, 0);
+	x->bb = (unsigned)ext2fs_block_bitmap_loc(fs, 0);
+	x->freeino = fs->super->s_inodes_count - 3;
+	if (ext2fs_read_bitmaps(fs))
+		goto out;
+	x->freeblk = 0;
+	for (blk64_t b = ext2fs_blocks_count(fs->super) - 10; b > 100; b--)
+		if (!ext2fs_test_block_bitmap2(fs->block_map, b)) {
+			x->freeblk = (unsigned)b;
+			break;
+		}
+	r = x->freeblk ? 0 : -1;
+out:
+	ext2fs_close_free(&fs);
+	return r;
+}
+
+static unsigned facts_dir_ino(const struct facts *x)
+{
+	return x->di;
+}
+
+static void expand(const char *tmpl, const struct facts *x, char *out, size_t n)
+{
+	static const struct { const char *key; size_t off; } keys[] = {
+		{ "{F0}", offsetof(struct facts, f0) }, { "{F12}", offsetof(struct facts, f12) },
+		{ "{FI}", offsetof(struct facts, fi) }, { "{GI}", offsetof(struct facts, gi) },
+		{ "{SUBI}", offsetof(struct facts, subi) }, { "{IT}", offsetof(struct facts, it) },
+		{ "{BB}", offsetof(struct facts, bb) }, { "{FREE}", offsetof(struct facts, freeblk) },
+		{ "{FREEI}", offsetof(struct facts, freeino) }, { "{SYMI}", offsetof(struct facts, symi) },
+		{ "{FIFOI}", offsetof(struct facts, fifoi) }, { "{DI}", offsetof(struct facts, di) },
+	};
+	size_t k = 0;
+	while (*tmpl && k + 16 < n) {
+		bool done = false;
+		for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]) && !done; i++) {
+			size_t l = strlen(keys[i].key);
+			if (!strncmp(tmpl, keys[i].key, l)) {
+				k += (size_t)snprintf(out + k, n - k, "%u",
+						      *(const unsigned *)((const char *)x + keys[i].off));
+				tmpl += l;
+				done = true;
+			}
+		}
+		if (!done)
+			out[k++] = *tmpl++;
+	}
+	out[k] = 0;
+}
+
+/* ------------------------------------------------------------ cases */
+
+struct tcase {
+	const char *inv;
+	const char *cmds;     /* debugfs commands (with placeholders), or NULL */
+	enum raw raw;
+	bool only_1k;         /* needs two block groups */
+};
+
+static const struct tcase cases[] = {
+	{ "INV_SB_FROZEN", "ssv errors 3\n", R_NONE, false },
+	{ "INV_SB_FEATURES", "feature dir_prealloc\n", R_NONE, false },
+	{ "INV_SB_STATE", "ssv state 8\n", R_NONE, false },
+	{ "INV_SB_FREE_BLOCKS", "ssv free_blocks_count 100\n", R_NONE, false },
+	{ "INV_SB_FREE_INODES", "ssv free_inodes_count 10\n", R_NONE, false },
+	{ "INV_BGD_FROZEN", "set_bg 0 flags 1\n", R_NONE, false },
+	{ "INV_BGD_FREE_BLOCKS", "set_bg 0 free_blocks_count 3\n", R_NONE, false },
+	{ "INV_BGD_FREE_INODES", "set_bg 0 free_inodes_count 3\n", R_NONE, false },
+	{ "INV_BGD_USED_DIRS", "set_bg 0 used_dirs_count 9\n", R_NONE, false },
+	{ "INV_BACKUP_COPIES", NULL, R_BACKUP_SB, true },
+	{ "INV_STATIC_FROZEN", NULL, R_RGDT, true },
+	{ "INV_STATIC_FROZEN", NULL, R_ZERO_BOOT, false },
+	{ "INV_BITMAP_PADDING", NULL, R_PADDING, false },
+	{ "INV_PTR_IN_RANGE", "sif <{FI}> block[2] 999999\n", R_NONE, false },
+	{ "INV_PTR_NOT_STATIC", "sif <{FI}> block[2] {IT}\n", R_NONE, false },
+	{ "INV_BLOCK_OWNED_ONCE", "sif <{GI}> block[0] {F0}\n", R_NONE, false },
+	{ "INV_PTR_MARKED", "sif <{FI}> block[1] {FREE}\n", R_NONE, false },
+	{ "INV_RELEASE_CLEARS", "sif <{FI}> block[1] 0\n", R_NONE, false },
+	{ "INV_BBITMAP_SET", "setb {FREE}\n", R_NONE, false },
+	{ "INV_BBITMAP_CLEAR", "freeb {F0}\n", R_NONE, false },
+	{ "INV_BBITMAP_CLEAR", "freeb {BB}\n", R_NONE, false },
+	{ "INV_IBITMAP_SET", "seti <{FREEI}>\n", R_NONE, false },
+	{ "INV_IBITMAP_CLEAR", "freei <{FI}>\n", R_NONE, false },
+	{ "INV_DTIME_FREE", "sif <{FI}> links_count 0\nfreei <{FI}>\n", R_NONE, false },
+	{ "INV_DTIME_LIVE", "sif <{FI}> dtime 5\n", R_NONE, false },
+	{ "INV_ORPHAN_LIST", "ssv last_orphan {FREEI}\n", R_NONE, false },
+	{ "INV_FREE_INODE_FORM", "sif <{FREEI}> links_count 1\n", R_NONE, false },
+	{ "INV_INODE_MODE", "sif <{FI}> mode 0170644\n", R_NONE, false },
+	{ "INV_INODE_EXT4_FIELDS", "sif <{FI}> flags 0x80000\n", R_NONE, false },
+	{ "INV_RESERVED_INODES", "freei <5>\n", R_NONE, false },
+	{ "INV_RESERVED_INODES", "sif <7> size 5\n", R_NONE, false },
+	{ "INV_LINKS_COUNT", "sif <{FI}> links_count 5\n", R_NONE, false },
+	{ "INV_LINKS_COUNT", "unlink d/g\n", R_NONE, false },
+	{ "INV_DIRENT_TARGET", "ln <{FREEI}> d/bogus\n", R_NONE, false },
+	{ "INV_DIRENT_FTYPE", NULL, R_FTYPE, false },
+	{ "INV_DIRENT_TILING", NULL, R_TILING, false },
+	{ "INV_DIRENT_NAME", NULL, R_NAME, false },
+	{ "INV_DIRENT_UNIQUE", NULL, R_UNIQUE, false },
+	{ "INV_DIR_DOTS", NULL, R_DOT, false },
+	{ "INV_DIR_DOTDOT_PARENT", NULL, R_DOTDOT, false },
+	{ "INV_DIR_NO_LOOP", "ln d d/sub/dloop\nunlink d\n", R_LOOP, false },
+	{ "INV_DIR_ONE_PARENT", "ln d/sub subalias\nsif d/sub links_count 3\n", R_NONE, false },
+	{ "INV_IBLOCKS", "sif <{FI}> blocks 100\n", R_NONE, false },
+	{ "INV_DIR_SIZE", "sif <{DI}> size 5000\n", R_NONE, false },
+	{ "INV_FILE_SIZE", "sif <{FI}> size 10\n", R_NONE, false },
+	{ "INV_SYMLINK", "sif <{SYMI}> size 40\n", R_NONE, false },
+	{ "INV_SPECIAL_FILE", "sif <{FIFOI}> blocks 2\n", R_NONE, false },
+	{ "INV_XATTR_REFCOUNT", NULL, R_XREF, false },
+	{ "INV_XATTR_FORMAT", NULL, R_XMAGIC, false },
+	{ "INV_HTREE_ROOT", NULL, R_HROOT, false },
+	{ "INV_HTREE_NODE", NULL, R_HNODE, false },
+	{ "INV_HTREE_FLAG", "sif <{FI}> flags 0x1000\n", R_NONE, false },
+};
+
+/* legitimate transitions, applied in a chain (libext2fs via debugfs) */
+static const char *const legit[] = {
+	"mkdir d/new\n",
+	"write /etc/hostname d/new/w\n",
+	"rmdir d/sub\n",             /* (debugfs rm of d/g would leak its xattr block) */
+	"cd h\nmknod zz p\n",
+	"write /etc/services d/f2\n",
+	"rm d/f\n",
+	"ssv mtime 123456\nssv mnt_count 7\n",
+	"ea_set -f %s/big.txt d/f2 user.other\n",
+	"link d/f2 d/f3\nsif d/f2 links_count 2\n",
+	"rmdir d/new/w\n",           /* fails (not a dir): no change */
+	"symlink d/sl2 /a/much/longer/target/that/does/not/fit/in/the/inode/i_block/area/xxxxxxxxxx\n",
+	"kill_file d/f3\n",           /* frees the inode but leaves its entries: the one expected rejection */
+};
+
+static int run_legit_chain(const char *base, uint32_t bs)
+{
+	char prev[512], cur[512], cmd[2048];
+	snprintf(prev, sizeof(prev), "%s/chain%u-0.img", dir, bs);
+	snprintf(cmd, sizeof(cmd), "cp %s %s", base, prev);
+	if (run(cmd))
+		return -1;
+	size_t n0;
+	uint8_t *a = slurp(prev, &n0);
+	struct mem m = { a, n0 };
+	struct chk_fs *fs;
+	char err[256];
+	struct chk_options opt = { .cache_bytes = 64 * 1024 };   /* small: exercises eviction */
+	if (chk_attach(&fs, mem_read, &m, &opt, err, sizeof(err))) {
+		FAIL("attach %s: %s", prev, err);
+		return -1;
+	}
+	struct chk_verdict *sv;
+	if (chk_scan(fs, &sv) || !chk_verdict_ok(sv)) {
+		FAIL("scan of the base image (%u) reports violations", bs);
+		if (sv)
+			dump(sv);
+	}
+	chk_verdict_free(sv);
+	/* the last command (kill_file) leaves a dangling entry: expect rejection */
+	size_t nlegit = sizeof(legit) / sizeof(legit[0]);
+	for (size_t i = 0; i < nlegit; i++) {
+		snprintf(cur, sizeof(cur), "%s/chain%u-%zu.img", dir, bs, i + 1);
+		snprintf(cmd, sizeof(cmd), "cp %s %s", prev, cur);
+		if (run(cmd))
+			break;
+		char cmds[600];
+		snprintf(cmds, sizeof(cmds), legit[i], dir);
+		debugfs_cmds(cur, cmds);
+		size_t n1;
+		uint8_t *b = slurp(cur, &n1);
+		struct mem mb = { b, n1 };
+		struct chk_verdict *v = check_pair(fs, a, b, n0, bs == 4096);
+		bool expect_ok = i + 1 < nlegit;
+		if (v && chk_verdict_ok(v) != expect_ok) {
+			FAIL("bs %u legit step %zu (%s): %s", bs, i, legit[i], expect_ok ? "rejected" : "approved");
+			dump(v);
+		}
+		if (v && expect_ok) {
+			/* advance; the advanced state must equal a fresh attach of the after-image */
+			if (chk_advance(fs, v))
+				FAIL("chk_advance");
+			struct chk_fs *fresh;
+			if (chk_attach(&fresh, mem_read, &mb, NULL, err, sizeof(err)) == 0) {
+				struct chk_verdict *sv2;
+				if (chk_scan(fresh, &sv2) == 0) {
+					if (!chk_verdict_ok(sv2)) {
+						FAIL("scan after legit step %zu (bs %u) not clean", i, bs);
+						dump(sv2);
+					}
+					chk_verdict_free(sv2);
+				}
+				chk_detach(fresh);
+			}
+			free(a);
+			a = b;
+			m.p = a;                /* the callback now serves the approved state */
+			snprintf(prev, sizeof(prev), "%s", cur);
+		} else {
+			free(b);
+		}
+		chk_verdict_free(v);
+	}
+	struct chk_stats st;
+	chk_get_stats(fs, &st);
+	if (st.transactions != nlegit || st.cache_misses == 0)
+		FAIL("stats: %llu transactions, %llu misses", (unsigned long long)st.transactions,
+		     (unsigned long long)st.cache_misses);
+	chk_detach(fs);
+	free(a);
+	return 0;
+}
+
+static int run_case(const char *base, uint32_t bs, const struct tcase *c, const struct facts *x)
+{
+	char after[512], cmd[2048];
+	snprintf(after, sizeof(after), "%s/after.img", dir);
+	snprintf(cmd, sizeof(cmd), "cp %s %s", base, after);
+	if (run(cmd))
+		return -1;
+	if (c->cmds) {
+		char cmds[600];
+		expand(c->cmds, x, cmds, sizeof(cmds));
+		debugfs_cmds(after, cmds);
+	}
+	if (raw_edit(after, c->raw, x)) {
+		FAIL("%s (bs %u): raw edit failed", c->inv, bs);
+		return -1;
+	}
+	size_t na, nb;
+	uint8_t *a = slurp(base, &na), *b = slurp(after, &nb);
+	struct mem m = { a, na };
+	struct chk_fs *fs;
+	char err[256];
+	if (!a || !b || na != nb || chk_attach(&fs, mem_read, &m, NULL, err, sizeof(err))) {
+		FAIL("%s: cannot attach", c->inv);
+		free(a);
+		free(b);
+		return -1;
+	}
+	struct chk_verdict *v = check_pair(fs, a, b, na, bs == 4096);
+	if (v && !has_violation(v, c->inv)) {
+		FAIL("%s (bs %u, %s): not detected", c->inv, bs, c->cmds ? c->cmds : "raw edit");
+		dump(v);
+	} else if (v) {
+		printf("ok   %s (bs %u) rejected: %s\n", c->inv, bs, chk_verdict_violation(v, 0)->detail);
+	}
+	/* a rejected verdict must not change the state: the same check again gives the same answer */
+	struct chk_verdict *v2 = check_pair(fs, a, b, na, false);
+	if (v && v2 && chk_verdict_nviolations(v) != chk_verdict_nviolations(v2))
+		FAIL("%s: second check differs", c->inv);
+	chk_verdict_free(v);
+	chk_verdict_free(v2);
+	chk_detach(fs);
+	free(a);
+	free(b);
+	return 0;
+}
+
+static int test_format(void)
+{
+	char buf[128];
+	struct chk_record r1 = { CHK_INODE, 12, "i_size", 4096, 8192 };
+	struct chk_record r2 = { CHK_SB, 0, "s_free_blocks_count", 10, 9 };
+	struct chk_record r3 = { CHK_DIRENT, 2, "\"a b\"", 0, 12 };
+	chk_record_format(&r1, buf, sizeof(buf));
+	if (strcmp(buf, "inode | 12 | i_size | 4096 | 8192"))
+		FAIL("format: %s", buf);
+	chk_record_format(&r2, buf, sizeof(buf));
+	if (strcmp(buf, "sb | - | s_free_blocks_count | 10 | 9"))
+		FAIL("format: %s", buf);
+	chk_record_format(&r3, buf, sizeof(buf));
+	if (strcmp(buf, "dirent | 2 | \"a b\" | 0 | 12"))
+		FAIL("format: %s", buf);
+	if (chk_invariant_count() < 33)
+		FAIL("only %zu invariants", chk_invariant_count());
+	return failures ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 2) {
+		fprintf(stderr, "usage: test_invariants INV_ID|--legit|--format|--all\n");
+		return 2;
+	}
+	if (!strcmp(argv[1], "--format"))
+		return test_format();
+	if (run("command -v mke2fs >/dev/null && command -v debugfs >/dev/null && command -v e2fsck >/dev/null"))
+		return 77;
+	bool all = !strcmp(argv[1], "--all"), legit_only = !strcmp(argv[1], "--legit");
+	bool known = all || legit_only;
+	for (size_t i = 0; i < chk_invariant_count(); i++)
+		known |= !strcmp(chk_invariant_at(i)->id, argv[1]);
+	if (!known) {
+		fprintf(stderr, "unknown invariant %s\n", argv[1]);
+		return 1;
+	}
+	snprintf(dir, sizeof(dir), "/tmp/chk-test-XXXXXX");
+	if (!mkdtemp(dir))
+		return 1;
+	static const uint32_t sizes[] = { 1024, 4096 };
+	for (size_t s = 0; s < 2; s++) {
+		uint32_t bs = sizes[s];
+		char base[512];
+		if (make_base(bs, base)) {
+			FAIL("cannot build the base image (bs %u)", bs);
+			continue;
+		}
+		struct facts x;
+		if (get_facts(base, &x)) {
+			FAIL("cannot read facts of the base image");
+			continue;
+		}
+		size_t ran = 0;
+		for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+			if (legit_only || (!all && strcmp(cases[i].inv, argv[1])) || (cases[i].only_1k && bs != 1024))
+				continue;
+			run_case(base, bs, &cases[i], &x);
+			ran++;
+		}
+		if (!all && !legit_only && bs == 1024 && ran == 0)
+			FAIL("no breaking case for %s", argv[1]);
+		run_legit_chain(base, bs);
+	}
+	char cmd[512];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	run(cmd);
+	printf("%s: %d failure(s)\n", argv[1], failures);
+	return failures ? 1 : 0;
+}

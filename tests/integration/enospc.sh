@@ -1,0 +1,105 @@
+#!/bin/bash
+# ENOSPC: a normal user fills the file system and gets ENOSPC while the
+# reserved blocks are still free; root can then write into the reserve; out of
+# inodes is ENOSPC too; space comes back after removal.  Mounted with
+# allow_other,default_permissions, so the user's accesses are checked (EACCES).
+. "$(dirname "$0")/lib.sh"
+need_root
+ensure_test_user
+
+for bs in 1024 4096; do
+	img="$SCRATCH/enospc-$bs.img" mnt="$SCRATCH/mnt"
+	mkimg "$img" "$bs" 16M -m 10 -N 256
+	mount_recon "$img" "$mnt" "allow_other,default_permissions" || die "mount ($bs)"
+	mkdir "$mnt/u" "$mnt/r" && chown "$TEST_UID:$TEST_GID" "$mnt/u" || fail "setup ($bs)"
+	echo secret >"$mnt/r/rootfile" && chmod 600 "$mnt/r/rootfile"
+	as_user python3 - "$mnt" "$bs" <<'EOF' || fail "as a normal user ($bs)"
+import errno, os, sys
+from pylib import *
+m, bs = sys.argv[1], int(sys.argv[2])
+c = Checker("enospc-user-%d" % bs)
+os.chdir(m)
+c.errno(errno.EACCES, os.open, "r/rootfile", os.O_RDONLY)
+c.errno(errno.EACCES, os.open, "r/new", os.O_CREAT | os.O_WRONLY, 0o644)
+c.errno(errno.EACCES, os.mkdir, "r/newdir")
+c.errno(errno.EPERM, os.chown, "u", 0, 0)
+fd = os.open("u/fill", os.O_CREAT | os.O_WRONLY, 0o644)
+c.eq(os.fstat(fd).st_uid, os.getuid(), "a user's file belongs to the user")
+chunk = pattern("fill", 64 << 10)
+written, err = 0, None
+while err is None and written < (64 << 20):
+    try:
+        n = os.write(fd, chunk)
+        os.fsync(fd)
+        written += n
+    except OSError as e:
+        err = e.errno
+c.eq(err, errno.ENOSPC, "the user's write stops with ENOSPC")
+err = None
+while err is None and written < (64 << 20):   # the last blocks, one at a time
+    try:
+        written += os.write(fd, chunk[:bs])
+        os.fsync(fd)
+    except OSError as e:
+        err = e.errno
+c.eq(err, errno.ENOSPC, "the user's block-sized write stops with ENOSPC")
+os.close(fd)
+sv = os.statvfs(".")
+print("user wrote %d KiB; then bfree %d bavail %d (blocks of %d)" % (written >> 10, sv.f_bfree, sv.f_bavail, sv.f_frsize))
+c.ok(sv.f_bavail * sv.f_frsize < (128 << 10), "no space available to users at ENOSPC (bavail %d)" % sv.f_bavail)
+c.ok(sv.f_bfree * sv.f_frsize >= (16 << 20) // 10 // 2, "the reserve is still free (bfree %d)" % sv.f_bfree)
+c.errno(errno.ENOSPC, os.mkdir, "u/onemore")
+c.done()
+EOF
+	python3 - "$mnt" "$bs" <<'EOF' || fail "as root ($bs)"
+import errno, os, sys
+from pylib import *
+m, bs = sys.argv[1], int(sys.argv[2])
+c = Checker("enospc-root-%d" % bs)
+os.chdir(m)
+fd = os.open("r/fill", os.O_CREAT | os.O_WRONLY, 0o644)
+chunk = pattern("rfill", 16 << 10)
+written, err = 0, None
+while err is None and written < (64 << 20):
+    try:
+        n = os.write(fd, chunk)
+        os.fsync(fd)
+        written += n
+    except OSError as e:
+        err = e.errno
+os.close(fd)
+print("root wrote %d KiB into the reserve" % (written >> 10))
+c.eq(err, errno.ENOSPC, "root's write stops with ENOSPC")
+c.ok(written >= (16 << 20) // 10 // 2, "root can use the reserved blocks (%d KiB)" % (written >> 10))
+c.ok(os.statvfs(".").f_bfree * bs < (256 << 10), "the reserve is used up (bfree %d)" % os.statvfs(".").f_bfree)
+# remove, commit, and the space is usable again
+os.unlink("r/fill"); os.unlink("u/fill")
+dfd = os.open(".", os.O_RDONLY | os.O_DIRECTORY); os.fsync(dfd); os.close(dfd)
+with open("r/again", "wb") as f:
+    f.write(pattern("again", 4 << 20))
+    f.flush()
+    c.succeeds(os.fsync, f.fileno())
+os.unlink("r/again")
+# out of inodes
+created, err = 0, None
+os.mkdir("inodes")
+while err is None and created < 1000:
+    try:
+        os.close(os.open("inodes/i%d" % created, os.O_CREAT | os.O_WRONLY, 0o644))
+        created += 1
+    except OSError as e:
+        err = e.errno
+c.eq(err, errno.ENOSPC, "creating past the last inode")
+c.eq(os.statvfs(".").f_ffree, 0, "statfs: no free inodes")
+c.ok(200 < created < 256, "inodes created before ENOSPC: %d" % created)
+c.errno(errno.ENOSPC, os.mkdir, "inodes/dir")
+c.errno(errno.ENOSPC, os.symlink, "x", "inodes/sym")
+os.unlink("inodes/i0")
+c.succeeds(lambda: os.close(os.open("inodes/i0", os.O_CREAT | os.O_WRONLY, 0o644)))
+c.done()
+EOF
+	umount_recon "$mnt"
+	fsck_clean "$img" "after ENOSPC ($bs)"
+	rm -f "$img"
+done
+finish

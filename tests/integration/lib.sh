@@ -1,0 +1,259 @@
+# tests/integration/lib.sh - shared by the integration tests (sourced, never run).
+#
+# Every test: makes images in its own scratch directory, mounts them with the
+# real daemon (recon-fuse -f in the background), runs its scenario, unmounts
+# with fusermount3 -u, waits for the daemon (its exit means everything is on
+# disk; its status must be 0) and runs e2fsck -fn, which must exit 0.
+# Failures are collected (check/fail) so one run reports all of them; the test
+# exits 1 if any, 77 when it cannot run here (not root, no /dev/fuse).
+#
+# Environment (set by tests/integration/meson.build): RECON_FUSE, RECON_CHECK,
+# RECON_SRC, RECON_BUILD.  RECON_KEEP=1 keeps the scratch directory.
+
+set -u
+: "${RECON_FUSE:?RECON_FUSE not set (run through meson test)}"
+: "${RECON_SRC:?RECON_SRC not set (run through meson test)}"
+
+TEST_NAME=$(basename "$0" .sh)
+CORPUS=${RECON_CORPUS:-$RECON_SRC/../shared/corpus/e2fsprogs-tests}
+export PYTHONPATH="$RECON_SRC/tests/integration${PYTHONPATH:+:$PYTHONPATH}"
+export LC_ALL=C
+# A dedicated unprivileged user for the permission, ENOSPC and user-mount tests.
+TEST_USER=recon-tester
+
+FAILURES=0
+RECON_PID=
+MOUNTS=()          # mount points to clean up
+PIDS=()            # daemons to clean up
+LOOPS=()           # loop devices to detach
+MOUNT_SEQ=0
+
+log()  { printf '[%s] %s\n' "$TEST_NAME" "$*"; }
+fail() { printf 'FAIL [%s]: %s\n' "$TEST_NAME" "$*"; FAILURES=$((FAILURES + 1)); }
+die()  { printf 'FAIL [%s]: %s\n' "$TEST_NAME" "$*"; FAILURES=$((FAILURES + 1)); exit 1; }
+skip() { printf 'SKIP [%s]: %s\n' "$TEST_NAME" "$*"; exit 77; }
+
+# check DESCRIPTION CMD...: run CMD, record a failure if it exits non-zero.
+check() {
+	local what=$1; shift
+	"$@" || fail "$what (exit $?)"
+}
+
+# The ASan+UBSan build is several times slower: timeouts scale, timing bars do not apply.
+is_asan() { ldd "$RECON_FUSE" 2>/dev/null | grep -q 'libasan'; }
+if is_asan; then TMUL=4; else TMUL=1; fi
+
+need_root() {
+	[ "$(id -u)" -eq 0 ] || skip "needs root (run: sudo tests/run)"
+	[ -c /dev/fuse ] || skip "no /dev/fuse"
+	command -v fusermount3 >/dev/null || skip "no fusermount3"
+	command -v e2fsck >/dev/null || skip "no e2fsck"
+	[ -x "$RECON_FUSE" ] || die "recon-fuse not built: $RECON_FUSE"
+}
+
+SCRATCH=$(mktemp -d "/tmp/recon-test-$TEST_NAME.XXXXXX")
+chmod 755 "$SCRATCH"
+
+# is_mounted DIR: from mountinfo, so a hung daemon cannot hang the test (stat would).
+is_mounted() {
+	local dir
+	dir=$(realpath -m "$1")
+	awk -v d="$dir" '$5 == d { found = 1 } END { exit !found }' /proc/self/mountinfo
+}
+
+# mount_recon IMG MNT [OPTS]: start recon-fuse -f in the background, wait for
+# the mount.  Sets RECON_PID and RECON_LOG.  Returns non-zero (and says why) if
+# the daemon exits or does not mount within the timeout.
+mount_recon() {
+	local img=$1 mnt=$2 opts=${3:-} i
+	MOUNT_SEQ=$((MOUNT_SEQ + 1))
+	RECON_LOG="$SCRATCH/daemon-$MOUNT_SEQ.log"
+	mkdir -p "$mnt"
+	if [ -n "$opts" ]; then
+		"$RECON_FUSE" -f -o "$opts" "$img" "$mnt" >"$RECON_LOG" 2>&1 &
+	else
+		"$RECON_FUSE" -f "$img" "$mnt" >"$RECON_LOG" 2>&1 &
+	fi
+	RECON_PID=$!
+	PIDS+=("$RECON_PID")
+	MOUNTS+=("$mnt")
+	for ((i = 0; i < 200 * TMUL; i++)); do
+		is_mounted "$mnt" && return 0
+		if ! kill -0 "$RECON_PID" 2>/dev/null; then
+			local rc=0
+			wait "$RECON_PID" || rc=$?
+			forget_pid "$RECON_PID"
+			RECON_STATUS=$rc
+			RECON_PID=
+			echo "recon-fuse exited with $rc before mounting $img (opts: $opts):" >&2
+			sed 's/^/    /' "$RECON_LOG" >&2
+			return 1
+		fi
+		sleep 0.1
+	done
+	echo "recon-fuse did not mount $img within $((20 * TMUL)) s" >&2
+	sed 's/^/    /' "$RECON_LOG" >&2
+	kill -9 "$RECON_PID" 2>/dev/null
+	wait "$RECON_PID" 2>/dev/null
+	forget_pid "$RECON_PID"
+	fusermount3 -uz "$mnt" 2>/dev/null
+	RECON_PID=
+	RECON_STATUS=137
+	return 1
+}
+
+# forget_pid PID: it has been waited for; cleanup must not signal a reused pid.
+forget_pid() {
+	local p keep=()
+	for p in "${PIDS[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done
+	PIDS=("${keep[@]}")
+}
+
+# wait_daemon PID SECONDS: wait for our child to exit; prints nothing, sets
+# RECON_STATUS (124 on timeout, after killing it).
+wait_daemon() {
+	local pid=$1 limit=$2 i
+	for ((i = 0; i < limit * 10; i++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$pid" 2>/dev/null; then
+		kill -9 "$pid" 2>/dev/null
+		wait "$pid" 2>/dev/null
+		forget_pid "$pid"
+		RECON_STATUS=124
+		return 1
+	fi
+	RECON_STATUS=0
+	wait "$pid" || RECON_STATUS=$?
+	forget_pid "$pid"
+	[ "$RECON_STATUS" -eq 0 ]
+}
+
+# umount_recon MNT: fusermount3 -u, then wait for the daemon (RECON_PID) and
+# require exit status 0.  Returns non-zero after recording the failure.
+umount_recon() {
+	local mnt=$1 i pid=$RECON_PID
+	for ((i = 0; i < 50; i++)); do
+		fusermount3 -u "$mnt" 2>"$SCRATCH/umount.err" && break
+		is_mounted "$mnt" || break
+		sleep 0.2     # EBUSY: a process of ours may still be closing a file
+	done
+	if is_mounted "$mnt"; then
+		fail "fusermount3 -u $mnt failed: $(cat "$SCRATCH/umount.err")"
+		fusermount3 -uz "$mnt" 2>/dev/null
+	fi
+	[ -n "$pid" ] || return 0
+	RECON_PID=
+	if ! wait_daemon "$pid" $((60 * TMUL)); then
+		if [ "$RECON_STATUS" -eq 124 ]; then
+			fail "recon-fuse did not exit within $((60 * TMUL)) s of the unmount (killed)"
+		else
+			fail "recon-fuse exited with status $RECON_STATUS at unmount"
+		fi
+		sed 's/^/    /' "$RECON_LOG" | tail -30
+		return 1
+	fi
+	return 0
+}
+
+# fsck_clean IMG [WHAT]: e2fsck -fn must exit 0.
+fsck_clean() {
+	local img=$1 what=${2:-$1} out="$SCRATCH/fsck.out" rc=0
+	e2fsck -fn "$img" >"$out" 2>&1 || rc=$?
+	if [ "$rc" -ne 0 ]; then
+		fail "e2fsck -fn exited $rc on $what"
+		sed 's/^/    /' "$out" | head -40
+		return 1
+	fi
+	return 0
+}
+
+# mkimg IMG BLOCKSIZE SIZE [mke2fs options...]: a fresh ext3 image.
+mkimg() {
+	local img=$1 bs=$2 size=$3; shift 3
+	rm -f "$img"
+	truncate -s "$size" "$img" || die "truncate $img"
+	mke2fs -F -q -t ext3 -b "$bs" "$@" "$img" >"$SCRATCH/mke2fs.out" 2>&1 \
+		|| { cat "$SCRATCH/mke2fs.out"; die "mke2fs $img"; }
+}
+
+# corpus_image NAME DEST: gunzip a corpus image to a copy.
+corpus_image() {
+	local name=$1 dest=$2
+	[ -f "$CORPUS/$name/image.gz" ] || return 1
+	gzip -dc "$CORPUS/$name/image.gz" >"$dest"
+}
+
+# ensure_test_user: create $TEST_USER once (serialised: tests run in parallel).
+ensure_test_user() {
+	(
+		flock 9
+		id "$TEST_USER" >/dev/null 2>&1 ||
+			useradd --system --no-create-home --shell /usr/sbin/nologin "$TEST_USER" \
+				>/dev/null 2>&1 || true
+	) 9>/tmp/recon-test-useradd.lock
+	id "$TEST_USER" >/dev/null 2>&1 || die "cannot create user $TEST_USER"
+	TEST_UID=$(id -u "$TEST_USER")
+	TEST_GID=$(id -g "$TEST_USER")
+}
+
+# as_user CMD...: run CMD as $TEST_USER (no supplementary groups).
+as_user() {
+	setpriv --reuid="$TEST_UID" --regid="$TEST_GID" --clear-groups \
+		env HOME="$SCRATCH" PYTHONPATH="$PYTHONPATH" "$@"
+}
+
+# loop_attach IMG: prints the loop device; detached at exit.
+loop_attach() {
+	local dev
+	dev=$(losetup --find --show "$1") || return 1
+	LOOPS+=("$dev")
+	echo "$dev"
+}
+
+# kmount IMG MNT [OPTS]: the kernel's ext3 driver on a loop device.
+kmount() {
+	local img=$1 mnt=$2 opts=${3:-}
+	mkdir -p "$mnt"
+	mount -t ext3 -o "loop${opts:+,$opts}" "$img" "$mnt" && MOUNTS+=("$mnt")
+}
+kumount() { umount "$1"; }
+
+have_kernel_ext3() {
+	grep -qw ext3 /proc/filesystems && return 0
+	modprobe ext3 2>/dev/null || modprobe ext4 2>/dev/null
+	grep -qw ext3 /proc/filesystems
+}
+
+cleanup() {
+	local m p l
+	for m in "${MOUNTS[@]}"; do
+		is_mounted "$m" || continue
+		fusermount3 -uz "$m" 2>/dev/null || umount -l "$m" 2>/dev/null
+	done
+	for p in "${PIDS[@]}"; do
+		kill -0 "$p" 2>/dev/null && kill -9 "$p" 2>/dev/null
+	done
+	for l in "${LOOPS[@]}"; do
+		losetup -d "$l" 2>/dev/null
+	done
+	if [ "${RECON_KEEP:-0}" = 1 ] || [ "$FAILURES" -gt 0 ]; then
+		# keep the logs for a failed run, not the images
+		find "$SCRATCH" -name '*.img' -delete 2>/dev/null
+		echo "[$TEST_NAME] logs kept in $SCRATCH"
+	else
+		rm -rf "$SCRATCH"
+	fi
+}
+trap cleanup EXIT
+
+# finish: the test's verdict.
+finish() {
+	if [ "$FAILURES" -gt 0 ]; then
+		echo "[$TEST_NAME] $FAILURES failure(s)"
+		exit 1
+	fi
+	echo "[$TEST_NAME] ok"
+	exit 0
+}
