@@ -14,7 +14,8 @@ have_kernel_ext3 || skip "the kernel has no ext3 driver"
 cat >"$SCRATCH/interop.py" <<'EOF'
 import os, sys, time
 from pylib import *
-mode, root, seed = sys.argv[1], sys.argv[2], sys.argv[3]
+mode, root = sys.argv[1], sys.argv[2]
+seed = sys.argv[3] if len(sys.argv) > 3 else ""
 os.chdir(root)
 if mode == "populate":
     bs = os.statvfs(".").f_bsize
