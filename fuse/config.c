@@ -50,7 +50,10 @@ static const struct key_desc keys[] = {
 #undef F
 
 static const char *const corrupt_kinds[] = {
-	"sb", "bgd", "bbitmap", "ibitmap", "inode", "dirent", "ind", "htree", "xattr", NULL
+	"bbitmap", "ibitmap", "bgd_free_blocks", "bgd_free_inodes", "bgd_used_dirs",
+	"sb_free_blocks", "ptr_used", "ptr_free", "ptr_meta", "ind_ptr", "links", "size",
+	"iblocks", "dtime", "mode", "dirent_inode", "dirent_reclen", "dirent_namelen",
+	"dirent_type", "dotdot", "xattr_refcount", "random", NULL
 };
 
 static int parse_bool(const char *v, bool *out)

@@ -58,7 +58,22 @@ struct dindex {
 	size_t ndir_buckets;    /* a power of two */
 	struct dirix *lru_head, *lru_tail;
 	char *blockbuf;         /* one directory block, reused by every call */
+	/* directories changed since dindex_mark() (an operation's rollback
+	 * forgets them); overflow means "possibly all" */
+	ext2_ino_t changed[8];
+	unsigned nchanged;
+	bool changed_overflow;
+	/* names added or repointed since dindex_clear_added() */
+	struct added_name *added;
+	size_t nadded, capadded;
 };
+
+struct added_name {
+	ext2_ino_t dir;
+	char *name;
+};
+
+#define ADDED_MAX 65536
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -793,9 +808,76 @@ void dindex_free(struct dindex *di)
 	if (!di)
 		return;
 	dindex_drop_all(di);
+	dindex_clear_added(di);
+	free(di->added);
 	free(di->dir_buckets);
 	free(di->blockbuf);
 	free(di);
+}
+
+static void note_changed(struct dindex *di, ext2_ino_t dir)
+{
+	for (unsigned i = 0; i < di->nchanged; i++)
+		if (di->changed[i] == dir)
+			return;
+	if (di->nchanged < sizeof(di->changed) / sizeof(di->changed[0]))
+		di->changed[di->nchanged++] = dir;
+	else
+		di->changed_overflow = true;
+}
+
+static void note_added(struct dindex *di, ext2_ino_t dir, const char *name, size_t len)
+{
+	if (di->nadded == di->capadded) {
+		size_t cap = di->capadded ? di->capadded * 2 : 64;
+		struct added_name *n = cap <= ADDED_MAX ? realloc(di->added, cap * sizeof(*n)) : NULL;
+		if (!n)
+			return;   /* the caller's fallback: the kernel's entry timeouts */
+		di->added = n;
+		di->capadded = cap;
+	}
+	char *copy = strndup(name, len);
+	if (!copy)
+		return;
+	di->added[di->nadded++] = (struct added_name){ .dir = dir, .name = copy };
+}
+
+void dindex_clear_added(struct dindex *di)
+{
+	for (size_t i = 0; i < di->nadded; i++)
+		free(di->added[i].name);
+	di->nadded = 0;
+}
+
+bool dindex_added_names(struct dindex *di, dindex_name_fn fn, void *ctx)
+{
+	for (size_t i = 0; i < di->nadded; i++)
+		fn(ctx, di->added[i].dir, di->added[i].name);
+	return di->nadded < ADDED_MAX;
+}
+
+void dindex_mark(struct dindex *di)
+{
+	di->nchanged = 0;
+	di->changed_overflow = false;
+}
+
+void dindex_forget_changed(struct dindex *di)
+{
+	if (di->changed_overflow)
+		dindex_drop_all(di);
+	else
+		for (unsigned i = 0; i < di->nchanged; i++)
+			dindex_forget(di, di->changed[i]);
+	dindex_mark(di);
+}
+
+size_t dindex_cached_dirs(struct dindex *di, ext2_ino_t *out, size_t max)
+{
+	size_t n = 0;
+	for (struct dirix *d = di->lru_head; d && n < max; d = d->lru_next)
+		out[n++] = d->dir;
+	return n;
 }
 
 void dindex_forget(struct dindex *di, ext2_ino_t dir)
@@ -846,6 +928,8 @@ int dindex_add(struct dindex *di, ext2_ino_t dir, const char *name, size_t len,
 	int64_t blk;
 	int rc;
 
+	note_changed(di, dir);
+	note_added(di, dir, name, len);
 	rc = check_name(len);
 	if (rc)
 		return rc;
@@ -884,6 +968,7 @@ int dindex_remove(struct dindex *di, ext2_ino_t dir, const char *name, size_t le
 	struct dent *e;
 	int rc;
 
+	note_changed(di, dir);
 	rc = check_name(len);
 	if (rc)
 		return rc == -EINVAL ? -ENOENT : rc;
@@ -932,6 +1017,8 @@ int dindex_replace(struct dindex *di, ext2_ino_t dir, const char *name, size_t l
 	struct dent *e;
 	int rc;
 
+	note_changed(di, dir);
+	note_added(di, dir, name, len);
 	rc = check_name(len);
 	if (rc)
 		return rc == -EINVAL ? -ENOENT : rc;

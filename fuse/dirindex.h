@@ -18,6 +18,7 @@
 #ifndef RECON_FUSE_DIRINDEX_H
 #define RECON_FUSE_DIRINDEX_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <ext2fs/ext2fs.h>
@@ -64,5 +65,23 @@ int dindex_readdir(struct dindex *di, ext2_ino_t dir, uint64_t off,
  * (libext2fs state was re-read after a rollback). */
 void dindex_forget(struct dindex *di, ext2_ino_t dir);
 void dindex_drop_all(struct dindex *di);
+
+/* Rollback support: dindex_mark() at the start of an operation;
+ * dindex_forget_changed() forgets every directory changed since (their
+ * indexes describe entries the rollback discarded). */
+void dindex_mark(struct dindex *di);
+void dindex_forget_changed(struct dindex *di);
+
+/* The directories whose index is in memory (most recent first), at most
+ * max of them into out; returns how many. */
+size_t dindex_cached_dirs(struct dindex *di, ext2_ino_t *out, size_t max);
+
+/* Names added or repointed (dindex_add, dindex_replace) since the last
+ * dindex_clear_added(): after a rejected commit the kernel may hold dentries
+ * for them.  fn is called for each; returns false if some were not kept
+ * (more than 65536, or out of memory). */
+typedef void (*dindex_name_fn)(void *ctx, ext2_ino_t dir, const char *name);
+bool dindex_added_names(struct dindex *di, dindex_name_fn fn, void *ctx);
+void dindex_clear_added(struct dindex *di);
 
 #endif

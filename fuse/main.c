@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <syslog.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -136,18 +137,38 @@ static const char *rw_blocker(ext2_filsys fs, char *buf, size_t len)
 	return NULL;
 }
 
+/*
+ * The largest size of a block-mapped file, as the kernel's ext4 driver
+ * computes s_bitmap_maxbytes for ext3: what the block tree addresses, unless
+ * i_blocks (512-byte sectors in 32 bits without huge_file) runs out first;
+ * then the limit is the i_blocks bound less the indirect blocks needed to
+ * map that many data blocks.
+ */
 static uint64_t max_file_bytes(ext2_filsys fs)
 {
-	uint64_t bs = fs->blocksize, apb = bs / 4;
-	uint64_t blocks = EXT2_NDIR_BLOCKS + apb + apb * apb + apb * apb * apb;
-	uint64_t bytes = blocks * bs;
-	/* i_blocks counts 512-byte sectors in 32 bits without huge_file */
-	uint64_t lim = ((1ULL << 32) - 1) * 512;
+	unsigned bits = EXT2_BLOCK_SIZE_BITS(fs->super);
+	uint64_t ppb = 1ULL << (bits - 2);
+	uint64_t tree = EXT2_NDIR_BLOCKS + ppb + ppb * ppb + ppb * ppb * ppb;
+	uint64_t tree_meta = 1 + (1 + ppb) + (1 + ppb + ppb * ppb);
+	uint64_t cap = ext2fs_has_feature_huge_file(fs->super) ? (1ULL << 48) - 1 :
+			   ((1ULL << 32) - 1) >> (bits - 9);
+	uint64_t blocks = tree;
 
-	if (!ext2fs_has_feature_huge_file(fs->super) && bytes > lim)
-		bytes = lim - lim % bs;
-	if (bytes > (1ULL << 63) - 1)
-		bytes = (1ULL << 63) - 1;
+	if (tree + tree_meta > cap) {
+		uint64_t rest = cap - EXT2_NDIR_BLOCKS - ppb;
+		uint64_t meta = 1;
+		if (rest < ppb * ppb) {
+			meta += 1 + (rest + ppb - 1) / ppb;
+		} else {
+			meta += 1 + ppb;
+			rest -= ppb * ppb;
+			meta += 1 + (rest + ppb - 1) / ppb + (rest + ppb * ppb - 1) / (ppb * ppb);
+		}
+		blocks = cap - meta;
+	}
+	uint64_t bytes = blocks << bits;
+	if (bytes > (uint64_t)INT64_MAX)
+		bytes = INT64_MAX;
 	return bytes;
 }
 
@@ -287,9 +308,20 @@ static int prepare_fs(struct rfs *r)
 		goto fail;
 	}
 	if (!r->ro) {
-		if (fs->super->s_last_orphan && rfs_process_orphans(r)) {
-			fprintf(stderr, "recon-fuse: orphan processing failed; run e2fsck\n");
-			goto fail;
+		if (fs->super->s_last_orphan) {
+			if (rfs_process_orphans(r)) {
+				fprintf(stderr, "recon-fuse: orphan processing failed; run e2fsck\n");
+				goto fail;
+			}
+			/* the superblock, descriptors and bitmaps it changed live in
+			 * libext2fs's memory: write them now, as the approved base
+			 * the transactions start from */
+			e = ext2fs_flush(fs);
+			if (e) {
+				fprintf(stderr, "recon-fuse: writing the orphan processing's changes "
+					"failed: %s\n", error_message(e));
+				goto fail;
+			}
 		}
 		e = rio_txn_attach(fs);
 		if (e) {
@@ -298,6 +330,9 @@ static int prepare_fs(struct rfs *r)
 			goto fail;
 		}
 		r->attached = true;
+		if (rfs_txn_hooks(r))
+			fprintf(stderr, "recon-fuse: out of memory: the kernel's caches will not be "
+				"invalidated after a rejected commit (they expire within 1 s)\n");
 	}
 	return 0;
 fail:
@@ -346,6 +381,11 @@ void rfs_unmount(struct rfs *r)
 	e = ext2fs_close_free(&r->fs);
 	if (e)
 		fprintf(stderr, "recon-fuse: closing the file system failed: %s\n", error_message(e));
+	free(r->undo);
+	r->undo = NULL;
+	r->nundo = r->capundo = 0;
+	free(r->known);
+	r->known = NULL;
 	pthread_mutex_unlock(&r->lock);
 }
 
@@ -438,6 +478,14 @@ int main(int argc, char **argv)
 		fuse_opt_free_args(&args);
 		return 0;
 	}
+	/* ext3 semantics: the kernel checks permissions against our modes and
+	 * owners (without it any user of an allow_other mount reads anything) */
+	if (fuse_opt_add_arg(&args, "-odefault_permissions")) {
+		fprintf(stderr, "recon-fuse: out of memory\n");
+		config_free(&cfg);
+		fuse_opt_free_args(&args);
+		return 1;
+	}
 	add_error_table(&et_ext2_error_table);
 	srand48(time(NULL) ^ getpid());
 	if (!cfg.foreground && daemonize_early()) {
@@ -467,6 +515,13 @@ int main(int argc, char **argv)
 	}
 	if (r.ro && !cfg.ro)
 		fprintf(stderr, "recon-fuse: mounted %s read-only\n", cfg.device);
+	if (!r.ro && cfg.on_violation == ONV_LOG) {
+		fprintf(stderr, "recon-fuse: WARNING: on_violation=log: commits that break the "
+			"checker's invariants are WRITTEN to %s anyway (for experiments only; the "
+			"file system may end up corrupt)\n", cfg.device);
+		syslog(LOG_WARNING, "recon-fuse: on_violation=log on %s: rejected commits reach "
+		       "the disk", cfg.device);
+	}
 	if (cfg.pidfile && write_pidfile(cfg.pidfile)) {
 		fuse_session_unmount(r.se);
 		rfs_unmount(&r);
@@ -487,13 +542,14 @@ int main(int argc, char **argv)
 	}
 	stop_ticker(&r);
 	fuse_session_unmount(r.se);
-	status = ret < 0 ? 1 : 0;
+	rfs_join_notifier(&r);
+	status = r.stopped ? RFS_EXIT_STOPPED : ret < 0 ? 1 : 0;
 out_signals:
 	fuse_remove_signal_handlers(r.se);
 out_session:
 	fuse_session_destroy(r.se);   /* calls destroy: the final flush and close */
 	rfs_unmount(&r);              /* when init never ran */
-	if (cfg.pidfile && status == 0)
+	if (cfg.pidfile && (status == 0 || r.stopped))
 		unlink(cfg.pidfile);      /* last: the image is complete once it is gone */
 out:
 	report_status(1);

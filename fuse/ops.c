@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -18,6 +19,7 @@
 #include <sys/xattr.h>
 #include <syslog.h>
 #include <time.h>
+#include <unistd.h>
 
 #define LINK_MAX_EXT3 65000
 #define TIMEOUT 1.0
@@ -104,8 +106,87 @@ static int get_inode(struct rfs *r, ext2_ino_t ino, struct ext2_inode *inode)
 	return e ? -errmap(e) : 0;
 }
 
+/* ---- nanosecond timestamps ----
+ * On inodes larger than 128 bytes the kernel keeps i_{a,m,c,cr}time_extra:
+ * two epoch bits (seconds past 2038) and the nanoseconds shifted left by 2.
+ * The operation marks the times it sets (stamp_now, stamp_set); put_inode
+ * writes their extra words with the rest of the inode. */
+enum { T_A = 1, T_M = 2, T_C = 4, T_CR = 8 };
+
+static uint32_t encode_extra(time_t sec, long nsec)
+{
+	uint32_t epoch = (uint32_t)(((int64_t)sec - (int64_t)(int32_t)sec) >> 32) & 3;
+	return epoch | ((uint32_t)nsec << 2);
+}
+
+static void decode_extra(uint32_t extra, time_t *sec, long *nsec)
+{
+	/* the 32-bit seconds are signed once the epoch bits extend them */
+	*sec = (time_t)(int32_t)(uint32_t)*sec + (time_t)((int64_t)(extra & 3) << 32);
+	*nsec = extra >> 2;
+	if (*nsec > 999999999)
+		*nsec = 0;
+}
+
+static void stamp_set(struct rfs *r, ext2_ino_t ino, unsigned mask, long nsec)
+{
+	struct time_stamp *s = NULL;
+	for (unsigned i = 0; i < r->nstamp; i++)
+		if (r->stamp[i].ino == ino)
+			s = &r->stamp[i];
+	if (!s) {
+		if (r->nstamp == sizeof(r->stamp) / sizeof(r->stamp[0]))
+			return;   /* whole seconds only for this one */
+		s = &r->stamp[r->nstamp++];
+		s->ino = ino;
+		s->mask = 0;
+	}
+	s->mask |= mask;
+	for (unsigned f = 0; f < 4; f++)
+		if (mask & (1u << f))
+			s->nsec[f] = nsec;
+}
+
+/* The operation's time, for the fields in mask of ino. */
+static time_t stamp_now(struct rfs *r, ext2_ino_t ino, unsigned mask)
+{
+	stamp_set(r, ino, mask, r->now.tv_nsec);
+	return r->now.tv_sec;
+}
+
+static bool large_inodes(struct rfs *r)
+{
+	return EXT2_INODE_SIZE(r->fs->super) > EXT2_GOOD_OLD_INODE_SIZE;
+}
+
 static int put_inode(struct rfs *r, ext2_ino_t ino, struct ext2_inode *inode)
 {
+	struct time_stamp *s = NULL;
+	for (unsigned i = 0; i < r->nstamp; i++)
+		if (r->stamp[i].ino == ino)
+			s = &r->stamp[i];
+	if (s && large_inodes(r)) {
+		struct ext2_inode_large big;
+		errcode_t e = ext2fs_read_inode_full(r->fs, ino, (struct ext2_inode *)&big,
+						     sizeof(big));
+		if (!e) {
+			memcpy(&big, inode, sizeof(*inode));
+			unsigned have = big.i_extra_isize;
+			if ((s->mask & T_C) && have >= 8)
+				big.i_ctime_extra = encode_extra(inode->i_ctime, s->nsec[2]);
+			if ((s->mask & T_M) && have >= 12)
+				big.i_mtime_extra = encode_extra(inode->i_mtime, s->nsec[1]);
+			if ((s->mask & T_A) && have >= 16)
+				big.i_atime_extra = encode_extra(inode->i_atime, s->nsec[0]);
+			if ((s->mask & T_CR) && have >= 24) {
+				big.i_crtime = (uint32_t)r->now.tv_sec;
+				big.i_crtime_extra = encode_extra(r->now.tv_sec, s->nsec[3]);
+			}
+			e = ext2fs_write_inode_full(r->fs, ino, (struct ext2_inode *)&big,
+						    sizeof(big));
+		}
+		return e ? -errmap(e) : 0;
+	}
 	errcode_t e = ext2fs_write_inode(r->fs, ino, inode);
 	return e ? -errmap(e) : 0;
 }
@@ -140,6 +221,17 @@ static void fill_stat(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, stru
 	st->st_atime = in->i_atime;
 	st->st_mtime = in->i_mtime;
 	st->st_ctime = in->i_ctime;
+	if (large_inodes(r)) {
+		struct ext2_inode_large big;
+		if (!ext2fs_read_inode_full(r->fs, ino, (struct ext2_inode *)&big, sizeof(big))) {
+			if (big.i_extra_isize >= 8)
+				decode_extra(big.i_ctime_extra, &st->st_ctim.tv_sec, &st->st_ctim.tv_nsec);
+			if (big.i_extra_isize >= 12)
+				decode_extra(big.i_mtime_extra, &st->st_mtim.tv_sec, &st->st_mtim.tv_nsec);
+			if (big.i_extra_isize >= 16)
+				decode_extra(big.i_atime_extra, &st->st_atim.tv_sec, &st->st_atim.tv_nsec);
+		}
+	}
 	if (LINUX_S_ISCHR(in->i_mode) || LINUX_S_ISBLK(in->i_mode)) {
 		if (in->i_block[0]) {
 			st->st_rdev = makedev((in->i_block[0] >> 8) & 255, in->i_block[0] & 255);
@@ -154,11 +246,310 @@ static void fill_entry(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in,
 		       struct fuse_entry_param *e)
 {
 	memset(e, 0, sizeof(*e));
+	if (r->known && ino <= r->fs->super->s_inodes_count)
+		r->known[ino >> 3] |= (uint8_t)(1u << (ino & 7));
 	e->ino = to_fuse(ino);
 	e->generation = in->i_generation;
 	fill_stat(r, ino, in, &e->attr);
 	e->attr_timeout = TIMEOUT;
 	e->entry_timeout = TIMEOUT;
+}
+
+/* ---- rollback of a failed operation ---- */
+
+static void note_alloc(struct rfs *r, uint64_t num, int inuse, bool inode, bool isdir)
+{
+	if (!r->sp_active || r->undo_lost)
+		return;
+	if (r->nundo == r->capundo) {
+		size_t cap = r->capundo ? r->capundo * 2 : 64;
+		struct alloc_rec *n = realloc(r->undo, cap * sizeof(*n));
+		if (!n) {
+			r->undo_lost = true;
+			return;
+		}
+		r->undo = n;
+		r->capundo = cap;
+	}
+	r->undo[r->nundo++] = (struct alloc_rec){ .num = num, .inuse = inuse, .inode = inode,
+						  .isdir = isdir };
+}
+
+static void block_stats_hook(ext2_filsys fs, blk64_t blk, int inuse)
+{
+	struct rfs *r = fs->priv_data;
+	if (r->old_stats)
+		r->old_stats(fs, blk, inuse);
+	note_alloc(r, blk, inuse, false, false);
+}
+
+static void block_stats_range_hook(ext2_filsys fs, blk64_t blk, blk_t num, int inuse)
+{
+	struct rfs *r = fs->priv_data;
+	if (r->old_stats_range)
+		r->old_stats_range(fs, blk, num, inuse);
+	for (blk_t i = 0; i < num; i++)
+		note_alloc(r, blk + i, inuse, false, false);
+}
+
+static void inode_stats(struct rfs *r, ext2_ino_t ino, int inuse, bool isdir)
+{
+	ext2fs_inode_alloc_stats2(r->fs, ino, inuse, isdir);
+	note_alloc(r, ino, inuse, true, isdir);
+}
+
+int rfs_txn_hooks(struct rfs *r)
+{
+	r->fs->priv_data = r;
+	ext2fs_set_block_alloc_stats_callback(r->fs, block_stats_hook, &r->old_stats);
+	ext2fs_set_block_alloc_stats_range_callback(r->fs, block_stats_range_hook,
+						    &r->old_stats_range);
+	r->known = calloc(r->fs->super->s_inodes_count / 8 + 1, 1);
+	return r->known ? 0 : -ENOMEM;
+}
+
+/* Start of a mutating operation (and again after a commit inside one). */
+static void op_savepoint(struct rfs *r)
+{
+	r->sp_active = false;
+	if (!r->attached || rio_txn_savepoint(r->fs->io))
+		return;
+	r->sb_saved = *r->fs->super;
+	r->nundo = 0;
+	r->undo_lost = false;
+	dindex_mark(r->di);
+	r->sp_active = true;
+}
+
+/*
+ * The operation failed: io drops its metadata writes since the savepoint;
+ * here libext2fs's in-memory copies follow (allocation changes undone in
+ * reverse, which restores bitmaps and group counters; the superblock as it
+ * was; the inode cache and the changed directories' indexes forgotten).
+ * 0, or -EROFS when it could not be restored exactly.
+ */
+static int op_rollback(struct rfs *r)
+{
+	ext2_filsys fs = r->fs;
+	void (*cur)(ext2_filsys, blk64_t, int) = NULL;
+	void (*cur_range)(ext2_filsys, blk64_t, blk_t, int) = NULL;
+
+	if (!r->sp_active)
+		return 0;
+	r->sp_active = false;
+	if (rio_txn_failed(fs->io))
+		return -EROFS;
+	errcode_t e = rio_txn_rollback(fs->io);
+	/* the undo is not an allocation io must track: no callbacks */
+	ext2fs_set_block_alloc_stats_callback(fs, NULL, &cur);
+	ext2fs_set_block_alloc_stats_range_callback(fs, NULL, &cur_range);
+	for (size_t i = r->nundo; i-- > 0;) {
+		struct alloc_rec *a = &r->undo[i];
+		if (a->inode)
+			ext2fs_inode_alloc_stats2(fs, (ext2_ino_t)a->num, -a->inuse, a->isdir);
+		else
+			ext2fs_block_alloc_stats2(fs, a->num, -a->inuse);
+	}
+	ext2fs_set_block_alloc_stats_callback(fs, cur, NULL);
+	ext2fs_set_block_alloc_stats_range_callback(fs, cur_range, NULL);
+	*fs->super = r->sb_saved;
+	ext2fs_mark_super_dirty(fs);
+	(void)ext2fs_flush_icache(fs);
+	dindex_forget_changed(r->di);
+	r->nundo = 0;
+	if (e || r->undo_lost) {
+		fprintf(stderr, "recon-fuse: cannot roll back a failed operation (%s); the file "
+			"system is now read-only\n", e ? error_message(e) : "out of memory");
+		return -EROFS;
+	}
+	return 0;
+}
+
+/* ---- after a rejected commit ---- */
+
+struct inval_list {
+	struct fuse_session *se;
+	fuse_ino_t *inos;
+	size_t ninos;
+	fuse_ino_t *parents;
+	char **names;
+	size_t nnames, capnames;
+};
+
+/* The kernel must not keep what the discarded transactions made: notified
+ * from a thread of its own, as a notification sent from inside a request on
+ * the same inode would deadlock. */
+static void *notifier_main(void *arg)
+{
+	struct inval_list *l = arg;
+
+	for (size_t i = 0; i < l->nnames; i++) {
+		(void)fuse_lowlevel_notify_inval_entry(l->se, l->parents[i], l->names[i],
+						       strlen(l->names[i]));
+		free(l->names[i]);
+	}
+	for (size_t i = 0; i < l->ninos; i++)
+		(void)fuse_lowlevel_notify_inval_inode(l->se, l->inos[i], 0, 0);
+	free(l->names);
+	free(l->parents);
+	free(l->inos);
+	free(l);
+	return NULL;
+}
+
+struct name_ctx {
+	struct inval_list *l;
+	fuse_ino_t parent;
+};
+
+static int add_name(struct inval_list *l, fuse_ino_t parent, const char *name, size_t len)
+{
+	if (l->nnames == l->capnames) {
+		size_t cap = l->capnames ? l->capnames * 2 : 256;
+		if (cap > (1u << 20))
+			return 1;   /* bounded: past that, the entry timeouts expire them */
+		char **nn = realloc(l->names, cap * sizeof(*nn));
+		if (nn)
+			l->names = nn;
+		fuse_ino_t *np = nn ? realloc(l->parents, cap * sizeof(*np)) : NULL;
+		if (np)
+			l->parents = np;
+		if (!nn || !np)
+			return 1;
+		l->capnames = cap;
+	}
+	char *n = strndup(name, len);
+	if (!n)
+		return 1;
+	l->parents[l->nnames] = parent;
+	l->names[l->nnames++] = n;
+	return 0;
+}
+
+/* Names on disk in a directory the kernel knows: its negative dentries for
+ * names the discarded transactions removed. */
+static int collect_name(void *vctx, const char *name, size_t len, ext2_ino_t ino, int ftype,
+			uint64_t next_off)
+{
+	struct name_ctx *c = vctx;
+
+	(void)ino;
+	(void)ftype;
+	(void)next_off;
+	if ((len == 1 && name[0] == '.') || (len == 2 && name[0] == '.' && name[1] == '.'))
+		return 0;
+	return add_name(c->l, c->parent, name, len);
+}
+
+/* Names the discarded transactions may have added. */
+static void collect_added(void *vctx, ext2_ino_t dir, const char *name)
+{
+	(void)add_name(vctx, to_fuse(dir), name, strlen(name));
+}
+
+/* The superblock as the disk has it (libext2fs's copy held discarded counts). */
+static void reread_super(struct rfs *r)
+{
+	ext2_filsys fs = r->fs;
+	size_t bs = fs->blocksize;
+	char *buf = malloc(bs);
+
+	if (!buf)
+		return;
+	if (!io_channel_read_blk64(fs->io, SUPERBLOCK_OFFSET / bs, 1, buf))
+		memcpy(fs->super, buf + SUPERBLOCK_OFFSET % bs, SUPERBLOCK_SIZE);
+	free(buf);
+}
+
+static void invalidate_kernel(struct rfs *r)
+{
+	struct inval_list *l = calloc(1, sizeof(*l));
+	ext2_ino_t count = r->fs->super->s_inodes_count;
+	size_t ndirs = 0;
+	ext2_ino_t *dirs = NULL;
+
+	if (!l || !r->known)
+		goto fail;
+	l->se = r->se;
+	for (ext2_ino_t i = 1; i <= count; i++)
+		l->ninos += (r->known[i >> 3] >> (i & 7)) & 1;
+	l->inos = malloc((l->ninos + 1) * sizeof(*l->inos));
+	dirs = malloc(4096 * sizeof(*dirs));
+	if (!l->inos || !dirs)
+		goto fail;
+	l->ninos = 0;
+	l->inos[l->ninos++] = FUSE_ROOT_ID;
+	for (ext2_ino_t i = 1; i <= count; i++)
+		if (((r->known[i >> 3] >> (i & 7)) & 1) && i != EXT2_ROOT_INO)
+			l->inos[l->ninos++] = i;
+	/* dentries: names added since the last durable commit (now gone),
+	 * and the names the disk has in the directories we have indexed */
+	if (!dindex_added_names(r->di, collect_added, l))
+		fprintf(stderr, "recon-fuse: too many new names to invalidate one by one; the "
+			"kernel's entries expire within %.0f s\n", TIMEOUT);
+	dindex_clear_added(r->di);
+	ndirs = dindex_cached_dirs(r->di, dirs, 4096);
+	for (size_t i = 0; i < ndirs; i++) {
+		ext2_ino_t d = dirs[i];
+		if (d != EXT2_ROOT_INO && !((r->known[d >> 3] >> (d & 7)) & 1))
+			continue;
+		struct name_ctx c = { .l = l, .parent = to_fuse(d) };
+		(void)dindex_readdir(r->di, d, 0, collect_name, &c);
+	}
+	free(dirs);
+	if (pthread_create(&r->notifier, NULL, notifier_main, l) == 0) {
+		r->notifier_running = true;
+		return;
+	}
+	dirs = NULL;
+fail:
+	fprintf(stderr, "recon-fuse: cannot invalidate the kernel's caches (out of memory); "
+		"they expire within %.0f s\n", TIMEOUT);
+	free(dirs);
+	if (l) {
+		for (size_t i = 0; i < l->nnames; i++)
+			free(l->names[i]);
+		free(l->names);
+		free(l->parents);
+		free(l->inos);
+		free(l);
+	}
+}
+
+void rfs_join_notifier(struct rfs *r)
+{
+	if (r->notifier_running) {
+		pthread_join(r->notifier, NULL);
+		r->notifier_running = false;
+	}
+}
+
+/* A commit was rejected (or the device failed, or a rollback could not be
+ * exact): read-only from now on, and nothing of the discarded state stays
+ * visible, in our caches or the kernel's.  Once. */
+static void went_readonly(struct rfs *r)
+{
+	r->ro = true;
+	if (r->invalidated)
+		return;
+	r->invalidated = true;
+	const char *v = rio_txn_last_violation(r->fs->io);
+	fprintf(stderr, "recon-fuse: a commit was rejected or failed; the file system is now "
+		"read-only%s%s\n", v ? ":\n" : "", v ? v : "");
+	syslog(LOG_ERR, "recon-fuse: a commit was rejected or failed; read-only from now on");
+	(void)ext2fs_flush_icache(r->fs);
+	reread_super(r);
+	if (r->cfg->on_violation == ONV_STOP) {
+		dindex_drop_all(r->di);
+		r->stopped = true;
+		fprintf(stderr, "recon-fuse: on_violation=stop: unmounting\n");
+		fuse_session_exit(r->se);
+		/* wakes the loop out of its read of /dev/fuse */
+		kill(getpid(), SIGTERM);
+		return;
+	}
+	invalidate_kernel(r);
+	dindex_drop_all(r->di);
 }
 
 /* ---- write lifecycle ---- */
@@ -168,28 +559,31 @@ static int wr_begin(struct rfs *r)
 	if (r->ro)
 		return -EROFS;
 	if (rio_txn_failed(r->fs->io)) {
-		r->ro = true;
+		went_readonly(r);
 		return -EROFS;
 	}
+	op_savepoint(r);
+	clock_gettime(CLOCK_REALTIME, &r->now);
+	r->nstamp = 0;
 	return 0;
 }
 
-/* End of a modifying operation: the transaction boundary. */
+/* End of a modifying operation: a failed one leaves nothing behind; then
+ * the transaction boundary. */
 static int wr_end(struct rfs *r, int ret, bool force)
 {
+	if (ret && r->sp_active && op_rollback(r)) {
+		went_readonly(r);
+		return -EROFS;
+	}
+	r->sp_active = false;
+	r->nstamp = 0;
 	errcode_t e = rio_txn_boundary(r->fs, force);
 
+	if (!e && force)
+		dindex_clear_added(r->di);   /* all durable: nothing to take back */
 	if (e == EROFS) {
-		if (!r->ro)
-			fprintf(stderr, "recon-fuse: a commit was rejected; the file system is now "
-				"read-only%s%s\n", rio_txn_last_violation(r->fs->io) ? ":\n" : "",
-				rio_txn_last_violation(r->fs->io) ? rio_txn_last_violation(r->fs->io) : "");
-		r->ro = true;
-		/* libext2fs's in-memory state no longer matches the disk: forget
-		 * what the indexes and the kernel cached from it */
-		dindex_drop_all(r->di);
-		if (r->cfg->on_violation == ONV_STOP)
-			fuse_session_exit(r->se);
+		went_readonly(r);
 		return -EROFS;
 	}
 	if (e && !ret)
@@ -273,17 +667,39 @@ static int orphan_remove(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in)
 	return 0;
 }
 
+/* Is ino on the orphan list already (unlinked while open)? */
+static bool orphan_listed(struct rfs *r, ext2_ino_t ino)
+{
+	struct open_ino *o = *open_slot(r, ino);
+	return o && o->orphan;
+}
+
+/* A commit inside an operation (between chunks of a huge punch): what came
+ * before it stays, so the rollback point moves past it. */
+static errcode_t commit_midway(struct rfs *r)
+{
+	errcode_t e = rio_txn_boundary(r->fs, true);
+	if (!e && r->sp_active)
+		op_savepoint(r);
+	return e;
+}
+
 /*
  * Free the blocks of ino from logical block `keep` on.  A huge file frees
  * more blocks than one transaction may hold, so the punch goes from the end
  * in chunks sized to the room left, with i_size following each chunk (the
- * file stays consistent at every commit), committing in between.
+ * file stays consistent at every commit), committing in between.  As ext3
+ * does, the inode sits on the orphan list from before the first chunk
+ * commits until the transaction holding the last one, so a crash in between
+ * leaves it to the next mount's orphan processing.
  */
 static int punch_from(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t keep)
 {
 	ext2_filsys fs = r->fs;
 	uint64_t bs = fs->blocksize, apb = bs / 4;
+	bool listed = false;   /* put on the orphan list here */
 	errcode_t e;
+	int ret;
 
 	if (!ext2fs_inode_has_valid_blocks2(fs, in))
 		return 0;
@@ -299,7 +715,7 @@ static int punch_from(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk6
 			blk64_t groups_room = room > 16 ? room - 16 : 0;
 			chunk = groups_room / 2 * apb;
 			if (chunk < apb) {
-				e = rio_txn_boundary(fs, true);
+				e = commit_midway(r);
 				if (e)
 					return e == EROFS ? -EROFS : -errmap(e);
 				continue;
@@ -307,7 +723,17 @@ static int punch_from(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk6
 		}
 		if (cur <= keep || cur - keep <= chunk) {
 			e = ext2fs_punch(fs, ino, in, NULL, keep, ~0ULL);
-			return e ? -errmap(e) : 0;
+			if (e)
+				return -errmap(e);
+			/* off the list in the transaction of the last chunk (the
+			 * caller writes the inode) */
+			return listed ? orphan_remove(r, ino, in) : 0;
+		}
+		if (!listed && !orphan_listed(r, ino)) {
+			ret = orphan_add(r, ino, in);
+			if (ret)
+				return ret;
+			listed = true;
 		}
 		blk64_t start = cur - chunk;
 		e = ext2fs_punch(fs, ino, in, NULL, start, ~0ULL);
@@ -316,7 +742,7 @@ static int punch_from(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk6
 		if (!e)
 			e = ext2fs_write_inode(fs, ino, in);
 		if (!e)
-			e = rio_txn_boundary(fs, true);
+			e = commit_midway(r);
 		if (e)
 			return e == EROFS ? -EROFS : -errmap(e);
 		cur = start;
@@ -350,7 +776,7 @@ int rfs_free_inode(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in)
 	ret = put_inode(r, ino, in);
 	if (ret)
 		return ret;
-	ext2fs_inode_alloc_stats2(fs, ino, -1, LINUX_S_ISDIR(in->i_mode));
+	inode_stats(r, ino, -1, LINUX_S_ISDIR(in->i_mode));
 	return 0;
 }
 
@@ -361,7 +787,7 @@ static int drop_link(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in)
 		in->i_links_count = 0;
 	else if (in->i_links_count)
 		in->i_links_count--;
-	in->i_ctime = time(NULL);
+	in->i_ctime = stamp_now(r, ino, T_C);
 	if (in->i_links_count)
 		return put_inode(r, ino, in);
 	if (LINUX_S_ISDIR(in->i_mode))
@@ -522,7 +948,7 @@ static void maybe_touch_atime(struct rfs *r, ext2_ino_t ino)
 	struct ext2_inode in;
 	if (r->ro || wr_begin(r) || get_inode(r, ino, &in) || !atime_needs_update(r, &in))
 		return;
-	in.i_atime = time(NULL);
+	in.i_atime = stamp_now(r, ino, T_A);
 	int ret = put_inode(r, ino, &in);
 	(void)wr_end(r, ret, false);
 }
@@ -595,6 +1021,10 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	(void)fi;
 	lock(r);
 	ret = get_inode(r, to_ext(ino), &in);
+	/* freed (a dentry the kernel kept of discarded state, or a race with
+	 * unlink): gone, not a file of mode 0 */
+	if (!ret && in.i_links_count == 0 && !*open_slot(r, to_ext(ino)))
+		ret = -ENOENT;
 	if (!ret)
 		fill_stat(r, to_ext(ino), &in, &st);
 	unlock(r);
@@ -665,6 +1095,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t fino, struct stat *attr, int t
 	ret = wr_begin(r);
 	if (ret)
 		goto out;
+	now = r->now.tv_sec;
 	ret = get_inode(r, ino, &in);
 	if (ret)
 		goto end;
@@ -704,6 +1135,20 @@ static void op_setattr(fuse_req_t req, fuse_ino_t fino, struct stat *attr, int t
 	else if (to_set & FUSE_SET_ATTR_MTIME)
 		in.i_mtime = attr->st_mtime;
 	in.i_ctime = (to_set & FUSE_SET_ATTR_CTIME) ? attr->st_ctime : now;
+	if (to_set & FUSE_SET_ATTR_SIZE)
+		stamp_now(r, ino, T_M);
+	if (to_set & FUSE_SET_ATTR_ATIME_NOW)
+		stamp_now(r, ino, T_A);
+	else if (to_set & FUSE_SET_ATTR_ATIME)
+		stamp_set(r, ino, T_A, attr->st_atim.tv_nsec);
+	if (to_set & FUSE_SET_ATTR_MTIME_NOW)
+		stamp_now(r, ino, T_M);
+	else if (to_set & FUSE_SET_ATTR_MTIME)
+		stamp_set(r, ino, T_M, attr->st_mtim.tv_nsec);
+	if (to_set & FUSE_SET_ATTR_CTIME)
+		stamp_set(r, ino, T_C, attr->st_ctim.tv_nsec);
+	else
+		stamp_now(r, ino, T_C);
 	ret = put_inode(r, ino, &in);
 	if (!ret)
 		fill_stat(r, ino, &in, &st);
@@ -794,13 +1239,13 @@ static int new_inode(struct rfs *r, fuse_req_t req, ext2_ino_t dir, unsigned mod
 	}
 	in->i_gid = gid & 0xffff;
 	ext2fs_set_i_gid_high(*in, gid >> 16);
-	in->i_atime = in->i_mtime = in->i_ctime = time(NULL);
+	in->i_atime = in->i_mtime = in->i_ctime = stamp_now(r, *out, T_A | T_M | T_C | T_CR);
 	in->i_links_count = 1;
 	in->i_generation = (uint32_t)lrand48();
 	e = ext2fs_write_new_inode(r->fs, *out, in);
 	if (e)
 		return -errmap(e);
-	ext2fs_inode_alloc_stats2(r->fs, *out, +1, LINUX_S_ISDIR(mode));
+	inode_stats(r, *out, +1, LINUX_S_ISDIR(mode));
 	return 0;
 }
 
@@ -831,7 +1276,7 @@ static void touch_dir(struct rfs *r, ext2_ino_t dir, int links_delta)
 	struct ext2_inode din;
 	if (get_inode(r, dir, &din))
 		return;
-	din.i_mtime = din.i_ctime = time(NULL);
+	din.i_mtime = din.i_ctime = stamp_now(r, dir, T_M | T_C);
 	din.i_links_count += links_delta;
 	(void)put_inode(r, dir, &din);
 }
@@ -1116,7 +1561,7 @@ static int do_rename(struct rfs *r, ext2_ino_t sdir, const char *sname, ext2_ino
 	struct ext2_inode sin, din, pin;
 	int sft, dft, ret;
 	size_t sl = strlen(sname), dl = strlen(dname);
-	time_t now = time(NULL);
+	time_t now = r->now.tv_sec;
 
 	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE))
 		return -EINVAL;
@@ -1173,6 +1618,8 @@ static int do_rename(struct rfs *r, ext2_ino_t sdir, const char *sname, ext2_ino
 			touch_dir(r, sdir, 0);
 		}
 		sin.i_ctime = din.i_ctime = now;
+		stamp_now(r, sino, T_C);
+		stamp_now(r, dino, T_C);
 		ret = put_inode(r, sino, &sin);
 		return ret ? ret : put_inode(r, dino, &din);
 	}
@@ -1226,6 +1673,7 @@ static int do_rename(struct rfs *r, ext2_ino_t sdir, const char *sname, ext2_ino
 		touch_dir(r, ddir, ddelta);
 	}
 	sin.i_ctime = now;
+	stamp_now(r, sino, T_C);
 	ret = put_inode(r, sino, &sin);
 	if (!ret && dino)
 		ret = drop_link(r, dino, &din);
@@ -1272,7 +1720,7 @@ static void op_link(fuse_req_t req, fuse_ino_t fino, fuse_ino_t newparent, const
 		ret = dindex_add(r->di, dir, newname, strlen(newname), ino, ftype_of(r, in.i_mode));
 	if (!ret) {
 		in.i_links_count++;
-		in.i_ctime = time(NULL);
+		in.i_ctime = stamp_now(r, ino, T_C);
 		ret = put_inode(r, ino, &in);
 		touch_dir(r, dir, 0);
 	}
@@ -1430,7 +1878,7 @@ static int do_write(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *d
 		uint64_t end = (uint64_t)off + size;
 		if (end > EXT2_I_SIZE(&in) && !ret)
 			ext2fs_inode_size_set(r->fs, &in, end);
-		in.i_mtime = in.i_ctime = time(NULL);
+		in.i_mtime = in.i_ctime = stamp_now(r, ino, T_M | T_C);
 		if ((in.i_mode & (LINUX_S_ISUID | LINUX_S_ISGID)) && fuse_req_ctx(req)->uid != 0)
 			in.i_mode &= ~(LINUX_S_ISUID | LINUX_S_ISGID);
 		int pret = put_inode(r, ino, &in);
@@ -1482,6 +1930,7 @@ static void op_release(fuse_req_t req, fuse_ino_t fino, struct fuse_file_info *f
 		*p = o->next;
 		if (o->orphan && !r->ro) {
 			struct ext2_inode in;
+			op_savepoint(r);
 			ret = get_inode(r, ino, &in);
 			if (!ret && in.i_links_count == 0) {
 				ret = orphan_remove(r, ino, &in);
@@ -1724,7 +2173,7 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t fino, const char *name, const
 	if (!ret) {
 		struct ext2_inode in;
 		if (!get_inode(r, ino, &in)) {
-			in.i_ctime = time(NULL);
+			in.i_ctime = stamp_now(r, ino, T_C);
 			ret = put_inode(r, ino, &in);
 		}
 	}
@@ -1849,7 +2298,7 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t fino, const char *name)
 	if (!ret) {
 		struct ext2_inode in;
 		if (!get_inode(r, ino, &in)) {
-			in.i_ctime = time(NULL);
+			in.i_ctime = stamp_now(r, ino, T_C);
 			ret = put_inode(r, ino, &in);
 		}
 	}
@@ -1905,7 +2354,7 @@ static int do_fallocate(struct rfs *r, fuse_req_t req, ext2_ino_t ino, off_t off
 		trim_past_eof(r, ino, &in);
 	if (!ret && (uint64_t)off + len > EXT2_I_SIZE(&in))
 		ext2fs_inode_size_set(r->fs, &in, off + len);
-	in.i_ctime = in.i_mtime = time(NULL);
+	in.i_ctime = in.i_mtime = stamp_now(r, ino, T_M | T_C);
 	int pret = put_inode(r, ino, &in);
 	return ret ? ret : pret;
 }
