@@ -41,7 +41,7 @@ static int u64map_grow(struct u64map *m)
 	return 0;
 }
 
-int u64map_put(struct u64map *m, uint64_t key, uint32_t val)
+int chk_u64map_put(struct u64map *m, uint64_t key, uint32_t val)
 {
 	if ((m->n + 1) * 2 > m->cap) {
 		int r = u64map_grow(m);
@@ -59,7 +59,7 @@ int u64map_put(struct u64map *m, uint64_t key, uint32_t val)
 	return 0;
 }
 
-bool u64map_get(const struct u64map *m, uint64_t key, uint32_t *val)
+bool chk_u64map_get(const struct u64map *m, uint64_t key, uint32_t *val)
 {
 	if (!m->cap)
 		return false;
@@ -77,7 +77,7 @@ bool u64map_get(const struct u64map *m, uint64_t key, uint32_t *val)
 }
 
 /* Backward-shift deletion keeps probe chains intact without tombstones. */
-void u64map_del(struct u64map *m, uint64_t key)
+void chk_u64map_del(struct u64map *m, uint64_t key)
 {
 	if (!m->cap)
 		return;
@@ -105,7 +105,7 @@ void u64map_del(struct u64map *m, uint64_t key)
 	m->n--;
 }
 
-void u64map_free(struct u64map *m)
+void chk_u64map_free(struct u64map *m)
 {
 	free(m->keys);
 	free(m->vals);
@@ -142,7 +142,7 @@ void chk_cache_put(struct chk_fs *fs, uint64_t blk, const void *buf)
 	uint32_t s;
 	if (fs->cache_max == 0)
 		return;
-	if (u64map_get(&c->index, blk, &s)) {
+	if (chk_u64map_get(&c->index, blk, &s)) {
 		memcpy(c->ents[s].data, buf, fs->bs);
 		lru_unlink(c, s);
 		lru_push_head(c, s);
@@ -173,9 +173,9 @@ void chk_cache_put(struct chk_fs *fs, uint64_t blk, const void *buf)
 	} else {
 		s = c->tail;                 /* evict least recently used */
 		lru_unlink(c, s);
-		u64map_del(&c->index, c->ents[s].blk);
+		chk_u64map_del(&c->index, c->ents[s].blk);
 	}
-	if (u64map_put(&c->index, blk, s)) {
+	if (chk_u64map_put(&c->index, blk, s)) {
 		c->free_slots[c->nfree++] = s;
 		return;
 	}
@@ -189,10 +189,10 @@ void chk_cache_drop(struct chk_fs *fs, uint64_t blk)
 {
 	struct blk_cache *c = &fs->cache;
 	uint32_t s;
-	if (!u64map_get(&c->index, blk, &s))
+	if (!chk_u64map_get(&c->index, blk, &s))
 		return;
 	lru_unlink(c, s);
-	u64map_del(&c->index, blk);
+	chk_u64map_del(&c->index, blk);
 	c->free_slots[c->nfree++] = s;
 }
 
@@ -202,13 +202,13 @@ static void cache_free(struct blk_cache *c)
 		free(c->ents[i].data);
 	free(c->ents);
 	free(c->free_slots);
-	u64map_free(&c->index);
+	chk_u64map_free(&c->index);
 }
 
 int chk_read_block(struct chk_fs *fs, uint64_t blk, void *buf)
 {
 	uint32_t s;
-	if (u64map_get(&fs->cache.index, blk, &s)) {
+	if (chk_u64map_get(&fs->cache.index, blk, &s)) {
 		memcpy(buf, fs->cache.ents[s].data, fs->bs);
 		lru_unlink(&fs->cache, s);
 		lru_push_head(&fs->cache, s);
@@ -235,12 +235,12 @@ void chk_note_read(struct chk_fs *fs, uint64_t blk, const void *buf)
 
 /* ------------------------------------------------------------------ layout */
 
-uint32_t group_of_block(const struct chk_fs *fs, uint64_t blk)
+uint32_t chk_group_of_block(const struct chk_fs *fs, uint64_t blk)
 {
 	return (uint32_t)((blk - fs->first_data_block) / fs->bpg);
 }
 
-uint32_t group_of_inode(const struct chk_fs *fs, uint32_t ino)
+uint32_t chk_group_of_inode(const struct chk_fs *fs, uint32_t ino)
 {
 	return (ino - 1) / fs->ipg;
 }
@@ -252,7 +252,7 @@ static bool is_power_of(uint32_t n, uint32_t b)
 	return n == 1;
 }
 
-bool group_has_super(const struct chk_fs *fs, uint32_t g)
+bool chk_group_has_super(const struct chk_fs *fs, uint32_t g)
 {
 	if (!fs->sparse || g <= 1)
 		return true;
@@ -268,7 +268,7 @@ uint8_t chk_static_type(const struct chk_fs *fs, uint64_t blk)
 
 int chk_read_inode(struct chk_fs *fs, uint32_t ino, void *buf)
 {
-	uint32_t g = group_of_inode(fs, ino), idx = (ino - 1) % fs->ipg;
+	uint32_t g = chk_group_of_inode(fs, ino), idx = (ino - 1) % fs->ipg;
 	uint64_t blk = fs->gd[g].bg_inode_table + idx / fs->inodes_per_block;
 	uint8_t *b = malloc(fs->bs);
 	if (!b)
@@ -282,7 +282,7 @@ int chk_read_inode(struct chk_fs *fs, uint32_t ino, void *buf)
 
 /* ------------------------------------------------------------------ inodes */
 
-bool mode_type_valid(uint16_t mode)
+bool chk_mode_type_valid(uint16_t mode)
 {
 	switch (mode & 0170000) {
 	case 0100000: case 0040000: case 0120000: case 0020000:
@@ -292,7 +292,7 @@ bool mode_type_valid(uint16_t mode)
 	return false;
 }
 
-int mode_to_ftype(uint16_t mode)
+int chk_mode_to_ftype(uint16_t mode)
 {
 	switch (mode & 0170000) {
 	case 0100000: return EXT2_FT_REG_FILE;
@@ -306,17 +306,65 @@ int mode_to_ftype(uint16_t mode)
 	return -1;
 }
 
-uint64_t inode_size64(const struct ext2_inode *in)
+uint64_t chk_inode_size64(const struct ext2_inode *in)
 {
 	if ((in->i_mode & 0170000) == 0100000)
 		return in->i_size | ((uint64_t)in->i_size_high << 32);
 	return in->i_size;
 }
 
+/* 12 direct + single + double + triple indirect blocks, as e2fsck computes
+ * its per-block-size limit (it does not cap by i_blocks; the kernel's limit
+ * is lower, so kernel files always pass). */
+uint64_t chk_max_file_size(uint32_t bs)
+{
+	uint64_t a = bs / 4;
+	return (12 + a + a * a + a * a * a) * (uint64_t)bs;
+}
+
+/* The internal journal's superblock (block 0 of the journal inode), as
+ * e2fsck's journal load judges it; jbd fields are big endian. */
+static uint32_t be32_at(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+const char *chk_journal_sb_problem(const struct chk_fs *fs, const uint8_t *jsb, uint64_t journal_blocks)
+{
+	enum { JSB_MAGIC = 0, JSB_TYPE = 4, JSB_BLOCKSIZE = 12, JSB_MAXLEN = 16, JSB_FIRST = 20,
+	       JSB_FEAT_COMPAT = 36, JSB_FEAT_INCOMPAT = 40, JSB_FEAT_RO = 44, JSB_NR_USERS = 64 };
+	uint32_t type = be32_at(jsb + JSB_TYPE), maxlen = be32_at(jsb + JSB_MAXLEN), first = be32_at(jsb + JSB_FIRST);
+	if (be32_at(jsb + JSB_MAGIC) != 0xC03B3998u)
+		return "bad magic";
+	if (type != 3 && type != 4)              /* superblock v1, v2 */
+		return "not a journal superblock type";
+	if (be32_at(jsb + JSB_BLOCKSIZE) != fs->bs)
+		return "block size differs from the file system's";
+	if (maxlen > journal_blocks)
+		return "s_maxlen beyond the journal inode's size";
+	if (first == 0 || first >= maxlen)
+		return "s_first outside the journal";
+	if (type == 3 && (be32_at(jsb + JSB_FEAT_COMPAT) || be32_at(jsb + JSB_FEAT_INCOMPAT) ||
+			  be32_at(jsb + JSB_FEAT_RO) || be32_at(jsb + JSB_NR_USERS)))
+		return "v1 superblock with v2 fields set";
+	if (type == 4 && be32_at(jsb + JSB_NR_USERS) > 1)   /* an internal journal has one user */
+		return "v2 superblock with more than one user (v1 leftovers)";
+	return NULL;
+}
+
+const char *chk_file_size_problem(const struct chk_fs *fs, uint64_t size, bool large_file)
+{
+	if (size > chk_max_file_size(fs->bs))
+		return "is beyond the largest indirect-mapped file for this block size";
+	if (size >= 0x80000000ULL && !large_file)
+		return "is 2 GiB or more without the large_file feature";
+	return NULL;
+}
+
 /* Which in-use inodes' i_block we model as pointers: ordinary inodes with
  * pointers, the root, the journal inode (even without has_journal: its
  * blocks are still owned) and the bad-blocks inode (whatever its mode). */
-bool inode_walkable(const struct chk_fs *fs, uint32_t ino, const struct ext2_inode *in)
+bool chk_inode_walkable(const struct chk_fs *fs, uint32_t ino, const struct ext2_inode *in)
 {
 	if (ino == EXT2_RESIZE_INO)
 		return false;
@@ -324,11 +372,11 @@ bool inode_walkable(const struct chk_fs *fs, uint32_t ino, const struct ext2_ino
 		return true;
 	if (ino < fs->first_ino && ino != EXT2_ROOT_INO && ino != EXT2_JOURNAL_INO && ino != fs->journal_ino)
 		return false;
-	return inode_has_block_ptrs(fs, in);
+	return chk_inode_has_block_ptrs(fs, in);
 }
 
 /* ext4-only inode fields that must stay clear on ext2/ext3; NULL if fine */
-const char *inode_ext4_fields_problem(const struct chk_fs *fs, const struct ext2_inode *in)
+const char *chk_inode_ext4_fields_problem(const struct chk_fs *fs, const struct ext2_inode *in)
 {
 	if (in->i_faddr)
 		return "obsolete i_faddr";
@@ -356,7 +404,7 @@ const char *inode_ext4_fields_problem(const struct chk_fs *fs, const struct ext2
 
 /* Regular files, directories and slow symlinks keep block pointers in
  * i_block; fast symlinks keep their target there and devices a number. */
-bool inode_has_block_ptrs(const struct chk_fs *fs, const struct ext2_inode *in)
+bool chk_inode_has_block_ptrs(const struct chk_fs *fs, const struct ext2_inode *in)
 {
 	switch (in->i_mode & 0170000) {
 	case 0100000: case 0040000:
@@ -407,7 +455,7 @@ static int walk_level(struct walk_ctx *w, uint64_t blk, int level, uint32_t base
 	return 0;
 }
 
-int walk_inode_tree(struct chk_fs *fs, const struct ext2_inode *in, bool isdir,
+int chk_walk_inode_tree(struct chk_fs *fs, const struct ext2_inode *in, bool isdir,
 		    blk_get_fn get, void *get_ctx, blk_visit_fn visit, void *vctx)
 {
 	struct walk_ctx w = { fs, get, get_ctx, visit, vctx, isdir, { NULL, NULL, NULL } };
@@ -604,7 +652,7 @@ static void mark_layout(struct chk_fs *fs)
 		mark_static(fs, 0, BT_BOOT, 0);
 	for (uint32_t g = 0; g < fs->ngroups; g++) {
 		uint64_t start = fs->first_data_block + (uint64_t)g * fs->bpg;
-		if (group_has_super(fs, g)) {
+		if (chk_group_has_super(fs, g)) {
 			mark_static(fs, start, BT_SB, 0);
 			for (uint32_t i = 0; i < fs->gdt_blocks; i++)
 				mark_static(fs, start + 1 + i, BT_GDT, 0);
@@ -671,10 +719,10 @@ static int scan_inodes(struct chk_fs *fs, char *err, size_t errlen)
 				} else if (fs->btype[x] != BT_XATTR)
 					note_bad(fs, &fs->dups, &fs->ndups, x, fs->bowner[x], ino);
 			}
-			if (!inode_walkable(fs, ino, in))
+			if (!chk_inode_walkable(fs, ino, in))
 				continue;
 			bool isdir = imode_type(in) == 0040000;
-			r = walk_inode_tree(fs, in, isdir, read_approved, fs, attach_visit, &a);
+			r = chk_walk_inode_tree(fs, in, isdir, read_approved, fs, attach_visit, &a);
 			if (r) {
 				r = fail(err, errlen, r, "inode %u: cannot read its indirect blocks", ino);
 				break;
@@ -791,7 +839,7 @@ int chk_record_format(const struct chk_record *r, char *buf, size_t len)
 			(long long)r->old_value, (long long)r->new_value);
 }
 
-const char *arena_printf(struct str_arena *a, const char *fmt, ...)
+const char *chk_arena_printf(struct str_arena *a, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -820,7 +868,7 @@ const char *arena_printf(struct str_arena *a, const char *fmt, ...)
 	return p;
 }
 
-void arena_free(struct str_arena *a)
+void chk_arena_free(struct str_arena *a)
 {
 	for (size_t i = 0; i < a->nchunks; i++)
 		free(a->chunks[i]);
@@ -828,12 +876,12 @@ void arena_free(struct str_arena *a)
 	memset(a, 0, sizeof(*a));
 }
 
-struct chk_verdict *verdict_new(void)
+struct chk_verdict *chk_verdict_new(void)
 {
 	return calloc(1, sizeof(struct chk_verdict));
 }
 
-size_t verdict_add_record(struct chk_verdict *v, enum chk_rtype t, uint64_t id,
+size_t chk_verdict_add_record(struct chk_verdict *v, enum chk_rtype t, uint64_t id,
 			  const char *field, int64_t o, int64_t n)
 {
 	if (v->nrecs == v->caprecs) {
@@ -858,7 +906,7 @@ static const struct chk_invariant *find_invariant(const char *id)
 	return NULL;
 }
 
-void verdict_add_violation(struct chk_verdict *v, const char *inv_id,
+void chk_verdict_add_violation(struct chk_verdict *v, const char *inv_id,
 			   const size_t *recs, size_t nrecs, const char *fmt, ...)
 {
 	/* one line per violated invariant and subject; cap to keep output bounded */
@@ -892,12 +940,12 @@ void verdict_add_violation(struct chk_verdict *v, const char *inv_id,
 	}
 	struct chk_violation *x = &v->viols[v->nviols++];
 	x->inv = find_invariant(inv_id);
-	x->detail = arena_printf(&v->strings, "%s", tmp);
+	x->detail = chk_arena_printf(&v->strings, "%s", tmp);
 	x->nrecords = k;
 	x->records = rc;
 }
 
-bool verdict_oom(const struct chk_verdict *v)
+bool chk_verdict_oom(const struct chk_verdict *v)
 {
 	return v->oom;
 }
@@ -922,9 +970,9 @@ void chk_verdict_free(struct chk_verdict *v)
 		free((void *)v->viols[i].records);
 	free(v->viols);
 	free(v->recs);
-	arena_free(&v->strings);
+	chk_arena_free(&v->strings);
 	if (v->txn)
-		txn_free(v->txn);
+		chk_txn_free(v->txn);
 	free(v);
 }
 
@@ -942,7 +990,7 @@ int chk_advance(struct chk_fs *fs, const struct chk_verdict *v)
 	if (!v->txn)
 		return -EINVAL;
 	uint64_t t0 = thread_ns();
-	int r = txn_apply(fs, v->txn);
+	int r = chk_txn_apply(fs, v->txn);
 	fs->stats.cpu_ns += thread_ns() - t0;
 	return r;
 }

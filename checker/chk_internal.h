@@ -58,10 +58,10 @@ struct u64map {
 	uint32_t *vals;
 	size_t    cap, n;
 };
-int   u64map_put(struct u64map *m, uint64_t key, uint32_t val);
-bool  u64map_get(const struct u64map *m, uint64_t key, uint32_t *val);
-void  u64map_del(struct u64map *m, uint64_t key);
-void  u64map_free(struct u64map *m);
+int   chk_u64map_put(struct u64map *m, uint64_t key, uint32_t val);
+bool  chk_u64map_get(const struct u64map *m, uint64_t key, uint32_t *val);
+void  chk_u64map_del(struct u64map *m, uint64_t key);
+void  chk_u64map_free(struct u64map *m);
 
 /* Bounded LRU cache of approved metadata block contents. */
 struct cache_ent {
@@ -127,27 +127,33 @@ void chk_cache_put(struct chk_fs *fs, uint64_t blk, const void *buf);
 void chk_cache_drop(struct chk_fs *fs, uint64_t blk);
 /* Approved raw inode (inode_size bytes) */
 int  chk_read_inode(struct chk_fs *fs, uint32_t ino, void *buf);
-uint32_t group_of_block(const struct chk_fs *fs, uint64_t blk);
-uint32_t group_of_inode(const struct chk_fs *fs, uint32_t ino);
-bool group_has_super(const struct chk_fs *fs, uint32_t g);
+uint32_t chk_group_of_block(const struct chk_fs *fs, uint64_t blk);
+uint32_t chk_group_of_inode(const struct chk_fs *fs, uint32_t ino);
+bool chk_group_has_super(const struct chk_fs *fs, uint32_t g);
 /* Static-layout type of blk, or BT_FREE if not static. */
 uint8_t chk_static_type(const struct chk_fs *fs, uint64_t blk);
 
 /* inode helpers */
 static inline uint16_t imode_type(const struct ext2_inode *in) { return in->i_mode & 0170000; }
-bool inode_has_block_ptrs(const struct chk_fs *fs, const struct ext2_inode *in);
-const char *inode_ext4_fields_problem(const struct chk_fs *fs, const struct ext2_inode *in);
-bool inode_walkable(const struct chk_fs *fs, uint32_t ino, const struct ext2_inode *in);
-uint64_t inode_size64(const struct ext2_inode *in);
-int mode_to_ftype(uint16_t mode);
-bool mode_type_valid(uint16_t mode);
+bool chk_inode_has_block_ptrs(const struct chk_fs *fs, const struct ext2_inode *in);
+const char *chk_inode_ext4_fields_problem(const struct chk_fs *fs, const struct ext2_inode *in);
+bool chk_inode_walkable(const struct chk_fs *fs, uint32_t ino, const struct ext2_inode *in);
+uint64_t chk_inode_size64(const struct ext2_inode *in);
+/* e2fsck's largest indirect-mapped file for block size bs, in bytes */
+uint64_t chk_max_file_size(uint32_t bs);
+/* why a regular file's 64-bit size is impossible (NULL if fine) */
+const char *chk_file_size_problem(const struct chk_fs *fs, uint64_t size, bool large_file);
+/* what is wrong with an internal journal superblock (NULL if fine) */
+const char *chk_journal_sb_problem(const struct chk_fs *fs, const uint8_t *jsb, uint64_t journal_blocks);
+int chk_mode_to_ftype(uint16_t mode);
+bool chk_mode_type_valid(uint16_t mode);
 
 /* Walks the block tree of an inode: calls fn(blk, type, lblk, owner) for every
  * non-zero pointer below i_block (not i_file_acl).  `get` reads a block's
  * contents in the relevant state. Returns 0 or -errno. */
 typedef int (*blk_get_fn)(void *ctx, uint64_t blk, void *buf);
 typedef void (*blk_visit_fn)(void *ctx, uint64_t blk, uint8_t type, uint32_t lblk);
-int walk_inode_tree(struct chk_fs *fs, const struct ext2_inode *in, bool isdir,
+int chk_walk_inode_tree(struct chk_fs *fs, const struct ext2_inode *in, bool isdir,
 		    blk_get_fn get, void *get_ctx, blk_visit_fn visit, void *vctx);
 
 /* ---- verdicts ---- */
@@ -155,9 +161,9 @@ struct str_arena {
 	char **chunks;
 	size_t nchunks, used, cap;        /* used/cap of the last chunk */
 };
-const char *arena_printf(struct str_arena *a, const char *fmt, ...)
+const char *chk_arena_printf(struct str_arena *a, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
-void arena_free(struct str_arena *a);
+void chk_arena_free(struct str_arena *a);
 
 struct txn;   /* diff.c: the analysed transaction */
 
@@ -170,19 +176,19 @@ struct chk_verdict {
 	struct txn *txn;                  /* what chk_advance applies; NULL for scans */
 	bool oom;
 };
-size_t verdict_add_record(struct chk_verdict *v, enum chk_rtype t, uint64_t id,
+size_t chk_verdict_add_record(struct chk_verdict *v, enum chk_rtype t, uint64_t id,
 			  const char *field, int64_t o, int64_t n);
 /* inv_id: the invariant's id string; recs copied */
-void verdict_add_violation(struct chk_verdict *v, const char *inv_id,
+void chk_verdict_add_violation(struct chk_verdict *v, const char *inv_id,
 			   const size_t *recs, size_t nrecs, const char *fmt, ...)
 	__attribute__((format(printf, 5, 6)));
-bool verdict_oom(const struct chk_verdict *v);
-struct chk_verdict *verdict_new(void);
+bool chk_verdict_oom(const struct chk_verdict *v);
+struct chk_verdict *chk_verdict_new(void);
 
 /* ---- invariants.c ---- */
-void run_invariants(struct chk_fs *fs, struct txn *t, struct chk_verdict *v);
-void txn_free(struct txn *t);
-int  txn_apply(struct chk_fs *fs, struct txn *t);
+void chk_run_invariants(struct chk_fs *fs, struct txn *t, struct chk_verdict *v);
+void chk_txn_free(struct txn *t);
+int  chk_txn_apply(struct chk_fs *fs, struct txn *t);
 
 uint64_t chk_thread_ns(void);
 
@@ -280,22 +286,22 @@ struct txn {
 };
 
 /* the block's proposed contents: transaction's or approved (buf is scratch) */
-const uint8_t *txn_new_block(struct chk_fs *fs, struct txn *t, uint64_t blk, uint8_t *buf);
-const uint8_t *txn_old_block(struct chk_fs *fs, struct txn *t, uint64_t blk, uint8_t *buf);
-struct ichange *txn_inode(struct chk_fs *fs, struct txn *t, uint32_t ino);
-bool txn_bbit_new(struct chk_fs *fs, struct txn *t, uint64_t blk);
-bool txn_ibit_new(struct chk_fs *fs, struct txn *t, uint32_t ino);
-struct bchange *txn_bch_find(struct txn *t, uint64_t blk);
-void txn_problem(struct txn *t, const char *inv, size_t rec, const char *fmt, ...)
+const uint8_t *chk_txn_new_block(struct chk_fs *fs, struct txn *t, uint64_t blk, uint8_t *buf);
+const uint8_t *chk_txn_old_block(struct chk_fs *fs, struct txn *t, uint64_t blk, uint8_t *buf);
+struct ichange *chk_txn_inode(struct chk_fs *fs, struct txn *t, uint32_t ino);
+bool chk_txn_bbit_new(struct chk_fs *fs, struct txn *t, uint64_t blk);
+bool chk_txn_ibit_new(struct chk_fs *fs, struct txn *t, uint32_t ino);
+struct bchange *chk_txn_bch_find(struct txn *t, uint64_t blk);
+void chk_txn_problem(struct txn *t, const char *inv, size_t rec, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
-void ich_add_rec(struct ichange *ic, size_t rec);
-bool txn_is_orphan(struct chk_fs *fs, struct txn *t, uint32_t ino);
+void chk_ich_add_rec(struct ichange *ic, size_t rec);
+bool chk_txn_is_orphan(struct chk_fs *fs, struct txn *t, uint32_t ino);
 
 /* superblock field classes (diff.c table) */
 enum { F_FROZEN, F_FREE, F_COUNT, F_FEATURE, F_STATE };
-uint8_t sb_rec_class(const char *field);
+uint8_t chk_sb_rec_class(const char *field);
 /* last logical data block of an inode in the new state; false if none */
-bool txn_last_lblk(struct chk_fs *fs, struct txn *t, const struct ext2_inode *in, uint32_t *last);
+bool chk_txn_last_lblk(struct chk_fs *fs, struct txn *t, const struct ext2_inode *in, uint32_t *last);
 
 /* directory entries as parsed (diff.c; used by scan.c too) */
 struct dent {
@@ -312,17 +318,18 @@ struct dent_list {
 	size_t nlen, ncap;
 	int err;
 };
-void dl_add(struct dent_list *l, uint32_t dir, uint32_t ino, const char *name, uint8_t nl,
+void chk_dl_add(struct dent_list *l, uint32_t dir, uint32_t ino, const char *name, uint8_t nl,
 	    uint8_t ft, uint8_t side, uint64_t blk);
-void parse_dir_block(struct chk_fs *fs, struct txn *t, const uint8_t *d, uint64_t blk,
+void chk_parse_dir_block(struct chk_fs *fs, struct txn *t, const uint8_t *d, uint64_t blk,
 		     uint32_t dir, uint32_t lblk, bool strict, uint8_t side, struct dent_list *l);
-void htree_check_leaf(struct chk_fs *fs, struct txn *t, uint32_t dir, const struct ext2_inode *in,
+void chk_htree_check_leaf(struct chk_fs *fs, struct txn *t, uint32_t dir, const struct ext2_inode *in,
 		      uint32_t lblk, const uint8_t *d, uint64_t blk);
-void htree_check_block(struct chk_fs *fs, struct txn *t, uint64_t blk, uint32_t own, uint32_t lblk,
-		       const uint8_t *nd, uint32_t dir_blocks);
+/* the whole index of dir in a scan (root: its block 0) */
+void chk_htree_scan_dir(struct chk_fs *fs, struct txn *t, uint32_t dir, const struct ext2_inode *in,
+		    const uint8_t *root);
 
 /* a name in double quotes with C escapes (in the verdict's arena) */
-const char *quote_name(struct txn *t, const char *n, unsigned len);
+const char *chk_quote_name(struct txn *t, const char *n, unsigned len);
 
 /* ---- scan.c ---- */
 #endif

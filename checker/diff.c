@@ -40,7 +40,7 @@ static void *grow(void *arr, size_t *cap, size_t need, size_t elem)
 static struct tblock *tb_find(struct txn *t, uint64_t blk)
 {
 	uint32_t i;
-	return u64map_get(&t->bidx, blk, &i) ? &t->blocks[i] : NULL;
+	return chk_u64map_get(&t->bidx, blk, &i) ? &t->blocks[i] : NULL;
 }
 
 /* `full`: the write covers the whole block.  The approved contents of a
@@ -62,7 +62,7 @@ static struct tblock *tb_get(struct chk_fs *fs, struct txn *t, uint64_t blk, boo
 	bool skip_old = full && (b->otype == BT_FREE || b->otype == BT_DATA);
 	b->old = skip_old ? NULL : malloc(fs->bs);
 	b->new = malloc(fs->bs);
-	if ((!skip_old && !b->old) || !b->new || u64map_put(&t->bidx, blk, (uint32_t)t->nblocks)) {
+	if ((!skip_old && !b->old) || !b->new || chk_u64map_put(&t->bidx, blk, (uint32_t)t->nblocks)) {
 		free(b->old);
 		free(b->new);
 		return NULL;
@@ -72,7 +72,7 @@ static struct tblock *tb_get(struct chk_fs *fs, struct txn *t, uint64_t blk, boo
 		if (r) {
 			free(b->old);
 			free(b->new);
-			u64map_del(&t->bidx, blk);
+			chk_u64map_del(&t->bidx, blk);
 			t->err = r;
 			return NULL;
 		}
@@ -82,7 +82,7 @@ static struct tblock *tb_get(struct chk_fs *fs, struct txn *t, uint64_t blk, boo
 	return b;
 }
 
-const uint8_t *txn_new_block(struct chk_fs *fs, struct txn *t, uint64_t blk, uint8_t *buf)
+const uint8_t *chk_txn_new_block(struct chk_fs *fs, struct txn *t, uint64_t blk, uint8_t *buf)
 {
 	struct tblock *b = tb_find(t, blk);
 	if (b)
@@ -95,7 +95,7 @@ const uint8_t *txn_new_block(struct chk_fs *fs, struct txn *t, uint64_t blk, uin
 	return buf;
 }
 
-const uint8_t *txn_old_block(struct chk_fs *fs, struct txn *t, uint64_t blk, uint8_t *buf)
+const uint8_t *chk_txn_old_block(struct chk_fs *fs, struct txn *t, uint64_t blk, uint8_t *buf)
 {
 	struct tblock *b = tb_find(t, blk);
 	if (b && b->old)
@@ -108,34 +108,34 @@ const uint8_t *txn_old_block(struct chk_fs *fs, struct txn *t, uint64_t blk, uin
 	return buf;
 }
 
-bool txn_bbit_new(struct chk_fs *fs, struct txn *t, uint64_t blk)
+bool chk_txn_bbit_new(struct chk_fs *fs, struct txn *t, uint64_t blk)
 {
 	if (blk >= fs->blocks_count || blk < fs->first_data_block)
 		return false;
-	uint32_t g = group_of_block(fs, blk);
+	uint32_t g = chk_group_of_block(fs, blk);
 	struct tblock *b = tb_find(t, fs->gd[g].bg_block_bitmap);
 	if (b)
 		return bit_get(b->new, blk - fs->first_data_block - (uint64_t)g * fs->bpg);
 	return bit_get(fs->bbits, blk);
 }
 
-bool txn_ibit_new(struct chk_fs *fs, struct txn *t, uint32_t ino)
+bool chk_txn_ibit_new(struct chk_fs *fs, struct txn *t, uint32_t ino)
 {
 	if (ino == 0 || ino > fs->inodes_count)
 		return false;
-	uint32_t g = group_of_inode(fs, ino);
+	uint32_t g = chk_group_of_inode(fs, ino);
 	struct tblock *b = tb_find(t, fs->gd[g].bg_inode_bitmap);
 	if (b)
 		return bit_get(b->new, (ino - 1) % fs->ipg);
 	return bit_get(fs->ibits, ino);
 }
 
-struct ichange *txn_inode(struct chk_fs *fs, struct txn *t, uint32_t ino)
+struct ichange *chk_txn_inode(struct chk_fs *fs, struct txn *t, uint32_t ino)
 {
 	uint32_t i;
 	if (ino == 0 || ino > fs->inodes_count)
 		return NULL;
-	if (u64map_get(&t->ichidx, ino, &i))
+	if (chk_u64map_get(&t->ichidx, ino, &i))
 		return t->ich[i];
 	struct ichange **na = grow(t->ich, &t->capich, t->nich + 1, sizeof(*na));
 	if (!na)
@@ -147,7 +147,7 @@ struct ichange *txn_inode(struct chk_fs *fs, struct txn *t, uint32_t ino)
 	ic->ino = ino;
 	ic->old = malloc(fs->inode_size);
 	ic->new = malloc(fs->inode_size);
-	if (!ic->old || !ic->new || u64map_put(&t->ichidx, ino, (uint32_t)t->nich)) {
+	if (!ic->old || !ic->new || chk_u64map_put(&t->ichidx, ino, (uint32_t)t->nich)) {
 		free(ic->old);
 		free(ic->new);
 		free(ic);
@@ -158,7 +158,7 @@ struct ichange *txn_inode(struct chk_fs *fs, struct txn *t, uint32_t ino)
 		t->err = r;
 		memset(ic->old, 0, fs->inode_size);
 	}
-	uint32_t g = group_of_inode(fs, ino), idx = (ino - 1) % fs->ipg;
+	uint32_t g = chk_group_of_inode(fs, ino), idx = (ino - 1) % fs->ipg;
 	struct tblock *b = tb_find(t, fs->gd[g].bg_inode_table + idx / fs->inodes_per_block);
 	if (b)
 		memcpy(ic->new, b->new + (idx % fs->inodes_per_block) * fs->inode_size, fs->inode_size);
@@ -167,7 +167,7 @@ struct ichange *txn_inode(struct chk_fs *fs, struct txn *t, uint32_t ino)
 	ic->written = memcmp(ic->old, ic->new, fs->inode_size) != 0;
 	const struct ext2_inode *o = (const void *)ic->old, *n = (const void *)ic->new;
 	ic->old_inuse = bit_get(fs->ibits, ino);
-	ic->new_inuse = txn_ibit_new(fs, t, ino);
+	ic->new_inuse = chk_txn_ibit_new(fs, t, ino);
 	ic->old_live = ic->old_inuse && o->i_links_count > 0;
 	ic->new_live = ic->new_inuse && n->i_links_count > 0;
 	ic->bitflip = ic->old_inuse != ic->new_inuse;
@@ -181,7 +181,7 @@ oom:
 	return NULL;
 }
 
-void ich_add_rec(struct ichange *ic, size_t rec)
+void chk_ich_add_rec(struct ichange *ic, size_t rec)
 {
 	if (rec == SIZE_MAX)
 		return;
@@ -192,15 +192,15 @@ void ich_add_rec(struct ichange *ic, size_t rec)
 	ic->recs[ic->nrecs++] = rec;
 }
 
-struct bchange *txn_bch_find(struct txn *t, uint64_t blk)
+struct bchange *chk_txn_bch_find(struct txn *t, uint64_t blk)
 {
 	uint32_t i;
-	return u64map_get(&t->bchidx, blk, &i) ? t->bch[i] : NULL;
+	return chk_u64map_get(&t->bchidx, blk, &i) ? t->bch[i] : NULL;
 }
 
 static struct bchange *bch_get(struct chk_fs *fs, struct txn *t, uint64_t blk)
 {
-	struct bchange *c = txn_bch_find(t, blk);
+	struct bchange *c = chk_txn_bch_find(t, blk);
 	if (c)
 		return c;
 	struct bchange **na = grow(t->bch, &t->capbch, t->nbch + 1, sizeof(*na));
@@ -208,7 +208,7 @@ static struct bchange *bch_get(struct chk_fs *fs, struct txn *t, uint64_t blk)
 		goto oom;
 	t->bch = na;
 	c = calloc(1, sizeof(*c));
-	if (!c || u64map_put(&t->bchidx, blk, (uint32_t)t->nbch)) {
+	if (!c || chk_u64map_put(&t->bchidx, blk, (uint32_t)t->nbch)) {
 		free(c);
 		goto oom;
 	}
@@ -227,7 +227,7 @@ oom:
 	return NULL;
 }
 
-void txn_problem(struct txn *t, const char *inv, size_t rec, const char *fmt, ...)
+void chk_txn_problem(struct txn *t, const char *inv, size_t rec, const char *fmt, ...)
 {
 	if (t->nprobs >= 2000)
 		return;
@@ -242,10 +242,10 @@ void txn_problem(struct txn *t, const char *inv, size_t rec, const char *fmt, ..
 	va_start(ap, fmt);
 	vsnprintf(tmp, sizeof(tmp), fmt, ap);
 	va_end(ap);
-	t->probs[t->nprobs++] = (struct tproblem){ inv, rec, arena_printf(&t->v->strings, "%s", tmp) };
+	t->probs[t->nprobs++] = (struct tproblem){ inv, rec, chk_arena_printf(&t->v->strings, "%s", tmp) };
 }
 
-void txn_free(struct txn *t)
+void chk_txn_free(struct txn *t)
 {
 	if (!t)
 		return;
@@ -254,11 +254,11 @@ void txn_free(struct txn *t)
 		free(t->blocks[i].new);
 	}
 	free(t->blocks);
-	u64map_free(&t->bidx);
+	chk_u64map_free(&t->bidx);
 	for (size_t i = 0; i < t->nbch; i++)
 		free(t->bch[i]);
 	free(t->bch);
-	u64map_free(&t->bchidx);
+	chk_u64map_free(&t->bchidx);
 	for (size_t i = 0; i < t->nich; i++) {
 		free(t->ich[i]->old);
 		free(t->ich[i]->new);
@@ -266,7 +266,7 @@ void txn_free(struct txn *t)
 		free(t->ich[i]);
 	}
 	free(t->ich);
-	u64map_free(&t->ichidx);
+	chk_u64map_free(&t->ichidx);
 	free(t->dch);
 	free(t->probs);
 	free(t->gd_new);
@@ -276,8 +276,8 @@ void txn_free(struct txn *t)
 	free(t->iflip_delta);
 	free(t->dirs_delta);
 	free(t->sb_recs);
-	u64map_free(&t->orphans);
-	u64map_free(&t->dirblks);
+	chk_u64map_free(&t->orphans);
+	chk_u64map_free(&t->dirblks);
 	free(t->dx);
 	free(t);
 }
@@ -345,7 +345,7 @@ static int64_t get_le(const uint8_t *p, unsigned size)
 }
 
 /* the class of a superblock record's field (for invariants.c) */
-uint8_t sb_rec_class(const char *field)
+uint8_t chk_sb_rec_class(const char *field)
 {
 	for (size_t i = 0; i < NSB_FIELDS; i++)
 		if (!strncmp(field, sb_fields[i].name, strlen(sb_fields[i].name)) &&
@@ -378,12 +378,12 @@ static bool diff_sb(struct txn *t, const uint8_t *o, const uint8_t *n, bool prim
 				continue;
 			if (!primary && (f->cls != F_FROZEN || !strcmp(f->name, "s_block_group_nr")))
 				continue;
-			const char *name = f->count > 1 ? arena_printf(&t->v->strings, "%s[%u]", f->name, k) : f->name;
-			size_t r = verdict_add_record(t->v, CHK_SB, 0, name, get_le(po, f->size), get_le(pn, f->size));
+			const char *name = f->count > 1 ? chk_arena_printf(&t->v->strings, "%s[%u]", f->name, k) : f->name;
+			size_t r = chk_verdict_add_record(t->v, CHK_SB, 0, name, get_le(po, f->size), get_le(pn, f->size));
 			if (primary)
 				sb_add_rec(t, r);
 			else
-				txn_problem(t, "INV_BACKUP_COPIES", r, "a backup superblock's frozen field %s changed", name);
+				chk_txn_problem(t, "INV_BACKUP_COPIES", r, "a backup superblock's frozen field %s changed", name);
 		}
 		if ((size_t)f->off + (size_t)f->size * f->count > end)
 			end = (size_t)f->off + (size_t)f->size * f->count;
@@ -416,7 +416,7 @@ static void diff_gdt(struct chk_fs *fs, struct txn *t)
 		for (size_t i = 0; i < sizeof(gd_fields) / sizeof(gd_fields[0]); i++) {
 			const struct field *f = &gd_fields[i];
 			if (memcmp(o + f->off, n + f->off, f->size)) {
-				size_t r = verdict_add_record(t->v, CHK_BGD, g, f->name,
+				size_t r = chk_verdict_add_record(t->v, CHK_BGD, g, f->name,
 							      get_le(o + f->off, f->size), get_le(n + f->off, f->size));
 				if (t->gd_recs[g] == SIZE_MAX)
 					t->gd_recs[g] = r;
@@ -433,7 +433,7 @@ static void check_backup_gdt(struct chk_fs *fs, struct txn *t, struct tblock *b)
 	for (uint32_t i = 0; i < fs->desc_per_block; i++) {
 		if (o[i].bg_block_bitmap != n[i].bg_block_bitmap || o[i].bg_inode_bitmap != n[i].bg_inode_bitmap ||
 		    o[i].bg_inode_table != n[i].bg_inode_table)
-			txn_problem(t, "INV_BACKUP_COPIES", SIZE_MAX,
+			chk_txn_problem(t, "INV_BACKUP_COPIES", SIZE_MAX,
 				    "backup group descriptor block %llu: entry %u's bitmap/inode table location changed",
 				    (unsigned long long)b->blk, i);
 	}
@@ -457,12 +457,12 @@ static void diff_bbitmap(struct chk_fs *fs, struct txn *t, uint32_t g, struct tb
 				continue;
 			if (i >= nb) {
 				if (ob && !nbit)
-					txn_problem(t, "INV_BITMAP_PADDING", SIZE_MAX,
+					chk_txn_problem(t, "INV_BITMAP_PADDING", SIZE_MAX,
 						    "group %u: block bitmap padding bit %llu cleared", g, (unsigned long long)i);
 				continue;
 			}
 			uint64_t blk = start + i;
-			size_t r = verdict_add_record(t->v, CHK_BBITMAP, blk, "-", ob, nbit);
+			size_t r = chk_verdict_add_record(t->v, CHK_BBITMAP, blk, "-", ob, nbit);
 			t->bflip_delta[g] += nbit ? 1 : -1;
 			struct bchange *c = bch_get(fs, t, blk);
 			if (c)
@@ -472,7 +472,7 @@ static void diff_bbitmap(struct chk_fs *fs, struct txn *t, uint32_t g, struct tb
 	/* the padding words past the group (last group only) */
 	for (uint64_t i = nb; i < fs->bs * 8u; i++)
 		if (bit_get(b->old, i) && !bit_get(b->new, i)) {
-			txn_problem(t, "INV_BITMAP_PADDING", SIZE_MAX,
+			chk_txn_problem(t, "INV_BITMAP_PADDING", SIZE_MAX,
 				    "group %u: block bitmap padding bit %llu cleared", g, (unsigned long long)i);
 			break;
 		}
@@ -485,17 +485,17 @@ static void diff_ibitmap(struct chk_fs *fs, struct txn *t, uint32_t g, struct tb
 		if (ob == nbit)
 			continue;
 		uint32_t ino = g * fs->ipg + i + 1;
-		size_t r = verdict_add_record(t->v, CHK_IBITMAP, ino, "-", ob, nbit);
+		size_t r = chk_verdict_add_record(t->v, CHK_IBITMAP, ino, "-", ob, nbit);
 		t->iflip_delta[g] += nbit ? 1 : -1;
-		struct ichange *ic = txn_inode(fs, t, ino);
+		struct ichange *ic = chk_txn_inode(fs, t, ino);
 		if (ic) {
 			ic->bit_rec = r;
-			ich_add_rec(ic, r);
+			chk_ich_add_rec(ic, r);
 		}
 	}
 	for (uint32_t i = fs->ipg; i < fs->bs * 8u; i++)
 		if (bit_get(b->old, i) && !bit_get(b->new, i)) {
-			txn_problem(t, "INV_BITMAP_PADDING", SIZE_MAX, "group %u: inode bitmap padding bit %u cleared", g, i);
+			chk_txn_problem(t, "INV_BITMAP_PADDING", SIZE_MAX, "group %u: inode bitmap padding bit %u cleared", g, i);
 			break;
 		}
 }
@@ -533,9 +533,9 @@ static void diff_inode(struct chk_fs *fs, struct txn *t, struct ichange *ic)
 			break;
 		if (!memcmp(o + f->off, n + f->off, f->size))
 			continue;
-		size_t r = verdict_add_record(t->v, CHK_INODE, ic->ino, f->name,
+		size_t r = chk_verdict_add_record(t->v, CHK_INODE, ic->ino, f->name,
 					      get_le(o + f->off, f->size), get_le(n + f->off, f->size));
-		ich_add_rec(ic, r);
+		chk_ich_add_rec(ic, r);
 		if (i >= IFIELD_BLOCK0 && i < IFIELD_BLOCK0 + 15)
 			ic->ptr_rec[i - IFIELD_BLOCK0] = r;
 		if (f->off == offsetof(struct ext2_inode, i_file_acl))
@@ -552,7 +552,7 @@ static void diff_itable(struct chk_fs *fs, struct txn *t, struct tblock *b)
 			break;
 		if (!memcmp(b->old + k * fs->inode_size, b->new + k * fs->inode_size, fs->inode_size))
 			continue;
-		struct ichange *ic = txn_inode(fs, t, g * fs->ipg + slot + 1);
+		struct ichange *ic = chk_txn_inode(fs, t, g * fs->ipg + slot + 1);
 		if (ic)
 			diff_inode(fs, t, ic);
 	}
@@ -563,7 +563,7 @@ static void diff_itable(struct chk_fs *fs, struct txn *t, struct tblock *b)
 /* Whether the inode's i_block holds pointers we model, in one state. */
 static bool walkable(struct chk_fs *fs, uint32_t ino, const struct ext2_inode *in, bool inuse)
 {
-	return inuse && inode_walkable(fs, ino, in);
+	return inuse && chk_inode_walkable(fs, ino, in);
 }
 
 static void remove_ptr(struct chk_fs *fs, struct txn *t, uint64_t blk, int level, uint8_t type,
@@ -588,7 +588,7 @@ static void remove_ptr(struct chk_fs *fs, struct txn *t, uint64_t blk, int level
 	}
 	if (level == 0 || !mine)
 		return;
-	const uint8_t *d = txn_old_block(fs, t, blk, bufs);
+	const uint8_t *d = chk_txn_old_block(fs, t, blk, bufs);
 	if (!d)
 		return;
 	uint8_t copy[4096];
@@ -630,7 +630,7 @@ static void add_ptr(struct chk_fs *fs, struct txn *t, uint64_t blk, int level, u
 	if (level == 0 || c->adds > 1 || blk < fs->first_data_block || blk >= fs->blocks_count ||
 	    bt_static(fs->btype[blk]))
 		return;
-	const uint8_t *d = txn_new_block(fs, t, blk, bufs);
+	const uint8_t *d = chk_txn_new_block(fs, t, blk, bufs);
 	if (!d)
 		return;
 	uint8_t copy[4096];
@@ -687,10 +687,10 @@ static void diff_inode_ptrs(struct chk_fs *fs, struct txn *t, struct ichange *ic
 /* An indirect block that stays attached and whose slots changed. */
 static void diff_ind_block(struct chk_fs *fs, struct txn *t, struct tblock *b, uint8_t *bufs)
 {
-	struct bchange *c = txn_bch_find(t, b->blk);
+	struct bchange *c = chk_txn_bch_find(t, b->blk);
 	if (c && (c->removes || c->adds))
 		return;                        /* detached or (re)attached: handled from the pointer */
-	struct ichange *ic = txn_inode(fs, t, fs->bowner[b->blk]);
+	struct ichange *ic = chk_txn_inode(fs, t, fs->bowner[b->blk]);
 	if (!ic)
 		return;
 	const struct ext2_inode *n = (const void *)ic->new;
@@ -705,9 +705,9 @@ static void diff_ind_block(struct chk_fs *fs, struct txn *t, struct tblock *b, u
 	for (uint32_t i = 0; i < fs->addr_per_block; i++) {
 		if (op[i] == np[i])
 			continue;
-		size_t r = verdict_add_record(t->v, CHK_IND, b->blk, arena_printf(&t->v->strings, "[%u]", i),
+		size_t r = chk_verdict_add_record(t->v, CHK_IND, b->blk, chk_arena_printf(&t->v->strings, "[%u]", i),
 					      op[i], np[i]);
-		ich_add_rec(ic, r);
+		chk_ich_add_rec(ic, r);
 		if (op[i]) {
 			uint8_t ot = ct;
 			if (level == 1 && op[i] < fs->blocks_count && fs->bowner[op[i]] == ic->ino)
@@ -727,40 +727,40 @@ static void diff_xattr(struct chk_fs *fs, struct txn *t, uint64_t blk, bool was,
 	const struct ext2_ext_attr_header *o = &zero, *n = &zero;
 	struct ext2_ext_attr_header oh, nh;
 	if (was) {
-		const uint8_t *d = txn_old_block(fs, t, blk, buf);
+		const uint8_t *d = chk_txn_old_block(fs, t, blk, buf);
 		if (!d)
 			return;
 		memcpy(&oh, d, sizeof(oh));
 		o = &oh;
 	}
 	if (is) {
-		const uint8_t *d = txn_new_block(fs, t, blk, buf);
+		const uint8_t *d = chk_txn_new_block(fs, t, blk, buf);
 		if (!d)
 			return;
 		memcpy(&nh, d, sizeof(nh));
 		n = &nh;
 	}
-	struct bchange *c = txn_bch_find(t, blk);
+	struct bchange *c = chk_txn_bch_find(t, blk);
 	if (c)
 		c->xattr_old_refs = was ? (int64_t)o->h_refcount : 0;
 	if (!is)
 		return;
 	if (o->h_magic != n->h_magic)
-		verdict_add_record(t->v, CHK_XATTR, blk, "h_magic", o->h_magic, n->h_magic);
+		chk_verdict_add_record(t->v, CHK_XATTR, blk, "h_magic", o->h_magic, n->h_magic);
 	if (o->h_refcount != n->h_refcount) {
-		size_t r = verdict_add_record(t->v, CHK_XATTR, blk, "h_refcount", o->h_refcount, n->h_refcount);
+		size_t r = chk_verdict_add_record(t->v, CHK_XATTR, blk, "h_refcount", o->h_refcount, n->h_refcount);
 		if (c && c->rec == SIZE_MAX)
 			c->rec = r;
 	}
 	if (o->h_blocks != n->h_blocks)
-		verdict_add_record(t->v, CHK_XATTR, blk, "h_blocks", o->h_blocks, n->h_blocks);
+		chk_verdict_add_record(t->v, CHK_XATTR, blk, "h_blocks", o->h_blocks, n->h_blocks);
 	if (o->h_hash != n->h_hash)
-		verdict_add_record(t->v, CHK_XATTR, blk, "h_hash", o->h_hash, n->h_hash);
+		chk_verdict_add_record(t->v, CHK_XATTR, blk, "h_hash", o->h_hash, n->h_hash);
 }
 
 /* ------------------------------------------------------------ directories */
 
-void dl_add(struct dent_list *l, uint32_t dir, uint32_t ino, const char *name, uint8_t nl,
+void chk_dl_add(struct dent_list *l, uint32_t dir, uint32_t ino, const char *name, uint8_t nl,
 		   uint8_t ft, uint8_t side, uint64_t blk)
 {
 	struct dent *ne = grow(l->e, &l->cap, l->n + 1, sizeof(*ne));
@@ -780,7 +780,7 @@ void dl_add(struct dent_list *l, uint32_t dir, uint32_t ino, const char *name, u
 
 /* Parse a directory block. When `strict`, structural defects become
  * problems of the transaction (new side); the old side is trusted. */
-void parse_dir_block(struct chk_fs *fs, struct txn *t, const uint8_t *d, uint64_t blk,
+void chk_parse_dir_block(struct chk_fs *fs, struct txn *t, const uint8_t *d, uint64_t blk,
 			    uint32_t dir, uint32_t lblk, bool strict, uint8_t side, struct dent_list *l)
 {
 	uint32_t off = 0, idx = 0;
@@ -788,7 +788,7 @@ void parse_dir_block(struct chk_fs *fs, struct txn *t, const uint8_t *d, uint64_
 		const struct ext2_dir_entry_2 *e = (const void *)(d + off);
 		if (off + 8 > fs->bs) {
 			if (strict)
-				txn_problem(t, "INV_DIRENT_TILING", SIZE_MAX,
+				chk_txn_problem(t, "INV_DIRENT_TILING", SIZE_MAX,
 					    "dir %u block %llu: entry header at %u crosses the block end", dir,
 					    (unsigned long long)blk, off);
 			return;
@@ -799,7 +799,7 @@ void parse_dir_block(struct chk_fs *fs, struct txn *t, const uint8_t *d, uint64_
 		uint32_t need = (8 + nl + 3) & ~3u;
 		if (rl < 8 || rl % 4 || off + rl > fs->bs || (e->inode && rl < need)) {
 			if (strict)
-				txn_problem(t, "INV_DIRENT_TILING", SIZE_MAX,
+				chk_txn_problem(t, "INV_DIRENT_TILING", SIZE_MAX,
 					    "dir %u block %llu: entry at %u has rec_len %u name_len %u", dir,
 					    (unsigned long long)blk, off, rl, nl);
 			return;
@@ -809,32 +809,32 @@ void parse_dir_block(struct chk_fs *fs, struct txn *t, const uint8_t *d, uint64_
 			bool dotdot = nl == 2 && e->name[0] == '.' && e->name[1] == '.';
 			if (strict) {
 				if (e->inode > fs->inodes_count)
-					txn_problem(t, "INV_DIRENT_NAME", SIZE_MAX,
+					chk_txn_problem(t, "INV_DIRENT_NAME", SIZE_MAX,
 						    "dir %u block %llu: entry at %u names inode %u past the end", dir,
 						    (unsigned long long)blk, off, e->inode);
 				if (nl == 0 || memchr(e->name, '/', nl) || memchr(e->name, 0, nl))
-					txn_problem(t, "INV_DIRENT_NAME", SIZE_MAX,
+					chk_txn_problem(t, "INV_DIRENT_NAME", SIZE_MAX,
 						    "dir %u block %llu: entry at %u has an empty or illegal name", dir,
 						    (unsigned long long)blk, off);
 				if ((dot || dotdot) && !(lblk == 0 && idx == (dot ? 0u : 1u)))
-					txn_problem(t, "INV_DIR_DOTS", SIZE_MAX,
+					chk_txn_problem(t, "INV_DIR_DOTS", SIZE_MAX,
 						    "dir %u block %llu: '%s' entry at offset %u", dir,
 						    (unsigned long long)blk, dot ? "." : "..", off);
 				if ((dot && nl < rl - 8 && e->name[1]) || (dotdot && nl < rl - 8 && e->name[2]))
-					txn_problem(t, "INV_DIR_DOTS", SIZE_MAX,
+					chk_txn_problem(t, "INV_DIR_DOTS", SIZE_MAX,
 						    "dir %u: '%s' entry is not NUL terminated", dir, dot ? "." : "..");
 				if (lblk == 0 && idx == 0 && (!dot || e->inode != dir))
-					txn_problem(t, "INV_DIR_DOTS", SIZE_MAX,
+					chk_txn_problem(t, "INV_DIR_DOTS", SIZE_MAX,
 						    "dir %u: first entry of block 0 is not '.' naming itself", dir);
 				if (lblk == 0 && idx == 1 && !dotdot)
-					txn_problem(t, "INV_DIR_DOTS", SIZE_MAX,
+					chk_txn_problem(t, "INV_DIR_DOTS", SIZE_MAX,
 						    "dir %u: second entry of block 0 is not '..'", dir);
 			}
 			if (e->inode <= fs->inodes_count)
-				dl_add(l, dir, e->inode, e->name, (uint8_t)nl, fs->filetype ? e->file_type : 0,
+				chk_dl_add(l, dir, e->inode, e->name, (uint8_t)nl, fs->filetype ? e->file_type : 0,
 				       side, blk);
 		} else if (strict && lblk == 0 && idx < 2) {
-			txn_problem(t, "INV_DIR_DOTS", SIZE_MAX, "dir %u: block 0 lacks '%s'", dir,
+			chk_txn_problem(t, "INV_DIR_DOTS", SIZE_MAX, "dir %u: block 0 lacks '%s'", dir,
 				    idx ? ".." : ".");
 		}
 		idx++;
@@ -858,7 +858,7 @@ static int dent_cmp(const void *a, const void *b, void *names)
 	return x->ino < y->ino ? -1 : x->ino > y->ino;
 }
 
-const char *quote_name(struct txn *t, const char *n, unsigned len)
+const char *chk_quote_name(struct txn *t, const char *n, unsigned len)
 {
 	char q[256 * 4 + 3];
 	size_t k = 0;
@@ -880,12 +880,12 @@ const char *quote_name(struct txn *t, const char *n, unsigned len)
 	}
 	q[k++] = '"';
 	q[k] = 0;
-	return arena_printf(&t->v->strings, "%s", q);
+	return chk_arena_printf(&t->v->strings, "%s", q);
 }
 
 static void entry_effect(struct chk_fs *fs, struct txn *t, uint32_t ino, bool dotname, int d)
 {
-	struct ichange *ic = txn_inode(fs, t, ino);
+	struct ichange *ic = chk_txn_inode(fs, t, ino);
 	if (!ic)
 		return;
 	ic->entry_delta += d;
@@ -907,25 +907,25 @@ static void emit_dchange(struct chk_fs *fs, struct txn *t, const struct dent *o,
 	const char *nm = names + any->name_off;
 	bool dotname = (any->name_len == 1 && nm[0] == '.') ||
 		       (any->name_len == 2 && nm[0] == '.' && nm[1] == '.');
-	size_t r = verdict_add_record(t->v, CHK_DIRENT, any->dir, quote_name(t, nm, any->name_len),
+	size_t r = chk_verdict_add_record(t->v, CHK_DIRENT, any->dir, chk_quote_name(t, nm, any->name_len),
 				      o ? o->ino : 0, n ? n->ino : 0);
 	if (o)
 		entry_effect(fs, t, o->ino, dotname, -1);
 	if (n)
 		entry_effect(fs, t, n->ino, dotname, +1);
-	struct ichange *dic = txn_inode(fs, t, any->dir);
+	struct ichange *dic = chk_txn_inode(fs, t, any->dir);
 	if (dic)
-		ich_add_rec(dic, r);
+		chk_ich_add_rec(dic, r);
 	if (o) {
-		struct ichange *x = txn_inode(fs, t, o->ino);
+		struct ichange *x = chk_txn_inode(fs, t, o->ino);
 		if (x)
-			ich_add_rec(x, r);
+			chk_ich_add_rec(x, r);
 	}
 	if (!n)
 		return;
-	struct ichange *x = txn_inode(fs, t, n->ino);
+	struct ichange *x = chk_txn_inode(fs, t, n->ino);
 	if (x)
-		ich_add_rec(x, r);
+		chk_ich_add_rec(x, r);
 	struct dchange *nd = grow(t->dch, &t->capdch, t->ndch + 1, sizeof(*nd));
 	if (!nd) {
 		t->err = -ENOMEM;
@@ -946,7 +946,7 @@ static void emit_dchange(struct chk_fs *fs, struct txn *t, const struct dent *o,
 
 static void add_dirblk(struct txn *t, uint64_t blk)
 {
-	if (u64map_put(&t->dirblks, blk, 1))
+	if (chk_u64map_put(&t->dirblks, blk, 1))
 		t->err = -ENOMEM;
 }
 
@@ -962,7 +962,7 @@ struct cb_ctx { struct chk_fs *fs; struct txn *t; };
 static int get_old_cb(void *ctx, uint64_t blk, void *buf)
 {
 	struct cb_ctx *c = ctx;
-	const uint8_t *d = txn_old_block(c->fs, c->t, blk, buf);
+	const uint8_t *d = chk_txn_old_block(c->fs, c->t, blk, buf);
 	if (!d)
 		return c->t->err ? c->t->err : -EIO;
 	if (d != buf)
@@ -972,7 +972,7 @@ static int get_old_cb(void *ctx, uint64_t blk, void *buf)
 static int get_new_cb(void *ctx, uint64_t blk, void *buf)
 {
 	struct cb_ctx *c = ctx;
-	const uint8_t *d = txn_new_block(c->fs, c->t, blk, buf);
+	const uint8_t *d = chk_txn_new_block(c->fs, c->t, blk, buf);
 	if (!d)
 		return c->t->err ? c->t->err : -EIO;
 	if (d != buf)
@@ -983,7 +983,7 @@ static int get_new_cb(void *ctx, uint64_t blk, void *buf)
 /* new type/owner/lblk of a block after the transaction */
 static uint8_t new_type_of(struct chk_fs *fs, struct txn *t, uint64_t blk, uint32_t *owner, uint32_t *lblk)
 {
-	struct bchange *c = txn_bch_find(t, blk);
+	struct bchange *c = chk_txn_bch_find(t, blk);
 	if (c && c->adds) {
 		*owner = c->new_owner;
 		*lblk = c->new_lblk;
@@ -1017,9 +1017,9 @@ static void diff_dirs(struct chk_fs *fs, struct txn *t, uint8_t *buf)
 		struct dir_collect dc = { t };
 		struct cb_ctx cc = { fs, t };
 		if (ic->old_live && imode_type(o) == 0040000 && walkable(fs, ic->ino, o, true))
-			walk_inode_tree(fs, o, true, get_old_cb, &cc, collect_visit, &dc);
+			chk_walk_inode_tree(fs, o, true, get_old_cb, &cc, collect_visit, &dc);
 		if (ic->new_live && imode_type(n) == 0040000 && walkable(fs, ic->ino, n, true))
-			walk_inode_tree(fs, n, true, get_new_cb, &cc, collect_visit, &dc);
+			chk_walk_inode_tree(fs, n, true, get_new_cb, &cc, collect_visit, &dc);
 	}
 	struct dent_list l = { 0 };
 	for (size_t k = 0; k < t->dirblks.cap; k++) {
@@ -1029,20 +1029,20 @@ static void diff_dirs(struct chk_fs *fs, struct txn *t, uint8_t *buf)
 		if (blk >= fs->blocks_count)
 			continue;
 		if (fs->btype[blk] == BT_DIR) {
-			struct ichange *ow = txn_inode(fs, t, fs->bowner[blk]);
+			struct ichange *ow = chk_txn_inode(fs, t, fs->bowner[blk]);
 			if (ow && ow->old_live) {
-				const uint8_t *d = txn_old_block(fs, t, blk, buf);
+				const uint8_t *d = chk_txn_old_block(fs, t, blk, buf);
 				if (d)
-					parse_dir_block(fs, t, d, blk, ow->ino, fs->blblk[blk], false, 0, &l);
+					chk_parse_dir_block(fs, t, d, blk, ow->ino, fs->blblk[blk], false, 0, &l);
 			}
 		}
 		uint32_t nown = 0, nlblk = 0;
 		if (new_type_of(fs, t, blk, &nown, &nlblk) == BT_DIR) {
-			struct ichange *ow = txn_inode(fs, t, nown);
+			struct ichange *ow = chk_txn_inode(fs, t, nown);
 			if (ow && ow->new_live) {
-				const uint8_t *d = txn_new_block(fs, t, blk, buf);
+				const uint8_t *d = chk_txn_new_block(fs, t, blk, buf);
 				if (d)
-					parse_dir_block(fs, t, d, blk, nown, nlblk, true, 1, &l);
+					chk_parse_dir_block(fs, t, d, blk, nown, nlblk, true, 1, &l);
 			}
 		}
 	}
@@ -1062,8 +1062,8 @@ static void diff_dirs(struct chk_fs *fs, struct txn *t, uint8_t *buf)
 		struct dent *ol = &l.e[i], *nl = &l.e[i + no];
 		size_t nn = j - i - no;
 		if (nn > 1)
-			txn_problem(t, "INV_DIRENT_UNIQUE", SIZE_MAX, "dir %u: name %s appears %zu times",
-				    ol->dir, quote_name(t, l.names + nl->name_off, nl->name_len), nn);
+			chk_txn_problem(t, "INV_DIRENT_UNIQUE", SIZE_MAX, "dir %u: name %s appears %zu times",
+				    ol->dir, chk_quote_name(t, l.names + nl->name_off, nl->name_len), nn);
 		/* both sides sorted by ino: merge, dropping equal inode numbers */
 		struct dent *ro[8], *rn[8];
 		size_t a = 0, b = 0, kro = 0, krn = 0;
@@ -1103,63 +1103,25 @@ static void htree_records(const struct chk_fs *fs, struct txn *t, uint64_t blk, 
 	if (root) {
 		const struct ext2_dx_root_info *oi = (const void *)(o + 24), *ni = (const void *)(n + 24);
 		if (oi->hash_version != ni->hash_version)
-			verdict_add_record(t->v, CHK_HTREE, blk, "hash_version", oi->hash_version, ni->hash_version);
+			chk_verdict_add_record(t->v, CHK_HTREE, blk, "hash_version", oi->hash_version, ni->hash_version);
 		if (oi->indirect_levels != ni->indirect_levels)
-			verdict_add_record(t->v, CHK_HTREE, blk, "indirect_levels", oi->indirect_levels,
+			chk_verdict_add_record(t->v, CHK_HTREE, blk, "indirect_levels", oi->indirect_levels,
 					   ni->indirect_levels);
 	}
 	const struct ext2_dx_countlimit *oc = (const void *)(o + off), *nc = (const void *)(n + off);
 	if (oc->count != nc->count)
-		verdict_add_record(t->v, CHK_HTREE, blk, "count", oc->count, nc->count);
+		chk_verdict_add_record(t->v, CHK_HTREE, blk, "count", oc->count, nc->count);
 	if (oc->limit != nc->limit)
-		verdict_add_record(t->v, CHK_HTREE, blk, "limit", oc->limit, nc->limit);
+		chk_verdict_add_record(t->v, CHK_HTREE, blk, "limit", oc->limit, nc->limit);
 	const struct ext2_dx_entry *oe = (const void *)(o + off), *ne = (const void *)(n + off);
 	uint32_t cnt = nc->count > oc->count ? nc->count : oc->count;
 	for (uint32_t i = 0; i < cnt && off + 8 * (i + 1) <= fs->bs; i++) {
 		if (i > 0 && oe[i].hash != ne[i].hash)
-			verdict_add_record(t->v, CHK_HTREE, blk, arena_printf(&t->v->strings, "hash[%u]", i),
+			chk_verdict_add_record(t->v, CHK_HTREE, blk, chk_arena_printf(&t->v->strings, "hash[%u]", i),
 					   i < oc->count ? oe[i].hash : 0, i < nc->count ? ne[i].hash : 0);
 		if (oe[i].block != ne[i].block)
-			verdict_add_record(t->v, CHK_HTREE, blk, arena_printf(&t->v->strings, "block[%u]", i),
+			chk_verdict_add_record(t->v, CHK_HTREE, blk, chk_arena_printf(&t->v->strings, "block[%u]", i),
 					   i < oc->count ? oe[i].block : 0, i < nc->count ? ne[i].block : 0);
-	}
-}
-
-static void check_dx_entries(struct chk_fs *fs, struct txn *t, uint64_t blk, uint32_t dir,
-			     const uint8_t *d, uint32_t off, uint32_t limit, uint32_t dir_blocks)
-{
-	const struct ext2_dx_countlimit *cl = (const void *)(d + off);
-	const struct ext2_dx_entry *e = (const void *)(d + off);
-	if (cl->limit != limit || cl->count == 0 || cl->count > cl->limit) {
-		txn_problem(t, "INV_HTREE_NODE", SIZE_MAX, "dir %u htree block %llu: count %u limit %u (expected limit %u)",
-			    dir, (unsigned long long)blk, cl->count, cl->limit, limit);
-		return;
-	}
-	for (uint32_t i = 0; i < cl->count; i++) {
-		if ((e[i].block & 0x0fffffff) >= dir_blocks)
-			txn_problem(t, "INV_HTREE_NODE", SIZE_MAX, "dir %u htree block %llu: entry %u points to block %u past the directory's %u",
-				    dir, (unsigned long long)blk, i, e[i].block, dir_blocks);
-		if (i >= 2 && e[i].hash < e[i - 1].hash)
-			txn_problem(t, "INV_HTREE_NODE", SIZE_MAX, "dir %u htree block %llu: hashes out of order at entry %u",
-				    dir, (unsigned long long)blk, i);
-	}
-	(void)fs;
-}
-
-void htree_check_block(struct chk_fs *fs, struct txn *t, uint64_t blk, uint32_t own, uint32_t lblk,
-		       const uint8_t *nd, uint32_t dir_blocks)
-{
-	if (lblk == 0) {
-		const struct ext2_dx_root_info *ri = (const void *)(nd + 24);
-		if (ri->reserved_zero != 0 || ri->info_length != 8 || ri->hash_version > 5 ||
-		    ri->indirect_levels > 1)
-			txn_problem(t, "INV_HTREE_ROOT", SIZE_MAX,
-				    "dir %u htree root: reserved %u info_length %u hash_version %u levels %u",
-				    own, ri->reserved_zero, ri->info_length, ri->hash_version, ri->indirect_levels);
-		else
-			check_dx_entries(fs, t, blk, own, nd, 32, (fs->bs - 32) / 8, dir_blocks);
-	} else if (is_dx_node(fs, nd)) {
-		check_dx_entries(fs, t, blk, own, nd, 8, (fs->bs - 8) / 8, dir_blocks);
 	}
 }
 
@@ -1187,7 +1149,7 @@ static uint64_t bmap_new(struct chk_fs *fs, struct txn *t, const struct ext2_ino
 	for (; level > 0 && blk; level--) {
 		if (blk >= fs->blocks_count || bt_static(fs->btype[blk]))
 			return 0;
-		const uint8_t *d = txn_new_block(fs, t, blk, buf);
+		const uint8_t *d = chk_txn_new_block(fs, t, blk, buf);
 		if (!d)
 			return 0;
 		uint64_t span = 1;
@@ -1198,6 +1160,197 @@ static uint64_t bmap_new(struct chk_fs *fs, struct txn *t, const struct ext2_ino
 		blk = ((const uint32_t *)d)[idx];
 	}
 	return blk;
+}
+
+/* The root info the checker can walk: what e2fsck pass 1/2 and the kernel's
+ * dx_probe accept for ext3 (no largedir: at most one level of nodes). */
+static bool dx_root_usable(const struct ext2_dx_root_info *ri)
+{
+	return ri->reserved_zero == 0 && ri->info_length == 8 && ri->hash_version <= EXT2_HASH_TEA &&
+	       ri->indirect_levels <= 1;
+}
+
+/* A block shaped like an index node (fake empty entry over the whole block),
+ * whatever its count/limit say. */
+static bool dx_node_shape(const struct chk_fs *fs, const uint8_t *d)
+{
+	const struct ext2_dir_entry_2 *e = (const void *)d;
+	return e->inode == 0 && e->rec_len == fs->bs && e->name_len == 0;
+}
+
+/* Walk of a directory's index in the new state: the structure e2fsck pass 2
+ * checks (count/limit, hash order, depth, each block referenced once). */
+struct dxwalk {
+	struct chk_fs *fs;
+	struct txn *t;
+	uint32_t dir;
+	const struct ext2_inode *in;
+	uint32_t dir_blocks;
+	uint8_t *seen;                   /* logical blocks referenced so far */
+	bool deep;                       /* read every leaf (new root, depth change, scan) */
+	unsigned nprob;
+};
+
+#define DX_MAX_PROBLEMS 8                /* per directory: one bad field is enough */
+
+/* pblk: the index block at fault; its first htree record (if the
+ * transaction changed it) goes with the violation */
+static void dx_problem(struct dxwalk *w, uint64_t pblk, const char *inv, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static void dx_problem(struct dxwalk *w, uint64_t pblk, const char *inv, const char *fmt, ...)
+{
+	if (w->nprob++ >= DX_MAX_PROBLEMS)
+		return;
+	char tmp[256];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(tmp, sizeof(tmp), fmt, ap);
+	va_end(ap);
+	size_t rec = SIZE_MAX;
+	for (size_t i = 0; i < w->t->v->nrecs && rec == SIZE_MAX; i++)
+		if (w->t->v->recs[i].type == CHK_HTREE && w->t->v->recs[i].id == pblk)
+			rec = i;
+	chk_txn_problem(w->t, inv, rec, "dir %u htree: %s", w->dir, tmp);
+}
+
+/* d: node contents (new state) with its dx_countlimit at off; od: the same
+ * node approved (NULL if new); [lo, hi]: the hash range the parent gives it;
+ * level: index levels below this node. */
+static void dx_walk_node(struct dxwalk *w, uint32_t node_lblk, uint64_t node_pblk, const uint8_t *d,
+			 const uint8_t *od, uint32_t off, uint32_t lo, uint32_t hi, int level)
+{
+	struct chk_fs *fs = w->fs;
+	const struct ext2_dx_countlimit *cl = (const void *)(d + off);
+	const struct ext2_dx_entry *e = (const void *)(d + off);
+	const struct ext2_dx_countlimit *ocl = od ? (const void *)(od + off) : NULL;
+	const struct ext2_dx_entry *oe = od ? (const void *)(od + off) : NULL;
+	uint32_t limit = (fs->bs - off) / 8;
+	if (cl->limit != limit || cl->count == 0 || cl->count > cl->limit) {
+		dx_problem(w, node_pblk, "INV_HTREE_COUNT_LIMIT", "block %u: count %u limit %u (the block holds %u)",
+			   node_lblk, cl->count, cl->limit, limit);
+		return;
+	}
+	for (uint32_t i = 0; i < cl->count; i++) {
+		uint32_t h = e[i].hash;
+		if (i >= 2 && h < e[i - 1].hash)
+			dx_problem(w, node_pblk, "INV_HTREE_HASH_ORDER", "block %u: hash[%u] 0x%x below hash[%u] 0x%x",
+				   node_lblk, i, h, i - 1, e[i - 1].hash);
+		if (i >= 1 && ((h & ~1u) < (lo & ~1u) || (h & ~1u) > hi))
+			dx_problem(w, node_pblk, "INV_HTREE_HASH_ORDER", "block %u: hash[%u] 0x%x outside its parent's range [0x%x, 0x%x]",
+				   node_lblk, i, h, lo, hi);
+		/* the kernel masks the block with 0x00ffffff, e2fsck with 0x0fffffff:
+		 * any high bit is corruption */
+		uint32_t lb = e[i].block;
+		if (lb == 0 || lb >= w->dir_blocks) {
+			dx_problem(w, node_pblk, "INV_HTREE_BLOCKS", "block %u: entry %u names block %u (%s)", node_lblk, i, lb,
+				   lb == 0 ? "the root" : "past the directory's end");
+			continue;
+		}
+		if (bit_get(w->seen, lb)) {
+			dx_problem(w, node_pblk, "INV_HTREE_BLOCKS", "block %u: entry %u names block %u, referenced twice",
+				   node_lblk, i, lb);
+			continue;
+		}
+		bit_put(w->seen, lb, true);
+		bool entry_new = !oe || i >= ocl->count || ocl->count > limit || oe[i].block != lb;
+		if (level == 0 && !w->deep && !entry_new)
+			continue;                /* an unchanged leaf reference: leaves checked when written */
+		uint8_t buf[4096];
+		uint64_t pb = bmap_new(fs, w->t, w->in, lb);
+		const uint8_t *cd = pb && pb < fs->blocks_count ? chk_txn_new_block(fs, w->t, pb, buf) : NULL;
+		if (!cd) {
+			dx_problem(w, node_pblk, "INV_HTREE_BLOCKS", "block %u: entry %u names block %u, a hole", node_lblk, i, lb);
+			continue;
+		}
+		bool shape = dx_node_shape(fs, cd);
+		if (level == 0) {
+			if (shape && ((const struct ext2_dx_countlimit *)(cd + 8))->limit == (fs->bs - 8) / 8)
+				dx_problem(w, node_pblk, "INV_HTREE_DEPTH", "block %u: entry %u names index node %u where a leaf belongs",
+					   node_lblk, i, lb);
+			continue;
+		}
+		if (!shape) {
+			dx_problem(w, node_pblk, "INV_HTREE_DEPTH", "block %u: entry %u names leaf %u where indirect_levels wants a node",
+				   node_lblk, i, lb);
+			continue;
+		}
+		uint8_t copy[4096], ocopy[4096];
+		memcpy(copy, cd, fs->bs);
+		const uint8_t *ocd = NULL;
+		if (!w->deep && !entry_new && pb < fs->blocks_count && fs->btype[pb] == BT_DIR &&
+		    fs->bowner[pb] == w->dir) {
+			struct tblock *tb = tb_find(w->t, pb);
+			if (!tb)
+				ocd = copy;      /* not written: identical */
+			else if (tb->old) {
+				memcpy(ocopy, tb->old, fs->bs);
+				ocd = ocopy;
+			}
+		}
+		uint32_t elo = i ? h : lo, ehi = i + 1 < cl->count ? e[i + 1].hash : hi;
+		dx_walk_node(w, lb, pb, copy, ocd, 8, elo, ehi, level - 1);
+	}
+}
+
+/*
+ * Check dir's whole index in the new state.  root: block 0 (new state);
+ * old_root: its approved contents when the directory was indexed before with
+ * the same block 0 (NULL for a new root, and in scans); fresh: a root made
+ * by this transaction (the kernel and e2fsck -D use s_def_hash_version).
+ */
+static void htree_check_tree(struct chk_fs *fs, struct txn *t, uint32_t dir, const struct ext2_inode *in,
+			     const uint8_t *root, const uint8_t *old_root, bool fresh, bool deep)
+{
+	const struct ext2_dx_root_info *ri = (const void *)(root + 24);
+	struct dxwalk w = { fs, t, dir, in, in->i_size / fs->bs, NULL, deep, 0 };
+	if (ri->reserved_zero != 0 || ri->info_length != 8) {
+		dx_problem(&w, in->i_block[0], "INV_HTREE_ROOT", "root: reserved_zero %u info_length %u", ri->reserved_zero,
+			   ri->info_length);
+		return;
+	}
+	const struct ext2_super_block *sb = (const void *)(t->sb_changed ? t->sb_new : fs->sb_raw);
+	if (ri->hash_version > EXT2_HASH_TEA) {
+		dx_problem(&w, in->i_block[0], "INV_HTREE_HASH_VERSION", "root: unknown hash_version %u", ri->hash_version);
+		return;
+	}
+	const struct ext2_dx_root_info *oi = old_root ? (const void *)(old_root + 24) : NULL;
+	if (oi && oi->hash_version != ri->hash_version)
+		dx_problem(&w, in->i_block[0], "INV_HTREE_HASH_VERSION", "root: hash_version %u -> %u in a live index",
+			   oi->hash_version, ri->hash_version);
+	else if (fresh && sb->s_def_hash_version <= EXT2_HASH_TEA && ri->hash_version != sb->s_def_hash_version)
+		dx_problem(&w, in->i_block[0], "INV_HTREE_HASH_VERSION", "new root: hash_version %u, the file system's default is %u",
+			   ri->hash_version, sb->s_def_hash_version);
+	if (ri->indirect_levels > 1) {
+		dx_problem(&w, in->i_block[0], "INV_HTREE_DEPTH", "root: indirect_levels %u (ext3 allows 1)", ri->indirect_levels);
+		return;
+	}
+	if (oi && oi->indirect_levels != ri->indirect_levels)
+		w.deep = true;
+	w.seen = calloc(w.dir_blocks / 8 + 1, 1);
+	if (!w.seen) {
+		t->err = -ENOMEM;
+		return;
+	}
+	bit_put(w.seen, 0, true);
+	uint8_t copy[4096], ocopy[4096];
+	memcpy(copy, root, fs->bs);
+	if (old_root)
+		memcpy(ocopy, old_root, fs->bs);
+	dx_walk_node(&w, 0, in->i_block[0], copy, old_root ? ocopy : NULL, 32, 0, 0xffffffffu, ri->indirect_levels);
+	/* e2fsck: "block N not referenced"; the walk marks every entry it meets,
+	 * so the set is complete unless a node was malformed */
+	if (w.nprob == 0)
+		for (uint32_t b = 1; b < w.dir_blocks; b++)
+			if (!bit_get(w.seen, b)) {
+				dx_problem(&w, in->i_block[0], "INV_HTREE_BLOCKS", "block %u is not referenced by the index", b);
+				break;
+			}
+	free(w.seen);
+}
+
+void chk_htree_scan_dir(struct chk_fs *fs, struct txn *t, uint32_t dir, const struct ext2_inode *in, const uint8_t *root)
+{
+	htree_check_tree(fs, t, dir, in, root, NULL, false, true);
 }
 
 static void dx_add_range(struct txn *t, uint32_t lblk, uint32_t lo, uint32_t hi, size_t *cap)
@@ -1231,7 +1384,7 @@ static bool dx_collect(struct chk_fs *fs, struct txn *t, const struct ext2_inode
 		uint64_t pb = bmap_new(fs, t, in, lb);
 		if (!pb)
 			return false;
-		const uint8_t *nd = txn_new_block(fs, t, pb, buf);
+		const uint8_t *nd = chk_txn_new_block(fs, t, pb, buf);
 		if (!nd || !is_dx_node(fs, nd))
 			return false;
 		uint8_t copy[4096];
@@ -1250,7 +1403,7 @@ static int cmp_u32(const void *a, const void *b)
 
 /* Entries of a leaf must hash into the range its index entry gives it
  * (e2fsck pass 2: "bad min/max hash", "block not referenced"). */
-void htree_check_leaf(struct chk_fs *fs, struct txn *t, uint32_t dir, const struct ext2_inode *in,
+void chk_htree_check_leaf(struct chk_fs *fs, struct txn *t, uint32_t dir, const struct ext2_inode *in,
 		      uint32_t lblk, const uint8_t *d, uint64_t blk)
 {
 	if (t->dx_dir != dir) {
@@ -1262,11 +1415,11 @@ void htree_check_leaf(struct chk_fs *fs, struct txn *t, uint32_t dir, const stru
 		size_t cap = 0;
 		uint8_t buf[4096];
 		uint64_t b0 = in->i_block[0];
-		const uint8_t *r = b0 && b0 < fs->blocks_count ? txn_new_block(fs, t, b0, buf) : NULL;
+		const uint8_t *r = b0 && b0 < fs->blocks_count ? chk_txn_new_block(fs, t, b0, buf) : NULL;
 		if (!r)
 			return;
 		const struct ext2_dx_root_info *ri = (const void *)(r + 24);
-		if (ri->reserved_zero || ri->info_length != 8 || ri->hash_version > 5 || ri->indirect_levels > 1)
+		if (!dx_root_usable(ri))
 			return;                /* reported by the root check */
 		uint8_t copy[4096];
 		memcpy(copy, r, fs->bs);
@@ -1285,7 +1438,7 @@ void htree_check_leaf(struct chk_fs *fs, struct txn *t, uint32_t dir, const stru
 			qsort(lb, t->ndx, sizeof(*lb), cmp_u32);
 			for (size_t i = 1; i < t->ndx; i++)
 				if (lb[i] == lb[i - 1]) {
-					txn_problem(t, "INV_HTREE_NODE", SIZE_MAX,
+					chk_txn_problem(t, "INV_HTREE_NODE", SIZE_MAX,
 						    "dir %u: block %u referenced twice by the index", dir, lb[i]);
 					break;
 				}
@@ -1298,14 +1451,14 @@ void htree_check_leaf(struct chk_fs *fs, struct txn *t, uint32_t dir, const stru
 	for (size_t i = 0; i < t->ndx; i++)
 		if (t->dx[i].lblk == lblk) {
 			if (rg) {
-				txn_problem(t, "INV_HTREE_NODE", SIZE_MAX, "dir %u: leaf %u referenced twice by the index",
+				chk_txn_problem(t, "INV_HTREE_BLOCKS", SIZE_MAX, "dir %u: leaf %u referenced twice by the index",
 					    dir, lblk);
 				return;
 			}
 			rg = &t->dx[i];
 		}
 	if (!rg) {
-		txn_problem(t, "INV_HTREE_NODE", SIZE_MAX, "dir %u: leaf block %u (%llu) not referenced by the index",
+		chk_txn_problem(t, "INV_HTREE_BLOCKS", SIZE_MAX, "dir %u: leaf block %u (%llu) not referenced by the index",
 			    dir, lblk, (unsigned long long)blk);
 		return;
 	}
@@ -1318,9 +1471,9 @@ void htree_check_leaf(struct chk_fs *fs, struct txn *t, uint32_t dir, const stru
 			ext2_dirhash_t h = 0, minor = 0;
 			if (ext2fs_dirhash(t->dx_hver, e->name, e->name_len, sb->s_hash_seed, &h, &minor) == 0 &&
 			    ((h & ~1u) < (rg->lo & ~1u) || (h & ~1u) > rg->hi)) {
-				txn_problem(t, "INV_HTREE_NODE", SIZE_MAX,
+				chk_txn_problem(t, "INV_HTREE_NODE", SIZE_MAX,
 					    "dir %u leaf %u: entry %s hash 0x%x outside [0x%x, 0x%x]", dir, lblk,
-					    quote_name(t, e->name, e->name_len), h, rg->lo, rg->hi);
+					    chk_quote_name(t, e->name, e->name_len), h, rg->lo, rg->hi);
 				return;
 			}
 		}
@@ -1332,12 +1485,14 @@ static void check_leaf_lblk(struct chk_fs *fs, struct txn *t, uint32_t dir, cons
 			    uint32_t lb)
 {
 	uint8_t buf[4096];
+	if (lb == 0 || lb >= in->i_size / fs->bs)
+		return;                    /* the root, or past the end: INV_HTREE_BLOCKS */
 	uint64_t pb = bmap_new(fs, t, in, lb);
-	if (!pb || pb >= fs->blocks_count || u64map_get(&t->dirblks, pb, NULL))
+	if (!pb || pb >= fs->blocks_count || chk_u64map_get(&t->dirblks, pb, NULL))
 		return;                    /* missing (reported by the node check) or checked as written */
-	const uint8_t *d = txn_new_block(fs, t, pb, buf);
+	const uint8_t *d = chk_txn_new_block(fs, t, pb, buf);
 	if (d && !is_dx_node(fs, d))
-		htree_check_leaf(fs, t, dir, in, lb, d, pb);
+		chk_htree_check_leaf(fs, t, dir, in, lb, d, pb);
 }
 
 /* An index block changed: the leaves whose range moved (entries that differ
@@ -1362,7 +1517,7 @@ static void check_changed_leaves(struct chk_fs *fs, struct txn *t, uint32_t dir,
 		}
 		uint8_t buf[4096];
 		uint64_t pb = bmap_new(fs, t, in, lb);
-		const uint8_t *d = pb && pb < fs->blocks_count ? txn_new_block(fs, t, pb, buf) : NULL;
+		const uint8_t *d = pb && pb < fs->blocks_count ? chk_txn_new_block(fs, t, pb, buf) : NULL;
 		if (!d || !is_dx_node(fs, d))
 			continue;
 		uint8_t copy[4096];
@@ -1374,7 +1529,9 @@ static void check_changed_leaves(struct chk_fs *fs, struct txn *t, uint32_t dir,
 	}
 }
 
-static void diff_htree(struct chk_fs *fs, struct txn *t, uint8_t *buf)
+/* Index blocks written: record their changes, recheck the leaves whose
+ * range moved, and note the directory for a walk of its whole index. */
+static void diff_htree(struct chk_fs *fs, struct txn *t, uint8_t *buf, struct u64map *walk)
 {
 	for (size_t k = 0; k < t->dirblks.cap; k++) {
 		if (!t->dirblks.keys[k])
@@ -1383,35 +1540,38 @@ static void diff_htree(struct chk_fs *fs, struct txn *t, uint8_t *buf)
 		uint32_t own = 0, lblk = 0;
 		if (new_type_of(fs, t, blk, &own, &lblk) != BT_DIR)
 			continue;
-		struct ichange *ic = txn_inode(fs, t, own);
+		struct ichange *ic = chk_txn_inode(fs, t, own);
 		if (!ic || !ic->new_live)
 			continue;
 		const struct ext2_inode *n = (const void *)ic->new;
-		if (!(n->i_flags & EXT2_INDEX_FL))
+		if (!(n->i_flags & EXT2_INDEX_FL) || !fs->dir_index || imode_type(n) != 0040000)
 			continue;
 		struct tblock *tb = tb_find(t, blk);
-		const uint8_t *nd = txn_new_block(fs, t, blk, buf);
+		const uint8_t *nd = chk_txn_new_block(fs, t, blk, buf);
 		if (!nd)
 			continue;
-		uint32_t dir_blocks = n->i_size / fs->bs;
 		const uint8_t *od = tb && tb->old ? tb->old : nd;
 		bool was_dir = blk < fs->blocks_count && fs->btype[blk] == BT_DIR;
 		if (lblk == 0 && tb && was_dir) {
 			htree_records(fs, t, blk, od, nd, 32, true);
 			const struct ext2_dx_root_info *ri = (const void *)(nd + 24);
-			check_changed_leaves(fs, t, own, n, od, nd, 32, ri->indirect_levels);
+			if (dx_root_usable(ri))
+				check_changed_leaves(fs, t, own, n, od, nd, 32, ri->indirect_levels);
 		} else if (lblk && tb && was_dir && is_dx_node(fs, nd) && is_dx_node(fs, od)) {
 			htree_records(fs, t, blk, od, nd, 8, false);
 			check_changed_leaves(fs, t, own, n, od, nd, 8, 0);
 		}
-		htree_check_block(fs, t, blk, own, lblk, nd, dir_blocks);
-		if (lblk && !is_dx_node(fs, nd))
-			htree_check_leaf(fs, t, own, n, lblk, nd, blk);
+		if (lblk == 0 || dx_node_shape(fs, nd) || (tb && tb->old && was_dir && dx_node_shape(fs, tb->old))) {
+			if (chk_u64map_put(walk, own, 1))
+				t->err = -ENOMEM;
+		} else {
+			chk_htree_check_leaf(fs, t, own, n, lblk, nd, blk);
+		}
 	}
 }
 
-/* dirs that gain the index flag (or come alive with it): block 0 must be a root */
-static void check_new_index_flags(struct chk_fs *fs, struct txn *t, uint8_t *buf)
+/* dirs that gain the index flag (or come alive with it) get a walk too */
+static void check_new_index_flags(struct chk_fs *fs, struct txn *t, struct u64map *walk)
 {
 	for (size_t i = 0; i < t->nich; i++) {
 		struct ichange *ic = t->ich[i];
@@ -1419,52 +1579,71 @@ static void check_new_index_flags(struct chk_fs *fs, struct txn *t, uint8_t *buf
 		if (!ic->new_live || !(n->i_flags & EXT2_INDEX_FL))
 			continue;
 		if (imode_type(n) != 0040000 || !fs->dir_index) {
-			txn_problem(t, "INV_HTREE_FLAG", ic->nrecs ? ic->recs[0] : SIZE_MAX,
+			chk_txn_problem(t, "INV_HTREE_FLAG", ic->nrecs ? ic->recs[0] : SIZE_MAX,
 				    "inode %u has the htree index flag but is %s", ic->ino,
 				    imode_type(n) != 0040000 ? "not a directory" : "on a file system without dir_index");
 			continue;
 		}
-		if (ic->old_live && (o->i_flags & EXT2_INDEX_FL))
+		if (ic->old_live && (o->i_flags & EXT2_INDEX_FL) && o->i_block[0] == n->i_block[0])
 			continue;
-		if (!n->i_block[0])
+		if (chk_u64map_put(walk, ic->ino, 1))
+			t->err = -ENOMEM;
+	}
+}
+
+static void walk_indexes(struct chk_fs *fs, struct txn *t, struct u64map *walk)
+{
+	uint8_t buf[4096], root[4096], old_root[4096];
+	for (size_t k = 0; k < walk->cap; k++) {
+		if (!walk->keys[k])
 			continue;
+		uint32_t dir = (uint32_t)(walk->keys[k] - 1);
+		struct ichange *ic = chk_txn_inode(fs, t, dir);
+		if (!ic)
+			continue;
+		const struct ext2_inode *o = (const void *)ic->old, *n = (const void *)ic->new;
 		uint64_t b0 = n->i_block[0];
-		if (u64map_get(&t->dirblks, b0, NULL))
-			continue;              /* checked by diff_htree */
-		const uint8_t *d = txn_new_block(fs, t, b0, buf);
-		if (!d)
+		if (!b0 || b0 >= fs->blocks_count || bt_static(fs->btype[b0]))
+			continue;                /* a pointer problem, reported as such */
+		const uint8_t *r = chk_txn_new_block(fs, t, b0, buf);
+		if (!r) {
+			t->err = -EIO;
 			continue;
-		const struct ext2_dx_root_info *ri = (const void *)(d + 24);
-		if (ri->reserved_zero != 0 || ri->info_length != 8 || ri->hash_version > 5 || ri->indirect_levels > 1)
-			txn_problem(t, "INV_HTREE_FLAG", SIZE_MAX,
-				    "dir %u gains the htree index flag but block 0 is not an htree root", ic->ino);
+		}
+		memcpy(root, r, fs->bs);
+		bool existed = ic->old_live && (o->i_flags & EXT2_INDEX_FL) && o->i_block[0] == b0 &&
+			       fs->btype[b0] == BT_DIR && fs->bowner[b0] == dir;
+		const uint8_t *orr = existed ? chk_txn_old_block(fs, t, b0, buf) : NULL;
+		if (orr)
+			memcpy(old_root, orr, fs->bs);
+		htree_check_tree(fs, t, dir, n, root, orr ? old_root : NULL, !existed, !existed);
 	}
 }
 
 /* ------------------------------------------------------------ orphans */
 
-bool txn_is_orphan(struct chk_fs *fs, struct txn *t, uint32_t ino)
+bool chk_txn_is_orphan(struct chk_fs *fs, struct txn *t, uint32_t ino)
 {
 	if (!t->orphans_done) {
 		t->orphans_done = true;
 		const struct ext2_super_block *sb = (const void *)(t->sb_changed ? t->sb_new : fs->sb_raw);
 		uint32_t cur = sb->s_last_orphan;
 		for (uint32_t steps = 0; cur; steps++) {
-			if (cur > fs->inodes_count || steps > fs->inodes_count || u64map_get(&t->orphans, cur, NULL)) {
+			if (cur > fs->inodes_count || steps > fs->inodes_count || chk_u64map_get(&t->orphans, cur, NULL)) {
 				t->orphan_loop = 1;
 				break;
 			}
-			struct ichange *ic = txn_inode(fs, t, cur);
+			struct ichange *ic = chk_txn_inode(fs, t, cur);
 			if (!ic || !ic->new_inuse) {
 				t->orphan_loop = 1;
 				break;
 			}
-			if (u64map_put(&t->orphans, cur, 1))
+			if (chk_u64map_put(&t->orphans, cur, 1))
 				break;
 			cur = ((const struct ext2_inode *)ic->new)->i_dtime;
 		}
 	}
-	return u64map_get(&t->orphans, ino, NULL);
+	return chk_u64map_get(&t->orphans, ino, NULL);
 }
 
 /* ------------------------------------------------------------ entry point */
@@ -1484,12 +1663,12 @@ static void classify_and_diff(struct chk_fs *fs, struct txn *t)
 		memcpy(t->sb_new, sbb->new + fs->sb_off, 1024);
 		t->sb_changed = memcmp(t->sb_old, t->sb_new, 1024) != 0;
 		if (t->sb_changed && diff_sb(t, t->sb_old, t->sb_new, true))
-			txn_problem(t, "INV_SB_FROZEN", SIZE_MAX, "the superblock's reserved tail changed");
+			chk_txn_problem(t, "INV_SB_FROZEN", SIZE_MAX, "the superblock's reserved tail changed");
 		if (fs->sb_off && memcmp(sbb->old, sbb->new, fs->sb_off))
-			txn_problem(t, "INV_STATIC_FROZEN", SIZE_MAX, "block 0's boot area (before the superblock) changed");
+			chk_txn_problem(t, "INV_STATIC_FROZEN", SIZE_MAX, "block 0's boot area (before the superblock) changed");
 		if (fs->sb_off + 1024 < fs->bs &&
 		    memcmp(sbb->old + fs->sb_off + 1024, sbb->new + fs->sb_off + 1024, fs->bs - fs->sb_off - 1024))
-			txn_problem(t, "INV_STATIC_FROZEN", SIZE_MAX, "block 0 after the superblock changed");
+			chk_txn_problem(t, "INV_STATIC_FROZEN", SIZE_MAX, "block 0 after the superblock changed");
 	}
 	diff_gdt(fs, t);
 	for (size_t i = 0; i < t->nblocks; i++) {
@@ -1509,7 +1688,7 @@ static void classify_and_diff(struct chk_fs *fs, struct txn *t)
 		case BT_SB:
 			if (b->blk != fs->sb_blk &&
 			    diff_sb(t, b->old + (b->blk == 0 ? 1024 : 0), b->new + (b->blk == 0 ? 1024 : 0), false))
-				txn_problem(t, "INV_BACKUP_COPIES", SIZE_MAX, "backup superblock %llu: reserved tail changed",
+				chk_txn_problem(t, "INV_BACKUP_COPIES", SIZE_MAX, "backup superblock %llu: reserved tail changed",
 					    (unsigned long long)b->blk);
 			break;
 		case BT_GDT:
@@ -1517,7 +1696,7 @@ static void classify_and_diff(struct chk_fs *fs, struct txn *t)
 				check_backup_gdt(fs, t, b);
 			break;
 		case BT_RGDT: case BT_RESIZE_IND: case BT_BOOT:
-			txn_problem(t, "INV_STATIC_FROZEN", SIZE_MAX, "%s block %llu changed",
+			chk_txn_problem(t, "INV_STATIC_FROZEN", SIZE_MAX, "%s block %llu changed",
 				    b->otype == BT_BOOT ? "boot" : b->otype == BT_RGDT ? "reserved GDT" : "resize inode",
 				    (unsigned long long)b->blk);
 			break;
@@ -1538,7 +1717,7 @@ static void classify_and_diff(struct chk_fs *fs, struct txn *t)
 	/* xattr blocks: written, or attached / detached */
 	for (size_t i = 0; i < t->nblocks; i++) {
 		struct tblock *b = &t->blocks[i];
-		if (b->changed && b->otype == BT_XATTR && !txn_bch_find(t, b->blk)) {
+		if (b->changed && b->otype == BT_XATTR && !chk_txn_bch_find(t, b->blk)) {
 			struct bchange *c = bch_get(fs, t, b->blk);   /* content change: track */
 			(void)c;
 		}
@@ -1550,8 +1729,11 @@ static void classify_and_diff(struct chk_fs *fs, struct txn *t)
 			diff_xattr(fs, t, c->blk, was, is, bufs);
 	}
 	diff_dirs(fs, t, bufs);
-	diff_htree(fs, t, bufs);
-	check_new_index_flags(fs, t, bufs);
+	struct u64map walk = { 0 };
+	diff_htree(fs, t, bufs, &walk);
+	check_new_index_flags(fs, t, &walk);
+	walk_indexes(fs, t, &walk);
+	chk_u64map_free(&walk);
 	free(bufs);
 }
 
@@ -1559,7 +1741,7 @@ int chk_check(struct chk_fs *fs, const struct chk_write *w, size_t n, struct chk
 {
 	uint64_t t0 = chk_thread_ns();
 	*out = NULL;
-	struct chk_verdict *v = verdict_new();
+	struct chk_verdict *v = chk_verdict_new();
 	struct txn *t = calloc(1, sizeof(*t));
 	if (!v || !t) {
 		free(v);
@@ -1587,7 +1769,7 @@ int chk_check(struct chk_fs *fs, const struct chk_write *w, size_t n, struct chk
 		if (!w[i].len)
 			continue;
 		if (w[i].offset + w[i].len > dev_bytes) {
-			txn_problem(t, "INV_PTR_IN_RANGE", SIZE_MAX, "write at byte %llu past the end of the file system",
+			chk_txn_problem(t, "INV_PTR_IN_RANGE", SIZE_MAX, "write at byte %llu past the end of the file system",
 				    (unsigned long long)w[i].offset);
 			continue;
 		}
@@ -1616,8 +1798,8 @@ int chk_check(struct chk_fs *fs, const struct chk_write *w, size_t n, struct chk
 	if (!t->err)
 		classify_and_diff(fs, t);
 	if (!t->err)
-		run_invariants(fs, t, v);
-	int err = t->err ? t->err : verdict_oom(v) ? -ENOMEM : 0;
+		chk_run_invariants(fs, t, v);
+	int err = t->err ? t->err : chk_verdict_oom(v) ? -ENOMEM : 0;
 	fs->stats.transactions++;
 	if (err) {
 		chk_verdict_free(v);
@@ -1643,7 +1825,7 @@ static bool last_in_subtree(struct chk_fs *fs, struct txn *t, uint64_t blk, int 
 	if (blk < fs->first_data_block || blk >= fs->blocks_count || bt_static(fs->btype[blk]))
 		return false;
 	uint8_t buf[4096];
-	const uint8_t *d = txn_new_block(fs, t, blk, buf);
+	const uint8_t *d = chk_txn_new_block(fs, t, blk, buf);
 	if (!d)
 		return false;
 	uint32_t p[1024];
@@ -1659,7 +1841,7 @@ static bool last_in_subtree(struct chk_fs *fs, struct txn *t, uint64_t blk, int 
 
 /* Cheap: descends only along the last non-zero pointers (at most three
  * indirect blocks read). */
-bool txn_last_lblk(struct chk_fs *fs, struct txn *t, const struct ext2_inode *in, uint32_t *last)
+bool chk_txn_last_lblk(struct chk_fs *fs, struct txn *t, const struct ext2_inode *in, uint32_t *last)
 {
 	uint32_t a = fs->addr_per_block;
 	uint32_t bases[3] = { 12, 12 + a, 12 + a + a * a };
@@ -1676,7 +1858,7 @@ bool txn_last_lblk(struct chk_fs *fs, struct txn *t, const struct ext2_inode *in
 
 /* ------------------------------------------------------------ advance */
 
-int txn_apply(struct chk_fs *fs, struct txn *t)
+int chk_txn_apply(struct chk_fs *fs, struct txn *t)
 {
 	/* type/owner map and per-inode counts */
 	for (size_t i = 0; i < t->nbch; i++) {

@@ -18,7 +18,7 @@ struct inv_row {
 	check_fn fn;
 };
 
-#define V(id, recs, n, ...) verdict_add_violation(v, id, recs, n, __VA_ARGS__)
+#define V(id, recs, n, ...) chk_verdict_add_violation(v, id, recs, n, __VA_ARGS__)
 
 static void report_problems(struct txn *t, struct chk_verdict *v, const char *id)
 {
@@ -58,7 +58,7 @@ static void inv_sb_frozen(struct chk_fs *fs, struct txn *t, struct chk_verdict *
 	(void)fs;
 	for (size_t i = 0; i < t->nsb_recs; i++) {
 		const struct chk_record *r = &v->recs[t->sb_recs[i]];
-		if (sb_rec_class(r->field) == F_FROZEN)
+		if (chk_sb_rec_class(r->field) == F_FROZEN)
 			V("INV_SB_FROZEN", &t->sb_recs[i], 1, "superblock field %s may not change", r->field);
 	}
 	report_problems(t, v, "INV_SB_FROZEN");
@@ -197,7 +197,7 @@ static void inv_bgd_used_dirs(struct chk_fs *fs, struct txn *t, struct chk_verdi
 		struct ichange *ic = t->ich[i];
 		bool od = ic->old_inuse && is_dir(I_OLD(ic)), nd = ic->new_inuse && is_dir(I_NEW(ic));
 		if (od != nd)
-			t->dirs_delta[group_of_inode(fs, ic->ino)] += nd ? 1 : -1;
+			t->dirs_delta[chk_group_of_inode(fs, ic->ino)] += nd ? 1 : -1;
 	}
 	for (uint32_t g = 0; g < fs->ngroups; g++) {
 		int64_t d = (int64_t)t->gd_new[g].bg_used_dirs_count - fs->gd[g].bg_used_dirs_count;
@@ -301,7 +301,7 @@ static void inv_ptr_marked(struct chk_fs *fs, struct txn *t, struct chk_verdict 
 		struct bchange *c = t->bch[i];
 		if (!c->adds || bt_static(c->old_type) || c->blk >= fs->blocks_count || c->blk < fs->first_data_block)
 			continue;
-		if (bch_new_owned(c) && !txn_bbit_new(fs, t, c->blk)) {
+		if (bch_new_owned(c) && !chk_txn_bbit_new(fs, t, c->blk)) {
 			size_t r[2];
 			bch_recs(c, r);
 			V("INV_PTR_MARKED", r, 2, "block %llu is newly pointed to but free in the block bitmap",
@@ -316,7 +316,7 @@ static void inv_release_clears(struct chk_fs *fs, struct txn *t, struct chk_verd
 		struct bchange *c = t->bch[i];
 		if (!c->removes || !dyn_owned(c->old_type) || c->blk >= fs->blocks_count)
 			continue;
-		if (!bch_new_owned(c) && txn_bbit_new(fs, t, c->blk)) {
+		if (!bch_new_owned(c) && chk_txn_bbit_new(fs, t, c->blk)) {
 			size_t r[2];
 			bch_recs(c, r);
 			V("INV_RELEASE_CLEARS", r, 2, "block %llu lost its last pointer but stays set in the block bitmap",
@@ -329,7 +329,7 @@ static void inv_bbitmap_set(struct chk_fs *fs, struct txn *t, struct chk_verdict
 {
 	for (size_t i = 0; i < t->nbch; i++) {
 		struct bchange *c = t->bch[i];
-		if (c->flip_rec == SIZE_MAX || !txn_bbit_new(fs, t, c->blk))
+		if (c->flip_rec == SIZE_MAX || !chk_txn_bbit_new(fs, t, c->blk))
 			continue;
 		if (bt_static(c->old_type) || !(c->adds && bch_new_owned(c))) {
 			size_t r[2];
@@ -345,7 +345,7 @@ static void inv_bbitmap_clear(struct chk_fs *fs, struct txn *t, struct chk_verdi
 {
 	for (size_t i = 0; i < t->nbch; i++) {
 		struct bchange *c = t->bch[i];
-		if (c->flip_rec == SIZE_MAX || txn_bbit_new(fs, t, c->blk))
+		if (c->flip_rec == SIZE_MAX || chk_txn_bbit_new(fs, t, c->blk))
 			continue;
 		if (bch_new_owned(c)) {
 			size_t r[2];
@@ -376,8 +376,8 @@ static void inv_ibitmap_set(struct chk_fs *fs, struct txn *t, struct chk_verdict
 		if (!(ic->bitflip && ic->new_inuse) || ic->ino < fs->first_ino)
 			continue;
 		const struct ext2_inode *n = I_NEW(ic);
-		bool orphan = n->i_links_count == 0 && txn_is_orphan(fs, t, ic->ino);
-		if (!mode_type_valid(n->i_mode) || (n->i_links_count == 0 && !orphan) ||
+		bool orphan = n->i_links_count == 0 && chk_txn_is_orphan(fs, t, ic->ino);
+		if (!chk_mode_type_valid(n->i_mode) || (n->i_links_count == 0 && !orphan) ||
 		    (n->i_dtime && !orphan))
 			V("INV_IBITMAP_SET", ic->recs, ic->nrecs,
 			  "inode %u marked in use but is not a live inode (mode 0%o, links %u, dtime %u)",
@@ -429,7 +429,7 @@ static void inv_inode_mode(struct chk_fs *fs, struct txn *t, struct chk_verdict 
 		if (!ic->new_inuse || !(ic->written || ic->bitflip) || (ic->ino < fs->first_ino && ic->ino != EXT2_ROOT_INO))
 			continue;
 		const struct ext2_inode *o = I_OLD(ic), *n = I_NEW(ic);
-		if (!mode_type_valid(n->i_mode))
+		if (!chk_mode_type_valid(n->i_mode))
 			V("INV_INODE_MODE", ic->recs, ic->nrecs, "in-use inode %u has invalid mode 0%o", ic->ino, n->i_mode);
 		/* a type change is a free + reallocation (between two snapshots, or
 		 * unlink + create in one commit) only if every old name went */
@@ -447,7 +447,7 @@ static void inv_inode_ext4_fields(struct chk_fs *fs, struct txn *t, struct chk_v
 		struct ichange *ic = t->ich[i];
 		if (!ic->new_inuse || !(ic->written || ic->bitflip))
 			continue;
-		const char *why = inode_ext4_fields_problem(fs, I_NEW(ic));
+		const char *why = chk_inode_ext4_fields_problem(fs, I_NEW(ic));
 		if (why)
 			V("INV_INODE_EXT4_FIELDS", ic->recs, ic->nrecs, "inode %u: %s set on ext2/ext3", ic->ino, why);
 		else if (I_NEW(ic)->i_file_acl && !(sb->s_feature_compat & EXT2_FEATURE_COMPAT_EXT_ATTR))
@@ -527,10 +527,10 @@ static void inv_dirent_target(struct chk_fs *fs, struct txn *t, struct chk_verdi
 			V("INV_DIRENT_TARGET", &d->rec, 1, "entry \"%s\" in dir %u names the root directory", d->name, d->dir);
 			continue;
 		}
-		struct ichange *ic = txn_inode(fs, t, d->new_ino);
+		struct ichange *ic = chk_txn_inode(fs, t, d->new_ino);
 		if (!ic)
 			continue;
-		if (!ic->new_inuse || !mode_type_valid(I_NEW(ic)->i_mode) || I_NEW(ic)->i_links_count == 0)
+		if (!ic->new_inuse || !chk_mode_type_valid(I_NEW(ic)->i_mode) || I_NEW(ic)->i_links_count == 0)
 			V("INV_DIRENT_TARGET", &d->rec, 1, "entry \"%s\" in dir %u names inode %u, which is not in use",
 			  d->name, d->dir, d->new_ino);
 	}
@@ -540,10 +540,10 @@ static void inv_dirent_ftype(struct chk_fs *fs, struct txn *t, struct chk_verdic
 {
 	for (size_t i = 0; i < t->ndch; i++) {
 		struct dchange *d = &t->dch[i];
-		struct ichange *ic = txn_inode(fs, t, d->new_ino);
+		struct ichange *ic = chk_txn_inode(fs, t, d->new_ino);
 		if (!ic || !ic->new_inuse)
 			continue;
-		int want = fs->filetype ? mode_to_ftype(I_NEW(ic)->i_mode) : 0;
+		int want = fs->filetype ? chk_mode_to_ftype(I_NEW(ic)->i_mode) : 0;
 		if (want >= 0 && d->new_ft != want)
 			V("INV_DIRENT_FTYPE", &d->rec, 1, "entry \"%s\" in dir %u has file type %u, inode %u needs %d",
 			  d->name, d->dir, d->new_ft, d->new_ino, want);
@@ -575,7 +575,7 @@ static void inv_dir_dots(struct chk_fs *fs, struct txn *t, struct chk_verdict *v
 		struct dchange *d = &t->dch[i];
 		if (strcmp(d->name, ".."))
 			continue;
-		struct ichange *ic = txn_inode(fs, t, d->new_ino);
+		struct ichange *ic = chk_txn_inode(fs, t, d->new_ino);
 		if (ic && ic->new_inuse && !is_dir(I_NEW(ic)))
 			V("INV_DIR_DOTS", &d->rec, 1, "dir %u: '..' names inode %u, not a directory", d->dir, d->new_ino);
 	}
@@ -588,7 +588,7 @@ static uint32_t dotdot_of(struct chk_fs *fs, struct txn *t, struct ichange *dir)
 	if (!b0 || b0 >= fs->blocks_count)
 		return 0;
 	uint8_t buf[4096];
-	const uint8_t *d = txn_new_block(fs, t, b0, buf);
+	const uint8_t *d = chk_txn_new_block(fs, t, b0, buf);
 	if (!d)
 		return 0;
 	const struct ext2_dir_entry_2 *e = (const void *)d;
@@ -621,7 +621,7 @@ static void inv_dir_dotdot_parent(struct chk_fs *fs, struct txn *t, struct chk_v
 				V("INV_DIR_DOTDOT_PARENT", &d->rec, 1,
 				  "dir %u: '..' now names %u, which gains no entry naming it", d->dir, d->new_ino);
 		} else {
-			struct ichange *ic = txn_inode(fs, t, d->new_ino);
+			struct ichange *ic = chk_txn_inode(fs, t, d->new_ino);
 			if (!ic || !ic->new_live || !is_dir(I_NEW(ic)))
 				continue;
 			uint32_t dd = dotdot_of(fs, t, ic);
@@ -651,7 +651,7 @@ static void inv_dir_no_loop(struct chk_fs *fs, struct txn *t, struct chk_verdict
 			}
 			if (cur == EXT2_ROOT_INO || cur == 0)
 				break;
-			struct ichange *ic = txn_inode(fs, t, cur);
+			struct ichange *ic = chk_txn_inode(fs, t, cur);
 			if (!ic || !ic->new_live || !is_dir(I_NEW(ic)))
 				break;
 			cur = dotdot_of(fs, t, ic);
@@ -712,7 +712,7 @@ static void inv_dir_size(struct chk_fs *fs, struct txn *t, struct chk_verdict *v
 			continue;
 		int64_t ndata = (ic->old_inuse ? (int64_t)fs->ndata[ic->ino] : 0) + ic->ndata_delta;
 		uint32_t last = 0;
-		bool any = txn_last_lblk(fs, t, n, &last);
+		bool any = chk_txn_last_lblk(fs, t, n, &last);
 		int64_t span = any ? (int64_t)last + 1 : 0;
 		if (n->i_size % fs->bs || (int64_t)(n->i_size / fs->bs) != ndata || span != ndata || ndata == 0 ||
 		    n->i_size_high)
@@ -731,17 +731,33 @@ static void inv_file_size(struct chk_fs *fs, struct txn *t, struct chk_verdict *
 		    ic->ino < fs->first_ino)
 			continue;
 		uint32_t last;
-		if (!txn_last_lblk(fs, t, n, &last))
+		if (!chk_txn_last_lblk(fs, t, n, &last))
 			continue;
-		if (txn_is_orphan(fs, t, ic->ino))
+		if (chk_txn_is_orphan(fs, t, ic->ino))
 			continue;          /* a truncate in progress may leave blocks past i_size */
-		uint64_t size = inode_size64(n);
+		uint64_t size = chk_inode_size64(n);
 		if (size <= (uint64_t)last * fs->bs)
 			V("INV_FILE_SIZE", ic->recs, ic->nrecs, "file %u: i_size %llu is below its last block %u",
 			  ic->ino, (unsigned long long)size, last);
-		else if (!fs->large_file && !(((const struct ext2_super_block *)t->sb_new)->s_feature_ro_compat &
-					     EXT2_FEATURE_RO_COMPAT_LARGE_FILE) && n->i_size_high)
-			V("INV_FILE_SIZE", ic->recs, ic->nrecs, "file %u: size above 2^32 without large_file", ic->ino);
+	}
+}
+
+/* e2fsck pass 1 ("i_size is N, should be M"): a size no indirect-mapped file
+ * can reach; and its large_file feature check from 2^31 on.  Orphans too. */
+static void inv_file_max_size(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+{
+	const struct ext2_super_block *nsb = (const void *)t->sb_new;
+	bool large = fs->large_file || (nsb->s_feature_ro_compat & EXT2_FEATURE_RO_COMPAT_LARGE_FILE);
+	for (size_t i = 0; i < t->nich; i++) {
+		struct ichange *ic = t->ich[i];
+		const struct ext2_inode *n = I_NEW(ic);
+		if (!ic->new_inuse || imode_type(n) != 0100000 || !(ic->written || ic->bitflip) ||
+		    ic->ino < fs->first_ino)
+			continue;
+		const char *why = chk_file_size_problem(fs, chk_inode_size64(n), large);
+		if (why)
+			V("INV_FILE_MAX_SIZE", ic->recs, ic->nrecs, "file %u: i_size %llu %s", ic->ino,
+			  (unsigned long long)chk_inode_size64(n), why);
 	}
 }
 
@@ -752,7 +768,7 @@ static void inv_symlink(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 		const struct ext2_inode *n = I_NEW(ic);
 		if (!ic->new_inuse || imode_type(n) != 0120000 || !(ic->written || ic->bitflip))
 			continue;
-		if (!inode_has_block_ptrs(fs, n)) {
+		if (!chk_inode_has_block_ptrs(fs, n)) {
 			size_t len = strnlen((const char *)n->i_block, sizeof(n->i_block));
 			if (n->i_size >= sizeof(n->i_block) || n->i_size != len)
 				V("INV_SYMLINK", ic->recs, ic->nrecs, "fast symlink %u: i_size %u, target length %zu",
@@ -792,7 +808,7 @@ static void inv_dtime_live(struct chk_fs *fs, struct txn *t, struct chk_verdict 
 		struct ichange *ic = t->ich[i];
 		if (!ic->new_inuse || !(ic->written || ic->bitflip) || ic->ino < fs->first_ino)
 			continue;
-		if (I_NEW(ic)->i_dtime && !txn_is_orphan(fs, t, ic->ino))
+		if (I_NEW(ic)->i_dtime && !chk_txn_is_orphan(fs, t, ic->ino))
 			V("INV_DTIME_LIVE", ic->recs, ic->nrecs, "in-use inode %u has i_dtime %u and is not on the orphan list",
 			  ic->ino, I_NEW(ic)->i_dtime);
 	}
@@ -806,7 +822,7 @@ static void inv_orphan_list(struct chk_fs *fs, struct txn *t, struct chk_verdict
 		touched = t->ich[i]->written && t->ich[i]->new_inuse && I_NEW(t->ich[i])->i_dtime;
 	if (!touched)
 		return;
-	txn_is_orphan(fs, t, 0);
+	chk_txn_is_orphan(fs, t, 0);
 	if (t->orphan_loop) {
 		size_t r = sb_rec_find(t, "s_last_orphan");
 		V("INV_ORPHAN_LIST", &r, 1, "the orphan list from s_last_orphan %u loops or reaches a free inode",
@@ -832,7 +848,7 @@ static void inv_xattr_refcount(struct chk_fs *fs, struct txn *t, struct chk_verd
 			/* content change only: the count must not move */
 			want = oref;
 		}
-		const uint8_t *d = txn_new_block(fs, t, c->blk, buf);
+		const uint8_t *d = chk_txn_new_block(fs, t, c->blk, buf);
 		if (!d)
 			continue;
 		const struct ext2_ext_attr_header *h = (const void *)d;
@@ -852,7 +868,7 @@ static void inv_xattr_format(struct chk_fs *fs, struct txn *t, struct chk_verdic
 			continue;
 		if (xattr_refs_new(c) <= 0)
 			continue;
-		const uint8_t *d = txn_new_block(fs, t, c->blk, buf);
+		const uint8_t *d = chk_txn_new_block(fs, t, c->blk, buf);
 		if (!d)
 			continue;
 		const struct ext2_ext_attr_header *h = (const void *)d;
@@ -888,10 +904,56 @@ static void inv_xattr_format(struct chk_fs *fs, struct txn *t, struct chk_verdic
 
 /* ------------------------------------------------------------ htree */
 
+/* The journal superblock is journal data to the block map, but e2fsck
+ * refuses a bad one: check it whenever a transaction writes it. */
+static void inv_journal_sb(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+{
+	if (!fs->journal_ino)
+		return;
+	uint8_t raw[1024] __attribute__((aligned(8)));
+	if (fs->inode_size > sizeof(raw) || chk_read_inode(fs, fs->journal_ino, raw))
+		return;
+	const struct ext2_inode *in = (const void *)raw;
+	uint64_t b0 = in->i_block[0];
+	uint32_t idx;
+	if (!b0 || b0 >= fs->blocks_count || !chk_u64map_get(&t->bidx, b0, &idx) || !t->blocks[idx].changed)
+		return;                  /* not written by this transaction */
+	uint8_t buf[4096];
+	const uint8_t *d = chk_txn_new_block(fs, t, b0, buf);
+	const char *why = d ? chk_journal_sb_problem(fs, d, in->i_size / fs->bs) : NULL;
+	if (why)
+		V("INV_JOURNAL_SB", NULL, 0, "journal superblock (block %llu): %s", (unsigned long long)b0, why);
+}
+
 static void inv_htree_root(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	(void)fs;
 	report_problems(t, v, "INV_HTREE_ROOT");
+}
+static void inv_htree_hash_version(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+{
+	(void)fs;
+	report_problems(t, v, "INV_HTREE_HASH_VERSION");
+}
+static void inv_htree_depth(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+{
+	(void)fs;
+	report_problems(t, v, "INV_HTREE_DEPTH");
+}
+static void inv_htree_count_limit(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+{
+	(void)fs;
+	report_problems(t, v, "INV_HTREE_COUNT_LIMIT");
+}
+static void inv_htree_hash_order(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+{
+	(void)fs;
+	report_problems(t, v, "INV_HTREE_HASH_ORDER");
+}
+static void inv_htree_blocks(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+{
+	(void)fs;
+	report_problems(t, v, "INV_HTREE_BLOCKS");
 }
 static void inv_htree_node(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
@@ -948,12 +1010,19 @@ static const struct inv_row table[] = {
 	{ { "INV_IBLOCKS", "i_blocks equals the blocks the inode owns (data, indirect, xattr) in sectors" }, inv_iblocks },
 	{ { "INV_DIR_SIZE", "a directory's i_size is its block count times the block size, without holes" }, inv_dir_size },
 	{ { "INV_FILE_SIZE", "a regular file's i_size is not below its last block (except during an orphan truncate)" }, inv_file_size },
+	{ { "INV_FILE_MAX_SIZE", "a regular file's 64-bit i_size fits the block size's indirect-mapped maximum (e2fsck's) and needs large_file from 2^31" }, inv_file_max_size },
 	{ { "INV_SYMLINK", "fast symlinks hold their target inline (size < 60); slow ones one block, size < block size" }, inv_symlink },
 	{ { "INV_SPECIAL_FILE", "device, fifo and socket inodes own no blocks, have size 0 and no immutable/append flag" }, inv_special_file },
 	{ { "INV_XATTR_REFCOUNT", "an xattr block's h_refcount changes by exactly the inodes starting/stopping to share it" }, inv_xattr_refcount },
 	{ { "INV_XATTR_FORMAT", "an xattr block has the magic, h_blocks 1 and entries/values inside the block" }, inv_xattr_format },
-	{ { "INV_HTREE_ROOT", "an htree root has reserved 0, info length 8, a known hash, <= 1 level, right limit and count" }, inv_htree_root },
-	{ { "INV_HTREE_NODE", "htree nodes: right limit, 0 < count <= limit, sorted hashes, blocks inside the directory and referenced once; leaf entries hash into their range" }, inv_htree_node },
+	{ { "INV_JOURNAL_SB", "the internal journal's superblock has the jbd magic, type v1/v2, the fs block size, s_maxlen/s_first inside the journal inode, one user, no v2 fields in a v1 superblock" }, inv_journal_sb },
+	{ { "INV_HTREE_ROOT", "an htree root's info has reserved_zero 0 and info_length 8" }, inv_htree_root },
+	{ { "INV_HTREE_HASH_VERSION", "an htree root's hash_version is legacy, half_md4 or tea; never changes in a live index; a new root takes s_def_hash_version" }, inv_htree_hash_version },
+	{ { "INV_HTREE_DEPTH", "indirect_levels <= 1 (ext3, no largedir) and agrees with the tree: nodes above, leaves at the bottom" }, inv_htree_depth },
+	{ { "INV_HTREE_COUNT_LIMIT", "every htree root/node has limit = the entries its block holds and 0 < count <= limit" }, inv_htree_count_limit },
+	{ { "INV_HTREE_HASH_ORDER", "dx_entry hashes do not decrease within a node and stay inside the range the parent gives the node" }, inv_htree_hash_order },
+	{ { "INV_HTREE_BLOCKS", "dx_entry blocks are inside the directory, never block 0, and every other block is referenced exactly once" }, inv_htree_blocks },
+	{ { "INV_HTREE_NODE", "entries of an htree leaf hash into the range its index entry gives it" }, inv_htree_node },
 	{ { "INV_HTREE_FLAG", "the index flag is only on directories of dir_index file systems, set with a valid root" }, inv_htree_flag },
 };
 #define NINV (sizeof(table) / sizeof(table[0]))
@@ -968,7 +1037,7 @@ const struct chk_invariant *chk_invariant_at(size_t i)
 	return i < NINV ? &table[i].pub : NULL;
 }
 
-void run_invariants(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+void chk_run_invariants(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	for (size_t i = 0; i < NINV; i++)
 		table[i].fn(fs, t, v);

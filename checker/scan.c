@@ -13,7 +13,7 @@
 
 #include "chk_internal.h"
 
-#define V(id, ...) verdict_add_violation(v, id, NULL, 0, __VA_ARGS__)
+#define V(id, ...) chk_verdict_add_violation(v, id, NULL, 0, __VA_ARGS__)
 
 struct sent {                    /* compact entry: what the global checks need */
 	uint32_t dir, ino;
@@ -58,14 +58,15 @@ static void dir_visit(void *ctx, uint64_t blk, uint8_t type, uint32_t lblk)
 		return;
 	}
 	struct dent_list l = { 0 };
-	parse_dir_block(fs, s->t, s->buf, blk, w->dir, lblk, true, 1, &l);
+	chk_parse_dir_block(fs, s->t, s->buf, blk, w->dir, lblk, true, 1, &l);
 	if (w->indexed) {
-		htree_check_block(fs, s->t, blk, w->dir, lblk, s->buf, w->dir_blocks);
+		if (lblk == 0)
+			chk_htree_scan_dir(fs, s->t, w->dir, w->in, s->buf);
 		const struct ext2_dir_entry_2 *e0 = (const void *)s->buf;
 		bool node = e0->inode == 0 && e0->rec_len == fs->bs && e0->name_len == 0 &&
 			    ((const struct ext2_dx_countlimit *)(s->buf + 8))->limit == (fs->bs - 8) / 8;
 		if (lblk && !node)
-			htree_check_leaf(fs, s->t, w->dir, w->in, lblk, s->buf, blk);
+			chk_htree_check_leaf(fs, s->t, w->dir, w->in, lblk, s->buf, blk);
 	}
 	for (size_t i = 0; i < l.n; i++) {
 		const struct dent *e = &l.e[i];
@@ -74,10 +75,10 @@ static void dir_visit(void *ctx, uint64_t blk, uint8_t type, uint32_t lblk)
 		uint64_t h = 1469598103934665603ull;       /* FNV-1a of the name */
 		for (unsigned k = 0; k < e->name_len; k++)
 			h = (h ^ (uint8_t)nm[k]) * 1099511628211ull;
-		if (u64map_get(&s->names, h, NULL))
-			verdict_add_violation(s->v, "INV_DIRENT_UNIQUE", NULL, 0, "dir %u: name %s appears twice",
-					      w->dir, quote_name(s->t, nm, e->name_len));
-		else if (u64map_put(&s->names, h, 1))
+		if (chk_u64map_get(&s->names, h, NULL))
+			chk_verdict_add_violation(s->v, "INV_DIRENT_UNIQUE", NULL, 0, "dir %u: name %s appears twice",
+					      w->dir, chk_quote_name(s->t, nm, e->name_len));
+		else if (chk_u64map_put(&s->names, h, 1))
 			s->err = -ENOMEM;
 		struct sent *ne = s->ents;
 		if (s->nents == s->capents) {
@@ -115,22 +116,22 @@ static void scan_inode(struct scan *s, uint32_t ino, const struct ext2_inode *in
 	if (reserved && ino != EXT2_ROOT_INO && ino != fs->journal_ino && ino != EXT2_BAD_INO &&
 	    ino != EXT2_JOURNAL_INO)
 		return;
-	bool orphan = txn_is_orphan(fs, s->t, ino);
+	bool orphan = chk_txn_is_orphan(fs, s->t, ino);
 	uint16_t ty = imode_type(in);
 	if (in->i_file_acl) {
 		uint32_t c = 0;
-		u64map_get(&s->xrefs, in->i_file_acl, &c);
-		if (u64map_put(&s->xrefs, in->i_file_acl, c + 1))
+		chk_u64map_get(&s->xrefs, in->i_file_acl, &c);
+		if (chk_u64map_put(&s->xrefs, in->i_file_acl, c + 1))
 			s->err = -ENOMEM;
 	}
 	if (reserved && ino != EXT2_ROOT_INO && ino != fs->journal_ino)
 		return;              /* bad-blocks inode, unused journal slot: ownership only */
-	const char *why = inode_ext4_fields_problem(fs, in);
+	const char *why = chk_inode_ext4_fields_problem(fs, in);
 	if (why)
 		V("INV_INODE_EXT4_FIELDS", "inode %u: %s set on ext2/ext3", ino, why);
 	else if (in->i_file_acl && !(fs->sb->s_feature_compat & EXT2_FEATURE_COMPAT_EXT_ATTR))
 		V("INV_INODE_EXT4_FIELDS", "inode %u: i_file_acl set without ext_attr", ino);
-	if (!mode_type_valid(in->i_mode)) {
+	if (!chk_mode_type_valid(in->i_mode)) {
 		V("INV_INODE_MODE", "in-use inode %u has invalid mode 0%o", ino, in->i_mode);
 		return;
 	}
@@ -142,7 +143,7 @@ static void scan_inode(struct scan *s, uint32_t ino, const struct ext2_inode *in
 		V("INV_IBLOCKS", "inode %u: i_blocks %u but it owns %llu blocks", ino, in->i_blocks,
 		  (unsigned long long)owned);
 	uint32_t last = 0;
-	bool any = inode_has_block_ptrs(fs, in) && txn_last_lblk(fs, s->t, in, &last);
+	bool any = chk_inode_has_block_ptrs(fs, in) && chk_txn_last_lblk(fs, s->t, in, &last);
 	if (ty == 0040000 && in->i_links_count) {
 		uint32_t span = any ? last + 1 : 0;
 		if (in->i_size % fs->bs || in->i_size / fs->bs != fs->ndata[ino] || span != fs->ndata[ino] ||
@@ -151,19 +152,24 @@ static void scan_inode(struct scan *s, uint32_t ino, const struct ext2_inode *in
 			  fs->ndata[ino], span);
 		if ((in->i_flags & EXT2_INDEX_FL) && !fs->dir_index)
 			V("INV_HTREE_FLAG", "dir %u has the index flag without dir_index", ino);
-		u64map_free(&s->names);
+		chk_u64map_free(&s->names);
 		struct dirwalk w = { s, ino, (in->i_flags & EXT2_INDEX_FL) && fs->dir_index, in->i_size / fs->bs, in };
-		int r = walk_inode_tree(fs, in, true, get_approved, fs, dir_visit, &w);
+		int r = chk_walk_inode_tree(fs, in, true, get_approved, fs, dir_visit, &w);
 		if (r)
 			s->err = r;
 	} else if (ty != 0040000 && (in->i_flags & EXT2_INDEX_FL)) {
 		V("INV_HTREE_FLAG", "inode %u has the index flag but is not a directory", ino);
 	}
-	if (ty == 0100000 && any && !orphan && !reserved && inode_size64(in) <= (uint64_t)last * fs->bs)
+	if (ty == 0100000 && any && !orphan && !reserved && chk_inode_size64(in) <= (uint64_t)last * fs->bs)
 		V("INV_FILE_SIZE", "file %u: i_size %llu is below its last block %u", ino,
-		  (unsigned long long)inode_size64(in), last);
+		  (unsigned long long)chk_inode_size64(in), last);
+	if (ty == 0100000 && !reserved) {
+		const char *szwhy = chk_file_size_problem(fs, chk_inode_size64(in), fs->large_file);
+		if (szwhy)
+			V("INV_FILE_MAX_SIZE", "file %u: i_size %llu %s", ino, (unsigned long long)chk_inode_size64(in), szwhy);
+	}
 	if (ty == 0120000) {
-		if (!inode_has_block_ptrs(fs, in)) {
+		if (!chk_inode_has_block_ptrs(fs, in)) {
 			size_t len = strnlen((const char *)in->i_block, sizeof(in->i_block));
 			if (in->i_size >= sizeof(in->i_block) || in->i_size != len)
 				V("INV_SYMLINK", "fast symlink %u: i_size %u, target length %zu", ino, in->i_size, len);
@@ -242,7 +248,7 @@ static void scan_padding(struct scan *s)
 		return;
 	for (uint64_t i = nb; i < fs->bs * 8u; i++)
 		if (!bit_get(s->buf, i)) {
-			verdict_add_violation(s->v, "INV_BITMAP_PADDING", NULL, 0,
+			chk_verdict_add_violation(s->v, "INV_BITMAP_PADDING", NULL, 0,
 					      "block bitmap padding bit %llu of the last group is clear", (unsigned long long)i);
 			break;
 		}
@@ -255,7 +261,7 @@ static void scan_entries(struct scan *s)
 	for (size_t i = 0; i < s->nents; i++) {
 		const struct sent *e = &s->ents[i];
 		bool inuse = e->ino && e->ino <= fs->inodes_count && bit_get(fs->ibits, e->ino);
-		if (!inuse || !mode_type_valid(s->mode[e->ino]) || s->links[e->ino] == 0) {
+		if (!inuse || !chk_mode_type_valid(s->mode[e->ino]) || s->links[e->ino] == 0) {
 			V("INV_DIRENT_TARGET", "dir %u has an entry naming inode %u, which is not in use", e->dir, e->ino);
 			continue;
 		}
@@ -263,7 +269,7 @@ static void scan_entries(struct scan *s)
 			V("INV_DIRENT_TARGET", "dir %u has an entry naming reserved inode %u", e->dir, e->ino);
 			continue;
 		}
-		int want = fs->filetype ? mode_to_ftype(s->mode[e->ino]) : 0;
+		int want = fs->filetype ? chk_mode_to_ftype(s->mode[e->ino]) : 0;
 		if (e->ft != want)
 			V("INV_DIRENT_FTYPE", "dir %u: entry naming %u has file type %u, needs %d", e->dir, e->ino, e->ft, want);
 		s->seen[e->ino]++;
@@ -315,13 +321,36 @@ static void scan_xattrs(struct scan *s)
 			continue;
 		const struct ext2_ext_attr_header *h = (const void *)s->buf;
 		if (h->h_magic != EXT2_EXT_ATTR_MAGIC || h->h_blocks != 1)
-			verdict_add_violation(s->v, "INV_XATTR_FORMAT", NULL, 0, "xattr block %llu: bad header",
+			chk_verdict_add_violation(s->v, "INV_XATTR_FORMAT", NULL, 0, "xattr block %llu: bad header",
 					      (unsigned long long)blk);
 		else if (h->h_refcount != refs)
-			verdict_add_violation(s->v, "INV_XATTR_REFCOUNT", NULL, 0,
+			chk_verdict_add_violation(s->v, "INV_XATTR_REFCOUNT", NULL, 0,
 					      "xattr block %llu: h_refcount %u but %u inodes point to it",
 					      (unsigned long long)blk, h->h_refcount, refs);
 	}
+}
+
+static void scan_journal_sb(struct scan *s)
+{
+	struct chk_fs *fs = s->fs;
+	struct chk_verdict *v = s->v;
+	if (!fs->journal_ino)
+		return;
+	uint8_t raw[1024] __attribute__((aligned(8)));
+	if (fs->inode_size > sizeof(raw) || chk_read_inode(fs, fs->journal_ino, raw))
+		return;
+	const struct ext2_inode *in = (const void *)raw;
+	uint64_t b0 = in->i_block[0];
+	if (!b0 || b0 >= fs->blocks_count || bt_static(fs->btype[b0]))
+		return;                  /* pointer problems are reported as such */
+	int r = chk_read_block(fs, b0, s->buf);
+	if (r) {
+		s->err = r;
+		return;
+	}
+	const char *why = chk_journal_sb_problem(fs, s->buf, in->i_size / fs->bs);
+	if (why)
+		V("INV_JOURNAL_SB", "journal superblock (block %llu): %s", (unsigned long long)b0, why);
 }
 
 int chk_scan(struct chk_fs *fs, struct chk_verdict **out)
@@ -329,7 +358,7 @@ int chk_scan(struct chk_fs *fs, struct chk_verdict **out)
 	uint64_t t0 = chk_thread_ns();
 	*out = NULL;
 	struct scan s = { .fs = fs };
-	s.v = verdict_new();
+	s.v = chk_verdict_new();
 	s.t = calloc(1, sizeof(*s.t));
 	size_t n = (size_t)fs->inodes_count + 1;
 	s.mode = calloc(n, sizeof(uint16_t));
@@ -358,7 +387,7 @@ int chk_scan(struct chk_fs *fs, struct chk_verdict **out)
 	for (size_t i = 0; i < fs->ndups; i++)
 		V("INV_BLOCK_OWNED_ONCE", "block %llu is owned by inodes %u and %u", (unsigned long long)fs->dups[i].blk,
 		  fs->dups[i].owner1, fs->dups[i].owner2);
-	txn_is_orphan(fs, s.t, 0);
+	chk_txn_is_orphan(fs, s.t, 0);
 	if (s.t->orphan_loop)
 		V("INV_ORPHAN_LIST", "the orphan list from s_last_orphan %u loops or reaches a free inode",
 		  fs->sb->s_last_orphan);
@@ -386,15 +415,16 @@ int chk_scan(struct chk_fs *fs, struct chk_verdict **out)
 	scan_padding(&s);
 	scan_entries(&s);
 	scan_xattrs(&s);
+	scan_journal_sb(&s);
 	for (size_t i = 0; i < s.t->nprobs; i++)
-		verdict_add_violation(v, s.t->probs[i].inv, NULL, 0, "%s", s.t->probs[i].detail);
+		chk_verdict_add_violation(v, s.t->probs[i].inv, NULL, 0, "%s", s.t->probs[i].detail);
 	if (s.t->err)
 		r = s.t->err;
-	else if (verdict_oom(v))
+	else if (chk_verdict_oom(v))
 		r = -ENOMEM;
 out:
 	if (s.t)
-		txn_free(s.t);
+		chk_txn_free(s.t);
 	free(s.mode);
 	free(s.links);
 	free(s.seen);
@@ -404,8 +434,8 @@ out:
 	free(s.ents);
 	free(s.buf);
 	free(tab);
-	u64map_free(&s.xrefs);
-	u64map_free(&s.names);
+	chk_u64map_free(&s.xrefs);
+	chk_u64map_free(&s.names);
 	fs->stats.cpu_ns += chk_thread_ns() - t0;
 	if (r) {
 		chk_verdict_free(s.v);

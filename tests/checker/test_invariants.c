@@ -161,7 +161,8 @@ static int debugfs_cmds(const char *img, const char *cmds)
 
 enum raw {
 	R_NONE, R_BACKUP_SB, R_RGDT, R_PADDING, R_FTYPE, R_TILING, R_NAME, R_UNIQUE, R_DOT, R_DOTDOT,
-	R_XREF, R_XMAGIC, R_HROOT, R_HNODE, R_ZERO_BOOT, R_LOOP
+	R_XREF, R_XMAGIC, R_HINFO, R_HVER0, R_HVER9, R_HDEPTH, R_HDEPTH2, R_HCOUNT, R_HLIMIT, R_HORDER,
+	R_HBLK0, R_HBLKBIG, R_HDUP, R_HRANGE, R_ZERO_BOOT, R_LOOP, R_JSB_BS, R_JSB_V1
 };
 
 struct facts;
@@ -270,16 +271,43 @@ static int raw_edit(const char *img, enum raw what, const struct facts *x)
 			((struct ext2_ext_attr_header *)b)->h_magic = 0x1234;
 		r = 0;
 		break;
-	case R_HROOT: case R_HNODE:
+	case R_HINFO: case R_HVER0: case R_HVER9: case R_HDEPTH: case R_HDEPTH2: case R_HCOUNT:
+	case R_HLIMIT: case R_HORDER: case R_HBLK0: case R_HBLKBIG: case R_HDUP: case R_HRANGE:
 		if (inode_of(fs, "h", &ino, &in) || !(in.i_flags & EXT2_INDEX_FL))
 			break;
 		blk = in.i_block[0];
 		if (io_channel_read_blk(fs->io, blk, 1, b))
 			break;
-		if (what == R_HROOT)
-			((struct ext2_dx_root_info *)(b + 24))->hash_version = 9;
-		else
-			((struct ext2_dx_countlimit *)(b + 32))->count = 0;
+		{
+			struct ext2_dx_root_info *ri = (void *)(b + 24);
+			struct ext2_dx_countlimit *cl = (void *)(b + 32);
+			struct ext2_dx_entry *e = (void *)(b + 32);
+			unsigned count = cl->count;
+			if (ri->indirect_levels != 0 || ri->hash_version != fs->super->s_def_hash_version || count < 2)
+				break;   /* the edits below assume a one-level index in the default hash */
+			if ((what == R_HORDER || what == R_HDUP) && count < 3)
+				break;
+			switch (what) {
+			case R_HINFO:   ri->info_length = 4; break;
+			case R_HVER0:   ri->hash_version = ri->hash_version == 0 ? 2 : 0; break;
+			case R_HVER9:   ri->hash_version = 9; break;
+			case R_HDEPTH:  ri->indirect_levels = 1; break;
+			case R_HDEPTH2: ri->indirect_levels = 2; break;
+			case R_HCOUNT:  cl->count = 0; break;
+			case R_HLIMIT:  cl->limit -= 1; break;
+			case R_HORDER: {
+				uint32_t h = e[1].hash;
+				e[1].hash = e[2].hash;
+				e[2].hash = h;
+				break;
+			}
+			case R_HBLK0:   e[1].block = 0; break;
+			case R_HBLKBIG: e[1].block = (uint32_t)(in.i_size / fs->blocksize) + 5; break;
+			case R_HDUP:    e[2].block = e[1].block; break;
+			case R_HRANGE:  e[1].hash = ((count > 2 ? e[2].hash : 0xfffffff0u) & ~1u) - 2; break;
+			default: break;
+			}
+		}
 		r = 0;
 		break;
 	case R_LOOP:           /* d's '..' names d/sub: d becomes its own ancestor */
@@ -303,6 +331,18 @@ static int raw_edit(const char *img, enum raw what, const struct facts *x)
 			(void)dot;
 			dd->inode = sub;
 		}
+		r = 0;
+		break;
+	case R_JSB_BS: case R_JSB_V1:      /* the journal superblock is big endian */
+		if (ext2fs_read_inode(fs, fs->super->s_journal_inum, &in))
+			break;
+		blk = in.i_block[0];
+		if (!blk || io_channel_read_blk(fs->io, blk, 1, b))
+			break;
+		if (what == R_JSB_BS)
+			b[14] ^= 0x08;                  /* s_blocksize */
+		else
+			b[7] = 3;                       /* v2 -> v1 with its v2 fields kept */
 		r = 0;
 		break;
 	case R_ZERO_BOOT:
@@ -462,12 +502,25 @@ static const struct tcase cases[] = {
 	{ "INV_IBLOCKS", "sif <{FI}> blocks 100\n", R_NONE, false },
 	{ "INV_DIR_SIZE", "sif <{DI}> size 5000\n", R_NONE, false },
 	{ "INV_FILE_SIZE", "sif <{FI}> size 10\n", R_NONE, false },
+	{ "INV_FILE_MAX_SIZE", "sif <{FI}> size 281474976710656\n", R_NONE, false },
 	{ "INV_SYMLINK", "sif <{SYMI}> size 40\n", R_NONE, false },
 	{ "INV_SPECIAL_FILE", "sif <{FIFOI}> blocks 2\n", R_NONE, false },
 	{ "INV_XATTR_REFCOUNT", NULL, R_XREF, false },
 	{ "INV_XATTR_FORMAT", NULL, R_XMAGIC, false },
-	{ "INV_HTREE_ROOT", NULL, R_HROOT, false },
-	{ "INV_HTREE_NODE", NULL, R_HNODE, false },
+	{ "INV_JOURNAL_SB", NULL, R_JSB_BS, false },
+	{ "INV_JOURNAL_SB", NULL, R_JSB_V1, false },
+	{ "INV_HTREE_ROOT", NULL, R_HINFO, false },
+	{ "INV_HTREE_HASH_VERSION", NULL, R_HVER0, false },
+	{ "INV_HTREE_HASH_VERSION", NULL, R_HVER9, false },
+	{ "INV_HTREE_DEPTH", NULL, R_HDEPTH, false },
+	{ "INV_HTREE_DEPTH", NULL, R_HDEPTH2, false },
+	{ "INV_HTREE_COUNT_LIMIT", NULL, R_HCOUNT, false },
+	{ "INV_HTREE_COUNT_LIMIT", NULL, R_HLIMIT, false },
+	{ "INV_HTREE_HASH_ORDER", NULL, R_HORDER, true },
+	{ "INV_HTREE_BLOCKS", NULL, R_HBLK0, false },
+	{ "INV_HTREE_BLOCKS", NULL, R_HBLKBIG, false },
+	{ "INV_HTREE_BLOCKS", NULL, R_HDUP, true },
+	{ "INV_HTREE_NODE", NULL, R_HRANGE, false },
 	{ "INV_HTREE_FLAG", "sif <{FI}> flags 0x1000\n", R_NONE, false },
 };
 
