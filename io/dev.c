@@ -369,7 +369,10 @@ errcode_t rio_dev_submit(struct dev *d, struct dev_req *reqs, size_t n)
 	}
 	for (size_t i = 0; i < n; i++)
 		dev_count(d, &reqs[i]);
-	if (d->uring)
+	/* One request gains nothing from the ring: the caller waits for it
+	 * anyway, and a buffered write (or a page-cache miss) is punted to an
+	 * io-wq worker, two context switches more than pread/pwrite. */
+	if (d->uring && n > 1)
 		return uring_submit(d, reqs, n);
 	for (size_t i = 0; i < n; i++) {
 		errcode_t e = raw_rw(d->fd, reqs[i].write, reqs[i].off, reqs[i].buf, reqs[i].len);
