@@ -977,7 +977,9 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	if ((conn->capable & FUSE_CAP_WRITEBACK_CACHE) && r->fs && page > 0 &&
 	    r->fs->blocksize >= (unsigned long)page)
 		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
-	conn->time_gran = 1000000000;   /* ext3 stores whole seconds */
+	/* 128-byte inodes store whole seconds; 256-byte ones nanoseconds. */
+	conn->time_gran = (r->fs && EXT2_INODE_SIZE(r->fs->super) > EXT2_GOOD_OLD_INODE_SIZE) ?
+			  1 : 1000000000;
 	conn->max_write = 1 << 20;
 	conn->max_readahead = 1 << 20;
 }
