@@ -10,7 +10,10 @@ import csv
 import statistics
 import sys
 
-DRIVER_NAME = {"kernel": "kernel ext3", "fuse2fs": "fuse2fs", "recon": "recon-fuse"}
+DRIVER_NAME = {"kernel": "kernel ext3", "fuse2fs": "fuse2fs", "recon": "recon-fuse",
+               "recon-nochk": "recon checker off", "recon-nojnl": "recon journal off",
+               "recon-nochk-nojnl": "recon checker+journal off"}
+UNTIMED = ("peak_rss_mb", "checker_cpu_s")   # per-round figures, not phases
 
 
 def fmt(v):
@@ -41,9 +44,11 @@ def main():
     cells = {}
     for r in rows:
         c = cells.setdefault((r["phase"], r["driver"]),
-                             {"values": [], "bad": [], "reads": [], "writes": []})
+                             {"values": [], "bad": [], "reads": [], "writes": [], "cpu": []})
         if r["status"] == "ok" and r["seconds"]:
             c["values"].append(float(r["seconds"]))
+            if r.get("cpu_seconds"):
+                c["cpu"].append(float(r["cpu_seconds"]))
             if r["dev_reads"]:
                 c["reads"].append(int(r["dev_reads"]))
                 c["writes"].append(int(r["dev_writes"]))
@@ -84,20 +89,28 @@ def main():
         ratios.append(("recon/kernel", "recon", "kernel"))
     if "recon" not in drivers and "fuse2fs" in drivers and "kernel" in drivers:
         ratios.append(("fuse2fs/kernel", "fuse2fs", "kernel"))
+    # the checker's cost: checker on / off, journal on and journal off
+    if "recon" in drivers and "recon-nochk" in drivers:
+        ratios.append(("checker on/off (journal on)", "recon", "recon-nochk"))
+    if "recon-nojnl" in drivers and "recon-nochk-nojnl" in drivers:
+        ratios.append(("checker on/off (journal off)", "recon-nojnl", "recon-nochk-nojnl"))
+    if "recon" in drivers and "recon-nojnl" in drivers:
+        ratios.append(("journal on/off", "recon", "recon-nojnl"))
 
     header = ["phase (seconds; median [min–max])"] + [DRIVER_NAME[d] for d in drivers] + [r[0] for r in ratios]
     table = []
-    timed = [p for p in order if p != "peak_rss_mb"]
+    timed = [p for p in order if p not in UNTIMED]
     for p in order:
-        name = label.get(p, p) if p != "peak_rss_mb" else "peak RSS of the daemon (MiB)"
-        table.append([name] + [cell_text(p, d) for d in drivers] + [ratio(p, n, dd) for _, n, dd in ratios])
+        name = label.get(p, p)
+        table.append([name] + [cell_text(p, d) for d in drivers] +
+                     [ratio(p, n, dd) if p != "checker_cpu_s" else "-" for _, n, dd in ratios])
     # Total of the timed phases, per round, where every phase succeeded.
     tot = {}
     for d in drivers:
         per_round = {}
         ok = True
         for r in rows:
-            if r["driver"] != d or r["phase"] == "peak_rss_mb":
+            if r["driver"] != d or r["phase"] in UNTIMED:
                 continue
             if r["status"] != "ok" or not r["seconds"]:
                 ok = False
@@ -130,6 +143,28 @@ def main():
         f.write("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|\n")
         for r in table:
             f.write("| " + " | ".join(r) + " |\n")
+        cpu_drv = [d for d in drivers if any(cells.get((p, d), {}).get("cpu") for p in timed)]
+        if cpu_drv:
+            f.write("\nCPU seconds of the FUSE daemon per phase (user + system, all threads, from "
+                    "/proc/PID/stat; median [min–max]); 'checker CPU' = CPU with the checker on minus "
+                    "CPU with it off (difference of medians):\n\n")
+            pairs = [(t.replace("checker on/off", "checker CPU"), n, dd) for t, n, dd in ratios
+                     if t.startswith("checker on/off") and n in cpu_drv and dd in cpu_drv]
+            f.write("| phase | " + " | ".join(DRIVER_NAME[d] for d in cpu_drv) +
+                    "".join(f" | {t}" for t, _, _ in pairs) + " |\n")
+            f.write("|---|" + "---:|" * (len(cpu_drv) + len(pairs)) + "\n")
+            for p in timed:
+                cols, meds = [], {}
+                for d in cpu_drv:
+                    v = cells.get((p, d), {}).get("cpu")
+                    if v:
+                        meds[d] = statistics.median(v)
+                        cols.append(f"{meds[d]:.2f} [{min(v):.2f}–{max(v):.2f}]")
+                    else:
+                        cols.append("-")
+                for _, n, dd in pairs:
+                    cols.append(f"{meds[n] - meds[dd]:+.2f}" if n in meds and dd in meds else "-")
+                f.write(f"| {label.get(p, p)} | " + " | ".join(cols) + " |\n")
         have_io = any(c["reads"] for (p, d), c in cells.items())
         if have_io:
             f.write("\nDevice requests (reads/writes completed by the loop device, median):\n\n")
@@ -149,7 +184,7 @@ def main():
     with open(a.out + ".csv", "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["phase", "label", "driver", "runs_ok", "runs_bad", "median", "min", "max",
-                    "dev_reads_median", "dev_writes_median"])
+                    "dev_reads_median", "dev_writes_median", "daemon_cpu_s_median"])
         for p in order:
             for d in drivers:
                 c = cells.get((p, d))
@@ -160,7 +195,8 @@ def main():
                             f"{statistics.median(v):.3f}" if v else "",
                             f"{min(v):.3f}" if v else "", f"{max(v):.3f}" if v else "",
                             f"{statistics.median(c['reads']):.0f}" if c["reads"] else "",
-                            f"{statistics.median(c['writes']):.0f}" if c["writes"] else ""])
+                            f"{statistics.median(c['writes']):.0f}" if c["writes"] else "",
+                            f"{statistics.median(c['cpu']):.2f}" if c["cpu"] else ""])
     return 0
 
 

@@ -394,6 +394,28 @@ void rio_ovl_patch(struct txn *t, uint64_t off, size_t len, void *buf)
 	pthread_mutex_unlock(&t->rc->ovl_lock);
 }
 
+bool rio_ovl_read_whole(struct txn *t, uint64_t off, size_t len, void *buf)
+{
+	uint64_t bs = t->bs;
+	if (len == 0 || off % bs || len % bs)
+		return false;
+	unsigned char *dst = buf;
+	bool all = true;
+	pthread_mutex_lock(&t->rc->ovl_lock);
+	for (uint64_t b = off / bs; b < (off + len) / bs; b++) {
+		struct ovl_ent *e = ovl_find(t, b);
+		if (!e)
+			e = committing_find(t, b);
+		if (!e) {
+			all = false;
+			break;
+		}
+		memcpy(dst + (b * bs - off), e->data, bs);
+	}
+	pthread_mutex_unlock(&t->rc->ovl_lock);
+	return all;
+}
+
 /* ---- committed-data rule ---- */
 
 static struct txn *txn_of_fs(ext2_filsys fs)
@@ -1261,6 +1283,16 @@ static errcode_t prepare(struct txn *t, struct cset **out)
 			free(t->ents[i]);
 		}
 	t->nents = n;
+	/* the hash chains still name the entries just freed: rebuild them
+	 * before anything (fault injection, discard) looks blocks up */
+	if (t->nhash) {
+		memset(t->hash, 0, t->nhash * sizeof(*t->hash));
+		for (size_t i = 0; i < n; i++) {
+			size_t s = bs_slot(t->ents[i]->blk, t->nhash);
+			t->ents[i]->hnext = t->hash[s];
+			t->hash[s] = t->ents[i];
+		}
+	}
 	/* a commit ends any savepoint */
 	t->sp_gen = 0;
 	t->sp_nfreed = t->sp_nunfreed = 0;
