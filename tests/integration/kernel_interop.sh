@@ -55,10 +55,13 @@ elif mode == "mutate":
             open("%s/dir/new-%s-%d" % (name, seed, i), "w").close()
         with open(name + "/f1", "ab") as f:
             f.write(b"appended by " + seed.encode())
-        os.unlink(name + "/f0")
+        # the tree may have been mutated before (by the other driver)
+        if os.path.lexists(name + "/f0"):
+            os.unlink(name + "/f0")
         os.symlink("y" * 100, "%s/slow-%s" % (name, seed))
         os.setxattr(name + "/f3", "user.by", seed.encode())
-        os.removexattr(name + "/f2", "user.big")
+        if "user.big" in os.listxattr(name + "/f2"):
+            os.removexattr(name + "/f2", "user.big")
 elif mode == "manifest":
     print("\n".join(manifest(".")))
 elif mode == "crashwork":
@@ -116,7 +119,8 @@ for bs in 1024 4096; do
 	# 2. what the kernel leaves when it crashes
 	rm -f "$SCRATCH/ready"
 	kmount "$img" "$kmnt" "commit=60" || die "kernel mount for the crash ($bs)"
-	run_py crashwork "$kmnt" x "$SCRATCH/ready" &
+	# python itself in the background (not a function's subshell) so kill reaches it
+	python3 "$SCRATCH/interop.py" crashwork "$kmnt" x "$SCRATCH/ready" &
 	holder=$!
 	for ((i = 0; i < 600; i++)); do [ -e "$SCRATCH/ready" ] && break; sleep 0.1; done
 	[ -e "$SCRATCH/ready" ] || fail "kernel crash workload did not finish ($bs)"

@@ -160,7 +160,8 @@ umount_recon() {
 # fsck_clean IMG [WHAT]: e2fsck -fn must exit 0.
 fsck_clean() {
 	local img=$1 what=${2:-$1} out="$SCRATCH/fsck.out" rc=0
-	e2fsck -fn "$img" >"$out" 2>&1 || rc=$?
+	timeout -s KILL 600 e2fsck -fn "$img" >"$out" 2>&1 || rc=$?
+	[ "$rc" -eq 137 ] && echo "e2fsck -fn did not finish in 600 s" >>"$out"
 	if [ "$rc" -ne 0 ]; then
 		fail "e2fsck -fn exited $rc on $what"
 		sed 's/^/    /' "$out" | head -40

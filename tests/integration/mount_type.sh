@@ -7,7 +7,20 @@
 . "$(dirname "$0")/lib.sh"
 need_root
 command -v mount.fuse3 >/dev/null || skip "no mount.fuse3 (package fuse3)"
-export PATH="$(dirname "$RECON_FUSE"):$PATH"   # mount.fuse3 runs recon-fuse from PATH
+# mount.fuse3 runs "recon-fuse" through /bin/sh from the standard PATH (a
+# directory like the build tree's is not searched): as the README says, it
+# must be installed.  Unless it is, a symlink to the build's binary stands in
+# /usr/local/sbin for the test's duration (the pid file check below makes sure
+# the daemon that runs is the one under test).
+exec 8>/tmp/recon-test-mount_type.lock
+flock 8
+LINK=/usr/local/sbin/recon-fuse
+if [ -e "$LINK" ] || [ -L "$LINK" ]; then
+	LINK=
+else
+	mkdir -p /usr/local/sbin && ln -s "$(readlink -f "$RECON_FUSE")" "$LINK" || die "cannot link $LINK"
+fi
+trap 'cleanup; [ -n "$LINK" ] && rm -f "$LINK"' EXIT
 
 img="$SCRATCH/type.img" mnt="$SCRATCH/mnt" pidf="$SCRATCH/recon.pid"
 mkdir -p "$mnt"

@@ -7,18 +7,23 @@
 need_root
 ensure_test_user
 [ -u "$(command -v fusermount3)" ] || skip "fusermount3 is not setuid root"
+as_user test -r /dev/fuse -a -w /dev/fuse ||
+	skip "/dev/fuse is not usable by $TEST_USER (CI: chmod 666 /dev/fuse, as .ci/run does)"
 
 dir="$SCRATCH/user"
 mkdir -p "$dir/mnt"
 img="$dir/user.img"
-mkimg "$img" 4096 64M
+mkimg "$img" 4096 64M -E "root_owner=$TEST_UID:$TEST_GID"    # the user's own file system
 # root's file in the image, not readable by others
 debugfs -w -R "write /etc/hostname secret" "$img" >/dev/null 2>&1
 debugfs -w -R "sif /secret mode 0100600" "$img" >/dev/null 2>&1
 chown -R "$TEST_UID:$TEST_GID" "$dir"
 chmod 644 "$img"
 
-as_user "$RECON_FUSE" -f "$img" "$dir/mnt" >"$SCRATCH/daemon.log" 2>&1 &
+# default_permissions: the kernel checks modes and owners (issue 2's user mount)
+# setpriv execs env, which execs recon-fuse: $! is the daemon, our child
+setpriv --reuid="$TEST_UID" --regid="$TEST_GID" --clear-groups env HOME="$SCRATCH" \
+	"$RECON_FUSE" -f -o default_permissions "$img" "$dir/mnt" >"$SCRATCH/daemon.log" 2>&1 &
 pid=$!
 PIDS+=("$pid"); MOUNTS+=("$dir/mnt")
 for ((i = 0; i < 200 * TMUL; i++)); do
@@ -30,7 +35,9 @@ if ! is_mounted "$dir/mnt"; then
 	sed 's/^/    /' "$SCRATCH/daemon.log"
 	die "a normal user cannot mount an image the user owns"
 fi
-[ "$(stat -c %U "/proc/$pid")" = "$TEST_USER" ] || fail "the daemon does not run as the user"
+# the real and effective uid (/proc/PID itself may be root's: not dumpable)
+[ "$(awk '/^Uid:/ { print $2 ":" $3 }' "/proc/$pid/status")" = "$TEST_UID:$TEST_UID" ] ||
+	fail "the daemon does not run as the user: $(grep ^Uid: "/proc/$pid/status")"
 grep -E " $dir/mnt " /proc/self/mountinfo | grep -q 'user_id='"$TEST_UID" ||
 	fail "the mount is not the user's: $(grep " $dir/mnt " /proc/self/mountinfo)"
 

@@ -1,0 +1,244 @@
+#!/bin/bash
+# Crash consistency (issue 4): a workload of creates, writes, renames, deletes
+# and fsyncs under -o deterministic, once clean (its stats give device_writes
+# W), then with a power cut at CRASH_POINTS evenly spread write requests N in
+# 1..W, each with CRASH_SEEDS seeds (-o fault_crash_after=N,fault_seed=S).
+# After each cut, two copies of the image: one recovered by the Linux kernel
+# (loop mount, read, umount: journal replay and orphans), one by our own
+# mount; e2fsck -fn must exit 0 on both, and every file whose fsync returned
+# success (and every rename a later fsyncdir made durable) must read back
+# intact on both.  Prints "points tried N, consistent N"; the bar is all.
+# Environment: CRASH_POINTS (default 40), CRASH_SEEDS (default 2),
+# CRASH_BLOCKSIZE (default 1024), CRASH_OPTS (more -o options for the
+# workload's mounts: CRASH_OPTS=journal=off shows what the sweep catches when
+# writes go in place).  bench/crash-sweep runs the full sweep.
+. "$(dirname "$0")/lib.sh"
+need_root
+have_kernel_ext3 || skip "the kernel has no ext3 driver"
+points=${CRASH_POINTS:-40}
+seeds=${CRASH_SEEDS:-2}
+bs=${CRASH_BLOCKSIZE:-1024}
+[ "$points" -ge 1 ] && [ "$seeds" -ge 1 ] || die "CRASH_POINTS and CRASH_SEEDS must be >= 1"
+
+base="$SCRATCH/base.img"
+# the smallest journal mke2fs makes (1024 blocks)
+mkimg "$base" "$bs" 32M -J size=$((bs / 1024))
+mnt="$SCRATCH/mnt"
+kmnt="$SCRATCH/kmnt"
+mkdir -p "$mnt" "$kmnt"
+
+# The workload; argv: mount point, record file.  It never stops at an error
+# (after the cut every write fails) and records, one JSON line each, a name
+# that must survive with its content: a file after a successful fsync, or the
+# target of a rename after the source's fsync and a successful fsyncdir.  No
+# recorded name is touched again.
+cat >"$SCRATCH/workload.py" <<'EOF'
+import json, os, sys
+from pylib import pattern, sha
+mnt, recpath = sys.argv[1], sys.argv[2]
+rec = open(recpath, "w")
+def durable(name, data):
+    rec.write(json.dumps([name, sha(data), len(data)]) + "\n")
+    rec.flush()
+def attempt(fn, *a):
+    try:
+        return fn(*a)
+    except OSError:
+        return None
+def write_file(name, data, sync):
+    """create+write(+fsync); True only if every call succeeded."""
+    try:
+        fd = os.open(os.path.join(mnt, name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    except OSError:
+        return False
+    ok = True
+    try:
+        off = 0
+        while off < len(data):
+            off += os.write(fd, data[off:off + 65536])
+        if sync:
+            os.fsync(fd)
+    except OSError:
+        ok = False
+    try:
+        os.close(fd)
+    except OSError:
+        ok = False
+    return ok
+def fsyncdir(d):
+    try:
+        fd = os.open(os.path.join(mnt, d), os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return False
+    try:
+        os.fsync(fd)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+for d in range(4):
+    attempt(os.mkdir, os.path.join(mnt, "d%d" % d))
+scratch = []   # names that may be renamed over or deleted
+for i in range(32):
+    d = "d%d" % (i % 4)
+    # sizes cross the direct / indirect / double-indirect thresholds of 1 KiB blocks
+    size = [0, 700, 5000, 12 * 1024 + 1, 40000, 300 * 1024][i % 6] + i
+    data = pattern("keep%d" % i, size)
+    name = "%s/keep%d" % (d, i)
+    if write_file(name, data, True):
+        durable(name, data)
+    # unsynced files: renamed over each other and deleted
+    tmp = "%s/tmp%d" % (d, i)
+    write_file(tmp, pattern("tmp%d" % i, 3000 + 97 * i), False)
+    scratch.append(tmp)
+    if i % 3 == 2:
+        attempt(os.rename, os.path.join(mnt, scratch[-1]), os.path.join(mnt, scratch[-2]))
+        scratch.pop()
+    if i % 4 == 3 and len(scratch) > 2:
+        attempt(os.unlink, os.path.join(mnt, scratch.pop(0)))
+    # write, fsync, rename into place, fsync the directory: the new name is durable
+    if i % 5 == 4:
+        data = pattern("ren%d" % i, 2000 + 311 * i)
+        src, dst = "%s/new%d" % (d, i), "d%d/ren%d" % ((i + 1) % 4, i)
+        if write_file(src, data, True):
+            try:
+                os.rename(os.path.join(mnt, src), os.path.join(mnt, dst))
+                moved = True
+            except OSError:
+                moved = False
+            if moved and fsyncdir(os.path.dirname(dst)) and fsyncdir(d):
+                durable(dst, data)
+    # a subtree made and removed
+    if i % 8 == 7:
+        sub = os.path.join(mnt, d, "sub%d" % i)
+        attempt(os.mkdir, sub)
+        write_file(os.path.relpath(os.path.join(sub, "x"), mnt), b"x" * 5000, False)
+        attempt(os.unlink, os.path.join(sub, "x"))
+        attempt(os.rmdir, sub)
+# an open file unlinked at the end: an orphan if the cut comes now
+try:
+    fd = os.open(os.path.join(mnt, "d0/orphan"), os.O_RDWR | os.O_CREAT, 0o644)
+    os.write(fd, pattern("orphan", 20000))
+    os.unlink(os.path.join(mnt, "d0/orphan"))
+    os.fsync(fd)
+    os.close(fd)
+except OSError:
+    pass
+EOF
+
+# verify.py ROOT RECORD: every recorded name reads back intact.
+cat >"$SCRATCH/verify.py" <<'EOF'
+import json, sys
+from pylib import file_sha
+root, recpath = sys.argv[1], sys.argv[2]
+bad = 0
+for line in open(recpath):
+    try:
+        name, digest, size = json.loads(line)
+    except ValueError:
+        continue     # a record torn by the workload's end: not acknowledged
+    try:
+        got = file_sha(root + "/" + name)
+    except OSError as e:
+        print("    %s: fsynced, now %s" % (name, e.strerror)); bad += 1; continue
+    if got != digest:
+        print("    %s: fsynced content (%d bytes) does not read back" % (name, size)); bad += 1
+sys.exit(1 if bad else 0)
+EOF
+
+# run_workload IMG OPTS RECORD: mount, workload, unmount; 0 if the daemon ended
+# in time without a crash (its exit status after a power cut may be non-zero).
+run_workload() {
+	local img=$1 opts=$2 recf=$3 pid rc
+	if ! mount_recon "$img" "$mnt" "$opts" 2>"$SCRATCH/mount.err"; then
+		# a cut during the mount itself may refuse it: that is a crash point too
+		rc=$RECON_STATUS
+		if [ "$rc" -ge 128 ] || grep -qE 'AddressSanitizer|runtime error:' "$RECON_LOG"; then
+			cat "$SCRATCH/mount.err"; return 1
+		fi
+		LAST_STATUS=$rc
+		return 0
+	fi
+	pid=$RECON_PID
+	timeout -s KILL $((120 * TMUL)) python3 "$SCRATCH/workload.py" "$mnt" "$recf" \
+		>"$SCRATCH/workload.out" 2>&1
+	[ $? -eq 137 ] && { echo "workload hung ($opts)"; return 1; }
+	for ((i = 0; i < 50; i++)); do
+		fusermount3 -u "$mnt" 2>/dev/null && break
+		is_mounted "$mnt" || break
+		sleep 0.2
+	done
+	is_mounted "$mnt" && { fusermount3 -uz "$mnt"; echo "cannot unmount ($opts)"; }
+	RECON_PID=
+	wait_daemon "$pid" $((60 * TMUL))
+	rc=$RECON_STATUS
+	if [ "$rc" -eq 124 ]; then echo "daemon hung at unmount ($opts)"; return 1; fi
+	if [ "$rc" -ge 128 ] || grep -qE 'AddressSanitizer|runtime error:' "$RECON_LOG"; then
+		echo "daemon crashed, status $rc ($opts):"; tail -15 "$RECON_LOG"; return 1
+	fi
+	LAST_STATUS=$rc
+	return 0
+}
+
+# The clean run: W, and the reference for what the workload makes durable.
+clean="$SCRATCH/clean.img"
+cp --sparse=always "$base" "$clean"
+xopts=${CRASH_OPTS:+,$CRASH_OPTS}
+run_workload "$clean" "deterministic,stats=$SCRATCH/clean.json$xopts" "$SCRATCH/clean.rec" ||
+	die "the clean run failed"
+[ "$LAST_STATUS" -eq 0 ] || fail "the clean run's daemon exited $LAST_STATUS"
+fsck_clean "$clean" "the clean run"
+W=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["device_writes"])' \
+	"$SCRATCH/clean.json") || die "no device_writes in the clean run's stats"
+[ "$W" -ge 2 ] || die "device_writes = $W in the clean run"
+ndur=$(wc -l <"$SCRATCH/clean.rec")
+[ "$ndur" -ge 30 ] || fail "the clean run made only $ndur names durable"
+kmount "$clean" "$kmnt" || die "the kernel cannot mount the clean run's image"
+python3 "$SCRATCH/verify.py" "$kmnt" "$SCRATCH/clean.rec" || fail "clean run: fsynced data lost"
+kumount "$kmnt"
+# more points than write requests: every request once (N = 1 .. W)
+[ "$points" -gt "$W" ] && points=$W
+log "device_writes $W, $ndur durable names; $points points x $seeds seeds"
+rm -f "$clean"
+
+tried=0 consistent=0 cuts=0
+for ((p = 0; p < points; p++)); do
+	if [ "$points" -eq 1 ]; then n=$W; else n=$((1 + p * (W - 1) / (points - 1))); fi
+	for ((s = 1; s <= seeds; s++)); do
+		tried=$((tried + 1))
+		ok=1 what="N=$n seed=$s"
+		img="$SCRATCH/cut.img" rec="$SCRATCH/cut.rec"
+		cp --sparse=always "$base" "$img"
+		: >"$rec"
+		if ! run_workload "$img" "deterministic,fault_crash_after=$n,fault_seed=$s$xopts" "$rec"; then
+			fail "$what: the run did not end cleanly"; continue
+		fi
+		grep -q 'power cut' "$RECON_LOG" && cuts=$((cuts + 1))
+		kimg="$SCRATCH/kernel.img"
+		cp --sparse=always "$img" "$kimg"
+		# the kernel's recovery
+		if kmount "$kimg" "$kmnt"; then
+			python3 "$SCRATCH/verify.py" "$kmnt" "$rec" || { fail "$what: kernel recovery lost fsynced data"; ok=0; }
+			kumount "$kmnt" || { fail "$what: kernel umount"; ok=0; }
+			fsck_clean "$kimg" "$what after kernel recovery" || ok=0
+		else
+			fail "$what: the kernel cannot mount the crashed image"; ok=0
+		fi
+		# ours
+		if mount_recon "$img" "$mnt" ""; then
+			python3 "$SCRATCH/verify.py" "$mnt" "$rec" || { fail "$what: our recovery lost fsynced data"; ok=0; }
+			umount_recon "$mnt" || ok=0
+			fsck_clean "$img" "$what after our recovery" || ok=0
+		else
+			fail "$what: recon-fuse cannot mount the crashed image"; ok=0
+		fi
+		[ "$ok" -eq 1 ] && consistent=$((consistent + 1))
+		[ "$ok" -eq 1 ] || { cp "$rec" "$SCRATCH/failed-N$n-s$s.rec"; cp "$RECON_LOG" "$SCRATCH/failed-N$n-s$s.log"; }
+	done
+done
+log "$cuts of $tried runs logged the power cut"
+echo "points tried $tried, consistent $consistent"
+rm -f "$SCRATCH"/*.img
+finish

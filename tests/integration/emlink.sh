@@ -1,0 +1,63 @@
+#!/bin/bash
+# EMLINK past 65000 links, as the kernel's ext4 driver does on ext3 (no
+# dir_nlink feature): a file reaches 65000 links and link() then fails with
+# EMLINK; a directory with 64998 subdirectories (65000 links) refuses mkdir
+# and a rename of a directory into it with EMLINK, and a removed subdirectory
+# makes room again.  Remount: the counts are on disk; e2fsck -fn exits 0.
+. "$(dirname "$0")/lib.sh"
+need_root
+img="$SCRATCH/emlink.img"
+mnt="$SCRATCH/mnt"
+# 1 KiB blocks: 65000 directories take 65000 blocks and inodes
+mkimg "$img" 1024 160M -N 140000
+mount_recon "$img" "$mnt" || die "mount"
+timeout -s KILL $((600 * TMUL)) python3 - "$mnt" <<'PY' || fail "EMLINK scenario"
+import errno, os, sys
+from pylib import Checker
+m = sys.argv[1]
+c = Checker("emlink")
+os.chdir(m)
+os.mkdir("links")
+open("links/f", "wb").write(b"data")
+n = 1
+for i in range(1, 65000):
+    try:
+        os.link("links/f", "links/l%d" % i)
+        n += 1
+    except OSError as e:
+        c.fail("link %d: %s" % (i + 1, e))
+        break
+c.eq(os.stat("links/f").st_nlink, 65000, "link count after 64999 links")
+c.errno(errno.EMLINK, os.link, "links/f", "links/one-more")
+c.ok(not os.path.exists("links/one-more"), "the refused link left no entry")
+os.unlink("links/l1")
+c.succeeds(os.link, "links/f", "links/again")
+c.errno(errno.EMLINK, os.link, "links/f", "links/one-more")
+
+os.mkdir("dirs")
+os.mkdir("other")
+os.mkdir("other/moveme")
+for i in range(64998):
+    try:
+        os.mkdir("dirs/d%d" % i)
+    except OSError as e:
+        c.fail("mkdir %d: %s" % (i + 1, e))
+        break
+c.eq(os.stat("dirs").st_nlink, 65000, "directory link count with 64998 subdirectories")
+c.errno(errno.EMLINK, os.mkdir, "dirs/one-more")
+c.errno(errno.EMLINK, os.rename, "other/moveme", "dirs/moveme")
+c.ok(os.path.isdir("other/moveme"), "the refused rename left the source")
+# a file is not a link of the directory
+open("dirs/file", "wb").close()
+os.rmdir("dirs/d0")
+c.succeeds(os.mkdir, "dirs/again")
+c.errno(errno.EMLINK, os.mkdir, "dirs/one-more")
+c.done()
+PY
+umount_recon "$mnt"
+fsck_clean "$img" "after the EMLINK scenario"
+mount_recon "$img" "$mnt" ro || die "remount"
+[ "$(stat -c %h "$mnt/links/f")" = 65000 ] || fail "file link count after remount: $(stat -c %h "$mnt/links/f")"
+[ "$(stat -c %h "$mnt/dirs")" = 65000 ] || fail "directory link count after remount: $(stat -c %h "$mnt/dirs")"
+umount_recon "$mnt"
+finish
