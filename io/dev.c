@@ -4,6 +4,7 @@
  * the power-cut fault (fault_crash_after).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -410,6 +411,24 @@ errcode_t rio_dev_flush(struct dev *d)
 	if (d->crash_after)
 		pthread_mutex_unlock(&d->fault_lock);
 	return err;
+}
+
+/* The host keeps written pages dirty until a flush or its own writeback
+ * (dirty_background_ratio of RAM, or 30 s), so a large write's fsync, and
+ * the unmount after a phase whose last fsync was long ago, would otherwise
+ * wait for all of it at once. */
+#define DEV_KICK_BYTES (2u << 20)
+
+void rio_dev_data_written(struct dev *d, size_t len)
+{
+	if (d->crash_after || atomic_load(&d->no_kick))
+		return;
+	uint64_t before = atomic_fetch_add(&d->data_unkicked, len);
+	if (before + len < DEV_KICK_BYTES || before >= DEV_KICK_BYTES)
+		return;   /* below the mark, or another thread is kicking */
+	if (sync_file_range(d->fd, 0, 0, SYNC_FILE_RANGE_WRITE) < 0)
+		atomic_store(&d->no_kick, true);   /* e.g. not supported here */
+	atomic_store(&d->data_unkicked, 0);
 }
 
 bool rio_dev_crashed(struct dev *d)

@@ -49,6 +49,10 @@ errcode_t rio_approved_read(struct rio_chan *rc, uint64_t off, size_t len, void 
 
 errcode_t rio_meta_read(struct rio_chan *rc, uint64_t off, size_t len, void *buf)
 {
+	/* libext2fs re-reads the indirect blocks and bitmaps it is changing
+	 * (bmap per file block): served from the overlay alone */
+	if (rc->txn && rio_ovl_read_whole(rc->txn, off, len, buf))
+		return 0;
 	errcode_t err = rio_cache_read(&rc->cache, &rc->dev, off, len, buf);
 	if (!err && rc->txn)
 		rio_ovl_patch(rc->txn, off, len, buf);
@@ -332,6 +336,9 @@ errcode_t rio_data_io(io_channel ch, bool write, const struct rio_extent *ext, u
 		}
 	}
 	errcode_t err = rio_dev_submit(&rc->dev, reqs, n);
+	if (!err && write)
+		for (unsigned i = 0; i < n; i++)
+			rio_dev_data_written(&rc->dev, reqs[i].len);
 	/* a block allocated in the open transaction reads as what libext2fs
 	 * wrote into it (zeroes), not as the old contents of the device */
 	if (!err && !write && t)

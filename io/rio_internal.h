@@ -60,6 +60,9 @@ struct dev {
 
 	/* counters (atomic: data I/O comes from any thread) */
 	atomic_uint_fast64_t reads, writes, bytes_read, bytes_written, flushes;
+	/* file data written since the last early-writeback kick */
+	atomic_uint_fast64_t data_unkicked;
+	atomic_bool no_kick;      /* sync_file_range refused: stop trying */
 
 	/* power-cut fault injection: fault_lock serialises writes and flushes
 	 * while armed, so the pending list is exact */
@@ -80,6 +83,11 @@ errcode_t rio_dev_pread(struct dev *d, uint64_t off, void *buf, size_t len);
 errcode_t rio_dev_pwrite(struct dev *d, uint64_t off, const void *buf, size_t len);
 /* Make every completed write durable (fdatasync). */
 errcode_t rio_dev_flush(struct dev *d);
+/* len bytes of file data were written: every few MiB, start the host's
+ * writeback of the device (no wait, no ordering promise) so that the next
+ * flush finds less to write.  A hint only: durability still comes from
+ * rio_dev_flush alone. */
+void      rio_dev_data_written(struct dev *d, size_t len);
 bool      rio_dev_crashed(struct dev *d);
 
 /* ---- metadata block cache ---- */
@@ -186,6 +194,11 @@ errcode_t rio_ovl_write(struct txn *t, struct rio_chan *rc, uint64_t off, size_t
 /* Copies overlay bytes over buf (buf already holds the approved state).
  * rio_ovl_write/patch and rio_ovl_data_written take ovl_lock themselves. */
 void      rio_ovl_patch(struct txn *t, uint64_t off, size_t len, void *buf);
+/* Whole blocks [off, off+len) all held by the overlay (or the committing
+ * transaction): copies them into buf and returns true, so that the reader
+ * skips the cache (whose copy the patch would overwrite anyway); false
+ * (buf partly written) otherwise. */
+bool      rio_ovl_read_whole(struct txn *t, uint64_t off, size_t len, void *buf);
 /* File data was written over [off, off+len): those blocks are data now and
  * any overlay copy (e.g. the zeroes libext2fs writes into a block it has
  * just allocated) must never be written home over it. */
