@@ -157,8 +157,8 @@ static void patch_cached(struct cache *c, uint64_t off, size_t len, unsigned cha
 		if (!e)
 			continue;
 		uint64_t bstart = b * bs;
-		uint64_t lo = bstart > off ? bstart : off;
-		uint64_t hi = bstart + bs < off + len ? bstart + bs : off + len;
+		uint64_t lo, hi;
+		rio_overlap(bstart, bs, off, len, &lo, &hi);
 		memcpy(buf + (lo - off), e->data + (lo - bstart), hi - lo);
 	}
 }
@@ -185,8 +185,8 @@ static errcode_t cache_read_locked(struct cache *c, struct dev *d, uint64_t off,
 		for (uint64_t b = first; b <= last; b++) {
 			struct cache_ent *e = lookup(c, b);
 			uint64_t bstart = b * bs;
-			uint64_t lo = bstart > off ? bstart : off;
-			uint64_t hi = bstart + bs < off + len ? bstart + bs : off + len;
+			uint64_t lo, hi;
+			rio_overlap(bstart, bs, off, len, &lo, &hi);
 			c->hits++;
 			touch(c, e);
 			memcpy(buf + (lo - off), e->data + (lo - bstart), hi - lo);
@@ -274,8 +274,8 @@ static errcode_t cache_write_locked(struct cache *c, struct dev *d, uint64_t off
 			if (!e)
 				continue;
 			uint64_t bstart = b * bs;
-			uint64_t lo = bstart > off ? bstart : off;
-			uint64_t hi = bstart + bs < off + len ? bstart + bs : off + len;
+			uint64_t lo, hi;
+			rio_overlap(bstart, bs, off, len, &lo, &hi);
 			memcpy(e->data + (lo - bstart), buf + (lo - off), hi - lo);
 		}
 		return 0;
@@ -284,8 +284,8 @@ static errcode_t cache_write_locked(struct cache *c, struct dev *d, uint64_t off
 	errcode_t err = 0;
 	for (uint64_t b = first; b <= last; b++) {
 		uint64_t bstart = b * bs;
-		uint64_t lo = bstart > off ? bstart : off;
-		uint64_t hi = bstart + bs < off + len ? bstart + bs : off + len;
+		uint64_t lo, hi;
+		rio_overlap(bstart, bs, off, len, &lo, &hi);
 		struct cache_ent *e = lookup(c, b);
 		if (!e) {
 			if (hi - lo == bs) {

@@ -148,6 +148,15 @@ struct rio_chan {
 	bool    hide_write_stats;
 };
 
+/* The bytes [*lo, *hi) where block `bstart`..`bstart + bs` and the byte
+ * range [off, off + len) overlap (the caller knows they do). */
+static inline void rio_overlap(uint64_t bstart, uint64_t bs, uint64_t off, uint64_t len,
+			       uint64_t *lo, uint64_t *hi)
+{
+	*lo = bstart > off ? bstart : off;
+	*hi = bstart + bs < off + len ? bstart + bs : off + len;
+}
+
 static inline struct rio_chan *rio_chan_of(io_channel ch)
 {
 	return (struct rio_chan *)ch->private_data;

@@ -330,8 +330,8 @@ errcode_t rio_ovl_write(struct txn *t, struct rio_chan *rc, uint64_t off, size_t
 			}
 		}
 		uint64_t bstart = b * bs;
-		uint64_t lo = bstart > off ? bstart : off;
-		uint64_t hi = bstart + bs < off + len ? bstart + bs : off + len;
+		uint64_t lo, hi;
+		rio_overlap(bstart, bs, off, len, &lo, &hi);
 		memcpy(e->data + (lo - bstart), src + (lo - off), hi - lo);
 	}
 	if (!t->opened_ns)
@@ -387,8 +387,8 @@ void rio_ovl_patch(struct txn *t, uint64_t off, size_t len, void *buf)
 		if (!e)
 			continue;
 		uint64_t bstart = b * bs;
-		uint64_t lo = bstart > off ? bstart : off;
-		uint64_t hi = bstart + bs < off + len ? bstart + bs : off + len;
+		uint64_t lo, hi;
+		rio_overlap(bstart, bs, off, len, &lo, &hi);
 		memcpy(dst + (lo - off), e->data + (lo - bstart), hi - lo);
 	}
 	pthread_mutex_unlock(&t->rc->ovl_lock);
