@@ -280,6 +280,21 @@ int chk_read_inode(struct chk_fs *fs, uint32_t ino, void *buf)
 	return r;
 }
 
+int chk_journal_head(struct chk_fs *fs, uint64_t *block0, uint64_t *nblocks)
+{
+	uint8_t raw[1024] __attribute__((aligned(8)));
+	if (!fs->journal_ino || fs->inode_size > sizeof(raw) ||
+	    chk_read_inode(fs, fs->journal_ino, raw))
+		return -ENOENT;
+	const struct ext2_inode *in = (const void *)raw;
+	uint64_t b0 = in->i_block[0];
+	if (!b0 || b0 >= fs->blocks_count)
+		return -ENOENT;
+	*block0 = b0;
+	*nblocks = in->i_size / fs->bs;
+	return 0;
+}
+
 /* ------------------------------------------------------------------ inodes */
 
 bool chk_mode_type_valid(uint16_t mode)

@@ -908,19 +908,14 @@ static void inv_xattr_format(struct chk_fs *fs, struct txn *t, struct chk_verdic
  * refuses a bad one: check it whenever a transaction writes it. */
 static void inv_journal_sb(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
-	if (!fs->journal_ino)
-		return;
-	uint8_t raw[1024] __attribute__((aligned(8)));
-	if (fs->inode_size > sizeof(raw) || chk_read_inode(fs, fs->journal_ino, raw))
-		return;
-	const struct ext2_inode *in = (const void *)raw;
-	uint64_t b0 = in->i_block[0];
+	uint64_t b0, nblocks;
 	uint32_t idx;
-	if (!b0 || b0 >= fs->blocks_count || !chk_u64map_get(&t->bidx, b0, &idx) || !t->blocks[idx].changed)
+	if (chk_journal_head(fs, &b0, &nblocks) || !chk_u64map_get(&t->bidx, b0, &idx) ||
+	    !t->blocks[idx].changed)
 		return;                  /* not written by this transaction */
 	uint8_t buf[4096];
 	const uint8_t *d = chk_txn_new_block(fs, t, b0, buf);
-	const char *why = d ? chk_journal_sb_problem(fs, d, in->i_size / fs->bs) : NULL;
+	const char *why = d ? chk_journal_sb_problem(fs, d, nblocks) : NULL;
 	if (why)
 		V("INV_JOURNAL_SB", NULL, 0, "journal superblock (block %llu): %s", (unsigned long long)b0, why);
 }

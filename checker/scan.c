@@ -334,21 +334,15 @@ static void scan_journal_sb(struct scan *s)
 {
 	struct chk_fs *fs = s->fs;
 	struct chk_verdict *v = s->v;
-	if (!fs->journal_ino)
-		return;
-	uint8_t raw[1024] __attribute__((aligned(8)));
-	if (fs->inode_size > sizeof(raw) || chk_read_inode(fs, fs->journal_ino, raw))
-		return;
-	const struct ext2_inode *in = (const void *)raw;
-	uint64_t b0 = in->i_block[0];
-	if (!b0 || b0 >= fs->blocks_count || bt_static(fs->btype[b0]))
+	uint64_t b0, nblocks;
+	if (chk_journal_head(fs, &b0, &nblocks) || bt_static(fs->btype[b0]))
 		return;                  /* pointer problems are reported as such */
 	int r = chk_read_block(fs, b0, s->buf);
 	if (r) {
 		s->err = r;
 		return;
 	}
-	const char *why = chk_journal_sb_problem(fs, s->buf, in->i_size / fs->bs);
+	const char *why = chk_journal_sb_problem(fs, s->buf, nblocks);
 	if (why)
 		V("INV_JOURNAL_SB", "journal superblock (block %llu): %s", (unsigned long long)b0, why);
 }
