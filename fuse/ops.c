@@ -967,6 +967,11 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_READDIRPLUS;
 	if (conn->capable & FUSE_CAP_ASYNC_READ)
 		conn->want |= FUSE_CAP_ASYNC_READ;
+	/* We clear set-id bits on chown, truncate and write ourselves (as
+	 * ext3 does), so the kernel need not refresh the mode by GETATTR
+	 * before every chown to compute them. */
+	if (conn->capable & FUSE_CAP_HANDLE_KILLPRIV)
+		conn->want |= FUSE_CAP_HANDLE_KILLPRIV;
 	/* No writeback cache: with it the kernel acknowledges write(2) from its
 	 * page cache and keeps i_size itself, so ENOSPC and EFBIG would surface
 	 * at fsync or close instead of at the write, as ext3 reports them
@@ -1093,6 +1098,19 @@ static int do_truncate(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, uin
 	return e ? -errmap(e) : 0;
 }
 
+/* The set-id bits a write, truncate or chown removes (the kernel's
+ * should_remove_suid): set-user-id, and set-group-id when group-executable
+ * (without it the bit marks mandatory locking and stays). */
+static uint16_t setid_bits_to_kill(fuse_req_t req, const struct ext2_inode *in)
+{
+	const struct fuse_ctx *c = fuse_req_ctx(req);
+	uint16_t mode = in->i_mode, kill = mode & LINUX_S_ISUID;
+	if ((mode & LINUX_S_ISGID) &&
+	    ((mode & LINUX_S_IXGRP) || (c->uid != 0 && c->gid != inode_gid(*in))))
+		kill |= LINUX_S_ISGID;
+	return kill;
+}
+
 static void op_setattr(fuse_req_t req, fuse_ino_t fino, struct stat *attr, int to_set,
 		       struct fuse_file_info *fi)
 {
@@ -1112,6 +1130,14 @@ static void op_setattr(fuse_req_t req, fuse_ino_t fino, struct stat *attr, int t
 	ret = get_inode(r, ino, &in);
 	if (ret)
 		goto end;
+	/* Set-id bits (FUSE_CAP_HANDLE_KILLPRIV: the kernel leaves this to us):
+	 * chown drops set-user-id and group-executable set-group-id on
+	 * non-directories for anyone, truncation for callers other than root;
+	 * an explicit mode in the same request wins. */
+	if (!(to_set & FUSE_SET_ATTR_MODE) && !LINUX_S_ISDIR(in.i_mode) &&
+	    ((to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) ||
+	     ((to_set & FUSE_SET_ATTR_SIZE) && fuse_req_ctx(req)->uid != 0)))
+		in.i_mode &= ~setid_bits_to_kill(req, &in);
 	if (to_set & FUSE_SET_ATTR_MODE)
 		in.i_mode = (in.i_mode & LINUX_S_IFMT) | (attr->st_mode & 07777);
 	if (to_set & FUSE_SET_ATTR_UID) {
@@ -1436,6 +1462,19 @@ static void open_get(struct rfs *r, ext2_ino_t ino)
 	(*p)->count++;
 }
 
+/* Write-only opens bypass the kernel's page cache (they cannot be read or
+ * mmapped, so nothing is lost): each write(2) becomes one WRITE, where the
+ * cached path splits writes at partially filled pages and asks
+ * getxattr("security.capability") before each one (do_write drops that
+ * attribute and the set-id bits itself).  Other opens keep the cache. */
+static void set_open_mode(struct fuse_file_info *fi)
+{
+	if ((fi->flags & O_ACCMODE) == O_WRONLY)
+		fi->direct_io = 1;
+	else
+		fi->keep_cache = 1;
+}
+
 static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 		      struct fuse_file_info *fi)
 {
@@ -1456,7 +1495,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		fuse_reply_err(req, -ret);
 		return;
 	}
-	fi->keep_cache = 1;
+	set_open_mode(fi);
 	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
 		/* the opener went away: undo the open count */
 		lock(r);
@@ -1766,7 +1805,7 @@ static void op_open(fuse_req_t req, fuse_ino_t fino, struct fuse_file_info *fi)
 		fuse_reply_err(req, -ret);
 		return;
 	}
-	fi->keep_cache = 1;
+	set_open_mode(fi);
 	fuse_reply_open(req, fi);
 }
 
@@ -1818,6 +1857,8 @@ out:
 	free(buf);
 	free(phys);
 }
+
+static int drop_capability(struct rfs *r, ext2_ino_t ino);
 
 static int do_write(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *data,
 		    size_t size, off_t off)
@@ -1899,8 +1940,8 @@ static int do_write(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *d
 		if (end > EXT2_I_SIZE(&in) && !ret)
 			ext2fs_inode_size_set(r->fs, &in, end);
 		in.i_mtime = in.i_ctime = stamp_now(r, ino, T_M | T_C);
-		if ((in.i_mode & (LINUX_S_ISUID | LINUX_S_ISGID)) && fuse_req_ctx(req)->uid != 0)
-			in.i_mode &= ~(LINUX_S_ISUID | LINUX_S_ISGID);
+		if (fuse_req_ctx(req)->uid != 0)
+			in.i_mode &= ~setid_bits_to_kill(req, &in);
 		int pret = put_inode(r, ino, &in);
 		if (!ret)
 			ret = pret;
@@ -1920,8 +1961,12 @@ static void op_write(fuse_req_t req, fuse_ino_t fino, const char *data, size_t s
 	(void)fi;
 	lock(r);
 	ret = wr_begin(r);
-	if (!ret)
-		ret = wr_end(r, do_write(r, req, to_ext(fino), data, size, off), false);
+	if (!ret) {
+		ret = do_write(r, req, to_ext(fino), data, size, off);
+		if (!ret)
+			ret = drop_capability(r, to_ext(fino));
+		ret = wr_end(r, ret, false);
+	}
 	unlock(r);
 	if (ret)
 		fuse_reply_err(req, -ret);
@@ -2234,6 +2279,33 @@ static bool has_no_xattrs(struct rfs *r, ext2_ino_t ino)
 	uint32_t magic;
 	memcpy(&magic, u.raw + hdr, sizeof(magic));
 	return ext2fs_le32_to_cpu(magic) != EXT2_EXT_ATTR_MAGIC;
+}
+
+/* A write removes security.capability, as the kernel's file_remove_privs
+ * does (it does not run for direct-I/O opens).  Most inodes have no
+ * attributes at all, which has_no_xattrs answers without parsing. */
+static int drop_capability(struct rfs *r, ext2_ino_t ino)
+{
+	struct ext2_xattr_handle *h = NULL;
+	void *val = NULL;
+	size_t len;
+	int ret;
+
+	if (has_no_xattrs(r, ino))
+		return 0;
+	ret = xattr_open(r, ino, &h);
+	if (ret)
+		return ret;
+	errcode_t e = ext2fs_xattr_get(h, "security.capability", &val, &len);
+	if (!e) {
+		ext2fs_free_mem(&val);
+		e = ext2fs_xattr_remove(h, "security.capability");
+		ret = e ? -errmap(e) : 0;
+	}
+	e = ext2fs_xattrs_close(&h);
+	if (e && !ret)
+		ret = -errmap(e);
+	return ret;
 }
 
 static void op_getxattr(fuse_req_t req, fuse_ino_t fino, const char *name, size_t size)
