@@ -1787,6 +1787,22 @@ out:
 		fuse_reply_entry(req, &e);
 }
 
+static int open_truncate(struct rfs *r, fuse_req_t req, ext2_ino_t ino, struct ext2_inode *in)
+{
+	int ret = wr_begin(r);
+	if (ret)
+		return ret;
+	ret = do_truncate(r, ino, in, 0);
+	if (!ret) {
+		if (fuse_req_ctx(req)->uid != 0)
+			in->i_mode &= ~(LINUX_S_ISUID |
+					((in->i_mode & LINUX_S_IXGRP) ? LINUX_S_ISGID : 0));
+		in->i_mtime = in->i_ctime = stamp_now(r, ino, T_M | T_C);
+		ret = put_inode(r, ino, in);
+	}
+	return wr_end(r, ret, false);
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t fino, struct fuse_file_info *fi)
 {
 	struct rfs *r = R(req);
@@ -1796,8 +1812,13 @@ static void op_open(fuse_req_t req, fuse_ino_t fino, struct fuse_file_info *fi)
 
 	lock(r);
 	ret = get_inode(r, ino, &in);
-	if (!ret && (fi->flags & O_ACCMODE) != O_RDONLY && r->ro)
+	if (!ret && ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) && r->ro)
 		ret = -EROFS;
+	/* libfuse negotiates FUSE_ATOMIC_O_TRUNC, so O_TRUNC reaches us here and
+	 * not as a SETATTR: truncate as ext3's open does, times updated even
+	 * when the file is already empty. */
+	if (!ret && (fi->flags & O_TRUNC) && LINUX_S_ISREG(in.i_mode))
+		ret = open_truncate(r, req, ino, &in);
 	if (!ret)
 		open_get(r, ino);
 	unlock(r);
