@@ -31,7 +31,7 @@ static const struct key_desc keys[] = {
 	{ "atime", K_ATIME, F(atime), false, "relatime (default), noatime or strictatime" },
 	{ "pidfile", K_STR, F(pidfile), false, "write the daemon's pid to FILE once mounted" },
 	{ "block_cache_mb", K_UINT, F(block_cache_mb), false, "metadata block cache in MiB (64)" },
-	{ "threads", K_UINT, F(threads), false, "FUSE worker threads (4)" },
+	{ "threads", K_UINT, F(threads), false, "FUSE worker threads (1: one thread)" },
 	{ "checker", K_BOOL, F(checker), false, "shadow checker on every commit (on)" },
 	{ "checker_cache_mb", K_UINT, F(checker_cache_mb), false, "checker's block cache in MiB (128)" },
 	{ "commit_interval_ms", K_UINT, F(commit_interval_ms), false, "commit age limit in ms (5000)" },
@@ -248,7 +248,7 @@ static void set_defaults(struct recon_config *cfg)
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->atime = ATIME_RELATIME;
 	cfg->block_cache_mb = 64;
-	cfg->threads = 4;
+	cfg->threads = 1;
 	cfg->checker = true;
 	cfg->checker_cache_mb = 128;
 	cfg->commit_interval_ms = 5000;

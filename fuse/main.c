@@ -7,6 +7,9 @@
 #include "io.h"
 
 #include <errno.h>
+#include <linux/fuse.h>
+#include <stddef.h>
+#include <sys/uio.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -452,6 +455,50 @@ static int write_pidfile(const char *path)
 	return fclose(f) ? -1 : 0;
 }
 
+/*
+ * The /dev/fuse channel, with one change to what libfuse sends: the INIT
+ * reply also asks for FUSE_HANDLE_KILLPRIV_V2 when the kernel offers it.
+ * libfuse 3.14 (Debian 12) does not forward FUSE_CAP_HANDLE_KILLPRIV*, and
+ * without it the kernel asks getxattr("security.capability") before every
+ * write(2) and re-reads the mode by GETATTR before every chown; with it the
+ * file system marks inodes S_NOSEC after one check and leaves clearing of
+ * set-id bits and capabilities to us (op_setattr, do_write, open_truncate
+ * and drop_capability do it, as ext3 does).
+ */
+static uint64_t init_unique;	/* the INIT request's id until it is answered */
+static uint32_t init_offered;	/* the kernel's INIT flags (low 32 bits) */
+
+static ssize_t dev_read(int fd, void *buf, size_t len, void *userdata)
+{
+	(void)userdata;
+	ssize_t n = read(fd, buf, len);
+	const struct fuse_in_header *h = buf;
+	if (n >= (ssize_t)(sizeof(*h) + offsetof(struct fuse_init_in, flags) + sizeof(uint32_t)) &&
+	    h->opcode == FUSE_INIT) {
+		const struct fuse_init_in *in = (const void *)(h + 1);
+		init_unique = h->unique;
+		init_offered = in->flags;
+	}
+	return n;
+}
+
+static ssize_t dev_writev(int fd, struct iovec *iov, int count, void *userdata)
+{
+	(void)userdata;
+	if (init_unique && count >= 2 && iov[0].iov_len >= sizeof(struct fuse_out_header)) {
+		const struct fuse_out_header *oh = iov[0].iov_base;
+		if (oh->unique == init_unique) {
+			init_unique = 0;
+			if (oh->error == 0 && (init_offered & FUSE_HANDLE_KILLPRIV_V2) &&
+			    iov[1].iov_len >= offsetof(struct fuse_init_out, flags) + sizeof(uint32_t))
+				((struct fuse_init_out *)iov[1].iov_base)->flags |= FUSE_HANDLE_KILLPRIV_V2;
+		}
+	}
+	return writev(fd, iov, count);
+}
+
+static const struct fuse_custom_io dev_io = { .writev = dev_writev, .read = dev_read };
+
 int main(int argc, char **argv)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
@@ -510,6 +557,12 @@ int main(int argc, char **argv)
 	}
 	if (fuse_session_mount(r.se, cfg.mountpoint)) {
 		fprintf(stderr, "recon-fuse: cannot mount on %s\n", cfg.mountpoint);
+		rfs_unmount(&r);
+		goto out_signals;
+	}
+	if (fuse_session_custom_io(r.se, &dev_io, fuse_session_fd(r.se))) {
+		fprintf(stderr, "recon-fuse: cannot set up the FUSE channel on %s\n", cfg.mountpoint);
+		fuse_session_unmount(r.se);
 		rfs_unmount(&r);
 		goto out_signals;
 	}

@@ -967,11 +967,12 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_READDIRPLUS;
 	if (conn->capable & FUSE_CAP_ASYNC_READ)
 		conn->want |= FUSE_CAP_ASYNC_READ;
-	/* We clear set-id bits on chown, truncate and write ourselves (as
-	 * ext3 does), so the kernel need not refresh the mode by GETATTR
-	 * before every chown to compute them. */
-	if (conn->capable & FUSE_CAP_HANDLE_KILLPRIV)
-		conn->want |= FUSE_CAP_HANDLE_KILLPRIV;
+	/* Every change reaches the disk through this kernel mount (rejected
+	 * commits invalidate explicitly), so the kernel need not re-check size
+	 * and mtime by GETATTR on reads to notice changes made elsewhere. */
+	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
+	/* FUSE_HANDLE_KILLPRIV_V2 is asked for in the INIT reply itself (see
+	 * dev_writev in main.c: libfuse 3.14 cannot forward it). */
 	/* No writeback cache: with it the kernel acknowledges write(2) from its
 	 * page cache and keeps i_size itself, so ENOSPC and EFBIG would surface
 	 * at fsync or close instead of at the write, as ext3 reports them
@@ -1795,8 +1796,7 @@ static int open_truncate(struct rfs *r, fuse_req_t req, ext2_ino_t ino, struct e
 	ret = do_truncate(r, ino, in, 0);
 	if (!ret) {
 		if (fuse_req_ctx(req)->uid != 0)
-			in->i_mode &= ~(LINUX_S_ISUID |
-					((in->i_mode & LINUX_S_IXGRP) ? LINUX_S_ISGID : 0));
+			in->i_mode &= ~setid_bits_to_kill(req, in);
 		in->i_mtime = in->i_ctime = stamp_now(r, ino, T_M | T_C);
 		ret = put_inode(r, ino, in);
 	}
