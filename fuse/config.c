@@ -32,6 +32,7 @@ static const struct key_desc keys[] = {
 	{ "pidfile", K_STR, F(pidfile), false, "write the daemon's pid to FILE once mounted" },
 	{ "block_cache_mb", K_UINT, F(block_cache_mb), false, "metadata block cache in MiB (64)" },
 	{ "threads", K_UINT, F(threads), false, "FUSE worker threads (1: one thread)" },
+	{ "poll_us", K_UINT, F(poll_us), false, "with one thread: poll for the next request this long, in us (0)" },
 	{ "checker", K_BOOL, F(checker), false, "shadow checker on every commit (on)" },
 	{ "checker_cache_mb", K_UINT, F(checker_cache_mb), false, "checker's block cache in MiB (128)" },
 	{ "commit_interval_ms", K_UINT, F(commit_interval_ms), false, "commit age limit in ms (5000)" },

@@ -38,7 +38,8 @@ struct recon_config {
 
 	/* I/O and performance */
 	unsigned block_cache_mb;  /* default 64 */
-	unsigned threads;         /* FUSE worker threads, default 4 (1 with deterministic) */
+	unsigned threads;         /* FUSE worker threads, default 1 */
+	unsigned poll_us;         /* keep reading /dev/fuse this long before sleeping (one thread) */
 
 	/* checker and transactions (transactions issue) */
 	bool checker;             /* default on */

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <linux/fuse.h>
+#include <poll.h>
 #include <stddef.h>
 #include <sys/uio.h>
 #include <fcntl.h>
@@ -468,10 +469,41 @@ static int write_pidfile(const char *path)
 static uint64_t init_unique;	/* the INIT request's id until it is answered */
 static uint32_t init_offered;	/* the kernel's INIT flags (low 32 bits) */
 
+static unsigned dev_poll_us;	/* 0: plain blocking reads */
+
+static uint64_t now_us(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000u + (uint64_t)t.tv_nsec / 1000u;
+}
+
+/* With poll_us, the descriptor is non-blocking and the one worker keeps
+ * asking for the next request for that long before it sleeps in poll():
+ * a request that arrives meanwhile costs no wake-up of the daemon.  Never
+ * returns EAGAIN (libfuse's loop would end on it). */
+static ssize_t dev_read_next(int fd, void *buf, size_t len)
+{
+	if (!dev_poll_us)
+		return read(fd, buf, len);
+	uint64_t start = now_us();
+	for (;;) {
+		ssize_t n = read(fd, buf, len);
+		if (n >= 0 || errno != EAGAIN)
+			return n;
+		if (now_us() - start < dev_poll_us)
+			continue;
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		if (poll(&p, 1, -1) < 0)
+			return -1;	/* EINTR: libfuse checks for exit */
+		start = now_us();
+	}
+}
+
 static ssize_t dev_read(int fd, void *buf, size_t len, void *userdata)
 {
 	(void)userdata;
-	ssize_t n = read(fd, buf, len);
+	ssize_t n = dev_read_next(fd, buf, len);
 	const struct fuse_in_header *h = buf;
 	if (n >= (ssize_t)(sizeof(*h) + offsetof(struct fuse_init_in, flags) + sizeof(uint32_t)) &&
 	    h->opcode == FUSE_INIT) {
@@ -559,6 +591,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "recon-fuse: cannot mount on %s\n", cfg.mountpoint);
 		rfs_unmount(&r);
 		goto out_signals;
+	}
+	if (cfg.poll_us && cfg.threads <= 1) {
+		int fl = fcntl(fuse_session_fd(r.se), F_GETFL);
+		if (fl >= 0 && fcntl(fuse_session_fd(r.se), F_SETFL, fl | O_NONBLOCK) == 0)
+			dev_poll_us = cfg.poll_us;
 	}
 	if (fuse_session_custom_io(r.se, &dev_io, fuse_session_fd(r.se))) {
 		fprintf(stderr, "recon-fuse: cannot set up the FUSE channel on %s\n", cfg.mountpoint);

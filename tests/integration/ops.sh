@@ -8,7 +8,9 @@ need_root
 for bs in 1024 4096; do
 	img="$SCRATCH/ops-$bs.img" mnt="$SCRATCH/mnt"
 	mkimg "$img" "$bs" 64M
-	mount_recon "$img" "$mnt" || die "mount ($bs)"
+	# allow_other and a traversable scratch dir: some steps run as nobody
+	chmod 755 "$SCRATCH"
+	mount_recon "$img" "$mnt" allow_other || die "mount ($bs)"
 	python3 - "$mnt" "$bs" "$SCRATCH/inos-$bs" <<'EOF' || fail "operations on $bs-byte blocks"
 import errno, os, stat, sys, time
 from pylib import *
@@ -86,6 +88,53 @@ c.eq((st.st_uid, st.st_gid), (1234, 5678), "chown")
 os.chown("f", 70000, 70001)   # above 16 bits: i_uid_high
 st = os.stat("f")
 c.eq((st.st_uid, st.st_gid), (70000, 70001), "chown to 32-bit ids")
+# set-id bits and file capabilities: the daemon clears them (the kernel
+# leaves it to us under FUSE_HANDLE_KILLPRIV_V2), as ext3 does
+import struct
+def as_nobody(fn):
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgroups([]); os.setresgid(65534, 65534, 65534); os.setresuid(65534, 65534, 65534)
+            fn()
+            os._exit(0)
+        except BaseException as e:
+            sys.stderr.write("as_nobody: %r\n" % (e,))
+            os._exit(1)
+    return os.waitpid(pid, 0)[1] == 0
+def mode_of(p):
+    return stat.S_IMODE(os.stat(p).st_mode)
+def writer(p, flags):
+    def w():
+        fd = os.open(p, flags)
+        os.write(fd, b"x")
+        os.close(fd)
+    return w
+with open("sid", "wb") as f:
+    f.write(b"0123456789")
+for flags, how in ((os.O_WRONLY, "write-only"), (os.O_RDWR, "read-write")):
+    os.chmod("sid", 0o6777)
+    c.ok(as_nobody(writer("sid", flags)), "another user writes a 6777 file (%s)" % how)
+    c.eq(mode_of("sid"), 0o777, "a write by another user clears setuid and setgid (%s)" % how)
+    os.chmod("sid", 0o4777)
+    writer("sid", flags)()
+    c.eq(mode_of("sid"), 0o4777, "a write by root keeps setuid (%s)" % how)
+os.chmod("sid", 0o2767)
+c.ok(as_nobody(lambda: os.truncate("sid", 3)), "another user truncates a 2767 file")
+c.eq(mode_of("sid"), 0o767, "truncate by another user clears group-executable setgid")
+os.chmod("sid", 0o6755)
+os.chown("sid", 0, 0)
+c.eq(mode_of("sid"), 0o755, "chown by root clears setuid and group-executable setgid")
+os.chmod("sid", 0o2745)
+os.chown("sid", 0, 0)
+c.eq(mode_of("sid"), 0o2745, "chown by root keeps setgid without group-exec")
+cap = struct.pack("<IIIII", 0x02000000, 1 << 10, 0, 0, 0)   # v2, cap_net_bind_service
+for flags, how in ((os.O_WRONLY, "write-only"), (os.O_RDWR, "read-write")):
+    os.setxattr("sid", "security.capability", cap)
+    c.eq(os.getxattr("sid", "security.capability"), cap, "security.capability set (%s)" % how)
+    writer("sid", flags)()
+    c.errno(errno.ENODATA, os.getxattr, "sid", "security.capability")
+os.unlink("sid")
 os.truncate("f", 100000)
 c.eq(os.stat("f").st_size, 100000, "truncate up")
 with open("f", "rb") as f:
