@@ -15,12 +15,6 @@ errcode_t rio_dev_open(struct dev *d, int fd, bool quiet)
 {
 	memset(d, 0, sizeof(*d));
 	d->fd = fd;
-	/* Our reads are whole metadata blocks and file extents the kernel's own
-	 * readahead already sized; the host's readahead on top of them only
-	 * reads (for a sparse image file: zero-fills) pages nobody asked for.
-	 * Advice: a device that refuses it works the same. */
-	int adv = posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
-	(void)adv;
 	pthread_mutex_init(&d->fault_lock, NULL);
 	d->crash_after = rio_cfg.fault_crash_after;
 	/* splitmix64 state; seed 0 still gives a usable sequence */
