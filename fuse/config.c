@@ -439,11 +439,17 @@ int config_parse(int argc, char **argv, struct recon_config *cfg, struct fuse_ar
 		goto out;
 	if (cfg->deterministic) {
 		cfg->threads = 1;
+		cfg->poll_us = 0;
 		cfg->commit_interval_ms = 0;
 		cfg->async_commit = false;
 	}
 	if (cfg->threads == 0)
 		cfg->threads = 1;
+	if (cfg->poll_us > 10000) {
+		fprintf(stderr, "recon-fuse: poll_us=%u: at most 10000 (10 ms)\n", cfg->poll_us);
+		ret = -EINVAL;
+		goto out;
+	}
 
 	/* show the device in mount(8) and /proc/mounts */
 	if (!strstr(theirs.s ? theirs.s : "", "fsname=") && !strchr(cfg->device, ',')) {

@@ -470,6 +470,8 @@ static uint64_t init_unique;	/* the INIT request's id until it is answered */
 static uint32_t init_offered;	/* the kernel's INIT flags (low 32 bits) */
 
 static unsigned dev_poll_us;	/* 0: plain blocking reads */
+static uint64_t dev_replied_at;	/* when the last reply went out (us) */
+static uint64_t dev_gap_avg;	/* moving average of reply-to-next-request gaps (us) */
 
 static uint64_t now_us(void)
 {
@@ -478,26 +480,42 @@ static uint64_t now_us(void)
 	return (uint64_t)t.tv_sec * 1000000u + (uint64_t)t.tv_nsec / 1000u;
 }
 
-/* With poll_us, the descriptor is non-blocking and the one worker keeps
- * asking for the next request for that long before it sleeps in poll():
- * a request that arrives meanwhile costs no wake-up of the daemon.  Never
- * returns EAGAIN (libfuse's loop would end on it). */
+/*
+ * With poll_us (one worker only), the descriptor is non-blocking and the
+ * worker keeps asking for the next request for up to poll_us after a reply
+ * before it sleeps in poll(): a request that arrives meanwhile costs no
+ * wake-up of the daemon, which on a virtual machine is the largest single
+ * cost of a FUSE round trip.  It polls only while the recent gaps between a
+ * reply and the next request (a moving average, measured whether it polled
+ * or slept) are shorter than poll_us: a client that thinks between
+ * requests, or a CPU shared with other work, turns polling off by itself.
+ * Never returns EAGAIN (libfuse's loop would end on it).
+ */
 static ssize_t dev_read_next(int fd, void *buf, size_t len)
 {
 	if (!dev_poll_us)
 		return read(fd, buf, len);
 	uint64_t start = now_us();
+	bool spin = dev_gap_avg < dev_poll_us;
+	ssize_t n;
 	for (;;) {
-		ssize_t n = read(fd, buf, len);
+		n = read(fd, buf, len);
 		if (n >= 0 || errno != EAGAIN)
-			return n;
-		if (now_us() - start < dev_poll_us)
+			break;
+		if (spin && now_us() - start < dev_poll_us)
 			continue;
+		spin = false;
 		struct pollfd p = { .fd = fd, .events = POLLIN };
 		if (poll(&p, 1, -1) < 0)
 			return -1;	/* EINTR: libfuse checks for exit */
-		start = now_us();
 	}
+	if (n >= 0 && dev_replied_at) {
+		uint64_t gap = now_us() - dev_replied_at;
+		if (gap > 8 * (uint64_t)dev_poll_us)
+			gap = 8 * (uint64_t)dev_poll_us;
+		dev_gap_avg = (dev_gap_avg * 7 + gap) / 8;
+	}
+	return n;
 }
 
 static ssize_t dev_read(int fd, void *buf, size_t len, void *userdata)
@@ -526,7 +544,11 @@ static ssize_t dev_writev(int fd, struct iovec *iov, int count, void *userdata)
 				((struct fuse_init_out *)iov[1].iov_base)->flags |= FUSE_HANDLE_KILLPRIV_V2;
 		}
 	}
-	return writev(fd, iov, count);
+	ssize_t n = writev(fd, iov, count);
+	if (dev_poll_us && count >= 1 && iov[0].iov_len >= sizeof(struct fuse_out_header) &&
+	    ((const struct fuse_out_header *)iov[0].iov_base)->unique)
+		dev_replied_at = now_us();	/* a reply, not a notification */
+	return n;
 }
 
 static const struct fuse_custom_io dev_io = { .writev = dev_writev, .read = dev_read };

@@ -66,6 +66,7 @@ refused "block_cache_mb=lots" block_cache_mb lots
 refused "block_cache_mb=-1" block_cache_mb
 refused "on_violation=ignore" on_violation ignore
 refused "atime=sometimes" atime
+refused "poll_us=20000" poll_us 10000
 refused "fault_corrupt=no_such_kind@1" fault_corrupt
 refused "config=$SCRATCH/missing.conf" missing.conf
 
