@@ -32,7 +32,7 @@ static const struct key_desc keys[] = {
 	{ "pidfile", K_STR, F(pidfile), false, "write the daemon's pid to FILE once mounted" },
 	{ "block_cache_mb", K_UINT, F(block_cache_mb), false, "metadata block cache in MiB (64)" },
 	{ "threads", K_UINT, F(threads), false, "FUSE worker threads (1: one thread)" },
-	{ "poll_us", K_UINT, F(poll_us), false, "with one thread: poll for the next request this long, in us (0)" },
+	{ "poll_us", K_UINT, F(poll_us), false, "with one thread: poll for the next request this long, in us (50)" },
 	{ "checker", K_BOOL, F(checker), false, "shadow checker on every commit (on)" },
 	{ "checker_cache_mb", K_UINT, F(checker_cache_mb), false, "checker's block cache in MiB (128)" },
 	{ "commit_interval_ms", K_UINT, F(commit_interval_ms), false, "commit age limit in ms (5000)" },
@@ -250,6 +250,7 @@ static void set_defaults(struct recon_config *cfg)
 	cfg->atime = ATIME_RELATIME;
 	cfg->block_cache_mb = 64;
 	cfg->threads = 1;
+	cfg->poll_us = 50;
 	cfg->checker = true;
 	cfg->checker_cache_mb = 128;
 	cfg->commit_interval_ms = 5000;

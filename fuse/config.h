@@ -39,7 +39,7 @@ struct recon_config {
 	/* I/O and performance */
 	unsigned block_cache_mb;  /* default 64 */
 	unsigned threads;         /* FUSE worker threads, default 1 */
-	unsigned poll_us;         /* keep reading /dev/fuse this long before sleeping (one thread) */
+	unsigned poll_us;         /* keep reading /dev/fuse this long before sleeping (one thread), default 50 */
 
 	/* checker and transactions (transactions issue) */
 	bool checker;             /* default on */

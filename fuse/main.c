@@ -429,7 +429,13 @@ static void *ticker_main(void *arg)
 
 static void start_ticker(struct rfs *r)
 {
+	/* with every signal blocked, so the daemon's exit signals reach the
+	 * FUSE loop's thread and end its read() */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
 	ticker_running = pthread_create(&ticker, NULL, ticker_main, r) == 0;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 static void stop_ticker(struct rfs *r)
@@ -470,6 +476,7 @@ static uint64_t init_unique;	/* the INIT request's id until it is answered */
 static uint32_t init_offered;	/* the kernel's INIT flags (low 32 bits) */
 
 static unsigned dev_poll_us;	/* 0: plain blocking reads */
+static struct fuse_session *dev_session;
 static uint64_t dev_replied_at;	/* when the last reply went out (us) */
 static uint64_t dev_gap_avg;	/* moving average of reply-to-next-request gaps (us) */
 
@@ -491,6 +498,31 @@ static uint64_t now_us(void)
  * requests, or a CPU shared with other work, turns polling off by itself.
  * Never returns EAGAIN (libfuse's loop would end on it).
  */
+/* Sleep until a request is ready.  The exit signals (libfuse's handlers
+ * end the session) are blocked from the check of the session's state until
+ * ppoll() sleeps, so one that lands while we were polling is not missed. */
+static int dev_sleep(int fd)
+{
+	sigset_t exits, old;
+	sigemptyset(&exits);
+	sigaddset(&exits, SIGINT);
+	sigaddset(&exits, SIGTERM);
+	sigaddset(&exits, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &exits, &old);
+	int ret = 0, err = 0;
+	if (fuse_session_exited(dev_session)) {
+		ret = -1;
+		err = EINTR;
+	} else {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		ret = ppoll(&p, 1, NULL, &old);
+		err = errno;
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	errno = err;
+	return ret < 0 ? -1 : 0;
+}
+
 static ssize_t dev_read_next(int fd, void *buf, size_t len)
 {
 	if (!dev_poll_us)
@@ -505,8 +537,7 @@ static ssize_t dev_read_next(int fd, void *buf, size_t len)
 		if (spin && now_us() - start < dev_poll_us)
 			continue;
 		spin = false;
-		struct pollfd p = { .fd = fd, .events = POLLIN };
-		if (poll(&p, 1, -1) < 0)
+		if (dev_sleep(fd) < 0)
 			return -1;	/* EINTR: libfuse checks for exit */
 	}
 	if (n >= 0 && dev_replied_at) {
@@ -618,6 +649,7 @@ int main(int argc, char **argv)
 		int fl = fcntl(fuse_session_fd(r.se), F_GETFL);
 		if (fl >= 0 && fcntl(fuse_session_fd(r.se), F_SETFL, fl | O_NONBLOCK) == 0)
 			dev_poll_us = cfg.poll_us;
+		dev_session = r.se;
 	}
 	if (fuse_session_custom_io(r.se, &dev_io, fuse_session_fd(r.se))) {
 		fprintf(stderr, "recon-fuse: cannot set up the FUSE channel on %s\n", cfg.mountpoint);

@@ -501,7 +501,12 @@ static void invalidate_kernel(struct rfs *r)
 		(void)dindex_readdir(r->di, d, 0, collect_name, &c);
 	}
 	free(dirs);
-	if (pthread_create(&r->notifier, NULL, notifier_main, l) == 0) {
+	sigset_t all, old;	/* signals are the FUSE loop's to take */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	int started = pthread_create(&r->notifier, NULL, notifier_main, l) == 0;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (started) {
 		r->notifier_running = true;
 		return;
 	}

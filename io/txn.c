@@ -14,6 +14,7 @@
  * current or the previous transaction.
  */
 #include <errno.h>
+#include <signal.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1607,7 +1608,13 @@ errcode_t rio_txn_attach(ext2_filsys fs)
 	}
 
 	if (rio_cfg.async_commit) {
+		/* The commit thread takes no signals: they belong to the caller's
+		 * threads (the daemon's exit signals must interrupt its FUSE loop). */
+		sigset_t all, old;
+		sigfillset(&all);
+		pthread_sigmask(SIG_BLOCK, &all, &old);
 		int ret = pthread_create(&t->thread, NULL, commit_thread, t);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		if (ret) {
 			err = (errcode_t)ret;
 			goto unmark;

@@ -10,8 +10,9 @@ for bs in 1024 4096; do
 	mkimg "$img" "$bs" 64M
 	# allow_other and a traversable scratch dir: some steps run as nobody
 	chmod 755 "$SCRATCH"
-	# the 4 KiB round also runs the polling reader (poll_us)
-	opts=allow_other; [ "$bs" = 4096 ] && opts=allow_other,poll_us=50
+	# the 1 KiB round runs the plain blocking reader, the 4 KiB one the
+	# polling reader (poll_us, on by default)
+	opts=allow_other,poll_us=0; [ "$bs" = 4096 ] && opts=allow_other
 	mount_recon "$img" "$mnt" "$opts" || die "mount ($bs, $opts)"
 	python3 - "$mnt" "$bs" "$SCRATCH/inos-$bs" <<'EOF' || fail "operations on $bs-byte blocks"
 import errno, os, stat, sys, time
