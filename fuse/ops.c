@@ -113,8 +113,9 @@ static int get_inode(struct rfs *r, ext2_ino_t ino, struct ext2_inode *inode)
 /* ---- nanosecond timestamps ----
  * On inodes larger than 128 bytes the kernel keeps i_{a,m,c,cr}time_extra:
  * two epoch bits (seconds past 2038) and the nanoseconds shifted left by 2.
- * The operation marks the times it sets (stamp_now, stamp_set); put_inode
- * writes their extra words with the rest of the inode. */
+ * The operation marks the times it sets (stamp_now, stamp_set) with their
+ * extra words, encoded from the full 64-bit seconds (the 32-bit inode field
+ * has lost the epoch); put_inode writes them with the rest of the inode. */
 enum { T_A = 1, T_M = 2, T_C = 4, T_CR = 8 };
 
 static uint32_t encode_extra(time_t sec, long nsec)
@@ -132,7 +133,7 @@ static void decode_extra(uint32_t extra, time_t *sec, long *nsec)
 		*nsec = 0;
 }
 
-static void stamp_set(struct rfs *r, ext2_ino_t ino, unsigned mask, long nsec)
+static void stamp_set(struct rfs *r, ext2_ino_t ino, unsigned mask, time_t sec, long nsec)
 {
 	struct time_stamp *s = NULL;
 	for (unsigned i = 0; i < r->nstamp; i++)
@@ -148,13 +149,13 @@ static void stamp_set(struct rfs *r, ext2_ino_t ino, unsigned mask, long nsec)
 	s->mask |= mask;
 	for (unsigned f = 0; f < 4; f++)
 		if (mask & (1u << f))
-			s->nsec[f] = nsec;
+			s->extra[f] = encode_extra(sec, nsec);   /* the whole extra word */
 }
 
 /* The operation's time, for the fields in mask of ino. */
 static time_t stamp_now(struct rfs *r, ext2_ino_t ino, unsigned mask)
 {
-	stamp_set(r, ino, mask, r->now.tv_nsec);
+	stamp_set(r, ino, mask, r->now.tv_sec, r->now.tv_nsec);
 	return r->now.tv_sec;
 }
 
@@ -177,14 +178,14 @@ static int put_inode(struct rfs *r, ext2_ino_t ino, struct ext2_inode *inode)
 			memcpy(&big, inode, sizeof(*inode));
 			unsigned have = big.i_extra_isize;
 			if ((s->mask & T_C) && have >= 8)
-				big.i_ctime_extra = encode_extra(inode->i_ctime, s->nsec[2]);
+				big.i_ctime_extra = s->extra[2];
 			if ((s->mask & T_M) && have >= 12)
-				big.i_mtime_extra = encode_extra(inode->i_mtime, s->nsec[1]);
+				big.i_mtime_extra = s->extra[1];
 			if ((s->mask & T_A) && have >= 16)
-				big.i_atime_extra = encode_extra(inode->i_atime, s->nsec[0]);
+				big.i_atime_extra = s->extra[0];
 			if ((s->mask & T_CR) && have >= 24) {
 				big.i_crtime = (uint32_t)r->now.tv_sec;
-				big.i_crtime_extra = encode_extra(r->now.tv_sec, s->nsec[3]);
+				big.i_crtime_extra = s->extra[3];
 			}
 			e = ext2fs_write_inode_full(r->fs, ino, (struct ext2_inode *)&big,
 						    sizeof(big));
@@ -222,9 +223,10 @@ static void fill_stat(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, stru
 	st->st_size = EXT2_I_SIZE(in);
 	st->st_blksize = r->fs->blocksize;
 	st->st_blocks = ext2fs_get_stat_i_blocks(r->fs, in);
-	st->st_atime = in->i_atime;
-	st->st_mtime = in->i_mtime;
-	st->st_ctime = in->i_ctime;
+	/* signed 32-bit seconds, as the kernel reads them (times before 1970) */
+	st->st_atime = (int32_t)in->i_atime;
+	st->st_mtime = (int32_t)in->i_mtime;
+	st->st_ctime = (int32_t)in->i_ctime;
 	if (large_inodes(r)) {
 		struct ext2_inode_large big;
 		if (!ext2fs_read_inode_full(r->fs, ino, (struct ext2_inode *)&big, sizeof(big))) {
@@ -1104,15 +1106,30 @@ static int do_truncate(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, uin
 	return e ? -errmap(e) : 0;
 }
 
+static bool caller_in_group(fuse_req_t req, gid_t gid)
+{
+	gid_t groups[64];
+
+	if (fuse_req_ctx(req)->gid == gid)
+		return true;
+	int n = fuse_req_getgroups(req, 64, groups);
+	for (int i = 0; i < n && i < 64; i++)
+		if (groups[i] == gid)
+			return true;
+	return false;
+}
+
 /* The set-id bits a write, truncate or chown removes (the kernel's
- * should_remove_suid): set-user-id, and set-group-id when group-executable
- * (without it the bit marks mandatory locking and stays). */
+ * setattr_should_drop_suidgid): set-user-id, and set-group-id when
+ * group-executable or, for callers other than root, when the caller is not
+ * in the file's group (its fsgid or supplementary groups). */
 static uint16_t setid_bits_to_kill(fuse_req_t req, const struct ext2_inode *in)
 {
 	const struct fuse_ctx *c = fuse_req_ctx(req);
 	uint16_t mode = in->i_mode, kill = mode & LINUX_S_ISUID;
 	if ((mode & LINUX_S_ISGID) &&
-	    ((mode & LINUX_S_IXGRP) || (c->uid != 0 && c->gid != inode_gid(*in))))
+	    ((mode & LINUX_S_IXGRP) ||
+	     (c->uid != 0 && !caller_in_group(req, inode_gid(*in)))))
 		kill |= LINUX_S_ISGID;
 	return kill;
 }
@@ -1140,8 +1157,13 @@ static void op_setattr(fuse_req_t req, fuse_ino_t fino, struct stat *attr, int t
 	 * chown drops set-user-id and group-executable set-group-id on
 	 * non-directories for anyone, truncation for callers other than root;
 	 * an explicit mode in the same request wins. */
+	/* chown(f, -1, -1) arrives with nothing else to set (libfuse 3.14
+	 * passes on neither its ctime nor the kill flag), as does a kill
+	 * request of the kernel's own: both drop the bits as chown does */
+	bool chown = (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) ||
+		     !(to_set & ~FUSE_SET_ATTR_CTIME);
 	if (!(to_set & FUSE_SET_ATTR_MODE) && !LINUX_S_ISDIR(in.i_mode) &&
-	    ((to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) ||
+	    (chown ||
 	     ((to_set & FUSE_SET_ATTR_SIZE) && fuse_req_ctx(req)->uid != 0)))
 		in.i_mode &= ~setid_bits_to_kill(req, &in);
 	if (to_set & FUSE_SET_ATTR_MODE)
@@ -1185,13 +1207,13 @@ static void op_setattr(fuse_req_t req, fuse_ino_t fino, struct stat *attr, int t
 	if (to_set & FUSE_SET_ATTR_ATIME_NOW)
 		stamp_now(r, ino, T_A);
 	else if (to_set & FUSE_SET_ATTR_ATIME)
-		stamp_set(r, ino, T_A, attr->st_atim.tv_nsec);
+		stamp_set(r, ino, T_A, attr->st_atim.tv_sec, attr->st_atim.tv_nsec);
 	if (to_set & FUSE_SET_ATTR_MTIME_NOW)
 		stamp_now(r, ino, T_M);
 	else if (to_set & FUSE_SET_ATTR_MTIME)
-		stamp_set(r, ino, T_M, attr->st_mtim.tv_nsec);
+		stamp_set(r, ino, T_M, attr->st_mtim.tv_sec, attr->st_mtim.tv_nsec);
 	if (to_set & FUSE_SET_ATTR_CTIME)
-		stamp_set(r, ino, T_C, attr->st_ctim.tv_nsec);
+		stamp_set(r, ino, T_C, attr->st_ctim.tv_sec, attr->st_ctim.tv_nsec);
 	else
 		stamp_now(r, ino, T_C);
 	ret = put_inode(r, ino, &in);
@@ -1580,6 +1602,9 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 		ret = dindex_remove(r->di, dir, name, strlen(name));
 	if (!ret) {
 		touch_dir(r, dir, -1);
+		/* as the kernel's ext3: a removed directory still open reads as
+		 * size 0 until its last close frees it */
+		in.i_size = 0;
 		ret = drop_link(r, ino, &in);
 	}
 end:
@@ -1985,6 +2010,10 @@ static void op_write(fuse_req_t req, fuse_ino_t fino, const char *data, size_t s
 	int ret;
 
 	(void)fi;
+	/* a write that crosses the largest file size writes what fits, as the
+	 * kernel's ext3 does; EFBIG only when nothing does */
+	if (off >= 0 && (uint64_t)off < r->max_bytes && (uint64_t)off + size > r->max_bytes)
+		size = r->max_bytes - off;
 	lock(r);
 	ret = wr_begin(r);
 	if (!ret) {
@@ -2011,14 +2040,11 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fuse_reply_err(req, ENOSYS);
 }
 
-static void op_release(fuse_req_t req, fuse_ino_t fino, struct fuse_file_info *fi)
+/* The last close of a file or directory unlinked while open frees it (it
+ * waited on the orphan list).  Called with the lock held; 0 or -errno. */
+static int open_put(struct rfs *r, ext2_ino_t ino)
 {
-	struct rfs *r = R(req);
-	ext2_ino_t ino = to_ext(fino);
 	int ret = 0;
-
-	(void)fi;
-	lock(r);
 	struct open_ino **p = open_slot(r, ino);
 	if (*p && --(*p)->count == 0) {
 		struct open_ino *o = *p;
@@ -2036,6 +2062,17 @@ static void op_release(fuse_req_t req, fuse_ino_t fino, struct fuse_file_info *f
 		}
 		free(o);
 	}
+	return ret;
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t fino, struct fuse_file_info *fi)
+{
+	struct rfs *r = R(req);
+	int ret;
+
+	(void)fi;
+	lock(r);
+	ret = open_put(r, to_ext(fino));
 	unlock(r);
 	fuse_reply_err(req, -ret);
 }
@@ -2067,6 +2104,8 @@ static void op_opendir(fuse_req_t req, fuse_ino_t fino, struct fuse_file_info *f
 	ret = get_inode(r, to_ext(fino), &in);
 	if (!ret && !LINUX_S_ISDIR(in.i_mode))
 		ret = -ENOTDIR;
+	if (!ret)
+		open_get(r, to_ext(fino));   /* an rmdir while open keeps the inode */
 	unlock(r);
 	if (ret) {
 		fuse_reply_err(req, -ret);
@@ -2168,14 +2207,45 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 
 static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	(void)ino;
+	struct rfs *r = R(req);
+	int ret;
+
 	(void)fi;
-	fuse_reply_err(req, 0);
+	lock(r);
+	ret = open_put(r, to_ext(ino));
+	unlock(r);
+	fuse_reply_err(req, -ret);
 }
 
 static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
 	op_fsync(req, ino, datasync, fi);
+}
+
+/* Blocks of static metadata that statfs leaves out of f_blocks, as the
+ * kernel's default (bsddf): what mke2fs recorded in s_overhead_clusters,
+ * else the kernel's count: superblocks and descriptors (reserved ones
+ * included), bitmaps, inode tables, the internal journal. */
+static blk64_t fs_overhead(ext2_filsys fs)
+{
+	struct ext2_super_block *sb = fs->super;
+	blk64_t total = ext2fs_blocks_count(sb), over = sb->s_overhead_clusters;
+
+	if (over && over < total && !ext2fs_has_feature_bigalloc(sb))
+		return over;
+	over = sb->s_first_data_block;
+	for (dgrp_t g = 0; g < fs->group_desc_count; g++) {
+		blk_t used = 0;
+		if (ext2fs_super_and_bgd_loc2(fs, g, NULL, NULL, NULL, &used))
+			used = 0;
+		over += used + fs->inode_blocks_per_group + 2;
+	}
+	if (ext2fs_has_feature_journal(sb) && sb->s_journal_inum) {
+		struct ext2_inode jin;
+		if (!ext2fs_read_inode(fs, sb->s_journal_inum, &jin))
+			over += EXT2_I_SIZE(&jin) / fs->blocksize;
+	}
+	return over < total ? over : 0;
 }
 
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)
@@ -2189,7 +2259,7 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 	struct ext2_super_block *sb = r->fs->super;
 	blk64_t fr = ext2fs_free_blocks_count(sb), res = ext2fs_r_blocks_count(sb);
 	st.f_bsize = st.f_frsize = r->fs->blocksize;
-	st.f_blocks = ext2fs_blocks_count(sb);
+	st.f_blocks = ext2fs_blocks_count(sb) - fs_overhead(r->fs);
 	st.f_bfree = fr;
 	st.f_bavail = fr > res ? fr - res : 0;
 	st.f_files = sb->s_inodes_count;
@@ -2209,6 +2279,13 @@ static bool xattr_name_ok(const char *name)
 	       !strcmp(name, "system.posix_acl_default");
 }
 
+/* A namespace prefix with nothing after it ("user."): the kernel's ext3
+ * handlers refuse it with EINVAL; the FUSE client passes it through. */
+static bool xattr_name_empty(const char *name)
+{
+	return !strcmp(name, "user.") || !strcmp(name, "trusted.") || !strcmp(name, "security.");
+}
+
 static int xattr_open(struct rfs *r, ext2_ino_t ino, struct ext2_xattr_handle **h)
 {
 	struct ext2_inode in;
@@ -2226,6 +2303,42 @@ static int xattr_open(struct rfs *r, ext2_ino_t ino, struct ext2_xattr_handle **
 	return 0;
 }
 
+/* libext2fs 1.47 writes an EA block with no entries when the last
+ * attribute leaves it (removed, or moved into the inode); the kernel
+ * releases the block.  Release it here too. */
+static int drop_empty_ea_block(struct rfs *r, ext2_ino_t ino)
+{
+	ext2_filsys fs = r->fs;
+	union {
+		struct ext2_inode_large large;
+		char raw[1024];
+	} u;
+	unsigned isize = EXT2_INODE_SIZE(fs->super);
+
+	if (isize > sizeof(u))
+		return 0;
+	errcode_t e = ext2fs_read_inode_full(fs, ino, (struct ext2_inode *)&u.large, isize);
+	if (e)
+		return -errmap(e);
+	blk64_t blk = ext2fs_file_acl_block(fs, (struct ext2_inode *)&u.large);
+	if (!blk)
+		return 0;
+	char *buf = malloc(fs->blocksize);
+	if (!buf)
+		return -ENOMEM;
+	e = ext2fs_read_ext_attr3(fs, blk, buf, ino);
+	bool empty = !e && EXT2_EXT_IS_LAST_ENTRY(buf + sizeof(struct ext2_ext_attr_header));
+	free(buf);
+	if (e)
+		return corrupt(ino, "unreadable EA block");
+	if (!empty)
+		return 0;
+	e = ext2fs_free_ext_attr(fs, ino, &u.large);
+	if (!e)
+		e = ext2fs_write_inode_full(fs, ino, (struct ext2_inode *)&u.large, isize);
+	return e ? -errmap(e) : 0;
+}
+
 static void op_setxattr(fuse_req_t req, fuse_ino_t fino, const char *name, const char *value,
 			size_t size, int flags)
 {
@@ -2236,8 +2349,8 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t fino, const char *name, const
 	size_t oldlen;
 	int ret;
 
-	if (!xattr_name_ok(name)) {
-		fuse_reply_err(req, EOPNOTSUPP);
+	if (!xattr_name_ok(name) || xattr_name_empty(name)) {
+		fuse_reply_err(req, xattr_name_empty(name) ? EINVAL : EOPNOTSUPP);
 		return;
 	}
 	if (strlen(name) > 255 || size > 65536) {
@@ -2265,6 +2378,8 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t fino, const char *name, const
 	e = ext2fs_xattrs_close(&h);
 	if (e && !ret)
 		ret = -errmap(e);
+	if (!ret)
+		ret = drop_empty_ea_block(r, ino);
 	if (!ret) {
 		struct ext2_inode in;
 		if (!get_inode(r, ino, &in)) {
@@ -2331,6 +2446,8 @@ static int drop_capability(struct rfs *r, ext2_ino_t ino)
 	e = ext2fs_xattrs_close(&h);
 	if (e && !ret)
 		ret = -errmap(e);
+	if (!ret)
+		ret = drop_empty_ea_block(r, ino);
 	return ret;
 }
 
@@ -2342,6 +2459,10 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t fino, const char *name, size_
 	size_t len = 0;
 	int ret;
 
+	if (xattr_name_empty(name)) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
 	lock(r);
 	if (has_no_xattrs(r, to_ext(fino))) {
 		unlock(r);
@@ -2432,6 +2553,10 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t fino, const char *name)
 	struct ext2_xattr_handle *h = NULL;
 	int ret;
 
+	if (xattr_name_empty(name)) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
 	lock(r);
 	ret = wr_begin(r);
 	if (ret)
@@ -2449,6 +2574,8 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t fino, const char *name)
 		e = ext2fs_xattrs_close(&h);
 		if (e && !ret)
 			ret = -errmap(e);
+		if (!ret)
+			ret = drop_empty_ea_block(r, ino);
 	}
 	if (!ret) {
 		struct ext2_inode in;
@@ -2514,6 +2641,98 @@ static int do_fallocate(struct rfs *r, fuse_req_t req, ext2_ino_t ino, off_t off
 	return ret ? ret : pret;
 }
 
+/* Zero bytes [from, to) of logical block lblk if it is mapped. */
+static int zero_in_block(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t lblk,
+			 size_t from, size_t to)
+{
+	size_t bs = r->fs->blocksize;
+	blk64_t pblk;
+	int ret = map_block(r, ino, in, lblk, &pblk);
+	if (ret || !pblk || from >= to)
+		return ret;
+	char *buf = malloc(bs);
+	if (!buf)
+		return -ENOMEM;
+	ret = blocks_io(r, false, &pblk, 1, buf);
+	if (!ret) {
+		memset(buf + from, 0, to - from);
+		ret = blocks_io(r, true, &pblk, 1, buf);
+	}
+	free(buf);
+	return ret;
+}
+
+/*
+ * FALLOC_FL_PUNCH_HOLE (with KEEP_SIZE, as the VFS requires): the kernel's
+ * ext3 punches block-mapped files too.  Bytes of partial blocks are zeroed,
+ * whole blocks freed; nothing past EOF; the size stays.  A huge range is
+ * freed in chunks sized to the transaction's room, committing in between
+ * (every commit leaves a consistent file, partly punched).
+ */
+static int do_punch(struct rfs *r, ext2_ino_t ino, off_t off, off_t len)
+{
+	ext2_filsys fs = r->fs;
+	uint64_t bs = fs->blocksize, apb = bs / 4;
+	struct ext2_inode in;
+	int ret;
+
+	if (off < 0 || len <= 0)
+		return -EINVAL;
+	ret = get_inode(r, ino, &in);
+	if (ret)
+		return ret;
+	if (!LINUX_S_ISREG(in.i_mode))
+		return LINUX_S_ISDIR(in.i_mode) ? -EISDIR : -ENODEV;
+	uint64_t size = EXT2_I_SIZE(&in);
+	if ((uint64_t)off >= size)
+		return 0;
+	uint64_t end = (uint64_t)len > size - off ? size : (uint64_t)off + len;
+	blk64_t first = (off + bs - 1) / bs, stop = end / bs;   /* whole blocks [first, stop) */
+	if (end == size)
+		stop = (size + bs - 1) / bs;                    /* the last block, to EOF */
+	if (off % bs)
+		ret = zero_in_block(r, ino, &in, off / bs, off % bs,
+				    end / bs == (uint64_t)off / bs ? end % bs : bs);
+	/* a partial last block, unless the range reaches EOF (then it goes whole) */
+	if (!ret && end % bs && end / bs >= first && end != size)
+		ret = zero_in_block(r, ino, &in, end / bs, 0, end % bs);
+	if (ret)
+		return ret;
+	while (first < stop && ext2fs_inode_has_valid_blocks2(fs, &in)) {
+		size_t used = 0, limit = 0;
+		blk64_t chunk = stop - first;
+		if (!r->ro && r->attached && !rio_txn_room(fs->io, &used, &limit) && limit) {
+			size_t room = limit > used ? limit - used : 0;
+			blk64_t groups_room = room > 16 ? room - 16 : 0;   /* as punch_from */
+			blk64_t fits = groups_room / 2 * apb;
+			if (fits < apb) {
+				errcode_t e = ext2fs_write_inode(fs, ino, &in);
+				if (!e)
+					e = commit_midway(r);
+				if (e)
+					return e == EROFS ? -EROFS : -errmap(e);
+				continue;
+			}
+			if (chunk > fits)
+				chunk = fits;
+		}
+		/* one call per level of the block map: libext2fs 1.47's
+		 * ext2fs_punch stops at the end of the level a range starts in
+		 * (direct, indirect, ...) when the range is short */
+		blk64_t level_end = EXT2_NDIR_BLOCKS, span = apb;
+		for (int level = 0; level < 3 && level_end <= first; level++, span *= apb)
+			level_end += span;
+		if (first < level_end && first + chunk > level_end)
+			chunk = level_end - first;
+		errcode_t e = ext2fs_punch(fs, ino, &in, NULL, first, first + chunk - 1);
+		if (e)
+			return -errmap(e);
+		first += chunk;
+	}
+	in.i_ctime = in.i_mtime = stamp_now(r, ino, T_M | T_C);
+	return put_inode(r, ino, &in);
+}
+
 static void op_fallocate(fuse_req_t req, fuse_ino_t fino, int mode, off_t off, off_t len,
 			 struct fuse_file_info *fi)
 {
@@ -2521,16 +2740,99 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t fino, int mode, off_t off, o
 	int ret;
 
 	(void)fi;
-	if (mode) {
+	if (mode && mode != (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)) {
 		fuse_reply_err(req, EOPNOTSUPP);
 		return;
 	}
 	lock(r);
 	ret = wr_begin(r);
 	if (!ret)
-		ret = wr_end(r, do_fallocate(r, req, to_ext(fino), off, len), false);
+		ret = wr_end(r, mode ? do_punch(r, to_ext(fino), off, len) :
+				       do_fallocate(r, req, to_ext(fino), off, len), false);
 	unlock(r);
 	fuse_reply_err(req, -ret);
+}
+
+/* SEEK_DATA / SEEK_HOLE over the block map: the first mapped (data) or
+ * unmapped (hole) logical block at or after 'from', walking only the blocks
+ * that exist (indirect blocks that are holes are skipped whole). */
+struct seek_scan {
+	blk64_t from;       /* first logical block of interest */
+	bool want_data;
+	blk64_t next;       /* SEEK_HOLE: the next block expected if no hole */
+	blk64_t found;      /* the answer's logical block */
+	bool done;
+};
+
+static int seek_scan_block(ext2_filsys fs, blk64_t *pblk, e2_blkcnt_t lblk, blk64_t ref_blk,
+			   int ref_offset, void *priv)
+{
+	struct seek_scan *s = priv;
+
+	(void)fs;
+	(void)ref_blk;
+	(void)ref_offset;
+	if (lblk < 0 || !*pblk || (blk64_t)lblk < s->from)
+		return 0;
+	if (s->want_data) {
+		s->found = lblk;
+		s->done = true;
+		return BLOCK_ABORT;
+	}
+	if ((blk64_t)lblk > s->next) {
+		s->found = s->next;
+		s->done = true;
+		return BLOCK_ABORT;
+	}
+	s->next = lblk + 1;
+	return 0;
+}
+
+static void op_lseek(fuse_req_t req, fuse_ino_t fino, off_t off, int whence,
+		     struct fuse_file_info *fi)
+{
+	struct rfs *r = R(req);
+	ext2_ino_t ino = to_ext(fino);
+	struct ext2_inode in;
+	off_t res = 0;
+	int ret;
+
+	(void)fi;
+	if (whence != SEEK_DATA && whence != SEEK_HOLE) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	lock(r);
+	ret = get_inode(r, ino, &in);
+	uint64_t size = ret ? 0 : EXT2_I_SIZE(&in), bs = r->fs->blocksize;
+	if (!ret && (off < 0 || (uint64_t)off >= size))
+		ret = -ENXIO;
+	if (!ret) {
+		struct seek_scan s = { .from = off / bs, .want_data = whence == SEEK_DATA,
+				       .next = off / bs };
+		if (ext2fs_inode_has_valid_blocks2(r->fs, &in)) {
+			errcode_t e = ext2fs_block_iterate3(r->fs, ino,
+							    BLOCK_FLAG_READ_ONLY | BLOCK_FLAG_DATA_ONLY,
+							    NULL, seek_scan_block, &s);
+			if (e)
+				ret = -errmap(e);
+		}
+		if (!s.done && !s.want_data)
+			s.found = s.next;            /* the hole after the last block */
+		if (!ret && !s.done && s.want_data)
+			ret = -ENXIO;                /* no data past off */
+		uint64_t at = s.found * bs;
+		res = at > (uint64_t)off ? (off_t)at : off;
+		if (!ret && (uint64_t)res > size)
+			res = size;                  /* the implicit hole at EOF */
+		if (!ret && s.want_data && (uint64_t)res >= size)
+			ret = -ENXIO;
+	}
+	unlock(r);
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else
+		fuse_reply_lseek(req, res);
 }
 
 const struct fuse_lowlevel_ops rfs_ops = {
@@ -2567,4 +2869,5 @@ const struct fuse_lowlevel_ops rfs_ops = {
 	.listxattr = op_listxattr,
 	.removexattr = op_removexattr,
 	.fallocate = op_fallocate,
+	.lseek = op_lseek,
 };

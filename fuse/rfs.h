@@ -62,7 +62,7 @@ struct rfs {
 	struct time_stamp {
 		ext2_ino_t ino;
 		unsigned mask;     /* 1 atime, 2 mtime, 4 ctime, 8 crtime */
-		long nsec[4];
+		long extra[4];   /* i_[amc]time_extra words, epoch bits and ns */
 	} stamp[8];
 	unsigned nstamp;
 };
