@@ -35,7 +35,7 @@ static const struct key_desc keys[] = {
 	{ "poll_us", K_UINT, F(poll_us), false, "with one thread: poll for the next request this long, in us (50)" },
 	{ "checker", K_BOOL, F(checker), false, "shadow checker on every commit (on)" },
 	{ "checker_cache_mb", K_UINT, F(checker_cache_mb), false, "checker's block cache in MiB (128)" },
-	{ "commit_interval_ms", K_UINT, F(commit_interval_ms), false, "commit age limit in ms (5000)" },
+	{ "commit_interval_ms", K_UINT, F(commit_interval_ms), false, "commit age limit in ms (1000)" },
 	{ "max_transaction_blocks", K_UINT, F(max_transaction_blocks), false,
 	  "commit size limit in blocks (0 = a quarter of the journal)" },
 	{ "on_violation", K_ONV, F(on_violation), false, "readonly (default), stop or log" },
@@ -253,7 +253,7 @@ static void set_defaults(struct recon_config *cfg)
 	cfg->poll_us = 50;
 	cfg->checker = true;
 	cfg->checker_cache_mb = 128;
-	cfg->commit_interval_ms = 5000;
+	cfg->commit_interval_ms = 1000;
 	cfg->on_violation = ONV_READONLY;
 	cfg->journal = true;
 	cfg->async_commit = true;

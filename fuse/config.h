@@ -44,7 +44,7 @@ struct recon_config {
 	/* checker and transactions (transactions issue) */
 	bool checker;             /* default on */
 	unsigned checker_cache_mb;       /* default 128 */
-	unsigned commit_interval_ms;     /* default 5000 */
+	unsigned commit_interval_ms;     /* default 1000 */
 	unsigned max_transaction_blocks; /* default 0 = a quarter of the journal */
 	enum on_violation on_violation;  /* default readonly */
 	bool journal;             /* default on */
