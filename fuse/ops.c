@@ -2065,6 +2065,7 @@ static int open_put(struct rfs *r, ext2_ino_t ino)
 	return ret;
 }
 
+/* RELEASE and RELEASEDIR: the last close of an unlinked file or directory frees it */
 static void op_release(fuse_req_t req, fuse_ino_t fino, struct fuse_file_info *fi)
 {
 	struct rfs *r = R(req);
@@ -2203,18 +2204,6 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 {
 	(void)fi;
 	do_readdir(req, ino, size, off, true);
-}
-
-static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
-{
-	struct rfs *r = R(req);
-	int ret;
-
-	(void)fi;
-	lock(r);
-	ret = open_put(r, to_ext(ino));
-	unlock(r);
-	fuse_reply_err(req, -ret);
 }
 
 static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
@@ -2861,7 +2850,7 @@ const struct fuse_lowlevel_ops rfs_ops = {
 	.opendir = op_opendir,
 	.readdir = op_readdir,
 	.readdirplus = op_readdirplus,
-	.releasedir = op_releasedir,
+	.releasedir = op_release,
 	.fsyncdir = op_fsyncdir,
 	.statfs = op_statfs,
 	.setxattr = op_setxattr,
