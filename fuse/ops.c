@@ -2411,33 +2411,37 @@ static bool has_no_xattrs(struct rfs *r, ext2_ino_t ino)
 	return ext2fs_le32_to_cpu(magic) != EXT2_EXT_ATTR_MAGIC;
 }
 
+/* Remove one attribute of ino (-ENODATA when it has none of that name), and
+ * the EA block with it when that leaves the block empty. */
+static int xattr_remove(struct rfs *r, ext2_ino_t ino, const char *name)
+{
+	struct ext2_xattr_handle *h = NULL;
+	void *val = NULL;
+	size_t len;
+	int ret = xattr_open(r, ino, &h);
+	if (ret)
+		return ret;
+	errcode_t e = ext2fs_xattr_get(h, name, &val, &len);
+	if (!e) {
+		ext2fs_free_mem(&val);
+		e = ext2fs_xattr_remove(h, name);
+	}
+	ret = e ? -errmap(e) : 0;
+	e = ext2fs_xattrs_close(&h);
+	if (e && !ret)
+		ret = -errmap(e);
+	return ret ? ret : drop_empty_ea_block(r, ino);
+}
+
 /* A write removes security.capability, as the kernel's file_remove_privs
  * does (it does not run for direct-I/O opens).  Most inodes have no
  * attributes at all, which has_no_xattrs answers without parsing. */
 static int drop_capability(struct rfs *r, ext2_ino_t ino)
 {
-	struct ext2_xattr_handle *h = NULL;
-	void *val = NULL;
-	size_t len;
-	int ret;
-
 	if (has_no_xattrs(r, ino))
 		return 0;
-	ret = xattr_open(r, ino, &h);
-	if (ret)
-		return ret;
-	errcode_t e = ext2fs_xattr_get(h, "security.capability", &val, &len);
-	if (!e) {
-		ext2fs_free_mem(&val);
-		e = ext2fs_xattr_remove(h, "security.capability");
-		ret = e ? -errmap(e) : 0;
-	}
-	e = ext2fs_xattrs_close(&h);
-	if (e && !ret)
-		ret = -errmap(e);
-	if (!ret)
-		ret = drop_empty_ea_block(r, ino);
-	return ret;
+	int ret = xattr_remove(r, ino, "security.capability");
+	return ret == -ENODATA ? 0 : ret;
 }
 
 static void op_getxattr(fuse_req_t req, fuse_ino_t fino, const char *name, size_t size)
@@ -2539,7 +2543,6 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t fino, const char *name)
 {
 	struct rfs *r = R(req);
 	ext2_ino_t ino = to_ext(fino);
-	struct ext2_xattr_handle *h = NULL;
 	int ret;
 
 	if (xattr_name_empty(name)) {
@@ -2550,22 +2553,7 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t fino, const char *name)
 	ret = wr_begin(r);
 	if (ret)
 		goto out;
-	ret = xattr_open(r, ino, &h);
-	if (!ret) {
-		void *val = NULL;
-		size_t len;
-		errcode_t e = ext2fs_xattr_get(h, name, &val, &len);
-		if (!e) {
-			ext2fs_free_mem(&val);
-			e = ext2fs_xattr_remove(h, name);
-		}
-		ret = e ? -errmap(e) : 0;
-		e = ext2fs_xattrs_close(&h);
-		if (e && !ret)
-			ret = -errmap(e);
-		if (!ret)
-			ret = drop_empty_ea_block(r, ino);
-	}
+	ret = xattr_remove(r, ino, name);
 	if (!ret) {
 		struct ext2_inode in;
 		if (!get_inode(r, ino, &in)) {
