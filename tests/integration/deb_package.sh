@@ -3,7 +3,8 @@
 # tree builds recon-fuse_*.deb; its file list, conffiles and dependencies are
 # what debian/ promises; lintian (when installed) reports no error; the
 # package unpacked into an empty root (dpkg -x) mounts an image with its own
-# binary and the installed /etc/recon-fuse.conf, and its recon-check scans it.
+# binary and the installed /etc/recon-fuse.conf, directly and through
+# mount.fuse3, and its recon-check scans it.
 # Skips (77) where dpkg-buildpackage or the build dependencies are missing
 # (CI installs them from .ci/packages-deb).
 . "$(dirname "$0")/lib.sh"
@@ -79,5 +80,27 @@ if mount_recon "$img" "$mnt" "config=$root/etc/recon-fuse.conf"; then
 		fail "the file written through the package's daemon is not on disk"
 else
 	fail "the package's recon-fuse did not mount"
+fi
+
+# as mount(8) runs it: mount.fuse3 (the fuse3 package the .deb depends on)
+# starts the program named before '#' (mount -t fuse.recon-fuse finds the
+# installed /usr/bin/recon-fuse on the standard path the same way)
+if command -v mount.fuse3 >/dev/null; then
+	pidf="$SCRATCH/recon.pid"
+	if mount.fuse3 "$RECON_FUSE#$img" "$mnt" -o "pidfile=$pidf" >"$SCRATCH/mountfuse.log" 2>&1; then
+		MOUNTS+=("$mnt")
+		pid=$(cat "$pidf" 2>/dev/null)
+		[ -n "$pid" ] && PIDS+=("$pid")
+		awk -v d="$(realpath "$mnt")" '$5 == d' /proc/self/mountinfo | grep -q ' - fuse.recon-fuse ' ||
+			fail "mount.fuse3: the mount's type is not fuse.recon-fuse"
+		[ "$(cat "$mnt/hello" 2>/dev/null)" = "from the package" ] || fail "read through mount.fuse3"
+		umount "$mnt" || fail "umount of the mount.fuse3 mount"
+		for ((i = 0; i < 600 * TMUL; i++)); do [ -e "$pidf" ] || break; sleep 0.1; done
+		if [ -e "$pidf" ]; then fail "the daemon started by mount.fuse3 did not exit after umount"
+		elif [ -n "$pid" ]; then forget_pid "$pid"; fi
+		fsck_clean "$img" "after the mount.fuse3 mount"
+	else
+		fail "mount.fuse3 with the package's binary: $(cat "$SCRATCH/mountfuse.log")"
+	fi
 fi
 finish
