@@ -10,6 +10,7 @@
 #include "dirindex.h"
 
 #include <pthread.h>
+#include <sys/uio.h>
 #include <ext2fs/ext2fs.h>
 
 /* Open count of an inode; an inode unlinked while open sits on the on-disk
@@ -37,6 +38,7 @@ struct rfs {
 	bool ro;                   /* mounted read-only, or went read-only */
 	bool attached;             /* rio_txn_attach done: transactions in use */
 	struct fuse_session *se;
+	struct rfs_uring *uring;   /* FUSE requests over io_uring, when in use */
 	struct open_ino *open_tab[1024];
 	uint64_t max_bytes;        /* largest file size the block map can address */
 
@@ -67,6 +69,8 @@ struct rfs {
 	} stamp[8];
 	unsigned nstamp;
 };
+
+struct rfs_uring;
 
 /* Exit status of the daemon when on_violation=stop unmounted it. */
 #define RFS_EXIT_STOPPED 2
@@ -212,5 +216,23 @@ void op_listxattr(fuse_req_t req, fuse_ino_t fino, size_t size);
 void op_removexattr(fuse_req_t req, fuse_ino_t fino, const char *name);
 void op_setxattr(fuse_req_t req, fuse_ino_t fino, const char *name, const char *value,
 			size_t size, int flags);
+
+/* uring.c: FUSE requests over io_uring (the kernel's FUSE_OVER_IO_URING).
+ * main.c's channel calls these: uring_prepare while answering INIT, when the
+ * kernel offers the transport (NULL, after saying why, if it cannot be set
+ * up: the reply then does not ask for it); uring_start once the reply is
+ * written (init_sent) or failed (everything undone, -ECANCELED); uring_reply
+ * for every message libfuse sends (true when the reply belongs to a request
+ * that came over the ring and went back through it; *res is then writev's
+ * result); uring_stop after the session loop ends and before the session is
+ * unmounted or destroyed (returns the number of requests served). */
+struct rfs_uring *uring_prepare(struct rfs *r, int devfd, size_t max_payload);
+int uring_start(struct rfs_uring *u, bool init_sent);
+bool uring_reply(struct rfs_uring *u, const struct iovec *iov, int count, ssize_t *res);
+uint64_t uring_stop(struct rfs_uring *u);
+unsigned uring_queues(const struct rfs_uring *u);
+/* Whether the kernel offers the transport to new mounts (its fuse module's
+ * enable_uring parameter); if not, *why says so for a message. */
+bool uring_offered(const char **why);
 
 #endif
