@@ -623,8 +623,11 @@ static ssize_t dev_writev(int fd, struct iovec *iov, int count, void *userdata)
 	}
 	n = writev(fd, iov, count);
 	if (starting) {
-		if (uring_start(starting, n >= 0) == 0) {
-			r->uring = starting;
+		/* replies look for their ring from the moment the queues serve */
+		r->uring = starting;
+		if (uring_start(starting, n >= 0) != 0) {
+			r->uring = NULL;
+		} else {
 			dev_uring_serving = true;
 			if (r->cfg->fuse_uring == FUSE_URING_ON)
 				fprintf(stderr, "recon-fuse: FUSE over io_uring: %u queues\n",
