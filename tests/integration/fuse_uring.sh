@@ -106,8 +106,6 @@ EOF
 log "mixed workload from $ncpu CPU(s) at once, fuse_uring=on"
 mkimg "$img" 4096 128M
 mount_recon "$img" "$mnt" fuse_uring=on || die "mount with fuse_uring=on"
-grep -q "FUSE over io_uring: $ncpu queues" "$RECON_LOG" ||
-	fail "no '$ncpu queues' line in the daemon's log: $(cat "$RECON_LOG")"
 wpids=()
 for ((cpu = 0; cpu < ncpu; cpu++)); do
 	taskset -c "$cpu" python3 "$SCRATCH/workload.py" "$mnt" "cpu$cpu" "$SCRATCH/manifest$cpu" &
@@ -115,6 +113,8 @@ for ((cpu = 0; cpu < ncpu; cpu++)); do
 done
 for p in "${wpids[@]}"; do wait "$p" || fail "workload (pid $p)"; done
 umount_recon "$mnt"
+grep -q "FUSE over io_uring: $ncpu queues" "$RECON_LOG" ||
+	fail "no '$ncpu queues' line in the daemon's log: $(cat "$RECON_LOG")"
 served=$(sed -n 's/.*FUSE over io_uring: \([0-9]*\) requests served.*/\1/p' "$RECON_LOG")
 [ -n "$served" ] && [ "$served" -ge $((3000 * ncpu)) ] ||
 	fail "requests served over io_uring: '${served}' (expected >= $((3000 * ncpu)))"
