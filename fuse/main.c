@@ -750,9 +750,11 @@ int main(int argc, char **argv)
 		struct fuse_loop_config lc = { .clone_fd = 0, .max_idle_threads = cfg.threads };
 		ret = fuse_session_loop_mt(r.se, &lc);
 	}
+	bool uring_failed = false;
 	if (r.uring) {
+		uint64_t served;
 		dev_uring_serving = false;
-		uint64_t served = uring_stop(r.uring);
+		uring_failed = uring_stop(r.uring, &served) < 0;
 		r.uring = NULL;
 		if (cfg.fuse_uring == FUSE_URING_ON)
 			fprintf(stderr, "recon-fuse: FUSE over io_uring: %llu requests served\n",
@@ -761,7 +763,7 @@ int main(int argc, char **argv)
 	stop_ticker(&r);
 	fuse_session_unmount(r.se);
 	rfs_join_notifier(&r);
-	status = r.stopped ? RFS_EXIT_STOPPED : ret < 0 ? 1 : 0;
+	status = r.stopped ? RFS_EXIT_STOPPED : ret < 0 || uring_failed ? 1 : 0;
 out_signals:
 	fuse_remove_signal_handlers(r.se);
 out_session:

@@ -225,11 +225,12 @@ void op_setxattr(fuse_req_t req, fuse_ino_t fino, const char *name, const char *
  * for every message libfuse sends (true when the reply belongs to a request
  * that came over the ring and went back through it; *res is then writev's
  * result); uring_stop after the session loop ends and before the session is
- * unmounted or destroyed (returns the number of requests served). */
+ * unmounted or destroyed (counts the requests served; -EIO if a queue failed
+ * and ended the session, 0 otherwise). */
 struct rfs_uring *uring_prepare(struct rfs *r, int devfd, size_t max_payload);
 int uring_start(struct rfs_uring *u, bool init_sent);
 bool uring_reply(struct rfs_uring *u, const struct iovec *iov, int count, ssize_t *res);
-uint64_t uring_stop(struct rfs_uring *u);
+int uring_stop(struct rfs_uring *u, uint64_t *served);
 unsigned uring_queues(const struct rfs_uring *u);
 /* Whether the kernel offers the transport to new mounts (its fuse module's
  * enable_uring parameter); if not, *why says so for a message. */

@@ -85,6 +85,7 @@ struct entry {
 	struct iovec iov[2];		/* what REGISTER hands the kernel */
 	_Atomic uint64_t unique;	/* request being served here, 0 when none */
 	uint64_t commit_id;
+	uint32_t last_op;		/* the command in flight */
 	bool pending;			/* reply placed by another thread, not yet committed */
 	bool dead;			/* the kernel ended it (unmount) or refused it */
 	unsigned retries;
@@ -99,6 +100,8 @@ struct server {
 	bool ring_ok;
 	int evfd;
 	struct entry ent[QUEUE_DEPTH];
+	unsigned live;			/* entries not dead */
+	bool served_any;		/* the kernel's ring is in use */
 	pthread_mutex_t pending_mu;	/* replies from other threads */
 };
 
@@ -116,6 +119,7 @@ struct rfs_uring {
 	unsigned nready;		/* threads done with their setup */
 	int setup_err;			/* the first setup error */
 	_Atomic bool stop;
+	_Atomic bool failed;		/* a queue could not go on: the session ends */
 	_Atomic bool refused_told;
 	_Atomic uint64_t served;
 };
@@ -128,6 +132,21 @@ static void say(struct rfs_uring *u, const char *fmt, const char *detail)
 	fprintf(stderr, "recon-fuse: FUSE over io_uring: ");
 	fprintf(stderr, fmt, detail);
 	fputc('\n', stderr);
+}
+
+/* A queue that can no longer take requests while the kernel sends it some
+ * would leave its callers waiting forever: end the session instead (the
+ * daemon then unmounts and exits 1). */
+static void give_up(struct server *s, int err)
+{
+	struct rfs_uring *u = s->u;
+	char why[160];
+
+	snprintf(why, sizeof(why), "queue %u cannot go on (%s); unmounting", s->qid, strerror(-err));
+	say(u, "%s", why);
+	atomic_store(&u->failed, true);
+	fuse_session_exit(u->r->se);
+	kill(getpid(), SIGTERM);	/* wakes the /dev/fuse loop */
 }
 
 /* Number of queues the kernel keeps: one per possible CPU. */
@@ -203,11 +222,14 @@ static void queue_cmd(struct server *s, struct entry *e, uint32_t op)
 	struct io_uring_sqe *sqe = get_sqe(s);
 	if (!sqe) {
 		/* one SQE per entry plus one for the wake-up: cannot run out */
-		say(s->u, "%s", "no submission slot (bug); entry dropped");
+		say(s->u, "%s", "no submission slot");
 		e->dead = true;
+		if (--s->live == 0)
+			give_up(s, -EBUSY);
 		return;
 	}
 	prep_cmd(s, sqe, e, op);
+	e->last_op = op;
 }
 
 static void arm_wakeup(struct server *s)
@@ -347,20 +369,31 @@ static void commit_pending(struct server *s)
 	pthread_mutex_unlock(&s->pending_mu);
 }
 
-static void entry_failed(struct server *s, struct entry *e, int err)
+static void entry_failed(struct server *s, struct entry *e, uint32_t op, int err)
 {
 	struct rfs_uring *u = s->u;
 
-	e->dead = true;
-	if (err == -ENOTCONN || err == -ECONNABORTED || err == -ECANCELED || atomic_load(&u->stop))
-		return;	/* unmounted or shutting down */
+	if (err == -ENOTCONN || err == -ECONNABORTED || err == -ECANCELED || atomic_load(&u->stop)) {
+		e->dead = true;	/* unmounted or shutting down */
+		s->live--;
+		return;
+	}
 	bool told = false;
 	if (atomic_compare_exchange_strong(&u->refused_told, &told, true)) {
 		char why[96];
 		snprintf(why, sizeof(why), "%s", strerror(-err));
-		say(u, "the kernel refused a ring command (%s); requests it does not take "
-		    "over the ring go through /dev/fuse", why);
+		say(u, "the kernel refused a ring command (%s)", why);
 	}
+	if (op == URING_CMD_COMMIT_AND_FETCH && ++e->retries <= 3) {
+		/* the entry is lost to the kernel: offer its buffers again */
+		queue_cmd(s, e, URING_CMD_REGISTER);
+		return;
+	}
+	e->dead = true;
+	if (--s->live == 0 && s->served_any)
+		give_up(s, err);
+	/* before the ring served anything, a refused REGISTER turns the kernel
+	 * back to /dev/fuse for the whole connection */
 }
 
 static void handle_cqe(struct server *s, struct io_uring_cqe *cqe)
@@ -379,19 +412,20 @@ static void handle_cqe(struct server *s, struct io_uring_cqe *cqe)
 	if (cqe->res == -EAGAIN || cqe->res == -EINTR) {
 		/* REGISTER before the kernel finished INIT, or interrupted: again */
 		if (++e->retries > 1000) {
-			entry_failed(s, e, cqe->res);
+			entry_failed(s, e, e->last_op, cqe->res);
 			return;
 		}
 		if (e->retries > 1)
 			usleep(1000);
-		queue_cmd(s, e, URING_CMD_REGISTER);
+		queue_cmd(s, e, e->last_op);
 		return;
 	}
 	if (cqe->res < 0) {
-		entry_failed(s, e, cqe->res);
+		entry_failed(s, e, e->last_op, cqe->res);
 		return;
 	}
 	e->retries = 0;
+	s->served_any = true;
 	if (atomic_load(&s->u->stop)) {
 		/* no new work while stopping: the kernel ends the request when
 		 * the ring goes away */
@@ -427,15 +461,14 @@ static void *server_main(void *arg)
 	if (!go)
 		return NULL;
 
+	s->live = QUEUE_DEPTH;
 	for (unsigned i = 0; i < QUEUE_DEPTH; i++)
 		queue_cmd(s, &s->ent[i], URING_CMD_REGISTER);
 	arm_wakeup(s);
 	while (!atomic_load(&u->stop)) {
 		int ret = io_uring_submit_and_wait(&s->ring, 1);
 		if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY) {
-			char why[96];
-			snprintf(why, sizeof(why), "%s", strerror(-ret));
-			say(u, "queue stopped: %s", why);
+			give_up(s, ret);
 			break;
 		}
 		struct io_uring_cqe *cqe;
@@ -604,8 +637,9 @@ int uring_start(struct rfs_uring *u, bool init_sent)
 	return -ECANCELED;
 }
 
-uint64_t uring_stop(struct rfs_uring *u)
+int uring_stop(struct rfs_uring *u, uint64_t *served)
 {
+	*served = 0;
 	if (!u)
 		return 0;
 	atomic_store(&u->stop, true);
@@ -621,9 +655,10 @@ uint64_t uring_stop(struct rfs_uring *u)
 	/* the threads are gone, and with them every command they submitted
 	 * (io_uring cancels a task's commands when it exits): the kernel
 	 * writes no more into the buffers, which go with the rings */
-	uint64_t served = atomic_load(&u->served);
+	*served = atomic_load(&u->served);
+	int ret = atomic_load(&u->failed) ? -EIO : 0;
 	free_all(u);
-	return served;
+	return ret;
 }
 
 unsigned uring_queues(const struct rfs_uring *u)
