@@ -586,7 +586,9 @@ static void remove_ptr(struct chk_fs *fs, struct txn *t, uint64_t blk, int level
 		else
 			ic->ndata_delta--;
 	}
-	if (level == 0 || !mine)
+	/* its old subtree is released once (a block has one pointer in the
+	 * approved state; a second removal would count its children twice) */
+	if (level == 0 || !mine || c->removes > 1)
 		return;
 	const uint8_t *d = chk_txn_old_block(fs, t, blk, bufs);
 	if (!d)
@@ -1711,9 +1713,15 @@ static void classify_and_diff(struct chk_fs *fs, struct txn *t)
 	/* pointers from inodes, then from indirect blocks that stay attached */
 	for (size_t i = 0; i < t->nich; i++)
 		diff_inode_ptrs(fs, t, t->ich[i], bufs);
-	for (size_t i = 0; i < t->nblocks; i++)
-		if (t->blocks[i].changed && bt_indirect(t->blocks[i].otype))
-			diff_ind_block(fs, t, &t->blocks[i], bufs);
+	/* Top level first: a parent that drops a child indirect block releases
+	 * the child's old subtree and marks the child detached, so the child's
+	 * own rewrite (zeroed before it is freed) is then not counted again.
+	 * The order of the transaction's blocks must not matter. */
+	static const uint8_t levels[] = { BT_TIND, BT_DIND, BT_IND };
+	for (size_t l = 0; l < sizeof(levels); l++)
+		for (size_t i = 0; i < t->nblocks; i++)
+			if (t->blocks[i].changed && t->blocks[i].otype == levels[l])
+				diff_ind_block(fs, t, &t->blocks[i], bufs);
 	/* xattr blocks: written, or attached / detached */
 	for (size_t i = 0; i < t->nblocks; i++) {
 		struct tblock *b = &t->blocks[i];
