@@ -591,13 +591,14 @@ static uint32_t dotdot_of(struct chk_fs *fs, struct txn *t, struct ichange *dir)
 	const uint8_t *d = chk_txn_new_block(fs, t, b0, buf);
 	if (!d)
 		return 0;
-	const struct ext2_dir_entry_2 *e = (const void *)d;
-	if (e->rec_len < 12 || e->rec_len + 12u > fs->bs)
+	const struct dirent_hdr e = chk_dirent_at(d);
+	if (!chk_dirent_fits(e, 0, fs->bs) || e.rec_len + 12u > fs->bs)
 		return 0;
-	const struct ext2_dir_entry_2 *e2 = (const void *)(d + e->rec_len);
-	if (e2->name_len != 2 || e2->name[0] != '.' || e2->name[1] != '.')
+	const struct dirent_hdr e2 = chk_dirent_at(d + e.rec_len);
+	const uint8_t *name = d + e.rec_len + 8;
+	if (e2.name_len != 2 || name[0] != '.' || name[1] != '.')
 		return 0;
-	return e2->inode;
+	return e2.inode;
 }
 
 static void inv_dir_dotdot_parent(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
@@ -881,12 +882,15 @@ static void inv_xattr_format(struct chk_fs *fs, struct txn *t, struct chk_verdic
 			uint32_t off = sizeof(*h), min_val = fs->bs;
 			for (;;) {
 				if (off + 4 > fs->bs) { why = "entries run past the block"; break; }
-				if (!*(const uint32_t *)(d + off))
+				if (!chk_ld32(d + off))
 					break;
 				if (off + sizeof(struct ext2_ext_attr_entry) > fs->bs) { why = "entry header past the block"; break; }
-				const struct ext2_ext_attr_entry *e = (const void *)(d + off);
+				struct ext2_ext_attr_entry ent;
+				memcpy(&ent, d + off, sizeof(ent));
+				const struct ext2_ext_attr_entry *e = &ent;
+				if (off + EXT2_EXT_ATTR_LEN(e->e_name_len) > fs->bs) { why = "entry name past the block"; break; }
 				if (e->e_value_inum) { why = "value in an inode (ea_inode)"; break; }
-				if (e->e_value_size && ((uint32_t)e->e_value_offs + e->e_value_size > fs->bs)) {
+				if (e->e_value_size && ((uint64_t)e->e_value_offs + e->e_value_size > fs->bs)) {
 					why = "value past the block";
 					break;
 				}
