@@ -65,7 +65,7 @@ int fz_make_base(const char *dir, uint32_t bs, int variant, char *path, size_t p
 			   "sif d/medium links_count 2\npunch d/sparse 300\n", dir);
 		fclose(c);
 		snprintf(cmd, sizeof(cmd),
-			 "cp %s %s && E2FSPROGS_FAKE_TIME=1700000100 debugfs -w -f %s %s >/dev/null 2>&1"
+			 "cp %s %s && E2FSPROGS_FAKE_TIME=1700000100 E2FSCK_TIME=1700000100 debugfs -w -f %s %s >/dev/null 2>&1"
 			 " && e2fsck -fn %s >/dev/null 2>&1", base0, path, f, path, path);
 		if (run(cmd)) {
 			fprintf(stderr, "fuzz: cannot build the variant-1 image %s\n", path);
@@ -101,18 +101,19 @@ int fz_make_base(const char *dir, uint32_t bs, int variant, char *path, size_t p
 	fprintf(c, "mkdir d\nmkdir d/sub\nmkdir h\nwrite %s d/small\nwrite %s d/medium\nwrite %s d/sparse\n"
 		   "symlink d/fast /short/target\n"
 		   "symlink d/slow /a/long/target/xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\n"
-		   "mknod d/fifo p\nea_set -f %s d/small user.big\nea_set d/sub user.tiny 1\n", s1, s2, s3, xv);
+		   "cd d\nmknod fifo p\ncd /\nea_set -f %s d/small user.big\nea_set d/sub user.tiny 1\ncd h\n",
+		s1, s2, s3, xv);
 	int nent = bs == 1024 ? 90 : 400;     /* enough for an index root and leaves */
 	for (int i = 0; i < nent; i++)
-		fprintf(c, "mknod h/entry_number_%d p\n", i);
+		fprintf(c, "mknod entry_number_%d p\n", i);
 	fclose(c);
 	snprintf(cmd, sizeof(cmd),
-		 "export E2FSPROGS_FAKE_TIME=1700000000; "
+		 "export E2FSPROGS_FAKE_TIME=1700000000 E2FSCK_TIME=1700000000; rm -f %s; "
 		 "mke2fs -q -F -t ext3 -b %u -g %u -N 512 -I %u -J size=%u -U 6b33f585-5a3e-4d4b-8c3f-1c0d5e3a9b21 "
-		 "-E hash_seed=0d1f0b7e-42a4-4c59-9a0c-5e0a5c9b6f3d %s %s >/dev/null 2>&1"
+		 "-E hash_seed=0d1f0b7e-42a4-4c59-9a0c-5e0a5c9b6f3d,nodiscard,lazy_itable_init=0 %s %s >/dev/null 2>&1"
 		 " && debugfs -w -f %s %s >/dev/null 2>&1"
 		 " && { e2fsck -fyD %s >/dev/null 2>&1; [ $? -le 1 ]; } && e2fsck -fn %s >/dev/null 2>&1",
-		 bs, bs == 1024 ? 1024u : 2048u, bs == 1024 ? 128u : 256u, bs == 1024 ? 1u : 4u, path, bs == 1024 ? "4M" : "16M",
+		 path, bs, bs == 1024 ? 1024u : 2048u, bs == 1024 ? 128u : 256u, bs == 1024 ? 1u : 4u, path, bs == 1024 ? "4M" : "16M",
 		 f, path, path, path);
 	if (run(cmd)) {
 		fprintf(stderr, "fuzz: cannot build the base image %s\n", path);

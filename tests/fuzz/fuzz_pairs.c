@@ -197,7 +197,10 @@ static void run_mutant(struct target *tg, const struct fz_mutant *m)
 			c->fsck_only++;
 		}
 	}
-	fd_patch(after, m, orig, tg->im[m->variant].size, true);
+	if (fd_patch(after, m, orig, tg->im[m->variant].size, true)) {
+		fprintf(stderr, "FAIL: cannot restore the after image after %s\n", desc);
+		failures++;
+	}
 }
 
 static int setup(struct target *tg, uint32_t bs)
