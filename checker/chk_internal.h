@@ -173,6 +173,8 @@ uint64_t chk_max_file_size(uint32_t bs);
 const char *chk_file_size_problem(const struct chk_fs *fs, uint64_t size, bool large_file);
 /* what is wrong with an internal journal superblock (NULL if fine) */
 const char *chk_journal_sb_problem(const struct chk_fs *fs, const uint8_t *jsb, uint64_t journal_blocks);
+/* what is wrong with an xattr block's header, entries or values (NULL if fine) */
+const char *chk_xattr_block_problem(const struct chk_fs *fs, const uint8_t *d);
 int chk_mode_to_ftype(uint16_t mode);
 bool chk_mode_type_valid(uint16_t mode);
 

@@ -326,9 +326,10 @@ static void scan_xattrs(struct scan *s)
 		if (chk_read_block(fs, blk, s->buf))
 			continue;
 		const struct ext2_ext_attr_header *h = (const void *)s->buf;
-		if (h->h_magic != EXT2_EXT_ATTR_MAGIC || h->h_blocks != 1)
-			chk_verdict_add_violation(s->v, "INV_XATTR_FORMAT", NULL, 0, "xattr block %llu: bad header",
-					      (unsigned long long)blk);
+		const char *why = chk_xattr_block_problem(fs, s->buf);
+		if (why)
+			chk_verdict_add_violation(s->v, "INV_XATTR_FORMAT", NULL, 0, "xattr block %llu: %s",
+					      (unsigned long long)blk, why);
 		else if (h->h_refcount != refs)
 			chk_verdict_add_violation(s->v, "INV_XATTR_REFCOUNT", NULL, 0,
 					      "xattr block %llu: h_refcount %u but %u inodes point to it",
