@@ -1777,7 +1777,7 @@ int chk_check(struct chk_fs *fs, const struct chk_write *w, size_t n, struct chk
 	for (size_t i = 0; i < n && !t->err; i++) {
 		if (!w[i].len)
 			continue;
-		if (w[i].offset + w[i].len > dev_bytes) {
+		if (w[i].offset > dev_bytes || w[i].len > dev_bytes - w[i].offset) {     /* (no u64 wrap) */
 			chk_txn_problem(t, "INV_PTR_IN_RANGE", SIZE_MAX, "write at byte %llu past the end of the file system",
 				    (unsigned long long)w[i].offset);
 			continue;
