@@ -105,6 +105,13 @@ errcode_t rio_journal_recover(ext2_filsys fs, unsigned *replayed, char *msg, siz
  * on ext3 with the journal, VALID_FS cleared otherwise). */
 errcode_t rio_txn_attach(ext2_filsys fs);
 
+/* The base case of the checker's induction, after rio_txn_attach and before
+ * the first write: judge the attached image as a whole (chk_scan; with the
+ * checker off, on a shadow state built for it alone).  0 with *report NULL
+ * when consistent; 0 with *report set (malloc'd: the first violations, one a
+ * line) when not; or an error when the check could not run. */
+errcode_t rio_txn_base_check(ext2_filsys fs, char **report);
+
 /* An operation boundary.  Commits the open transaction if `force` (fsync,
  * fsyncdir, unmount), or it is older than commit_interval_ms, or larger than
  * max_transaction_blocks.  Commit: flush libext2fs's in-memory bitmaps, group
