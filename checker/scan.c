@@ -399,6 +399,10 @@ int chk_scan(struct chk_fs *fs, struct chk_verdict **out)
 				V("INV_RESERVED_INODES", "the root inode is not a live directory");
 			if (bit_get(fs->ibits, ino))
 				scan_inode(&s, ino, in);
+			else if (in->i_links_count && !in->i_dtime && chk_mode_type_valid(in->i_mode))
+				V("INV_FREE_INODE_FORM", "inode %u is free in the inode bitmap but looks in use "
+				  "(%u links, mode 0%o, no dtime): it would be handed out twice", ino,
+				  in->i_links_count, in->i_mode);
 		}
 	}
 	if (!r)

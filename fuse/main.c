@@ -287,7 +287,10 @@ static int prepare_fs(struct rfs *r)
 		return -1;
 	}
 	if (e) {
-		fprintf(stderr, "recon-fuse: cannot open %s: %s\n", cfg->device, error_message(e));
+		fprintf(stderr, "recon-fuse: cannot open %s: %s%s\n", cfg->device, error_message(e),
+			e == EXT2_ET_CORRUPT_SUPERBLOCK || e == EXT2_ET_BAD_MAGIC ||
+			e == EXT2_ET_UNEXPECTED_BLOCK_SIZE || e == EXT2_ET_GDESC_READ ||
+			e == EXT2_ET_SHORT_READ ? " (a damaged image? run e2fsck)" : "");
 		return -1;
 	}
 	struct ext2_super_block *sb = fs->super;

@@ -214,18 +214,16 @@ static const char *not_an_orphan(struct rfs *r, ext2_ino_t ino, const struct ext
 	if (t != LINUX_S_IFREG && t != LINUX_S_IFDIR && t != LINUX_S_IFLNK && t != LINUX_S_IFCHR &&
 	    t != LINUX_S_IFBLK && t != LINUX_S_IFIFO && t != LINUX_S_IFSOCK)
 		return "has a mode that is no file type";
-	if (in->i_dtime && !orphan_number_ok(r->fs, in->i_dtime))
-		return "has a next-orphan link that is reserved or beyond the inode count";
 	return NULL;
 }
 
 /*
  * Free (or truncate) the inodes of the on-disk orphan list.  The list is
  * untrusted: a link naming a reserved inode, a free inode or no inode at all
- * stops the processing there with a message, freeing nothing more (the
- * kernel does the same; e2fsck deals with what is left).  A loop comes back
- * to an inode already processed, which is then free (or off the list, its
- * link cleared), so it stops too.
+ * stops the processing there with a message, freeing nothing it names (the
+ * kernel and e2fsck do the same; e2fsck deals with what is left).  A loop
+ * comes back to an inode already processed, which is then free (or off the
+ * list, its link cleared), so it stops too.
  */
 int rfs_process_orphans(struct rfs *r)
 {
@@ -266,6 +264,12 @@ int rfs_process_orphans(struct rfs *r)
 			return ret;
 		}
 		n++;
+		if (next && !orphan_number_ok(r->fs, next)) {
+			fprintf(stderr, "recon-fuse: orphan list: inode %u links to %u, which is "
+				"reserved or beyond the inode count; orphan processing stopped there "
+				"(run e2fsck)\n", ino, next);
+			break;
+		}
 		ino = next;
 	}
 	if (n)
