@@ -15,7 +15,10 @@
 #     (inode 1 used to be freed; a loop freed an inode twice): nothing wrong
 #     freed, e2fsck clean;
 #  6. a block marked in use that nothing owns: read-only with the invariant
-#     and e2fsck named; -o rw_unchecked mounts read-write.
+#     and e2fsck named; -o rw_unchecked mounts read-write;
+#  7. the superblock overwritten on disk under the daemon, then a rejected
+#     commit: going read-only re-read it and took its garbage geometry
+#     (SIGSEGV); it must keep the mounted one and say so.
 . "$(dirname "$0")/lib.sh"
 need_root
 mnt="$SCRATCH/mnt"
@@ -192,6 +195,22 @@ if mount_recon "$img" "$mnt" rw_unchecked; then
 	umount_recon "$mnt"
 else
 	fail "-o rw_unchecked refused"
+fi
+
+# 7. garbage superblock re-read after a rejection (no cache: reads reach the disk)
+mkimg "$img" 1024 16M
+if mount_recon "$img" "$mnt" "block_cache_mb=0,fault_corrupt=bbitmap@1"; then
+	head -c 1024 /dev/urandom | dd of="$img" bs=1024 seek=1 conv=notrunc status=none
+	python3 - "$mnt" <<'EOF' 2>/dev/null && fail "garbage superblock: the fsync after it succeeded"
+import os, sys
+with open(os.path.join(sys.argv[1], "x"), "wb") as f:
+    f.write(b"x"); os.fsync(f.fileno())
+EOF
+	ls "$mnt" >/dev/null 2>&1 || fail "garbage superblock: the mount no longer answers"
+	umount_recon "$mnt"
+	grep -q "no longer describes" "$RECON_LOG" || fail "garbage superblock: no message: $(grep -v INV_ "$RECON_LOG" | head -3)"
+else
+	fail "garbage superblock: not mounted"
 fi
 
 finish
