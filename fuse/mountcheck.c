@@ -36,6 +36,9 @@ int rfs_check_geometry(ext2_filsys fs, const char *dev, char *msg, size_t len)
 		return bad(msg, len, "bad block size (s_log_block_size %u)", sb->s_log_block_size);
 	if (!bigalloc && sb->s_log_cluster_size != sb->s_log_block_size)
 		return bad(msg, len, "cluster size differs from block size without bigalloc");
+	if (bigalloc && (sb->s_log_cluster_size < sb->s_log_block_size ||
+			 sb->s_log_cluster_size - sb->s_log_block_size > 16))
+		return bad(msg, len, "bad cluster size (s_log_cluster_size %u)", sb->s_log_cluster_size);
 	/* e2fsck's rule: the first data block follows the boot block */
 	if (!bigalloc && sb->s_first_data_block != (bs == 1024 ? 1u : 0u))
 		return bad(msg, len, "s_first_data_block %u, want %u for %llu-byte blocks",
@@ -43,9 +46,13 @@ int rfs_check_geometry(ext2_filsys fs, const char *dev, char *msg, size_t len)
 	if (blocks <= sb->s_first_data_block)
 		return bad(msg, len, "s_first_data_block %u is beyond the block count %llu",
 			   sb->s_first_data_block, (unsigned long long)blocks);
-	if (sb->s_blocks_per_group < 8 || sb->s_blocks_per_group > bs * 8 ||
-	    (!bigalloc && sb->s_blocks_per_group != sb->s_clusters_per_group))
-		return bad(msg, len, "bad s_blocks_per_group %u", sb->s_blocks_per_group);
+	/* a bitmap block maps a group (of clusters, with bigalloc) */
+	if (sb->s_clusters_per_group < 8 || sb->s_clusters_per_group > bs * 8 ||
+	    (!bigalloc && sb->s_blocks_per_group != sb->s_clusters_per_group) ||
+	    (bigalloc && sb->s_blocks_per_group !=
+			 (uint64_t)sb->s_clusters_per_group << (sb->s_log_cluster_size - sb->s_log_block_size)))
+		return bad(msg, len, "bad s_blocks_per_group %u (clusters per group %u)",
+			   sb->s_blocks_per_group, sb->s_clusters_per_group);
 	unsigned isize = dynamic ? sb->s_inode_size : EXT2_GOOD_OLD_INODE_SIZE;
 	if (isize < EXT2_GOOD_OLD_INODE_SIZE || isize > bs || (isize & (isize - 1)))
 		return bad(msg, len, "bad inode size %u", isize);
