@@ -408,27 +408,17 @@ static int prepare_fs(struct rfs *r)
 		goto fail;
 	}
 	if (!r->ro) {
-		if (recounted)
+		if (recounted) {
+			/* the primary superblock alone, as the kernel writes it */
 			ext2fs_mark_super_dirty(fs);
-		if (fs->super->s_last_orphan) {
-			if (rfs_process_orphans(r)) {
-				fprintf(stderr, "recon-fuse: orphan processing failed; run e2fsck\n");
-				goto fail;
-			}
-			/* the superblock, descriptors and bitmaps it changed live in
-			 * libext2fs's memory: write them now, as the approved base
-			 * the transactions start from */
-		} else if (recounted) {
-			fs->flags |= EXT2_FLAG_SUPER_ONLY;   /* the primary superblock alone, as the kernel */
-		}
-		if (fs->flags & EXT2_FLAG_DIRTY) {
+			fs->flags |= EXT2_FLAG_SUPER_ONLY;
 			e = ext2fs_flush(fs);
+			fs->flags &= ~EXT2_FLAG_SUPER_ONLY;
 			if (e) {
-				fprintf(stderr, "recon-fuse: writing the orphan processing's and free "
-					"counts' changes failed: %s\n", error_message(e));
+				fprintf(stderr, "recon-fuse: writing the recounted free counts of %s "
+					"failed: %s\n", cfg->device, error_message(e));
 				goto fail;
 			}
-			fs->flags &= ~EXT2_FLAG_SUPER_ONLY;
 		}
 		e = rio_txn_attach(fs);
 		if (e) {
@@ -447,6 +437,23 @@ static int prepare_fs(struct rfs *r)
 		if (rfs_txn_hooks(r))
 			fprintf(stderr, "recon-fuse: out of memory: the kernel's caches will not be "
 				"invalidated after a rejected commit (they expire within 1 s)\n");
+		/* after the base check, as the first transaction: checked and
+		 * journaled like any other (a crash in the middle replays or
+		 * leaves the list for the next mount) */
+		if (fs->super->s_last_orphan) {
+			int ret = rfs_process_orphans(r);
+			e = rio_txn_boundary(fs, true);
+			if (ret || e) {
+				fprintf(stderr, "recon-fuse: orphan processing on %s %s%s; mounting "
+					"read-only (run e2fsck)\n", cfg->device,
+					e == EROFS ? "was rejected by the checker" : "failed: ",
+					e == EROFS ? "" : e ? error_message(e) : strerror(-ret));
+				r->attached = false;
+				if (!rio_txn_failed(fs->io))
+					(void)rio_txn_detach(fs);
+				return reopen_ro(r);
+			}
+		}
 	}
 	return 0;
 fail:

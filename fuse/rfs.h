@@ -93,7 +93,8 @@ int rfs_check_bitmaps(ext2_filsys fs, char *msg, size_t len);
  * stale on disk).  True if they changed (in memory only). */
 bool rfs_recount_free(ext2_filsys fs);
 
-/* Mount-time orphan processing (before transactions attach).  0 or -errno. */
+/* Mount-time orphan processing (the first transaction, after the base
+ * check; the caller commits it).  0 or -errno. */
 int rfs_process_orphans(struct rfs *r);
 
 /* Free an inode with no links: its blocks, then the inode itself. */

@@ -94,7 +94,7 @@ errcode_t rio_journal_recover(ext2_filsys fs, unsigned *replayed, char *msg, siz
 
 /* ---- transactions (the transactions issue) ----
  * Until rio_txn_attach(), metadata writes go through the cache as plain
- * write-back (mount-time work such as orphan processing happens before).
+ * write-back (mount-time work such as journal replay happens before).
  * From then on every metadata write lands in the open transaction's overlay;
  * reads see the overlay first.  All calls below are made under the
  * file-system lock.

@@ -12,8 +12,8 @@
 #  4. an image the kernel's ext3 left with needs_recovery and stale
 #     superblock free counts (the first commit used to be rejected): written;
 #  5. orphan lists naming a reserved inode, an inode past the end, or looping
-#     (inode 1 used to be freed; a loop freed an inode twice): nothing wrong
-#     freed, e2fsck clean;
+#     (inode 1 used to be freed; a loop freed an inode twice): read-only with
+#     the list named; with -o rw_unchecked nothing wrong freed, e2fsck clean;
 #  6. a block marked in use that nothing owns: read-only with the invariant
 #     and e2fsck named; -o rw_unchecked mounts read-write;
 #  7. the superblock overwritten on disk under the daemon, then a rejected
@@ -150,28 +150,41 @@ else
 	log "no kernel ext3 driver: the power cut image is not tested"
 fi
 
-# 5. orphan lists
-orphans() {   # orphans WHAT DEBUGFS-COMMAND...
-	local what=$1; shift
+# 5. orphan lists: the base check names the broken list (read-only, nothing
+# written); with -o rw_unchecked the processing follows it only through
+# inodes that can be orphans, freeing what those are and nothing else
+orphans() {   # orphans WHAT MESSAGE DEBUGFS-COMMAND...
+	local what=$1 msg=$2; shift 2
 	mkimg "$img" 4096 16M
 	{ printf 'write %s x\nwrite %s y\n' "$SCRATCH/hello" "$SCRATCH/hello"; printf '%s\n' "$@"; } | dbg "$img"
+	cp "$img" "$SCRATCH/before.img"
 	if mount_recon "$img" "$mnt" ""; then
+		touch "$mnt/new" 2>/dev/null && fail "$what: mounted writable"
 		umount_recon "$mnt"
+		grep -q "INV_ORPHAN_LIST" "$RECON_LOG" || fail "$what: the list is not named: $(head -3 "$RECON_LOG")"
+		cmp -s "$img" "$SCRATCH/before.img" || fail "$what: the image changed"
 	else
 		fail "$what: not mounted"
+	fi
+	if mount_recon "$img" "$mnt" rw_unchecked; then
+		umount_recon "$mnt"
+	else
+		fail "$what: not mounted with -o rw_unchecked"
 		return
 	fi
-	debugfs -R "testi <1>" "$img" 2>/dev/null | grep -q "marked in use" || fail "$what: inode 1 was freed"
+	grep -q -- "$msg" "$RECON_LOG" || fail "$what: no message saying '$msg': $(head -3 "$RECON_LOG")"
+	for i in 1 7; do
+		debugfs -R "testi <$i>" "$img" 2>/dev/null | grep -q "marked in use" || fail "$what: inode $i was freed"
+	done
 	fsck_clean "$img" "$what"
 	log "$what: $(grep -m1 orphan "$RECON_LOG")"
 }
-orphans "s_last_orphan 1" "ssv last_orphan 1"
-orphans "s_last_orphan past the inode count" "ssv last_orphan 5000000"
-orphans "orphan 12 linking to reserved inode 7" "unlink x" "sif <12> links_count 0" "sif <12> dtime 7" \
-	"ssv last_orphan 12"
-orphans "orphan loop 12 -> 13 -> 12" "unlink x" "unlink y" "sif <12> links_count 0" \
+orphans "s_last_orphan 1" "inode 1 is reserved" "ssv last_orphan 1"
+orphans "s_last_orphan past the inode count" "inode 5000000 is reserved or beyond" "ssv last_orphan 5000000"
+orphans "orphan 12 linking to reserved inode 7" "links to 7" "unlink x" "sif <12> links_count 0" \
+	"sif <12> dtime 7" "ssv last_orphan 12"
+orphans "orphan loop 12 -> 13 -> 12" "the list loops" "unlink x" "unlink y" "sif <12> links_count 0" \
 	"sif <13> links_count 0" "sif <12> dtime 13" "sif <13> dtime 12" "ssv last_orphan 12"
-grep -q "list loops" "$RECON_LOG" || fail "orphan loop: no message"
 
 # 6. a block marked in use that nothing owns
 mkimg "$img" 4096 16M
