@@ -28,6 +28,8 @@ struct key_desc {
 #define F(field) offsetof(struct recon_config, field)
 static const struct key_desc keys[] = {
 	{ "force_rw", K_BOOL, F(force_rw), false, "mount read-write an image marked with errors" },
+	{ "rw_unchecked", K_BOOL, F(rw_unchecked), false,
+	  "mount read-write without checking the image first (risky: trusts it)" },
 	{ "atime", K_ATIME, F(atime), false, "relatime (default), noatime or strictatime" },
 	{ "pidfile", K_STR, F(pidfile), false, "write the daemon's pid to FILE once mounted" },
 	{ "block_cache_mb", K_UINT, F(block_cache_mb), false, "metadata block cache in MiB (64)" },

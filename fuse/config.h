@@ -32,6 +32,7 @@ struct recon_config {
 	bool ro;                  /* -o ro */
 	bool allow_other;
 	bool force_rw;            /* mount read-write an image marked with errors */
+	bool rw_unchecked;        /* skip the mount-time consistency check (the base case) */
 	enum atime_mode atime;    /* relatime (default), noatime, strictatime */
 	char *pidfile;            /* -o pidfile=FILE: written after mount, removed at exit */
 	char *config_file;        /* -o config=FILE (else /etc/recon-fuse.conf if present) */

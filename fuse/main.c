@@ -203,6 +203,74 @@ static void set_rio_config(const struct recon_config *cfg)
 	rio_set_config(&rc);
 }
 
+/* Read-write refused after r->fs was set up: close it without writing and
+ * open it again read-only (with its directory index).  0 or -1. */
+static int reopen_ro(struct rfs *r)
+{
+	errcode_t e;
+	bool had_di = r->di != NULL;
+
+	if (r->di)
+		dindex_free(r->di);
+	r->di = NULL;
+	r->fs->flags &= ~(EXT2_FLAG_DIRTY | EXT2_FLAG_BB_DIRTY | EXT2_FLAG_IB_DIRTY);
+	ext2fs_close_free(&r->fs);
+	r->ro = true;
+	e = open_fs(r->cfg->device, false, &r->fs);
+	if (e) {
+		fprintf(stderr, "recon-fuse: cannot open %s: %s\n", r->cfg->device, error_message(e));
+		return -1;
+	}
+	if (!had_di)
+		return 0;
+	r->di = dindex_new(r->fs, 4096);
+	if (!r->di) {
+		fprintf(stderr, "recon-fuse: out of memory\n");
+		ext2fs_close_free(&r->fs);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * The base case of the checker's induction, before the first transaction:
+ * the whole image against the properties every approved commit preserves.
+ * An inconsistent image is detached and served read-only (what the checker
+ * approves from an inconsistent base proves nothing, and libext2fs would
+ * allocate from wrong bitmaps).  0 consistent, 1 not (detached), -1 error.
+ */
+static int base_check(struct rfs *r)
+{
+	const char *dev = r->cfg->device;
+	char *report = NULL;
+	struct timespec t0, t1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	errcode_t e = rio_txn_base_check(r->fs, &report);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	if (e) {
+		fprintf(stderr, "recon-fuse: cannot check %s at mount: %s; mount it read-only with "
+			"-o ro, or run e2fsck\n", dev, error_message(e));
+		(void)rio_txn_detach(r->fs);
+		return -1;
+	}
+	double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+	if (ms > 2000)
+		fprintf(stderr, "recon-fuse: %s: the consistency check at mount took %.1f s\n", dev,
+			ms / 1e3);
+	if (!report)
+		return 0;
+	fprintf(stderr, "recon-fuse: %s is not consistent; mounting read-only (run e2fsck -f; "
+		"-o rw_unchecked mounts it read-write anyway, at your risk):\n%s\n", dev, report);
+	syslog(LOG_WARNING, "recon-fuse: %s is not consistent; mounted read-only", dev);
+	free(report);
+	e = rio_txn_detach(r->fs);
+	if (e)
+		fprintf(stderr, "recon-fuse: %s: leaving read-write mode: %s\n", dev,
+			error_message(e));
+	return 1;
+}
+
 /* Open, replay the journal if needed, check features and state.  On success
  * r->fs is open (read-write unless r->ro). */
 static int prepare_fs(struct rfs *r)
@@ -219,11 +287,21 @@ static int prepare_fs(struct rfs *r)
 		return -1;
 	}
 	if (e) {
-		fprintf(stderr, "recon-fuse: cannot open %s: %s\n", cfg->device, error_message(e));
+		fprintf(stderr, "recon-fuse: cannot open %s: %s%s\n", cfg->device, error_message(e),
+			e == EXT2_ET_CORRUPT_SUPERBLOCK || e == EXT2_ET_BAD_MAGIC ||
+			e == EXT2_ET_UNEXPECTED_BLOCK_SIZE || e == EXT2_ET_GDESC_READ ||
+			e == EXT2_ET_SHORT_READ ? " (a damaged image? run e2fsck)" : "");
 		return -1;
 	}
 	struct ext2_super_block *sb = fs->super;
+	char why_bad[256];
 
+	if (rfs_check_geometry(fs, cfg->device, why_bad, sizeof(why_bad))) {
+		fprintf(stderr, "recon-fuse: %s: the superblock or group descriptors are damaged: "
+			"%s; run e2fsck\n", cfg->device, why_bad);
+		ext2fs_close_free(&fs);
+		return -1;
+	}
 	if (ext2fs_has_feature_journal_needs_recovery(sb)) {
 		if (!ext2fs_has_feature_journal(sb) || sb->s_journal_inum == 0) {
 			fprintf(stderr, "recon-fuse: %s needs journal recovery from an external journal, "
@@ -263,6 +341,12 @@ static int prepare_fs(struct rfs *r)
 			return -1;
 		}
 		sb = fs->super;
+		if (rfs_check_geometry(fs, cfg->device, why_bad, sizeof(why_bad))) {
+			fprintf(stderr, "recon-fuse: %s: after journal recovery, the superblock or "
+				"group descriptors are damaged: %s; run e2fsck\n", cfg->device, why_bad);
+			ext2fs_close_free(&fs);
+			return -1;
+		}
 	}
 
 	if (!r->ro) {
@@ -298,7 +382,19 @@ static int prepare_fs(struct rfs *r)
 				"or run e2fsck\n", cfg->device, error_message(e));
 			goto fail;
 		}
+		/* as the kernel refuses to allocate from such a group: whatever
+		 * the options, a write could land on the metadata */
+		if (rfs_check_bitmaps(fs, why_bad, sizeof(why_bad))) {
+			fprintf(stderr, "recon-fuse: %s: %s; mounting read-only (run e2fsck)\n",
+				cfg->device, why_bad);
+			if (reopen_ro(r))
+				return -1;
+			fs = r->fs;
+		}
 	}
+	/* the kernel's rule: the superblock's free counts are hints, the
+	 * descriptors' sums are the truth (a power cut leaves them stale) */
+	bool recounted = rfs_recount_free(fs);
 	struct ext2_inode root;
 	if (ext2fs_read_inode(fs, EXT2_ROOT_INO, &root) || !LINUX_S_ISDIR(root.i_mode) ||
 	    root.i_links_count == 0) {
@@ -312,18 +408,15 @@ static int prepare_fs(struct rfs *r)
 		goto fail;
 	}
 	if (!r->ro) {
-		if (fs->super->s_last_orphan) {
-			if (rfs_process_orphans(r)) {
-				fprintf(stderr, "recon-fuse: orphan processing failed; run e2fsck\n");
-				goto fail;
-			}
-			/* the superblock, descriptors and bitmaps it changed live in
-			 * libext2fs's memory: write them now, as the approved base
-			 * the transactions start from */
+		if (recounted) {
+			/* the primary superblock alone, as the kernel writes it */
+			ext2fs_mark_super_dirty(fs);
+			fs->flags |= EXT2_FLAG_SUPER_ONLY;
 			e = ext2fs_flush(fs);
+			fs->flags &= ~EXT2_FLAG_SUPER_ONLY;
 			if (e) {
-				fprintf(stderr, "recon-fuse: writing the orphan processing's changes "
-					"failed: %s\n", error_message(e));
+				fprintf(stderr, "recon-fuse: writing the recounted free counts of %s "
+					"failed: %s\n", cfg->device, error_message(e));
 				goto fail;
 			}
 		}
@@ -333,10 +426,34 @@ static int prepare_fs(struct rfs *r)
 				"read-only with -o ro, or run e2fsck\n", cfg->device, error_message(e));
 			goto fail;
 		}
+		if (!cfg->rw_unchecked) {
+			int bc = base_check(r);
+			if (bc < 0)
+				goto fail;
+			if (bc > 0)
+				return reopen_ro(r);
+		}
 		r->attached = true;
 		if (rfs_txn_hooks(r))
 			fprintf(stderr, "recon-fuse: out of memory: the kernel's caches will not be "
 				"invalidated after a rejected commit (they expire within 1 s)\n");
+		/* after the base check, as the first transaction: checked and
+		 * journaled like any other (a crash in the middle replays or
+		 * leaves the list for the next mount) */
+		if (fs->super->s_last_orphan) {
+			int ret = rfs_process_orphans(r);
+			e = rio_txn_boundary(fs, true);
+			if (ret || e) {
+				fprintf(stderr, "recon-fuse: orphan processing on %s %s%s; mounting "
+					"read-only (run e2fsck)\n", cfg->device,
+					e == EROFS ? "was rejected by the checker" : "failed: ",
+					e == EROFS ? "" : e ? error_message(e) : strerror(-ret));
+				r->attached = false;
+				if (!rio_txn_failed(fs->io))
+					(void)rio_txn_detach(fs);
+				return reopen_ro(r);
+			}
+		}
 	}
 	return 0;
 fail:

@@ -122,6 +122,21 @@ static int new_inode(struct rfs *r, fuse_req_t req, ext2_ino_t dir, unsigned mod
 	e = ext2fs_new_inode(r->fs, dir, mode, NULL, out);
 	if (e)
 		return -errmap(e);
+	/* The bitmap says free; the inode must agree (links 0, a deletion time,
+	 * or never used): a live inode clear in the bitmap would be handed out
+	 * twice, its old names then leading to the new file.  The kernel fails
+	 * the create with EIO ("doubly allocated?"); so do we. */
+	struct ext2_inode old;
+	e = ext2fs_read_inode(r->fs, *out, &old);
+	if (e)
+		return -errmap(e);
+	if (old.i_links_count && !old.i_dtime && (old.i_mode & LINUX_S_IFMT)) {
+		fprintf(stderr, "recon-fuse: inode %u is free in the inode bitmap but in use (%u "
+			"links, mode 0%o): not reused; run e2fsck\n", *out, old.i_links_count,
+			old.i_mode);
+		syslog(LOG_ERR, "recon-fuse: inode %u free in the bitmap but in use; run e2fsck", *out);
+		return -EIO;
+	}
 	memset(in, 0, sizeof(*in));
 	in->i_mode = mode;
 	in->i_uid = c->uid & 0xffff;

@@ -80,7 +80,21 @@ void rfs_join_notifier(struct rfs *r);
 
 extern const struct fuse_lowlevel_ops rfs_ops;
 
-/* Mount-time orphan processing (before transactions attach).  0 or -errno. */
+/* Mount-time checks (mountcheck.c), each 0 or -1 with a one-line reason in
+ * msg.  rfs_check_geometry: the superblock and group descriptors are sane
+ * enough to read anything through them (before anything is); dev, when not
+ * NULL, is the device whose size bounds the block count.
+ * rfs_check_bitmaps: after the bitmaps are read, each marks its group's own
+ * superblock copy, descriptors, bitmaps and inode table in use. */
+int rfs_check_geometry(ext2_filsys fs, const char *dev, char *msg, size_t len);
+int rfs_check_bitmaps(ext2_filsys fs, char *msg, size_t len);
+/* The superblock's free block and inode counts from the group descriptors, as
+ * the kernel recomputes them at mount (they are hints the kernel may leave
+ * stale on disk).  True if they changed (in memory only). */
+bool rfs_recount_free(ext2_filsys fs);
+
+/* Mount-time orphan processing (the first transaction, after the base
+ * check; the caller commits it).  0 or -errno. */
 int rfs_process_orphans(struct rfs *r);
 
 /* Free an inode with no links: its blocks, then the inode itself. */

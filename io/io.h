@@ -94,7 +94,7 @@ errcode_t rio_journal_recover(ext2_filsys fs, unsigned *replayed, char *msg, siz
 
 /* ---- transactions ----
  * Until rio_txn_attach(), metadata writes go through the cache as plain
- * write-back (mount-time work such as orphan processing happens before).
+ * write-back (mount-time work such as journal replay happens before).
  * From then on every metadata write lands in the open transaction's overlay;
  * reads see the overlay first.  All calls below are made under the
  * file-system lock.
@@ -104,6 +104,13 @@ errcode_t rio_journal_recover(ext2_filsys fs, unsigned *replayed, char *msg, siz
  * checker to the on-disk state, mark the file system mounted (needs_recovery
  * on ext3 with the journal, VALID_FS cleared otherwise). */
 errcode_t rio_txn_attach(ext2_filsys fs);
+
+/* The base case of the checker's induction, after rio_txn_attach and before
+ * the first write: judge the attached image as a whole (chk_scan; with the
+ * checker off, on a shadow state built for it alone).  0 with *report NULL
+ * when consistent; 0 with *report set (malloc'd: the first violations, one a
+ * line) when not; or an error when the check could not run. */
+errcode_t rio_txn_base_check(ext2_filsys fs, char **report);
 
 /* An operation boundary.  Commits the open transaction if `force` (fsync,
  * fsyncdir, unmount), or it is older than commit_interval_ms, or larger than

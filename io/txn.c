@@ -1761,6 +1761,55 @@ const char *rio_txn_last_violation(io_channel ch)
 	return rio_chan_of(ch)->totals.last_violation;
 }
 
+errcode_t rio_txn_base_check(ext2_filsys fs, char **report)
+{
+	struct rio_chan *rc = chan_of_fs(fs);
+	*report = NULL;
+	if (!rc)
+		return EXT2_ET_MAGIC_IO_CHANNEL;
+	struct txn *t = rc->txn;
+	if (!t)
+		return EXT2_ET_INVALID_ARGUMENT;
+	struct chk_fs *chk = t->chk, *own = NULL;
+	int ret = 0;
+	if (!chk) {
+		/* checker=off: a shadow state of its own, for this check alone */
+		char msg[256] = "";
+		struct chk_options opt = { .cache_bytes = (size_t)rio_cfg.checker_cache_mb << 20 };
+		ret = chk_attach(&own, approved_read_cb, rc, &opt, msg, sizeof(msg));
+		if (ret < 0) {
+			fprintf(stderr, "recon-fuse: checker: %s\n", msg[0] ? msg : strerror(-ret));
+			return (errcode_t)-ret;
+		}
+		chk = own;
+	}
+	struct chk_verdict *v = NULL;
+	ret = chk_scan(chk, &v);
+	errcode_t err = ret < 0 ? (errcode_t)-ret : 0;
+	size_t n = v ? chk_verdict_nviolations(v) : 0;
+	if (!err && n) {
+		/* the first few, one a line, and how many more */
+		size_t cap = 4096, used = 0;
+		char *buf = malloc(cap);
+		if (!buf)
+			err = ENOMEM;
+		for (size_t i = 0; buf && i < n && i < 8; i++) {
+			const struct chk_violation *x = chk_verdict_violation(v, i);
+			int k = snprintf(buf + used, cap - used, "%s%s: %s", i ? "\n" : "",
+					 x->inv ? x->inv->id : "?", x->detail ? x->detail : "");
+			if (k < 0 || (size_t)k >= cap - used)
+				break;
+			used += (size_t)k;
+		}
+		if (buf && n > 8)
+			snprintf(buf + used, cap - used, "\n(and %zu more)", n - 8);
+		*report = buf;
+	}
+	chk_verdict_free(v);
+	chk_detach(own);
+	return err;
+}
+
 errcode_t rio_txn_detach(ext2_filsys fs)
 {
 	struct rio_chan *rc = chan_of_fs(fs);
