@@ -289,7 +289,7 @@ static int do_write(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *d
 	}
 	if (ret)
 		goto out;
-	if (holes && (ret = space_check(r, req, holes)) != 0)
+	if (holes && ((ret = space_check(r, req, holes)) != 0 || (ret = wr_room_for(r, holes)) != 0))
 		goto out;
 	/* partial first and last blocks: read what is there (holes read as zeros) */
 	if (!whole) {
@@ -473,6 +473,8 @@ static int do_fallocate(struct rfs *r, fuse_req_t req, ext2_ino_t ino, off_t off
 	}
 	if (!ret)
 		ret = space_check(r, req, holes);
+	if (!ret)
+		ret = wr_room_for(r, holes);
 	if (ret)
 		return ret;
 	/* new blocks are zeroed FALLOC_RUN at a time (contiguous ones in one

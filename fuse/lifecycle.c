@@ -481,16 +481,18 @@ int wr_end(struct rfs *r, int ret, bool force)
  */
 bool wr_retry_enospc(struct rfs *r, int ret, bool *retried)
 {
-	if (ret != -ENOSPC || *retried || !r->attached || r->ro ||
-	    !rio_txn_pending_frees(r->fs->io))
+	if (ret != -ENOSPC || *retried || !r->attached || r->ro)
 		return false;
 	*retried = true;
+	/* undone first: the frees the operation made itself do not count */
 	if (r->sp_active && op_rollback(r)) {
 		went_readonly(r);
 		return false;
 	}
 	r->sp_active = false;
 	r->nstamp = 0;
+	if (!rio_txn_pending_frees(r->fs->io))
+		return false;
 	errcode_t e = rio_txn_boundary(r->fs, true);
 	if (e == EROFS || rio_txn_failed(r->fs->io)) {
 		went_readonly(r);
@@ -500,6 +502,29 @@ bool wr_retry_enospc(struct rfs *r, int ret, bool *retried)
 		return false;
 	dindex_clear_added(r->di);
 	return wr_begin(r) == 0;
+}
+
+/* Before an operation that will allocate `need` blocks changes anything:
+ * when only blocks still waiting for their commit would make them available,
+ * commit first (nothing of the operation is in the transaction yet), so the
+ * allocation does not fail half-way.  0 or -errno. */
+int wr_room_for(struct rfs *r, blk64_t need)
+{
+	if (!r->attached || !need)
+		return 0;
+	uint64_t pending = rio_txn_pending_frees(r->fs->io);
+	blk64_t fr = ext2fs_free_blocks_count(r->fs->super);
+	if (!pending || (fr > pending && fr - pending >= need))
+		return 0;
+	errcode_t e = commit_midway(r);
+	if (e == EROFS || rio_txn_failed(r->fs->io)) {
+		went_readonly(r);
+		return -EROFS;
+	}
+	if (e)
+		return -errmap(e);
+	dindex_clear_added(r->di);
+	return 0;
 }
 
 /* fsync and fsyncdir: commit (data first, then the metadata); after a failure
