@@ -390,6 +390,7 @@ void rfs_unmount(struct rfs *r)
 	}
 	dindex_free(r->di);
 	r->di = NULL;
+	r->fs->write_inode = NULL;
 	if (rio_txn_failed(r->fs->io))
 		r->fs->flags &= ~(EXT2_FLAG_DIRTY | EXT2_FLAG_BB_DIRTY | EXT2_FLAG_IB_DIRTY);
 	e = ext2fs_close_free(&r->fs);
@@ -400,6 +401,9 @@ void rfs_unmount(struct rfs *r)
 	r->nundo = r->capundo = 0;
 	free(r->known);
 	r->known = NULL;
+	free(r->chg);
+	r->chg = NULL;
+	r->chg_cap = r->chg_count = 0;
 	pthread_mutex_unlock(&r->lock);
 }
 
