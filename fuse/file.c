@@ -289,7 +289,7 @@ static int do_write(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *d
 	}
 	if (ret)
 		goto out;
-	if (holes && (ret = space_check(r, req, holes)) != 0)
+	if (holes && ((ret = space_check(r, req, holes)) != 0 || (ret = wr_room_for(r, holes)) != 0))
 		goto out;
 	/* partial first and last blocks: read what is there (holes read as zeros) */
 	if (!whole) {
@@ -355,9 +355,12 @@ void op_write(fuse_req_t req, fuse_ino_t fino, const char *data, size_t size, of
 	lock(r);
 	ret = wr_begin(r);
 	if (!ret) {
-		ret = do_write(r, req, to_ext(fino), data, size, off);
-		if (!ret)
-			ret = drop_capability(r, to_ext(fino));
+		bool retried = false;
+		do {
+			ret = do_write(r, req, to_ext(fino), data, size, off);
+			if (!ret)
+				ret = drop_capability(r, to_ext(fino));
+		} while (wr_retry_enospc(r, ret, &retried));
 		ret = wr_end(r, ret, false);
 	}
 	unlock(r);
@@ -419,18 +422,31 @@ void op_release(fuse_req_t req, fuse_ino_t fino, struct fuse_file_info *fi)
 void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
 	struct rfs *r = R(req);
-	int ret = 0;
+	int ret;
 
-	(void)ino;
 	(void)datasync;
 	(void)fi;
 	lock(r);
-	if (!r->ro) {
-		errcode_t e = rio_flush_device(r->fs->io);
-		ret = wr_end(r, e ? -errmap(e) : 0, true);
-	}
+	ret = rfs_fsync(r, to_ext(ino));
 	unlock(r);
 	fuse_reply_err(req, -ret);
+}
+
+/* Blocks allocated (and zeroed) per device write in fallocate. */
+#define FALLOC_RUN 256
+
+/* A commit in the middle of a fallocate that would not fit one transaction:
+ * the file covers what is allocated so far (blocks past i_size are invalid
+ * in a block-mapped file), so each commit leaves a consistent file. */
+static int fallocate_midway(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in,
+			    uint64_t covered)
+{
+	if (covered > EXT2_I_SIZE(in))
+		ext2fs_inode_size_set(r->fs, in, covered);
+	errcode_t e = ext2fs_write_inode(r->fs, ino, in);
+	if (!e)
+		e = commit_midway(r);
+	return e ? (e == EROFS ? -EROFS : -errmap(e)) : 0;
 }
 
 static int do_fallocate(struct rfs *r, fuse_req_t req, ext2_ino_t ino, off_t off, off_t len)
@@ -449,9 +465,6 @@ static int do_fallocate(struct rfs *r, fuse_req_t req, ext2_ino_t ino, off_t off
 	if (!LINUX_S_ISREG(in.i_mode))
 		return LINUX_S_ISDIR(in.i_mode) ? -EISDIR : -ENODEV;
 	blk64_t first = off / bs, last = (off + len - 1) / bs, goal = 0;
-	char *zero = calloc(1, bs);
-	if (!zero)
-		return -ENOMEM;
 	blk64_t holes = 0;
 	for (blk64_t l = first; l <= last && !ret; l++) {
 		blk64_t p;
@@ -460,6 +473,17 @@ static int do_fallocate(struct rfs *r, fuse_req_t req, ext2_ino_t ino, off_t off
 	}
 	if (!ret)
 		ret = space_check(r, req, holes);
+	if (!ret)
+		ret = wr_room_for(r, holes);
+	if (ret)
+		return ret;
+	/* new blocks are zeroed FALLOC_RUN at a time (contiguous ones in one
+	 * write) */
+	char *zero = calloc(FALLOC_RUN, bs);
+	if (!zero)
+		return -ENOMEM;
+	blk64_t run[FALLOC_RUN];
+	unsigned nrun = 0;
 	for (blk64_t l = first; l <= last && !ret; l++) {
 		blk64_t p;
 		ret = map_block(r, ino, &in, l, &p);
@@ -470,9 +494,25 @@ static int do_fallocate(struct rfs *r, fuse_req_t req, ext2_ino_t ino, off_t off
 			continue;
 		}
 		ret = alloc_block(r, ino, &in, l, goal, &p);
-		if (!ret)
-			ret = blocks_io(r, true, &p, 1, zero);
+		if (ret)
+			break;
 		goal = p + 1;
+		run[nrun++] = p;
+		if (nrun < FALLOC_RUN && l < last)
+			continue;
+		ret = blocks_io(r, true, run, nrun, zero);
+		nrun = 0;
+		/* the indirect blocks it writes must fit the journal */
+		size_t used = 0, limit = 0;
+		if (!ret && l < last && r->attached &&
+		    !rio_txn_room(r->fs->io, &used, &limit) && used + 64 > limit)
+			ret = fallocate_midway(r, ino, &in, (l + 1) * bs);
+	}
+	if (nrun) {
+		/* zeroed even when an allocation failed: no stale data behind it */
+		int zret = blocks_io(r, true, run, nrun, zero);
+		if (!ret)
+			ret = zret;
 	}
 	free(zero);
 	if (ret)
@@ -589,9 +629,14 @@ void op_fallocate(fuse_req_t req, fuse_ino_t fino, int mode, off_t off, off_t le
 	}
 	lock(r);
 	ret = wr_begin(r);
-	if (!ret)
-		ret = wr_end(r, mode ? do_punch(r, to_ext(fino), off, len) :
-				       do_fallocate(r, req, to_ext(fino), off, len), false);
+	if (!ret) {
+		bool retried = false;
+		do
+			ret = mode ? do_punch(r, to_ext(fino), off, len) :
+				     do_fallocate(r, req, to_ext(fino), off, len);
+		while (wr_retry_enospc(r, ret, &retried));
+		ret = wr_end(r, ret, false);
+	}
 	unlock(r);
 	fuse_reply_err(req, -ret);
 }

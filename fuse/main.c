@@ -484,10 +484,20 @@ void rfs_unmount(struct rfs *r)
 			}
 	}
 	bool attached = r->attached;
-	if (attached && !rio_txn_failed(r->fs->io)) {
+	/* after a turn to read-only nothing more commits: what was not durable
+	 * then is discarded, and the exit status says so */
+	if (attached && !rio_txn_failed(r->fs->io) && !r->lost) {
 		e = rio_txn_detach(r->fs);
-		if (e)
+		if (e) {
 			fprintf(stderr, "recon-fuse: final commit failed: %s\n", error_message(e));
+			r->lost = true;
+		}
+	}
+	if (attached && (r->lost || rio_txn_failed(r->fs->io))) {
+		r->lost = true;
+		fprintf(stderr, "recon-fuse: a commit was rejected or failed: the changes since the "
+			"last durable commit were discarded (exit status %d)\n",
+			r->stopped ? RFS_EXIT_STOPPED : RFS_EXIT_LOST);
 	}
 	if (r->cfg->stats_file) {
 		e = rio_write_stats(r->fs->io, r->cfg->stats_file);
@@ -497,6 +507,7 @@ void rfs_unmount(struct rfs *r)
 	}
 	dindex_free(r->di);
 	r->di = NULL;
+	r->fs->write_inode = NULL;
 	if (rio_txn_failed(r->fs->io))
 		r->fs->flags &= ~(EXT2_FLAG_DIRTY | EXT2_FLAG_BB_DIRTY | EXT2_FLAG_IB_DIRTY);
 	e = ext2fs_close_free(&r->fs);
@@ -507,6 +518,9 @@ void rfs_unmount(struct rfs *r)
 	r->nundo = r->capundo = 0;
 	free(r->known);
 	r->known = NULL;
+	free(r->chg);
+	r->chg = NULL;
+	r->chg_cap = r->chg_count = 0;
 	pthread_mutex_unlock(&r->lock);
 }
 
@@ -701,6 +715,41 @@ static ssize_t dev_writev(int fd, struct iovec *iov, int count, void *userdata)
 
 static const struct fuse_custom_io dev_io = { .writev = dev_writev, .read = dev_read };
 
+/*
+ * The loop has ended (signal, fusermount -u, on_violation=stop).  The
+ * cache-invalidation thread writes to the channel: it must be joined before
+ * fuse_session_unmount closes the descriptor (a later open may reuse the
+ * number).  It stops after the notification in progress, which may wait for
+ * a lock held by a request the loop has not answered: keep answering
+ * requests until it is done, unless the kernel has ended the connection
+ * (then its writes fail at once).
+ */
+static void serve_until_notifier_done(struct rfs *r)
+{
+	struct fuse_buf buf = { .mem = NULL };
+	int fd = fuse_session_fd(r->se);
+
+	rfs_stop_notifier(r);
+	while (rfs_notifier_busy(r)) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		int n = poll(&p, 1, 20);
+		if (n < 0 && errno != EINTR)
+			break;
+		if (n <= 0)
+			continue;
+		if (p.revents & (POLLERR | POLLHUP | POLLNVAL))
+			break;
+		int res = fuse_session_receive_buf(r->se, &buf);
+		if (res == -EINTR || res == -EAGAIN)
+			continue;
+		if (res <= 0)
+			break;
+		fuse_session_process_buf(r->se, &buf);
+	}
+	free(buf.mem);
+	rfs_join_notifier(r);
+}
+
 int main(int argc, char **argv)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
@@ -802,15 +851,17 @@ int main(int argc, char **argv)
 		ret = fuse_session_loop_mt(r.se, &lc);
 	}
 	stop_ticker(&r);
+	serve_until_notifier_done(&r);
 	fuse_session_unmount(r.se);
-	rfs_join_notifier(&r);
 	status = r.stopped ? RFS_EXIT_STOPPED : ret < 0 ? 1 : 0;
 out_signals:
 	fuse_remove_signal_handlers(r.se);
 out_session:
 	fuse_session_destroy(r.se);   /* calls destroy: the final flush and close */
 	rfs_unmount(&r);              /* when init never ran */
-	if (cfg.pidfile && (status == 0 || r.stopped))
+	if (status == 0 && r.lost)
+		status = RFS_EXIT_LOST;
+	if (cfg.pidfile && (status == 0 || r.stopped || r.lost))
 		unlink(cfg.pidfile);      /* last: the image is complete once it is gone */
 out:
 	report_status(1);

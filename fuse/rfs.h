@@ -10,6 +10,7 @@
 #include "dirindex.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <ext2fs/ext2fs.h>
 
 /* Open count of an inode; an inode unlinked while open sits on the on-disk
@@ -55,7 +56,20 @@ struct rfs {
 	bool invalidated;
 	bool notifier_running;
 	pthread_t notifier;
+	atomic_bool notifier_stop;  /* set at exit: no more notifications */
+	atomic_bool notifier_done;
 	bool stopped;              /* on_violation=stop fired: exit status 2 */
+	bool lost;                 /* changes were discarded: exit status 3 */
+
+	/* what fsync may promise (lifecycle.c): per inode, the last transaction
+	 * that wrote it (entries already durable are dropped as the table grows) */
+	struct ino_change {
+		ext2_ino_t ino;    /* 0: empty slot */
+		bool reported;     /* after a failure: EIO given once, EROFS after */
+		uint64_t tid;
+	} *chg;
+	size_t chg_cap, chg_count;
+	bool chg_lost;             /* out of memory while recording: trust no fsync after a failure */
 
 	/* nanosecond timestamps (256-byte inodes): the operation's time, and
 	 * which times of which inodes it set (put_inode writes *_extra) */
@@ -70,12 +84,20 @@ struct rfs {
 
 /* Exit status of the daemon when on_violation=stop unmounted it. */
 #define RFS_EXIT_STOPPED 2
+/* Exit status when a commit was rejected or failed (on_violation=readonly,
+ * a device error): what was not durable then was discarded. */
+#define RFS_EXIT_LOST 3
 
 /* After rio_txn_attach: hook libext2fs's allocation callbacks for rollback
  * and start tracking the inodes the kernel knows.  0 or -errno. */
 int rfs_txn_hooks(struct rfs *r);
 
-/* Wait for the cache-invalidation thread (before the session goes away). */
+/* The cache-invalidation thread writes to the FUSE channel: at exit, stop
+ * it (it ends after the notification in progress), wait while it is busy
+ * (requests must still be answered meanwhile: a notification can wait for a
+ * lock a request holds), and join it, all before the channel closes. */
+void rfs_stop_notifier(struct rfs *r);
+bool rfs_notifier_busy(struct rfs *r);
 void rfs_join_notifier(struct rfs *r);
 
 extern const struct fuse_lowlevel_ops rfs_ops;
@@ -151,6 +173,9 @@ void op_savepoint(struct rfs *r);
 int space_check(struct rfs *r, fuse_req_t req, blk64_t need);
 int wr_begin(struct rfs *r);
 int wr_end(struct rfs *r, int ret, bool force);
+bool wr_retry_enospc(struct rfs *r, int ret, bool *retried);
+int wr_room_for(struct rfs *r, blk64_t need);
+int rfs_fsync(struct rfs *r, ext2_ino_t ino);
 
 /* inode.c */
 int corrupt(ext2_ino_t ino, const char *what);

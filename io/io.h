@@ -145,6 +145,17 @@ errcode_t rio_txn_room(io_channel ch, size_t *used, size_t *limit);
 errcode_t rio_txn_savepoint(io_channel ch);
 errcode_t rio_txn_rollback(io_channel ch);
 
+/* Transaction ids, for fsync's promise: every metadata write lands in the
+ * open transaction (*open; ids only grow), and every id up to *durable is on
+ * disk (a commit flushes the device, data first).  After a failure *durable
+ * stops: what a later id held was discarded.  0 and 0 before attach. */
+void rio_txn_ids(io_channel ch, uint64_t *open, uint64_t *durable);
+
+/* Blocks freed by transactions that are not yet durable: held back from
+ * reuse until their commit.  An allocation that fails while this is non-zero
+ * may succeed after a commit (rio_txn_boundary(fs, true)). */
+uint64_t rio_txn_pending_frees(io_channel ch);
+
 /* True once a commit was rejected (on_violation readonly/stop) or the device
  * failed: the file system takes no more writes. */
 bool rio_txn_failed(io_channel ch);

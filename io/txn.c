@@ -110,6 +110,10 @@ struct txn {
 	size_t sp_nunfreed, sp_capunfreed;
 	bool sp_lost;                /* out of memory while tracking: cannot roll back */
 
+	/* transaction ids: the open one, and the highest known durable (every
+	 * commit flushes the device, so all ids up to it are on disk) */
+	uint64_t tid_open, tid_durable;
+
 	enum corrupt_kind ckind;
 	uint64_t cwhen, cseen;       /* corrupt the cwhen-th matching transaction */
 	uint64_t rng;
@@ -178,17 +182,32 @@ static errcode_t blkset_add(struct blkset *s, uint64_t blk)
 	return 0;
 }
 
-/* Removal by rebuild (rare: only when a freed block is explicitly taken back). */
+/* Removal with backward shift (linear probing): the entries after the hole
+ * that may live in it move up, so lookups never need tombstones.  O(1)
+ * expected: rolling back an operation that freed n blocks costs O(n). */
 static void blkset_remove(struct blkset *s, uint64_t blk)
 {
-	if (!blkset_has(s, blk))
+	if (!s->cap || blk == 0)
 		return;
-	struct blkset n = { 0 };
-	for (size_t i = 0; i < s->cap; i++)
-		if (s->slot[i] && s->slot[i] != blk && blkset_add(&n, s->slot[i]))
-			return;   /* out of memory: keep the old set (it only over-protects) */
-	free(s->slot);
-	*s = n;
+	size_t mask = s->cap - 1, hole = bs_slot(blk, s->cap);
+	while (s->slot[hole] != blk) {
+		if (s->slot[hole] == 0)
+			return;
+		hole = (hole + 1) & mask;
+	}
+	s->slot[hole] = 0;
+	s->count--;
+	for (size_t j = (hole + 1) & mask; s->slot[j]; j = (j + 1) & mask) {
+		size_t home = bs_slot(s->slot[j], s->cap);
+		/* the entry at j may move to the hole unless its home lies
+		 * cyclically in (hole, j] */
+		bool stays = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
+		if (stays)
+			continue;
+		s->slot[hole] = s->slot[j];
+		s->slot[j] = 0;
+		hole = j;
+	}
 }
 
 static void blkset_clear(struct blkset *s)
@@ -1039,6 +1058,7 @@ struct cset {
 	struct ovl_ent **hash;      /* lookups for reads while it is in flight */
 	size_t nhash;
 	struct blkset freed;
+	uint64_t tid;
 	errcode_t result;
 	bool done;                  /* under t->cm */
 };
@@ -1333,6 +1353,7 @@ static errcode_t prepare(struct txn *t, struct cset **out)
 	}
 	c->freed = t->freed;
 	memset(&t->freed, 0, sizeof(t->freed));
+	c->tid = t->tid_open++;
 	t->ents = NULL;
 	t->nents = t->capents = 0;
 	t->hash = NULL;
@@ -1365,6 +1386,8 @@ static errcode_t retire(struct txn *t)
 	pthread_mutex_lock(&t->rc->ovl_lock);
 	errcode_t err = c->result;
 	if (!err) {
+		if (c->tid > t->tid_durable)
+			t->tid_durable = c->tid;
 		for (size_t i = 0; i < c->freed.cap; i++)
 			if (c->freed.slot[i])
 				ext2fs_unmark_block_bitmap2(t->fs->block_map, c->freed.slot[i]);
@@ -1423,9 +1446,16 @@ static errcode_t commit(struct txn *t, bool wait)
 	pthread_mutex_unlock(&rc->ovl_lock);
 	if (err)
 		return err;
-	if (!c)
-		/* fsync of data alone: nothing to log, but the data must be durable */
-		return wait ? rio_dev_flush(&rc->dev) : 0;
+	if (!c) {
+		/* fsync of data alone: nothing to log, but the data must be
+		 * durable; then the open transaction counts as committed */
+		if (!wait)
+			return 0;
+		err = rio_dev_flush(&rc->dev);
+		if (!err)
+			t->tid_durable = t->tid_open++;
+		return err;
+	}
 	t->committing = c;
 	if (t->thread_running && !wait) {
 		pthread_mutex_lock(&t->cm);
@@ -1540,6 +1570,7 @@ errcode_t rio_txn_attach(ext2_filsys fs)
 	pthread_mutex_init(&t->cm, NULL);
 	pthread_cond_init(&t->cv, NULL);
 	t->rng = rio_cfg.fault_seed * 0xD1B54A32D192ED03ull + 0x8CB92BA72F3D8DD7ull;
+	t->tid_open = 1;
 	errcode_t err = parse_corrupt(t, rio_cfg.fault_corrupt);
 	if (err) {
 		fprintf(stderr, "recon-fuse: bad fault_corrupt '%s'\n", rio_cfg.fault_corrupt);
@@ -1744,6 +1775,28 @@ errcode_t rio_txn_rollback(io_channel ch)
 	t->sp_nfreed = t->sp_nunfreed = 0;
 	pthread_mutex_unlock(&rc->ovl_lock);
 	return err;
+}
+
+void rio_txn_ids(io_channel ch, uint64_t *open, uint64_t *durable)
+{
+	*open = *durable = 0;
+	if (!ch || ch->magic != EXT2_ET_MAGIC_IO_CHANNEL || ch->manager != rio_io_manager)
+		return;
+	struct txn *t = rio_chan_of(ch)->txn;
+	if (!t)
+		return;
+	*open = t->tid_open;
+	*durable = t->tid_durable;
+}
+
+uint64_t rio_txn_pending_frees(io_channel ch)
+{
+	if (!ch || ch->magic != EXT2_ET_MAGIC_IO_CHANNEL || ch->manager != rio_io_manager)
+		return 0;
+	struct txn *t = rio_chan_of(ch)->txn;
+	if (!t)
+		return 0;
+	return t->freed.count + (t->committing ? t->committing->freed.count : 0);
 }
 
 bool rio_txn_failed(io_channel ch)
