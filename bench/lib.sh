@@ -92,7 +92,7 @@ bench_mount() {
 	kernel)
 		mount -t ext3 "$dev" "$mnt" || return 1 ;;
 	fuse2fs)
-		fuse2fs "$dev" "$mnt" -f -o fakeroot >>"$BENCH_SCRATCH/daemon.log" 2>&1 &
+		"${FUSE2FS_BIN:-fuse2fs}" "$dev" "$mnt" -f -o fakeroot >>"$BENCH_SCRATCH/daemon.log" 2>&1 &
 		pid=$! ;;
 	recon)
 		if [[ -n $opts ]]; then

@@ -42,6 +42,11 @@ stat_cold)
 	# Lookups by name (no readdir), then getattr: the cost of a large directory.
 	cd "$mnt/onedir" || exit 1
 	seq -f 'f%.0f' 0 $((ONEDIR_FILES - 1)) | xargs stat -c '%s' > /dev/null ;;
+create_touch)
+	# touch(1), as a user would: open(O_CREAT) and utimensat per name.
+	mkdir "$mnt/touchdir" || exit 1
+	seq -f "$mnt/touchdir/t%.0f" 0 $((ONEDIR_FILES - 1)) | xargs touch || exit 1
+	syncfs ;;
 rm)
 	rm -rf "${mnt:?}"/* && syncfs ;;
 postmark)

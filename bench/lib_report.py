@@ -13,7 +13,7 @@ import sys
 DRIVER_NAME = {"kernel": "kernel ext3", "fuse2fs": "fuse2fs", "recon": "recon-fuse",
                "recon-nochk": "recon checker off", "recon-nojnl": "recon journal off",
                "recon-nochk-nojnl": "recon checker+journal off"}
-UNTIMED = ("peak_rss_mb", "checker_cpu_s")   # per-round figures, not phases
+UNTIMED = ("rtt_us", "peak_rss_mb", "checker_cpu_s")   # per-round figures, not phases
 
 
 def fmt(v):

@@ -1,6 +1,7 @@
 /*
- * fuse/rfs.h - internal to fuse/ (owned by the fuse work): the mounted file
- * system's state shared by main.c and ops.c.
+ * fuse/rfs.h - internal to fuse/: the mounted file system's state and what
+ * the rooms of fuse/ (main.c, super.c, lifecycle.c, inode.c, namei.c, dir.c,
+ * file.c, orphan.c, xattr.c) share.
  */
 #ifndef RECON_FUSE_RFS_H
 #define RECON_FUSE_RFS_H
@@ -39,7 +40,7 @@ struct rfs {
 	struct open_ino *open_tab[1024];
 	uint64_t max_bytes;        /* largest file size the block map can address */
 
-	/* rollback of the operation in progress (ops.c): a savepoint in io,
+	/* rollback of the operation in progress (lifecycle.c): a savepoint in io,
 	 * the superblock as it was, and the allocation changes made since */
 	bool sp_active;
 	struct ext2_super_block sb_saved;
@@ -91,5 +92,125 @@ void rfs_unmount(struct rfs *r);
 /* Periodic boundary so an idle transaction still commits within
  * commit_interval_ms. */
 void rfs_tick(struct rfs *r);
+
+/* ---- shared by the rooms of fuse/ (one concern per file, as fs/ext4) ---- */
+
+#define LINK_MAX_EXT3 65000
+/* The kernel is the only client of the image while it is mounted and it
+ * invalidates what our replies to its own changes make stale, so its
+ * entry and attribute caches can live long: each expiry costs a LOOKUP or
+ * a GETATTR round trip (PostMark re-opens files older than a second). */
+#define TIMEOUT 60.0
+
+/* Which times of an inode an operation sets (stamp_now). */
+enum { T_A = 1, T_M = 2, T_C = 4, T_CR = 8 };
+
+static inline struct rfs *R(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static inline ext2_ino_t to_ext(fuse_ino_t n)
+{
+	return n == FUSE_ROOT_ID ? EXT2_ROOT_INO : (ext2_ino_t)n;
+}
+
+static inline fuse_ino_t to_fuse(ext2_ino_t i)
+{
+	return i == EXT2_ROOT_INO ? FUSE_ROOT_ID : i;
+}
+
+static inline void lock(struct rfs *r)
+{
+	pthread_mutex_lock(&r->lock);
+}
+
+static inline void unlock(struct rfs *r)
+{
+	pthread_mutex_unlock(&r->lock);
+}
+
+/* lifecycle.c */
+void inode_stats(struct rfs *r, ext2_ino_t ino, int inuse, bool isdir);
+bool name_ok(const char *name, int *err);
+void op_savepoint(struct rfs *r);
+int space_check(struct rfs *r, fuse_req_t req, blk64_t need);
+int wr_begin(struct rfs *r);
+int wr_end(struct rfs *r, int ret, bool force);
+
+/* inode.c */
+int corrupt(ext2_ino_t ino, const char *what);
+int do_truncate(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, uint64_t size);
+int errmap(errcode_t e);
+void fill_entry(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in,
+		       struct fuse_entry_param *e);
+int ftype_of(struct rfs *r, unsigned mode);
+int get_inode(struct rfs *r, ext2_ino_t ino, struct ext2_inode *inode);
+void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void op_setattr(fuse_req_t req, fuse_ino_t fino, struct stat *attr, int to_set,
+		       struct fuse_file_info *fi);
+int put_inode(struct rfs *r, ext2_ino_t ino, struct ext2_inode *inode);
+uint16_t setid_bits_to_kill(fuse_req_t req, const struct ext2_inode *in);
+time_t stamp_now(struct rfs *r, ext2_ino_t ino, unsigned mask);
+
+/* namei.c */
+void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		      struct fuse_file_info *fi);
+void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup);
+void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *f);
+void op_link(fuse_req_t req, fuse_ino_t fino, fuse_ino_t newparent, const char *newname);
+void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name);
+void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode);
+void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev);
+void op_readlink(fuse_req_t req, fuse_ino_t fino);
+void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+		      const char *newname, unsigned int flags);
+void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name);
+void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name);
+void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name);
+
+/* dir.c */
+void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
+void op_opendir(fuse_req_t req, fuse_ino_t fino, struct fuse_file_info *fi);
+void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi);
+void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			   struct fuse_file_info *fi);
+
+/* file.c */
+int alloc_block(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t lblk,
+		       blk64_t goal, blk64_t *pblk);
+int blocks_io(struct rfs *r, bool write, const blk64_t *phys, unsigned n, char *buf);
+int map_block(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t lblk,
+		     blk64_t *pblk);
+void op_fallocate(fuse_req_t req, fuse_ino_t fino, int mode, off_t off, off_t len,
+			 struct fuse_file_info *fi);
+void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
+void op_lseek(fuse_req_t req, fuse_ino_t fino, off_t off, int whence,
+		     struct fuse_file_info *fi);
+void op_open(fuse_req_t req, fuse_ino_t fino, struct fuse_file_info *fi);
+void op_read(fuse_req_t req, fuse_ino_t fino, size_t size, off_t off,
+		    struct fuse_file_info *fi);
+void op_release(fuse_req_t req, fuse_ino_t fino, struct fuse_file_info *fi);
+void op_write(fuse_req_t req, fuse_ino_t fino, const char *data, size_t size, off_t off,
+		     struct fuse_file_info *fi);
+void open_get(struct rfs *r, ext2_ino_t ino);
+void set_open_mode(struct fuse_file_info *fi);
+
+/* orphan.c */
+errcode_t commit_midway(struct rfs *r);
+int drop_link(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in);
+struct open_ino **open_slot(struct rfs *r, ext2_ino_t ino);
+int orphan_remove(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in);
+int punch_from(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t keep);
+
+/* xattr.c */
+int drop_capability(struct rfs *r, ext2_ino_t ino);
+void op_getxattr(fuse_req_t req, fuse_ino_t fino, const char *name, size_t size);
+void op_listxattr(fuse_req_t req, fuse_ino_t fino, size_t size);
+void op_removexattr(fuse_req_t req, fuse_ino_t fino, const char *name);
+void op_setxattr(fuse_req_t req, fuse_ino_t fino, const char *name, const char *value,
+			size_t size, int flags);
 
 #endif

@@ -1,0 +1,679 @@
+/*
+ * fuse/file.c - file data: block mapping and allocation, open/read/write/release,
+ * fsync, fallocate, hole punching and SEEK_DATA/SEEK_HOLE.
+ */
+#include "rfs.h"
+#include "io.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <syslog.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- file data ---- */
+
+static int check_blk(struct rfs *r, ext2_ino_t ino, blk64_t b)
+{
+	if (b && (b < r->fs->super->s_first_data_block || b >= ext2fs_blocks_count(r->fs->super)))
+		return corrupt(ino, "block pointer out of range");
+	return 0;
+}
+
+int map_block(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t lblk,
+		     blk64_t *pblk)
+{
+	int ret_flags = 0;
+	errcode_t e = ext2fs_bmap2(r->fs, ino, in, NULL, 0, lblk, &ret_flags, pblk);
+	if (e)
+		return corrupt(ino, "cannot map a block");
+	if (ret_flags & BMAP_RET_UNINIT)
+		*pblk = 0;
+	return check_blk(r, ino, *pblk);
+}
+
+/* Read or write whole blocks; phys[i] == 0 means a hole (read as zeros,
+ * never written).  Contiguous runs go out as one extent. */
+int blocks_io(struct rfs *r, bool write, const blk64_t *phys, unsigned n, char *buf)
+{
+	size_t bs = r->fs->blocksize;
+	struct rio_extent ext[64];
+	unsigned ne = 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		if (!phys[i]) {
+			if (!write)
+				memset(buf + i * bs, 0, bs);
+			continue;
+		}
+		if (ne && ext[ne - 1].blk + ext[ne - 1].count == phys[i] &&
+		    (char *)ext[ne - 1].buf + ext[ne - 1].count * bs == buf + i * bs) {
+			ext[ne - 1].count++;
+			continue;
+		}
+		if (ne == 64) {
+			errcode_t e = rio_data_io(r->fs->io, write, ext, ne);
+			if (e)
+				return -EIO;
+			ne = 0;
+		}
+		ext[ne].blk = phys[i];
+		ext[ne].count = 1;
+		ext[ne].buf = buf + i * bs;
+		ne++;
+	}
+	if (ne && rio_data_io(r->fs->io, write, ext, ne))
+		return -EIO;
+	return 0;
+}
+
+/* Give logical block lblk a new physical block (contents are the caller's). */
+int alloc_block(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t lblk,
+		       blk64_t goal, blk64_t *pblk)
+{
+	ext2_filsys fs = r->fs;
+	errcode_t e;
+
+	if (!goal || goal >= ext2fs_blocks_count(fs->super))
+		goal = ext2fs_find_inode_goal(fs, ino, in, lblk);
+	if (goal >= ext2fs_blocks_count(fs->super))
+		goal = fs->super->s_first_data_block;
+	e = ext2fs_new_block2(fs, goal, NULL, pblk);
+	if (e)
+		return -errmap(e);
+	ext2fs_block_alloc_stats2(fs, *pblk, +1);
+	ext2fs_iblk_add_blocks(fs, in, 1);
+	e = ext2fs_bmap2(fs, ino, in, NULL, BMAP_SET | BMAP_ALLOC, lblk, NULL, pblk);
+	if (e) {
+		ext2fs_block_alloc_stats2(fs, *pblk, -1);
+		ext2fs_iblk_sub_blocks(fs, in, 1);
+		return -errmap(e);
+	}
+	return 0;
+}
+
+/* After an allocation failed half-way: blocks past i_size are invalid in a
+ * block-mapped file, so give them back. */
+static void trim_past_eof(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in)
+{
+	blk64_t keep = (EXT2_I_SIZE(in) + r->fs->blocksize - 1) / r->fs->blocksize;
+	if (ext2fs_inode_has_valid_blocks2(r->fs, in))
+		(void)ext2fs_punch(r->fs, ino, in, NULL, keep, ~0ULL);
+}
+
+/* Touch times after a change; relatime decides atime on reads. */
+static bool atime_needs_update(struct rfs *r, struct ext2_inode *in)
+{
+	time_t now = time(NULL);
+	switch (r->cfg->atime) {
+	case ATIME_NOATIME:
+		return false;
+	case ATIME_STRICTATIME:
+		return (time_t)in->i_atime != now;
+	default:
+		return in->i_atime <= in->i_mtime || in->i_atime <= in->i_ctime ||
+		       now - (time_t)in->i_atime >= 86400;
+	}
+}
+
+static void maybe_touch_atime(struct rfs *r, ext2_ino_t ino)
+{
+	struct ext2_inode in;
+	if (r->ro || wr_begin(r) || get_inode(r, ino, &in) || !atime_needs_update(r, &in))
+		return;
+	in.i_atime = stamp_now(r, ino, T_A);
+	int ret = put_inode(r, ino, &in);
+	(void)wr_end(r, ret, false);
+}
+
+void open_get(struct rfs *r, ext2_ino_t ino)
+{
+	struct open_ino **p = open_slot(r, ino);
+	if (!*p) {
+		*p = calloc(1, sizeof(**p));
+		if (!*p)
+			return;   /* untracked: an unlink while open frees at once */
+		(*p)->ino = ino;
+	}
+	(*p)->count++;
+}
+
+/* Write-only opens bypass the kernel's page cache (they cannot be read or
+ * mmapped, so nothing is lost): each write(2) becomes one WRITE, where the
+ * cached path splits writes at partially filled pages and asks
+ * getxattr("security.capability") before each one (do_write drops that
+ * attribute and the set-id bits itself).  Other opens keep the cache. */
+void set_open_mode(struct fuse_file_info *fi)
+{
+	if ((fi->flags & O_ACCMODE) == O_WRONLY)
+		fi->direct_io = 1;
+	else
+		fi->keep_cache = 1;
+}
+
+static int open_truncate(struct rfs *r, fuse_req_t req, ext2_ino_t ino, struct ext2_inode *in)
+{
+	int ret = wr_begin(r);
+	if (ret)
+		return ret;
+	ret = do_truncate(r, ino, in, 0);
+	if (!ret) {
+		if (fuse_req_ctx(req)->uid != 0)
+			in->i_mode &= ~setid_bits_to_kill(req, in);
+		in->i_mtime = in->i_ctime = stamp_now(r, ino, T_M | T_C);
+		ret = put_inode(r, ino, in);
+	}
+	return wr_end(r, ret, false);
+}
+
+void op_open(fuse_req_t req, fuse_ino_t fino, struct fuse_file_info *fi)
+{
+	struct rfs *r = R(req);
+	ext2_ino_t ino = to_ext(fino);
+	struct ext2_inode in;
+	int ret;
+
+	lock(r);
+	ret = get_inode(r, ino, &in);
+	if (!ret && ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) && r->ro)
+		ret = -EROFS;
+	/* libfuse negotiates FUSE_ATOMIC_O_TRUNC, so O_TRUNC reaches us here and
+	 * not as a SETATTR: truncate as ext3's open does, times updated even
+	 * when the file is already empty. */
+	if (!ret && (fi->flags & O_TRUNC) && LINUX_S_ISREG(in.i_mode))
+		ret = open_truncate(r, req, ino, &in);
+	if (!ret)
+		open_get(r, ino);
+	unlock(r);
+	if (ret) {
+		fuse_reply_err(req, -ret);
+		return;
+	}
+	set_open_mode(fi);
+	fuse_reply_open(req, fi);
+}
+
+void op_read(fuse_req_t req, fuse_ino_t fino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	struct rfs *r = R(req);
+	ext2_ino_t ino = to_ext(fino);
+	size_t bs;
+	struct ext2_inode in;
+	char *buf = NULL;
+	blk64_t *phys = NULL;
+	size_t got = 0;
+	int ret;
+
+	(void)fi;
+	lock(r);
+	bs = r->fs->blocksize;
+	ret = get_inode(r, ino, &in);
+	if (ret)
+		goto out;
+	uint64_t isize = EXT2_I_SIZE(&in);
+	if ((uint64_t)off >= isize || size == 0)
+		goto out;
+	if (off + size > isize)
+		size = isize - off;
+	blk64_t first = off / bs, last = (off + size - 1) / bs;
+	unsigned n = last - first + 1;
+	buf = malloc(n * bs);
+	phys = calloc(n, sizeof(*phys));
+	if (!buf || !phys) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	for (unsigned i = 0; i < n && !ret; i++)
+		ret = map_block(r, ino, &in, first + i, &phys[i]);
+	if (!ret)
+		ret = blocks_io(r, false, phys, n, buf);
+	if (!ret) {
+		got = size;
+		maybe_touch_atime(r, ino);
+	}
+out:
+	unlock(r);
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else
+		fuse_reply_buf(req, buf ? buf + off % bs : NULL, got);
+	free(buf);
+	free(phys);
+}
+
+static int do_write(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *data,
+		    size_t size, off_t off)
+{
+	size_t bs = r->fs->blocksize;
+	struct ext2_inode in;
+	char *buf = NULL;
+	blk64_t *phys = NULL;
+	int ret;
+
+	if (off < 0)
+		return -EINVAL;
+	if ((uint64_t)off + size > r->max_bytes)
+		return -EFBIG;
+	ret = get_inode(r, ino, &in);
+	if (ret)
+		return ret;
+	if (LINUX_S_ISDIR(in.i_mode))
+		return -EISDIR;
+	if (size == 0)
+		return 0;
+	blk64_t first = off / bs, last = (off + size - 1) / bs;
+	unsigned n = last - first + 1;
+	/* whole blocks (dd's 1 MiB writes, cp's 128 KiB ones): written
+	 * straight from the request, no bounce buffer (blocks_io only reads it) */
+	bool whole = off % bs == 0 && size % bs == 0;
+	char *src = whole ? (char *)data : NULL;
+	if (!whole)
+		src = buf = malloc(n * bs);
+	phys = calloc(n, sizeof(*phys));
+	if (!src || !phys) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	unsigned holes = 0;
+	for (unsigned i = 0; i < n && !ret; i++) {
+		ret = map_block(r, ino, &in, first + i, &phys[i]);
+		holes += !phys[i];
+	}
+	if (ret)
+		goto out;
+	if (holes && (ret = space_check(r, req, holes)) != 0)
+		goto out;
+	/* partial first and last blocks: read what is there (holes read as zeros) */
+	if (!whole) {
+		if (off % bs)
+			ret = blocks_io(r, false, &phys[0], 1, buf);
+		if (!ret && (off + size) % bs && (n > 1 || off % bs == 0))
+			ret = blocks_io(r, false, &phys[n - 1], 1, buf + (n - 1) * bs);
+		if (ret)
+			goto out;
+		memcpy(buf + off % bs, data, size);
+	}
+	blk64_t goal = 0;
+	for (unsigned i = 0; i < n; i++) {
+		if (phys[i]) {
+			goal = phys[i] + 1;
+			continue;
+		}
+		ret = alloc_block(r, ino, &in, first + i, goal, &phys[i]);
+		if (ret) {
+			phys[i] = 0;
+			break;
+		}
+		goal = phys[i] + 1;
+	}
+	if (ret) {
+		/* nothing written: give back what lies past the end of the file */
+		trim_past_eof(r, ino, &in);
+		n = 0;
+		int pret = put_inode(r, ino, &in);
+		(void)pret;
+	}
+	int ioret = n ? blocks_io(r, true, phys, n, src) : 0;
+	if (ioret && !ret)
+		ret = ioret;
+	if (n) {
+		uint64_t end = (uint64_t)off + size;
+		if (end > EXT2_I_SIZE(&in) && !ret)
+			ext2fs_inode_size_set(r->fs, &in, end);
+		in.i_mtime = in.i_ctime = stamp_now(r, ino, T_M | T_C);
+		if (fuse_req_ctx(req)->uid != 0)
+			in.i_mode &= ~setid_bits_to_kill(req, &in);
+		int pret = put_inode(r, ino, &in);
+		if (!ret)
+			ret = pret;
+	}
+out:
+	free(buf);
+	free(phys);
+	return ret;
+}
+
+void op_write(fuse_req_t req, fuse_ino_t fino, const char *data, size_t size, off_t off,
+		     struct fuse_file_info *fi)
+{
+	struct rfs *r = R(req);
+	int ret;
+
+	(void)fi;
+	/* a write that crosses the largest file size writes what fits, as the
+	 * kernel's ext3 does; EFBIG only when nothing does */
+	if (off >= 0 && (uint64_t)off < r->max_bytes && (uint64_t)off + size > r->max_bytes)
+		size = r->max_bytes - off;
+	lock(r);
+	ret = wr_begin(r);
+	if (!ret) {
+		ret = do_write(r, req, to_ext(fino), data, size, off);
+		if (!ret)
+			ret = drop_capability(r, to_ext(fino));
+		ret = wr_end(r, ret, false);
+	}
+	unlock(r);
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else
+		fuse_reply_write(req, size);
+}
+
+/* Nothing to do at close (data reaches us by WRITE, durability by FSYNC):
+ * ENOSYS tells the kernel to stop sending FLUSH, one round trip less per
+ * close (with the writeback cache it still writes the dirty pages back
+ * before close returns). */
+void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	(void)fi;
+	fuse_reply_err(req, ENOSYS);
+}
+
+/* The last close of a file or directory unlinked while open frees it (it
+ * waited on the orphan list).  Called with the lock held; 0 or -errno. */
+static int open_put(struct rfs *r, ext2_ino_t ino)
+{
+	int ret = 0;
+	struct open_ino **p = open_slot(r, ino);
+	if (*p && --(*p)->count == 0) {
+		struct open_ino *o = *p;
+		*p = o->next;
+		if (o->orphan && !r->ro) {
+			struct ext2_inode in;
+			op_savepoint(r);
+			ret = get_inode(r, ino, &in);
+			if (!ret && in.i_links_count == 0) {
+				ret = orphan_remove(r, ino, &in);
+				if (!ret)
+					ret = rfs_free_inode(r, ino, &in);
+			}
+			ret = wr_end(r, ret, false);
+		}
+		free(o);
+	}
+	return ret;
+}
+
+/* RELEASE and RELEASEDIR: the last close of an unlinked file or directory frees it */
+void op_release(fuse_req_t req, fuse_ino_t fino, struct fuse_file_info *fi)
+{
+	struct rfs *r = R(req);
+	int ret;
+
+	(void)fi;
+	lock(r);
+	ret = open_put(r, to_ext(fino));
+	unlock(r);
+	fuse_reply_err(req, -ret);
+}
+
+void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	struct rfs *r = R(req);
+	int ret = 0;
+
+	(void)ino;
+	(void)datasync;
+	(void)fi;
+	lock(r);
+	if (!r->ro) {
+		errcode_t e = rio_flush_device(r->fs->io);
+		ret = wr_end(r, e ? -errmap(e) : 0, true);
+	}
+	unlock(r);
+	fuse_reply_err(req, -ret);
+}
+
+static int do_fallocate(struct rfs *r, fuse_req_t req, ext2_ino_t ino, off_t off, off_t len)
+{
+	size_t bs = r->fs->blocksize;
+	struct ext2_inode in;
+	int ret;
+
+	if (off < 0 || len <= 0)
+		return -EINVAL;
+	if ((uint64_t)off + len > r->max_bytes)
+		return -EFBIG;
+	ret = get_inode(r, ino, &in);
+	if (ret)
+		return ret;
+	if (!LINUX_S_ISREG(in.i_mode))
+		return LINUX_S_ISDIR(in.i_mode) ? -EISDIR : -ENODEV;
+	blk64_t first = off / bs, last = (off + len - 1) / bs, goal = 0;
+	char *zero = calloc(1, bs);
+	if (!zero)
+		return -ENOMEM;
+	blk64_t holes = 0;
+	for (blk64_t l = first; l <= last && !ret; l++) {
+		blk64_t p;
+		ret = map_block(r, ino, &in, l, &p);
+		holes += !p;
+	}
+	if (!ret)
+		ret = space_check(r, req, holes);
+	for (blk64_t l = first; l <= last && !ret; l++) {
+		blk64_t p;
+		ret = map_block(r, ino, &in, l, &p);
+		if (ret)
+			break;
+		if (p) {
+			goal = p + 1;
+			continue;
+		}
+		ret = alloc_block(r, ino, &in, l, goal, &p);
+		if (!ret)
+			ret = blocks_io(r, true, &p, 1, zero);
+		goal = p + 1;
+	}
+	free(zero);
+	if (ret)
+		trim_past_eof(r, ino, &in);
+	if (!ret && (uint64_t)off + len > EXT2_I_SIZE(&in))
+		ext2fs_inode_size_set(r->fs, &in, off + len);
+	in.i_ctime = in.i_mtime = stamp_now(r, ino, T_M | T_C);
+	int pret = put_inode(r, ino, &in);
+	return ret ? ret : pret;
+}
+
+/* Zero bytes [from, to) of logical block lblk if it is mapped. */
+static int zero_in_block(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t lblk,
+			 size_t from, size_t to)
+{
+	size_t bs = r->fs->blocksize;
+	blk64_t pblk;
+	int ret = map_block(r, ino, in, lblk, &pblk);
+	if (ret || !pblk || from >= to)
+		return ret;
+	char *buf = malloc(bs);
+	if (!buf)
+		return -ENOMEM;
+	ret = blocks_io(r, false, &pblk, 1, buf);
+	if (!ret) {
+		memset(buf + from, 0, to - from);
+		ret = blocks_io(r, true, &pblk, 1, buf);
+	}
+	free(buf);
+	return ret;
+}
+
+/*
+ * FALLOC_FL_PUNCH_HOLE (with KEEP_SIZE, as the VFS requires): the kernel's
+ * ext3 punches block-mapped files too.  Bytes of partial blocks are zeroed,
+ * whole blocks freed; nothing past EOF; the size stays.  A huge range is
+ * freed in chunks sized to the transaction's room, committing in between
+ * (every commit leaves a consistent file, partly punched).
+ */
+static int do_punch(struct rfs *r, ext2_ino_t ino, off_t off, off_t len)
+{
+	ext2_filsys fs = r->fs;
+	uint64_t bs = fs->blocksize, apb = bs / 4;
+	struct ext2_inode in;
+	int ret;
+
+	if (off < 0 || len <= 0)
+		return -EINVAL;
+	ret = get_inode(r, ino, &in);
+	if (ret)
+		return ret;
+	if (!LINUX_S_ISREG(in.i_mode))
+		return LINUX_S_ISDIR(in.i_mode) ? -EISDIR : -ENODEV;
+	uint64_t size = EXT2_I_SIZE(&in);
+	if ((uint64_t)off >= size)
+		return 0;
+	uint64_t end = (uint64_t)len > size - off ? size : (uint64_t)off + len;
+	blk64_t first = (off + bs - 1) / bs, stop = end / bs;   /* whole blocks [first, stop) */
+	if (end == size)
+		stop = (size + bs - 1) / bs;                    /* the last block, to EOF */
+	if (off % bs)
+		ret = zero_in_block(r, ino, &in, off / bs, off % bs,
+				    end / bs == (uint64_t)off / bs ? end % bs : bs);
+	/* a partial last block, unless the range reaches EOF (then it goes whole) */
+	if (!ret && end % bs && end / bs >= first && end != size)
+		ret = zero_in_block(r, ino, &in, end / bs, 0, end % bs);
+	if (ret)
+		return ret;
+	while (first < stop && ext2fs_inode_has_valid_blocks2(fs, &in)) {
+		size_t used = 0, limit = 0;
+		blk64_t chunk = stop - first;
+		if (!r->ro && r->attached && !rio_txn_room(fs->io, &used, &limit) && limit) {
+			size_t room = limit > used ? limit - used : 0;
+			blk64_t groups_room = room > 16 ? room - 16 : 0;   /* as punch_from */
+			blk64_t fits = groups_room / 2 * apb;
+			if (fits < apb) {
+				errcode_t e = ext2fs_write_inode(fs, ino, &in);
+				if (!e)
+					e = commit_midway(r);
+				if (e)
+					return e == EROFS ? -EROFS : -errmap(e);
+				continue;
+			}
+			if (chunk > fits)
+				chunk = fits;
+		}
+		/* one call per level of the block map: libext2fs 1.47's
+		 * ext2fs_punch stops at the end of the level a range starts in
+		 * (direct, indirect, ...) when the range is short */
+		blk64_t level_end = EXT2_NDIR_BLOCKS, span = apb;
+		for (int level = 0; level < 3 && level_end <= first; level++, span *= apb)
+			level_end += span;
+		if (first < level_end && first + chunk > level_end)
+			chunk = level_end - first;
+		errcode_t e = ext2fs_punch(fs, ino, &in, NULL, first, first + chunk - 1);
+		if (e)
+			return -errmap(e);
+		first += chunk;
+	}
+	in.i_ctime = in.i_mtime = stamp_now(r, ino, T_M | T_C);
+	return put_inode(r, ino, &in);
+}
+
+void op_fallocate(fuse_req_t req, fuse_ino_t fino, int mode, off_t off, off_t len,
+			 struct fuse_file_info *fi)
+{
+	struct rfs *r = R(req);
+	int ret;
+
+	(void)fi;
+	if (mode && mode != (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)) {
+		fuse_reply_err(req, EOPNOTSUPP);
+		return;
+	}
+	lock(r);
+	ret = wr_begin(r);
+	if (!ret)
+		ret = wr_end(r, mode ? do_punch(r, to_ext(fino), off, len) :
+				       do_fallocate(r, req, to_ext(fino), off, len), false);
+	unlock(r);
+	fuse_reply_err(req, -ret);
+}
+
+/* SEEK_DATA / SEEK_HOLE over the block map: the first mapped (data) or
+ * unmapped (hole) logical block at or after 'from', walking only the blocks
+ * that exist (indirect blocks that are holes are skipped whole). */
+struct seek_scan {
+	blk64_t from;       /* first logical block of interest */
+	bool want_data;
+	blk64_t next;       /* SEEK_HOLE: the next block expected if no hole */
+	blk64_t found;      /* the answer's logical block */
+	bool done;
+};
+
+static int seek_scan_block(ext2_filsys fs, blk64_t *pblk, e2_blkcnt_t lblk, blk64_t ref_blk,
+			   int ref_offset, void *priv)
+{
+	struct seek_scan *s = priv;
+
+	(void)fs;
+	(void)ref_blk;
+	(void)ref_offset;
+	if (lblk < 0 || !*pblk || (blk64_t)lblk < s->from)
+		return 0;
+	if (s->want_data) {
+		s->found = lblk;
+		s->done = true;
+		return BLOCK_ABORT;
+	}
+	if ((blk64_t)lblk > s->next) {
+		s->found = s->next;
+		s->done = true;
+		return BLOCK_ABORT;
+	}
+	s->next = lblk + 1;
+	return 0;
+}
+
+void op_lseek(fuse_req_t req, fuse_ino_t fino, off_t off, int whence,
+		     struct fuse_file_info *fi)
+{
+	struct rfs *r = R(req);
+	ext2_ino_t ino = to_ext(fino);
+	struct ext2_inode in;
+	off_t res = 0;
+	int ret;
+
+	(void)fi;
+	if (whence != SEEK_DATA && whence != SEEK_HOLE) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	lock(r);
+	ret = get_inode(r, ino, &in);
+	uint64_t size = ret ? 0 : EXT2_I_SIZE(&in), bs = r->fs->blocksize;
+	if (!ret && (off < 0 || (uint64_t)off >= size))
+		ret = -ENXIO;
+	if (!ret) {
+		struct seek_scan s = { .from = off / bs, .want_data = whence == SEEK_DATA,
+				       .next = off / bs };
+		if (ext2fs_inode_has_valid_blocks2(r->fs, &in)) {
+			errcode_t e = ext2fs_block_iterate3(r->fs, ino,
+							    BLOCK_FLAG_READ_ONLY | BLOCK_FLAG_DATA_ONLY,
+							    NULL, seek_scan_block, &s);
+			if (e)
+				ret = -errmap(e);
+		}
+		if (!s.done && !s.want_data)
+			s.found = s.next;            /* the hole after the last block */
+		if (!ret && !s.done && s.want_data)
+			ret = -ENXIO;                /* no data past off */
+		uint64_t at = s.found * bs;
+		res = at > (uint64_t)off ? (off_t)at : off;
+		if (!ret && (uint64_t)res > size)
+			res = size;                  /* the implicit hole at EOF */
+		if (!ret && s.want_data && (uint64_t)res >= size)
+			ret = -ENXIO;
+	}
+	unlock(r);
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else
+		fuse_reply_lseek(req, res);
+}

@@ -1,0 +1,418 @@
+/*
+ * fuse/inode.c - inodes and attributes: reading and writing inodes with their
+ * nanosecond times, stat replies, getattr/setattr, truncation and set-id clearing.
+ */
+#include "rfs.h"
+#include "io.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <syslog.h>
+#include <time.h>
+#include <unistd.h>
+
+int errmap(errcode_t e)
+{
+	if (!e)
+		return 0;
+	if (e > 0 && e < 256)
+		return (int)e;
+	switch (e) {
+	case EXT2_ET_BLOCK_ALLOC_FAIL:
+	case EXT2_ET_INODE_ALLOC_FAIL:
+	case EXT2_ET_DIR_NO_SPACE:
+	case EXT2_ET_EA_NO_SPACE:
+		return ENOSPC;
+	case EXT2_ET_RO_FILSYS:
+		return EROFS;
+	case EXT2_ET_NO_MEMORY:
+		return ENOMEM;
+	case EXT2_ET_EA_KEY_NOT_FOUND:
+		return ENODATA;
+	case EXT2_ET_FILE_TOO_BIG:
+		return EFBIG;
+	case EXT2_ET_MISSING_EA_FEATURE:
+	case EXT2_ET_EA_BAD_NAME_LEN:
+		return EOPNOTSUPP;
+	default:
+		return EIO;
+	}
+}
+
+/* A corrupt object: log once per inode, then EIO. */
+int corrupt(ext2_ino_t ino, const char *what)
+{
+	static ext2_ino_t logged[256];
+	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+	bool seen = false;
+
+	pthread_mutex_lock(&mu);
+	for (unsigned i = 0; i < 256; i++)
+		if (logged[i] == ino)
+			seen = true;
+	if (!seen)
+		logged[ino % 256] = ino;
+	pthread_mutex_unlock(&mu);
+	if (!seen) {
+		fprintf(stderr, "recon-fuse: inode %u: %s; returning EIO\n", ino, what);
+		syslog(LOG_ERR, "recon-fuse: inode %u: %s", ino, what);
+	}
+	return -EIO;
+}
+
+int get_inode(struct rfs *r, ext2_ino_t ino, struct ext2_inode *inode)
+{
+	if (ino < 1 || ino > r->fs->super->s_inodes_count)
+		return corrupt(ino, "inode number out of range");
+	errcode_t e = ext2fs_read_inode(r->fs, ino, inode);
+	return e ? -errmap(e) : 0;
+}
+
+/* ---- nanosecond timestamps ----
+ * On inodes larger than 128 bytes the kernel keeps i_{a,m,c,cr}time_extra:
+ * two epoch bits (seconds past 2038) and the nanoseconds shifted left by 2.
+ * The operation marks the times it sets (stamp_now, stamp_set) with their
+ * extra words, encoded from the full 64-bit seconds (the 32-bit inode field
+ * has lost the epoch); put_inode writes them with the rest of the inode. */
+
+static uint32_t encode_extra(time_t sec, long nsec)
+{
+	uint32_t epoch = (uint32_t)(((int64_t)sec - (int64_t)(int32_t)sec) >> 32) & 3;
+	return epoch | ((uint32_t)nsec << 2);
+}
+
+static void decode_extra(uint32_t extra, time_t *sec, long *nsec)
+{
+	/* the 32-bit seconds are signed once the epoch bits extend them */
+	*sec = (time_t)(int32_t)(uint32_t)*sec + (time_t)((int64_t)(extra & 3) << 32);
+	*nsec = extra >> 2;
+	if (*nsec > 999999999)
+		*nsec = 0;
+}
+
+static void stamp_set(struct rfs *r, ext2_ino_t ino, unsigned mask, time_t sec, long nsec)
+{
+	struct time_stamp *s = NULL;
+	for (unsigned i = 0; i < r->nstamp; i++)
+		if (r->stamp[i].ino == ino)
+			s = &r->stamp[i];
+	if (!s) {
+		if (r->nstamp == sizeof(r->stamp) / sizeof(r->stamp[0]))
+			return;   /* whole seconds only for this one */
+		s = &r->stamp[r->nstamp++];
+		s->ino = ino;
+		s->mask = 0;
+	}
+	s->mask |= mask;
+	for (unsigned f = 0; f < 4; f++)
+		if (mask & (1u << f))
+			s->extra[f] = encode_extra(sec, nsec);   /* the whole extra word */
+}
+
+/* The operation's time, for the fields in mask of ino. */
+time_t stamp_now(struct rfs *r, ext2_ino_t ino, unsigned mask)
+{
+	stamp_set(r, ino, mask, r->now.tv_sec, r->now.tv_nsec);
+	return r->now.tv_sec;
+}
+
+static bool large_inodes(struct rfs *r)
+{
+	return EXT2_INODE_SIZE(r->fs->super) > EXT2_GOOD_OLD_INODE_SIZE;
+}
+
+int put_inode(struct rfs *r, ext2_ino_t ino, struct ext2_inode *inode)
+{
+	struct time_stamp *s = NULL;
+	for (unsigned i = 0; i < r->nstamp; i++)
+		if (r->stamp[i].ino == ino)
+			s = &r->stamp[i];
+	if (s && large_inodes(r)) {
+		struct ext2_inode_large big;
+		errcode_t e = ext2fs_read_inode_full(r->fs, ino, (struct ext2_inode *)&big,
+						     sizeof(big));
+		if (!e) {
+			memcpy(&big, inode, sizeof(*inode));
+			unsigned have = big.i_extra_isize;
+			if ((s->mask & T_C) && have >= 8)
+				big.i_ctime_extra = s->extra[2];
+			if ((s->mask & T_M) && have >= 12)
+				big.i_mtime_extra = s->extra[1];
+			if ((s->mask & T_A) && have >= 16)
+				big.i_atime_extra = s->extra[0];
+			if ((s->mask & T_CR) && have >= 24) {
+				big.i_crtime = (uint32_t)r->now.tv_sec;
+				big.i_crtime_extra = s->extra[3];
+			}
+			e = ext2fs_write_inode_full(r->fs, ino, (struct ext2_inode *)&big,
+						    sizeof(big));
+		}
+		return e ? -errmap(e) : 0;
+	}
+	errcode_t e = ext2fs_write_inode(r->fs, ino, inode);
+	return e ? -errmap(e) : 0;
+}
+
+int ftype_of(struct rfs *r, unsigned mode)
+{
+	if (!ext2fs_has_feature_filetype(r->fs->super))
+		return 0;
+	switch (mode & LINUX_S_IFMT) {
+	case LINUX_S_IFREG: return EXT2_FT_REG_FILE;
+	case LINUX_S_IFDIR: return EXT2_FT_DIR;
+	case LINUX_S_IFCHR: return EXT2_FT_CHRDEV;
+	case LINUX_S_IFBLK: return EXT2_FT_BLKDEV;
+	case LINUX_S_IFIFO: return EXT2_FT_FIFO;
+	case LINUX_S_IFSOCK: return EXT2_FT_SOCK;
+	case LINUX_S_IFLNK: return EXT2_FT_SYMLINK;
+	}
+	return 0;
+}
+
+static void fill_stat(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = ino;
+	st->st_mode = in->i_mode;
+	st->st_nlink = in->i_links_count;
+	st->st_uid = inode_uid(*in);
+	st->st_gid = inode_gid(*in);
+	st->st_size = EXT2_I_SIZE(in);
+	st->st_blksize = r->fs->blocksize;
+	st->st_blocks = ext2fs_get_stat_i_blocks(r->fs, in);
+	/* signed 32-bit seconds, as the kernel reads them (times before 1970) */
+	st->st_atime = (int32_t)in->i_atime;
+	st->st_mtime = (int32_t)in->i_mtime;
+	st->st_ctime = (int32_t)in->i_ctime;
+	if (large_inodes(r)) {
+		struct ext2_inode_large big;
+		if (!ext2fs_read_inode_full(r->fs, ino, (struct ext2_inode *)&big, sizeof(big))) {
+			if (big.i_extra_isize >= 8)
+				decode_extra(big.i_ctime_extra, &st->st_ctim.tv_sec, &st->st_ctim.tv_nsec);
+			if (big.i_extra_isize >= 12)
+				decode_extra(big.i_mtime_extra, &st->st_mtim.tv_sec, &st->st_mtim.tv_nsec);
+			if (big.i_extra_isize >= 16)
+				decode_extra(big.i_atime_extra, &st->st_atim.tv_sec, &st->st_atim.tv_nsec);
+		}
+	}
+	if (LINUX_S_ISCHR(in->i_mode) || LINUX_S_ISBLK(in->i_mode)) {
+		if (in->i_block[0]) {
+			st->st_rdev = makedev((in->i_block[0] >> 8) & 255, in->i_block[0] & 255);
+		} else {
+			uint32_t d = in->i_block[1];
+			st->st_rdev = makedev((d & 0xfff00) >> 8, (d & 0xff) | ((d >> 12) & 0xfff00));
+		}
+	}
+}
+
+void fill_entry(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in,
+		       struct fuse_entry_param *e)
+{
+	memset(e, 0, sizeof(*e));
+	if (r->known && ino <= r->fs->super->s_inodes_count)
+		r->known[ino >> 3] |= (uint8_t)(1u << (ino & 7));
+	e->ino = to_fuse(ino);
+	e->generation = in->i_generation;
+	fill_stat(r, ino, in, &e->attr);
+	e->attr_timeout = TIMEOUT;
+	e->entry_timeout = TIMEOUT;
+}
+
+void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct rfs *r = R(req);
+	struct ext2_inode in;
+	struct stat st;
+	int ret;
+
+	(void)fi;
+	lock(r);
+	ret = get_inode(r, to_ext(ino), &in);
+	/* freed (a dentry the kernel kept of discarded state, or a race with
+	 * unlink): gone, not a file of mode 0 */
+	if (!ret && in.i_links_count == 0 && !*open_slot(r, to_ext(ino)))
+		ret = -ENOENT;
+	if (!ret)
+		fill_stat(r, to_ext(ino), &in, &st);
+	unlock(r);
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else
+		fuse_reply_attr(req, &st, TIMEOUT);
+}
+
+/* Zero the tail of the block holding `size` (a truncate that does not end
+ * on a block boundary must not leave old bytes to reappear on extension). */
+static int zero_tail(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, uint64_t size)
+{
+	size_t bs = r->fs->blocksize;
+	blk64_t pblk;
+	int ret;
+
+	if (size % bs == 0 || !ext2fs_inode_has_valid_blocks2(r->fs, in))
+		return 0;
+	ret = map_block(r, ino, in, size / bs, &pblk);
+	if (ret || !pblk)
+		return ret;
+	char *buf = malloc(bs);
+	if (!buf)
+		return -ENOMEM;
+	ret = blocks_io(r, false, &pblk, 1, buf);
+	if (!ret) {
+		memset(buf + size % bs, 0, bs - size % bs);
+		ret = blocks_io(r, true, &pblk, 1, buf);
+	}
+	free(buf);
+	return ret;
+}
+
+int do_truncate(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, uint64_t size)
+{
+	uint64_t old = EXT2_I_SIZE(in);
+	size_t bs = r->fs->blocksize;
+	errcode_t e;
+	int ret;
+
+	if (size > r->max_bytes)
+		return -EFBIG;
+	if (size < old) {
+		ret = zero_tail(r, ino, in, size);
+		if (ret)
+			return ret;
+		ret = punch_from(r, ino, in, (size + bs - 1) / bs);
+		if (ret)
+			return ret;
+	}
+	e = ext2fs_inode_size_set(r->fs, in, size);
+	return e ? -errmap(e) : 0;
+}
+
+static bool caller_in_group(fuse_req_t req, gid_t gid)
+{
+	gid_t groups[64];
+
+	if (fuse_req_ctx(req)->gid == gid)
+		return true;
+	int n = fuse_req_getgroups(req, 64, groups);
+	for (int i = 0; i < n && i < 64; i++)
+		if (groups[i] == gid)
+			return true;
+	return false;
+}
+
+/* The set-id bits a write, truncate or chown removes (the kernel's
+ * setattr_should_drop_suidgid): set-user-id, and set-group-id when
+ * group-executable or, for callers other than root, when the caller is not
+ * in the file's group (its fsgid or supplementary groups). */
+uint16_t setid_bits_to_kill(fuse_req_t req, const struct ext2_inode *in)
+{
+	const struct fuse_ctx *c = fuse_req_ctx(req);
+	uint16_t mode = in->i_mode, kill = mode & LINUX_S_ISUID;
+	if ((mode & LINUX_S_ISGID) &&
+	    ((mode & LINUX_S_IXGRP) ||
+	     (c->uid != 0 && !caller_in_group(req, inode_gid(*in)))))
+		kill |= LINUX_S_ISGID;
+	return kill;
+}
+
+void op_setattr(fuse_req_t req, fuse_ino_t fino, struct stat *attr, int to_set,
+		       struct fuse_file_info *fi)
+{
+	struct rfs *r = R(req);
+	ext2_ino_t ino = to_ext(fino);
+	struct ext2_inode in;
+	struct stat st;
+	time_t now = time(NULL);
+	int ret;
+
+	(void)fi;
+	lock(r);
+	ret = wr_begin(r);
+	if (ret)
+		goto out;
+	now = r->now.tv_sec;
+	ret = get_inode(r, ino, &in);
+	if (ret)
+		goto end;
+	/* Set-id bits (FUSE_CAP_HANDLE_KILLPRIV: the kernel leaves this to us):
+	 * chown drops set-user-id and group-executable set-group-id on
+	 * non-directories for anyone, truncation for callers other than root;
+	 * an explicit mode in the same request wins. */
+	/* chown(f, -1, -1) arrives with nothing else to set (libfuse 3.14
+	 * passes on neither its ctime nor the kill flag), as does a kill
+	 * request of the kernel's own: both drop the bits as chown does */
+	bool chown = (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) ||
+		     !(to_set & ~FUSE_SET_ATTR_CTIME);
+	if (!(to_set & FUSE_SET_ATTR_MODE) && !LINUX_S_ISDIR(in.i_mode) &&
+	    (chown ||
+	     ((to_set & FUSE_SET_ATTR_SIZE) && fuse_req_ctx(req)->uid != 0)))
+		in.i_mode &= ~setid_bits_to_kill(req, &in);
+	if (to_set & FUSE_SET_ATTR_MODE)
+		in.i_mode = (in.i_mode & LINUX_S_IFMT) | (attr->st_mode & 07777);
+	if (to_set & FUSE_SET_ATTR_UID) {
+		in.i_uid = attr->st_uid & 0xffff;
+		ext2fs_set_i_uid_high(in, attr->st_uid >> 16);
+	}
+	if (to_set & FUSE_SET_ATTR_GID) {
+		in.i_gid = attr->st_gid & 0xffff;
+		ext2fs_set_i_gid_high(in, attr->st_gid >> 16);
+	}
+	if (to_set & FUSE_SET_ATTR_SIZE) {
+		if (LINUX_S_ISDIR(in.i_mode)) {
+			ret = -EISDIR;
+			goto end;
+		}
+		if (!LINUX_S_ISREG(in.i_mode)) {
+			ret = -EINVAL;
+			goto end;
+		}
+		if ((uint64_t)attr->st_size > EXT2_I_SIZE(&in) &&
+		    (ret = space_check(r, req, 0)) != 0 && 0)
+			goto end;
+		ret = do_truncate(r, ino, &in, attr->st_size);
+		if (ret)
+			goto end;
+		in.i_mtime = now;
+	}
+	if (to_set & FUSE_SET_ATTR_ATIME_NOW)
+		in.i_atime = now;
+	else if (to_set & FUSE_SET_ATTR_ATIME)
+		in.i_atime = attr->st_atime;
+	if (to_set & FUSE_SET_ATTR_MTIME_NOW)
+		in.i_mtime = now;
+	else if (to_set & FUSE_SET_ATTR_MTIME)
+		in.i_mtime = attr->st_mtime;
+	in.i_ctime = (to_set & FUSE_SET_ATTR_CTIME) ? attr->st_ctime : now;
+	if (to_set & FUSE_SET_ATTR_SIZE)
+		stamp_now(r, ino, T_M);
+	if (to_set & FUSE_SET_ATTR_ATIME_NOW)
+		stamp_now(r, ino, T_A);
+	else if (to_set & FUSE_SET_ATTR_ATIME)
+		stamp_set(r, ino, T_A, attr->st_atim.tv_sec, attr->st_atim.tv_nsec);
+	if (to_set & FUSE_SET_ATTR_MTIME_NOW)
+		stamp_now(r, ino, T_M);
+	else if (to_set & FUSE_SET_ATTR_MTIME)
+		stamp_set(r, ino, T_M, attr->st_mtim.tv_sec, attr->st_mtim.tv_nsec);
+	if (to_set & FUSE_SET_ATTR_CTIME)
+		stamp_set(r, ino, T_C, attr->st_ctim.tv_sec, attr->st_ctim.tv_nsec);
+	else
+		stamp_now(r, ino, T_C);
+	ret = put_inode(r, ino, &in);
+	if (!ret)
+		fill_stat(r, ino, &in, &st);
+end:
+	ret = wr_end(r, ret, false);
+out:
+	unlock(r);
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else
+		fuse_reply_attr(req, &st, TIMEOUT);
+}

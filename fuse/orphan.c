@@ -1,0 +1,236 @@
+/*
+ * fuse/orphan.c - open counts, the on-disk orphan list, freeing an inode's blocks
+ * (in journal-sized chunks under orphan protection) and mount-time orphan
+ * processing.
+ */
+#include "rfs.h"
+#include "io.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <syslog.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- open table and orphans ---- */
+
+struct open_ino **open_slot(struct rfs *r, ext2_ino_t ino)
+{
+	struct open_ino **p = &r->open_tab[ino % 1024];
+	while (*p && (*p)->ino != ino)
+		p = &(*p)->next;
+	return p;
+}
+
+static int orphan_add(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in)
+{
+	in->i_dtime = r->fs->super->s_last_orphan;
+	r->fs->super->s_last_orphan = ino;
+	ext2fs_mark_super_dirty(r->fs);
+	return put_inode(r, ino, in);
+}
+
+int orphan_remove(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in)
+{
+	ext2_ino_t cur = r->fs->super->s_last_orphan, prev = 0;
+	struct ext2_inode pin;
+	unsigned guard = 0;
+
+	while (cur && cur != ino && guard++ < r->fs->super->s_inodes_count) {
+		if (get_inode(r, cur, &pin))
+			return -EIO;
+		prev = cur;
+		cur = pin.i_dtime;
+	}
+	if (cur != ino)
+		return -ENOENT;
+	if (!prev) {
+		r->fs->super->s_last_orphan = in->i_dtime;
+		ext2fs_mark_super_dirty(r->fs);
+	} else {
+		pin.i_dtime = in->i_dtime;
+		int ret = put_inode(r, prev, &pin);
+		if (ret)
+			return ret;
+	}
+	in->i_dtime = 0;
+	return 0;
+}
+
+/* Is ino on the orphan list already (unlinked while open)? */
+static bool orphan_listed(struct rfs *r, ext2_ino_t ino)
+{
+	struct open_ino *o = *open_slot(r, ino);
+	return o && o->orphan;
+}
+
+/* A commit inside an operation (between chunks of a huge punch): what came
+ * before it stays, so the rollback point moves past it. */
+errcode_t commit_midway(struct rfs *r)
+{
+	errcode_t e = rio_txn_boundary(r->fs, true);
+	if (!e && r->sp_active)
+		op_savepoint(r);
+	return e;
+}
+
+/*
+ * Free the blocks of ino from logical block `keep` on.  A huge file frees
+ * more blocks than one transaction may hold, so the punch goes from the end
+ * in chunks sized to the room left, with i_size following each chunk (the
+ * file stays consistent at every commit), committing in between.  As ext3
+ * does, the inode sits on the orphan list from before the first chunk
+ * commits until the transaction holding the last one, so a crash in between
+ * leaves it to the next mount's orphan processing.
+ */
+int punch_from(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t keep)
+{
+	ext2_filsys fs = r->fs;
+	uint64_t bs = fs->blocksize, apb = bs / 4;
+	bool listed = false;   /* put on the orphan list here */
+	errcode_t e;
+	int ret;
+
+	if (!ext2fs_inode_has_valid_blocks2(fs, in))
+		return 0;
+	blk64_t cur = (EXT2_I_SIZE(in) + bs - 1) / bs;
+	for (;;) {
+		size_t used = 0, limit = 0;
+		blk64_t chunk = ~0ULL;
+		if (!r->ro && r->attached &&
+		    !rio_txn_room(fs->io, &used, &limit) && limit) {
+			size_t room = limit > used ? limit - used : 0;
+			/* per chunk: its indirect blocks, a bitmap block per group
+			 * touched, descriptors and the inode */
+			blk64_t groups_room = room > 16 ? room - 16 : 0;
+			chunk = groups_room / 2 * apb;
+			if (chunk < apb) {
+				e = commit_midway(r);
+				if (e)
+					return e == EROFS ? -EROFS : -errmap(e);
+				continue;
+			}
+		}
+		if (cur <= keep || cur - keep <= chunk) {
+			e = ext2fs_punch(fs, ino, in, NULL, keep, ~0ULL);
+			if (e)
+				return -errmap(e);
+			/* off the list in the transaction of the last chunk (the
+			 * caller writes the inode) */
+			return listed ? orphan_remove(r, ino, in) : 0;
+		}
+		if (!listed && !orphan_listed(r, ino)) {
+			ret = orphan_add(r, ino, in);
+			if (ret)
+				return ret;
+			listed = true;
+		}
+		blk64_t start = cur - chunk;
+		e = ext2fs_punch(fs, ino, in, NULL, start, ~0ULL);
+		if (!e && start * bs < EXT2_I_SIZE(in))
+			e = ext2fs_inode_size_set(fs, in, start * bs);
+		if (!e)
+			e = ext2fs_write_inode(fs, ino, in);
+		if (!e)
+			e = commit_midway(r);
+		if (e)
+			return e == EROFS ? -EROFS : -errmap(e);
+		cur = start;
+	}
+}
+
+int rfs_free_inode(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in)
+{
+	ext2_filsys fs = r->fs;
+	errcode_t e;
+	int ret;
+
+	ret = punch_from(r, ino, in, 0);
+	if (ret)
+		return ret;
+	blk64_t ea = ext2fs_file_acl_block(fs, in);
+	if (ea) {
+		__u32 count = 1;
+		if (ea >= fs->super->s_first_data_block && ea < ext2fs_blocks_count(fs->super)) {
+			e = ext2fs_adjust_ea_refcount3(fs, ea, NULL, -1, &count, ino);
+			if (!e && count == 0)
+				ext2fs_block_alloc_stats2(fs, ea, -1);
+		}
+		ext2fs_file_acl_block_set(fs, in, 0);
+		ext2fs_iblk_sub_blocks(fs, in, 1);
+	}
+	in->i_links_count = 0;
+	in->i_dtime = time(NULL);
+	in->i_size = 0;
+	in->i_size_high = 0;
+	ret = put_inode(r, ino, in);
+	if (ret)
+		return ret;
+	inode_stats(r, ino, -1, LINUX_S_ISDIR(in->i_mode));
+	return 0;
+}
+
+/* Drop one link of a non-directory (or the last of a directory). */
+int drop_link(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in)
+{
+	if (LINUX_S_ISDIR(in->i_mode))
+		in->i_links_count = 0;
+	else if (in->i_links_count)
+		in->i_links_count--;
+	in->i_ctime = stamp_now(r, ino, T_C);
+	if (in->i_links_count)
+		return put_inode(r, ino, in);
+	if (LINUX_S_ISDIR(in->i_mode))
+		dindex_forget(r->di, ino);
+	struct open_ino *o = *open_slot(r, ino);
+	if (o) {
+		o->orphan = true;
+		return orphan_add(r, ino, in);
+	}
+	return rfs_free_inode(r, ino, in);
+}
+
+int rfs_process_orphans(struct rfs *r)
+{
+	ext2_ino_t ino = r->fs->super->s_last_orphan;
+	unsigned n = 0, guard = 0;
+
+	r->fs->super->s_last_orphan = 0;
+	ext2fs_mark_super_dirty(r->fs);
+	while (ino && guard++ < 1000000) {
+		struct ext2_inode in;
+		if (ino > r->fs->super->s_inodes_count || get_inode(r, ino, &in)) {
+			fprintf(stderr, "recon-fuse: orphan list broken at inode %u; stopped\n", ino);
+			break;
+		}
+		ext2_ino_t next = in.i_dtime;
+		in.i_dtime = 0;
+		int ret;
+		if (in.i_links_count == 0) {
+			ret = rfs_free_inode(r, ino, &in);
+		} else {
+			uint64_t size = EXT2_I_SIZE(&in);
+			blk64_t start = (size + r->fs->blocksize - 1) / r->fs->blocksize;
+			errcode_t e = 0;
+			if (ext2fs_inode_has_valid_blocks2(r->fs, &in))
+				e = ext2fs_punch(r->fs, ino, &in, NULL, start, ~0ULL);
+			ret = e ? -errmap(e) : put_inode(r, ino, &in);
+		}
+		if (ret) {
+			fprintf(stderr, "recon-fuse: orphan inode %u: %s\n", ino, strerror(-ret));
+			return ret;
+		}
+		n++;
+		ino = next;
+	}
+	if (n)
+		fprintf(stderr, "recon-fuse: processed %u orphan inode(s)\n", n);
+	return 0;
+}

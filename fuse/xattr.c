@@ -1,0 +1,327 @@
+/*
+ * fuse/xattr.c - extended attributes: set, get, list, remove, and the capability
+ * a write drops.
+ */
+#include "rfs.h"
+#include "io.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <syslog.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- xattrs ---- */
+
+static bool xattr_name_ok(const char *name)
+{
+	return !strncmp(name, "user.", 5) || !strncmp(name, "trusted.", 8) ||
+	       !strncmp(name, "security.", 9) || !strcmp(name, "system.posix_acl_access") ||
+	       !strcmp(name, "system.posix_acl_default");
+}
+
+/* A namespace prefix with nothing after it ("user."): the kernel's ext3
+ * handlers refuse it with EINVAL; the FUSE client passes it through. */
+static bool xattr_name_empty(const char *name)
+{
+	return !strcmp(name, "user.") || !strcmp(name, "trusted.") || !strcmp(name, "security.");
+}
+
+static int xattr_open(struct rfs *r, ext2_ino_t ino, struct ext2_xattr_handle **h)
+{
+	struct ext2_inode in;
+	int ret = get_inode(r, ino, &in);
+	if (ret)
+		return ret;
+	errcode_t e = ext2fs_xattrs_open(r->fs, ino, h);
+	if (e)
+		return -errmap(e);
+	e = ext2fs_xattrs_read(*h);
+	if (e) {
+		ext2fs_xattrs_close(h);
+		return e == EXT2_ET_MISSING_EA_FEATURE ? -EOPNOTSUPP : corrupt(ino, "bad xattrs");
+	}
+	return 0;
+}
+
+/* libext2fs 1.47 writes an EA block with no entries when the last
+ * attribute leaves it (removed, or moved into the inode); the kernel
+ * releases the block.  Release it here too. */
+static int drop_empty_ea_block(struct rfs *r, ext2_ino_t ino)
+{
+	ext2_filsys fs = r->fs;
+	union {
+		struct ext2_inode_large large;
+		char raw[1024];
+	} u;
+	unsigned isize = EXT2_INODE_SIZE(fs->super);
+
+	if (isize > sizeof(u))
+		return 0;
+	errcode_t e = ext2fs_read_inode_full(fs, ino, (struct ext2_inode *)&u.large, isize);
+	if (e)
+		return -errmap(e);
+	blk64_t blk = ext2fs_file_acl_block(fs, (struct ext2_inode *)&u.large);
+	if (!blk)
+		return 0;
+	char *buf = malloc(fs->blocksize);
+	if (!buf)
+		return -ENOMEM;
+	e = ext2fs_read_ext_attr3(fs, blk, buf, ino);
+	bool empty = !e && EXT2_EXT_IS_LAST_ENTRY(buf + sizeof(struct ext2_ext_attr_header));
+	free(buf);
+	if (e)
+		return corrupt(ino, "unreadable EA block");
+	if (!empty)
+		return 0;
+	e = ext2fs_free_ext_attr(fs, ino, &u.large);
+	if (!e)
+		e = ext2fs_write_inode_full(fs, ino, (struct ext2_inode *)&u.large, isize);
+	return e ? -errmap(e) : 0;
+}
+
+void op_setxattr(fuse_req_t req, fuse_ino_t fino, const char *name, const char *value,
+			size_t size, int flags)
+{
+	struct rfs *r = R(req);
+	ext2_ino_t ino = to_ext(fino);
+	struct ext2_xattr_handle *h = NULL;
+	void *old = NULL;
+	size_t oldlen;
+	int ret;
+
+	if (!xattr_name_ok(name) || xattr_name_empty(name)) {
+		fuse_reply_err(req, xattr_name_empty(name) ? EINVAL : EOPNOTSUPP);
+		return;
+	}
+	if (strlen(name) > 255 || size > 65536) {
+		fuse_reply_err(req, strlen(name) > 255 ? ERANGE : E2BIG);
+		return;
+	}
+	lock(r);
+	ret = wr_begin(r);
+	if (ret)
+		goto out;
+	ret = xattr_open(r, ino, &h);
+	if (ret)
+		goto end;
+	errcode_t e = ext2fs_xattr_get(h, name, &old, &oldlen);
+	if (!e)
+		ext2fs_free_mem(&old);
+	if ((flags & XATTR_CREATE) && !e)
+		ret = -EEXIST;
+	else if ((flags & XATTR_REPLACE) && e == EXT2_ET_EA_KEY_NOT_FOUND)
+		ret = -ENODATA;
+	else {
+		e = ext2fs_xattr_set(h, name, value, size);
+		ret = e ? -errmap(e) : 0;
+	}
+	e = ext2fs_xattrs_close(&h);
+	if (e && !ret)
+		ret = -errmap(e);
+	if (!ret)
+		ret = drop_empty_ea_block(r, ino);
+	if (!ret) {
+		struct ext2_inode in;
+		if (!get_inode(r, ino, &in)) {
+			in.i_ctime = stamp_now(r, ino, T_C);
+			ret = put_inode(r, ino, &in);
+		}
+	}
+end:
+	ret = wr_end(r, ret, false);
+out:
+	unlock(r);
+	fuse_reply_err(req, -ret);
+}
+
+/* True when the inode provably has no extended attributes: no EA block and
+ * no in-inode EA header.  The kernel asks getxattr("security.capability")
+ * before every write(2) (FUSE never marks inodes S_NOSEC), so this answer
+ * must not parse xattrs. */
+static bool has_no_xattrs(struct rfs *r, ext2_ino_t ino)
+{
+	union {
+		struct ext2_inode_large large;
+		char raw[1024];
+	} u;
+	unsigned isize = EXT2_INODE_SIZE(r->fs->super);
+
+	if (!ext2fs_has_feature_xattr(r->fs->super) || isize > sizeof(u) ||
+	    ino < 1 || ino > r->fs->super->s_inodes_count ||
+	    ext2fs_read_inode_full(r->fs, ino, (struct ext2_inode *)&u.large, isize))
+		return false;
+	if (ext2fs_file_acl_block(r->fs, (struct ext2_inode *)&u.large))
+		return false;
+	if (isize <= EXT2_GOOD_OLD_INODE_SIZE)
+		return true;
+	unsigned hdr = EXT2_GOOD_OLD_INODE_SIZE + u.large.i_extra_isize;
+	if (hdr + sizeof(uint32_t) > isize)
+		return true;
+	uint32_t magic;
+	memcpy(&magic, u.raw + hdr, sizeof(magic));
+	return ext2fs_le32_to_cpu(magic) != EXT2_EXT_ATTR_MAGIC;
+}
+
+/* Remove one attribute of ino (-ENODATA when it has none of that name), and
+ * the EA block with it when that leaves the block empty. */
+static int xattr_remove(struct rfs *r, ext2_ino_t ino, const char *name)
+{
+	struct ext2_xattr_handle *h = NULL;
+	void *val = NULL;
+	size_t len;
+	int ret = xattr_open(r, ino, &h);
+	if (ret)
+		return ret;
+	errcode_t e = ext2fs_xattr_get(h, name, &val, &len);
+	if (!e) {
+		ext2fs_free_mem(&val);
+		e = ext2fs_xattr_remove(h, name);
+	}
+	ret = e ? -errmap(e) : 0;
+	e = ext2fs_xattrs_close(&h);
+	if (e && !ret)
+		ret = -errmap(e);
+	return ret ? ret : drop_empty_ea_block(r, ino);
+}
+
+/* A write removes security.capability, as the kernel's file_remove_privs
+ * does (it does not run for direct-I/O opens).  Most inodes have no
+ * attributes at all, which has_no_xattrs answers without parsing. */
+int drop_capability(struct rfs *r, ext2_ino_t ino)
+{
+	if (has_no_xattrs(r, ino))
+		return 0;
+	int ret = xattr_remove(r, ino, "security.capability");
+	return ret == -ENODATA ? 0 : ret;
+}
+
+void op_getxattr(fuse_req_t req, fuse_ino_t fino, const char *name, size_t size)
+{
+	struct rfs *r = R(req);
+	struct ext2_xattr_handle *h = NULL;
+	void *val = NULL;
+	size_t len = 0;
+	int ret;
+
+	if (xattr_name_empty(name)) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	lock(r);
+	if (has_no_xattrs(r, to_ext(fino))) {
+		unlock(r);
+		fuse_reply_err(req, ENODATA);
+		return;
+	}
+	ret = xattr_open(r, to_ext(fino), &h);
+	if (!ret) {
+		errcode_t e = ext2fs_xattr_get(h, name, &val, &len);
+		ret = e ? -errmap(e) : 0;
+		ext2fs_xattrs_close(&h);
+	}
+	unlock(r);
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else if (size == 0)
+		fuse_reply_xattr(req, len);
+	else if (len > size)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, val, len);
+	if (val)
+		ext2fs_free_mem(&val);
+}
+
+struct xlist {
+	char *buf;
+	size_t len, cap;
+	int err;
+};
+
+static int xlist_add(char *name, char *value, size_t value_len, void *data)
+{
+	struct xlist *x = data;
+	size_t n = strlen(name) + 1;
+
+	(void)value;
+	(void)value_len;
+	if (x->len + n > x->cap) {
+		size_t cap = (x->cap + n) * 2;
+		char *p = realloc(x->buf, cap);
+		if (!p) {
+			x->err = -ENOMEM;
+			return XATTR_ABORT;
+		}
+		x->buf = p;
+		x->cap = cap;
+	}
+	memcpy(x->buf + x->len, name, n);
+	x->len += n;
+	return 0;
+}
+
+void op_listxattr(fuse_req_t req, fuse_ino_t fino, size_t size)
+{
+	struct rfs *r = R(req);
+	struct ext2_xattr_handle *h = NULL;
+	struct xlist x = { 0 };
+	int ret;
+
+	lock(r);
+	ret = xattr_open(r, to_ext(fino), &h);
+	if (!ret) {
+		errcode_t e = ext2fs_xattrs_iterate(h, xlist_add, &x);
+		ret = x.err ? x.err : e ? -errmap(e) : 0;
+		ext2fs_xattrs_close(&h);
+	}
+	unlock(r);
+	if (ret == -EOPNOTSUPP) {
+		ret = 0;
+		x.len = 0;
+	}
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else if (size == 0)
+		fuse_reply_xattr(req, x.len);
+	else if (x.len > size)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, x.buf, x.len);
+	free(x.buf);
+}
+
+void op_removexattr(fuse_req_t req, fuse_ino_t fino, const char *name)
+{
+	struct rfs *r = R(req);
+	ext2_ino_t ino = to_ext(fino);
+	int ret;
+
+	if (xattr_name_empty(name)) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	lock(r);
+	ret = wr_begin(r);
+	if (ret)
+		goto out;
+	ret = xattr_remove(r, ino, name);
+	if (!ret) {
+		struct ext2_inode in;
+		if (!get_inode(r, ino, &in)) {
+			in.i_ctime = stamp_now(r, ino, T_C);
+			ret = put_inode(r, ino, &in);
+		}
+	}
+	ret = wr_end(r, ret, false);
+out:
+	unlock(r);
+	fuse_reply_err(req, -ret);
+}
