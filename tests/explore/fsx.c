@@ -6,7 +6,8 @@
  * fallocate (mode 0, KEEP_SIZE, PUNCH_HOLE|KEEP_SIZE), fsync/fdatasync and
  * close/reopen over a few files, with offsets spread over the direct, single-,
  * double- and triple-indirect ranges of the block map.  Every read, and the
- * whole file at reopen and at the end, is compared with an in-memory model
+ * whole file at reopen and at the end (with the page cache dropped first), is
+ * compared with an in-memory model
  * (sparse: 64 KiB chunks, absent = zeros).  On a mismatch: the seed, the op
  * number, the tail of the op log and the differing ranges; exit 1.
  *
@@ -16,9 +17,11 @@
  *   -b bsize     block size hint for the offset regions (default: statvfs)
  *   -n files     number of files (default 2)
  *   -x ops       leave out op kinds, comma list of: write,wowrite,dwrite,
- *                read,mapread,mapwrite,trunc,falloc,keepsize,punch,fsync,reopen
+ *                read,mapread,mapwrite,trunc,falloc,keepsize,punch,fsync,reopen,
+ *                drop (POSIX_FADV_DONTNEED: later reads reach the file system)
  *   -L file      write the op log (replayable with -R)
- *   -R file      replay an op log instead of random ops
+ *   -R file      replay an op log instead of random ops (the data of the
+ *                logged run's seed, from its first line, unless -S)
  *   -O file      outcome log: every op's result, errno, bytes, stat fields
  *                (the differential runs compare two of them)
  *   -q           quiet (no progress)
@@ -47,12 +50,12 @@
 
 enum op_kind { OP_WRITE, OP_WOWRITE, OP_DWRITE, OP_READ, OP_MAPREAD, OP_MAPWRITE,
 	       OP_TRUNC, OP_FALLOC, OP_KEEPSIZE, OP_PUNCH, OP_FSYNC, OP_FDATASYNC,
-	       OP_REOPEN, OP_VERIFY, OP_NKINDS };
+	       OP_REOPEN, OP_DROP, OP_VERIFY, OP_NKINDS };
 static const char *const op_names[OP_NKINDS] = {
 	"write", "wowrite", "dwrite", "read", "mapread", "mapwrite", "trunc",
-	"falloc", "keepsize", "punch", "fsync", "fdatasync", "reopen", "verify" };
+	"falloc", "keepsize", "punch", "fsync", "fdatasync", "reopen", "drop", "verify" };
 /* relative frequency of each kind in a random run */
-static const int op_weight[OP_NKINDS] = { 20, 6, 4, 18, 6, 6, 8, 3, 3, 6, 3, 2, 2, 0 };
+static const int op_weight[OP_NKINDS] = { 20, 6, 4, 18, 6, 6, 8, 3, 3, 6, 3, 2, 2, 3, 0 };
 
 struct op { uint64_t n; enum op_kind kind; int file; uint64_t off, len; };
 
@@ -66,7 +69,7 @@ struct file { char path[4096]; int fd; struct model m; };
 static struct file files[MAXFILES];
 static int nfiles = 2;
 static uint64_t seed, nops = 1000, maxlen = 80ull << 20, bsize;
-static bool disabled[OP_NKINDS], quiet;
+static bool disabled[OP_NKINDS], quiet, seed_given;
 static FILE *logf, *outf, *replayf;
 static char tail[TAIL][160];
 static uint64_t tail_n;
@@ -307,9 +310,19 @@ static void read_compare(const char *what, struct file *f, uint64_t off, uint64_
 /* the whole file: size, every range the model holds data in, every range the
  * file reports as data (SEEK_DATA), and samples of the holes; files up to
  * 256 MiB are read whole */
+/* the kernel's page cache of the file dropped (no writeback cache: its pages
+ * are clean), so reads reach the file system's own state */
+static void drop_cache(struct file *f)
+{
+	int e = posix_fadvise(f->fd, 0, 0, POSIX_FADV_DONTNEED);
+	if (e)
+		failure("posix_fadvise DONTNEED %s: %s", f->path, strerror(e));
+}
+
 static void verify_file(const char *what, struct file *f)
 {
 	struct stat st;
+	drop_cache(f);
 	if (fstat(f->fd, &st))
 		failure("fstat %s: %s", f->path, strerror(errno));
 	if ((uint64_t)st.st_size != f->m.size)
@@ -588,6 +601,9 @@ static void run_op(struct op *o)
 		open_file(f, false);
 		verify_file("reopen", f);
 		break;
+	case OP_DROP:
+		drop_cache(f);
+		break;
 	case OP_VERIFY:
 		verify_file("verify", f);
 		break;
@@ -638,7 +654,7 @@ int main(int argc, char **argv)
 	seed = (uint64_t)time(NULL);
 	while ((c = getopt(argc, argv, "S:N:l:b:n:x:L:R:O:q")) != -1) {
 		switch (c) {
-		case 'S': seed = strtoull(optarg, NULL, 0); break;
+		case 'S': seed = strtoull(optarg, NULL, 0), seed_given = true; break;
 		case 'N': nops = strtoull(optarg, NULL, 0); break;
 		case 'l': maxlen = parse_size(optarg); break;
 		case 'b': bsize = parse_size(optarg); break;
@@ -701,7 +717,12 @@ int main(int argc, char **argv)
 	struct op o;
 	if (replayf) {
 		char line[256];
+		if (!seed_given)
+			seed = 1;   /* unless the log names its run's seed */
 		while (fgets(line, sizeof line, replayf)) {
+			uint64_t logged_seed;
+			if (!seed_given && sscanf(line, "# fsx -S %" SCNu64, &logged_seed) == 1)
+				seed = logged_seed;   /* the data of the logged run */
 			if (!parse_op(line, &o))
 				continue;
 			run_op(&o);
