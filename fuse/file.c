@@ -149,10 +149,17 @@ void open_get(struct rfs *r, ext2_ino_t ino)
  * mmapped, so nothing is lost): each write(2) becomes one WRITE, where the
  * cached path splits writes at partially filled pages and asks
  * getxattr("security.capability") before each one (do_write drops that
- * attribute and the set-id bits itself).  Other opens keep the cache. */
+ * attribute and the set-id bits itself).  O_DIRECT opens too: through the
+ * cached file operations the kernel drops the written range from the page
+ * cache before an asynchronous direct write (AIO, io_uring) and not after it
+ * completes, so a buffered read racing it caches the old data for good
+ * (tests/explore/dio_race: stale reads within 100 rounds); the direct-I/O
+ * operations drop the range as each WRITE is sent (none in thousands of
+ * rounds).  The price: such an fd cannot be mmapped shared (ENODEV).  Other
+ * opens keep the cache. */
 void set_open_mode(struct fuse_file_info *fi)
 {
-	if ((fi->flags & O_ACCMODE) == O_WRONLY)
+	if ((fi->flags & O_ACCMODE) == O_WRONLY || (fi->flags & O_DIRECT))
 		fi->direct_io = 1;
 	else
 		fi->keep_cache = 1;
