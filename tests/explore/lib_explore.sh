@@ -19,13 +19,15 @@ daemon_verdict() {
 	return 0
 }
 
-# recon_run IMG WHAT CMD...: mount IMG with recon-fuse (defaults: checker on),
+# recon_run IMG WHAT CMD...: mount IMG with recon-fuse (defaults: checker on;
+# EXPLORE_RECON_OPTS adds -o options, e.g. on_violation=log to explore past a
+# known false alarm: rejections are still counted and failed),
 # run CMD with $MNT as its tree, unmount; the daemon must exit 0 without a
 # rejected commit and e2fsck -fn must pass.  Returns non-zero on any failure.
 recon_run() {
 	local img=$1 what=$2 rc=0; shift 2
 	MNT="$SCRATCH/mnt"
-	mount_recon "$img" "$MNT" || { fail "$what: mount"; return 1; }
+	mount_recon "$img" "$MNT" "${EXPLORE_RECON_OPTS:-}" || { fail "$what: mount"; return 1; }
 	"$@" || { rc=$?; fail "$what: exited $rc"; }
 	umount_recon "$MNT" || rc=1
 	daemon_verdict "$what" || rc=1
