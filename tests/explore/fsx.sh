@@ -10,7 +10,7 @@ have_kernel_ext3 || skip "no kernel ext3"
 [ -x "$FSX" ] || die "fsx not built: $FSX"
 
 SEEDS=${FSX_SEEDS:-"101 202"}
-OPS=${FSX_OPS:-2500}
+OPS=${FSX_OPS:-2000}
 BLOCKS=${FSX_BLOCKS:-"1024 4096"}
 runs=0
 for bs in $BLOCKS; do
