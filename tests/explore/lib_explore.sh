@@ -10,10 +10,10 @@ FALSE_ALARMS=0     # rejected commits (a checker false alarm or a driver bug)
 # run, with the violation from the daemon's log.
 daemon_verdict() {
 	local what=$1
-	if grep -qiE 'rejected|violation|INV_[A-Z_]+' "$RECON_LOG"; then
+	if grep -qE 'rejected by the checker|INV_[A-Z_]+' "$RECON_LOG"; then
 		FALSE_ALARMS=$((FALSE_ALARMS + 1))
 		fail "$what: the daemon rejected a commit (checker false alarm or driver bug):"
-		grep -iE 'rejected|INV_[A-Z_]+' "$RECON_LOG" | head -5 | sed 's/^/    /'
+		grep -E 'rejected by the checker|INV_[A-Z_]+' "$RECON_LOG" | head -5 | sed 's/^/    /'
 		return 1
 	fi
 	return 0
