@@ -13,8 +13,12 @@
  * header, every symlink target against its own length tag, every xattr value
  * well formed, and each inode's st_nlink against the names found for it.
  *
- *   nsstress [-S seed] [-p procs] [-N ops] [-O outcomes] DIR    run
+ *   nsstress [-S seed] [-p procs] [-N ops] [-O outcomes] [-s] DIR    run
  *   nsstress -V DIR                                             verify
+ * -s: no inode another process may have looked up is freed under it: opens,
+ * xattrs and link sources only in the process's own directory o<N>, no
+ * rmdir, no directory renames (FUSE servers must keep a looked-up inode until
+ * the kernel forgets it; this mode leaves that out).
  * -O (one process only): every op's outcome (return, errno, stat of the
  * target, directory listings) for the differential runs.
  * Exit: 0 pass, 1 failure (unexpected errno or a verify mismatch), 2 usage.
@@ -103,6 +107,22 @@ static void rand_path(char *p, size_t n, char kind)
 	rand_dir(d, sizeof d);
 	snprintf(p, n, "%s/%c%u", d, kind, rnd_below(kind == 'f' ? 12 : 4));
 }
+/* -s: a name in this process's own directory, which no other process
+ * addresses (so no other process can remove a name this one looks up) */
+static bool safe_mode;
+static void own_path(char *p, size_t n, char kind)
+{
+	snprintf(p, n, "%s/o%u/%c%u", root, proc_id, kind, rnd_below(kind == 'f' ? 12 : 4));
+}
+/* the target of an op on an inode the kernel looked up (open, xattr, link) */
+static void inode_path(char *p, size_t n, char kind)
+{
+	if (safe_mode || rnd_below(4) == 0)
+		own_path(p, n, kind);
+	else
+		rand_path(p, n, kind);
+}
+
 /* a name of any kind (for rename/unlink/link sources) */
 static void rand_any(char *p, size_t n)
 {
@@ -184,7 +204,10 @@ static int write_content(int fd, uint32_t fid, uint32_t gen, uint32_t len)
 static void op_create(void)
 {
 	char p[600];
-	rand_path(p, sizeof p, 'f');
+	if (rnd_below(3) == 0)
+		own_path(p, sizeof p, 'f');
+	else
+		rand_path(p, sizeof p, 'f');
 	int fd = open(p, O_CREAT | O_EXCL | O_RDWR, 0644);
 	if (fd < 0) {
 		CALL("create", p, NULL, -1);
@@ -204,7 +227,7 @@ static void op_create(void)
 static void op_rewrite(void)
 {
 	char p[600];
-	rand_path(p, sizeof p, 'f');
+	inode_path(p, sizeof p, 'f');
 	int fd = open(p, O_RDWR | O_NOFOLLOW);
 	if (fd < 0) {
 		CALL("rewrite", p, NULL, -1);
@@ -236,6 +259,8 @@ static void op_rmdir(void)
 {
 	char p[600];
 	rand_path(p, sizeof p, 'd');
+	if (safe_mode)   /* directories stay: no parent a lookup found is freed */
+		return;
 	CALL("rmdir", p, NULL, rmdir(p));
 }
 
@@ -251,7 +276,7 @@ static void op_unlink(void)
 static void op_rename(void)
 {
 	char a[600], b[600];
-	char kind = "ffds"[rnd_below(4)];
+	char kind = safe_mode ? "ffs"[rnd_below(3)] : "ffds"[rnd_below(4)];
 	rand_path(a, sizeof a, kind);
 	rand_path(b, sizeof b, kind);   /* same kind: over an existing target works */
 	if (rnd_below(6) == 0)
@@ -262,7 +287,7 @@ static void op_rename(void)
 static void op_link(void)
 {
 	char a[600], b[600];
-	rand_path(a, sizeof a, rnd_below(4) ? 'f' : 's');
+	inode_path(a, sizeof a, rnd_below(4) ? 'f' : 's');
 	rand_path(b, sizeof b, 'f');
 	int r = link(a, b);
 	if (r && errno == EPERM) {   /* the source is a directory (renamed onto a file name) */
@@ -289,7 +314,10 @@ static void op_symlink(void)
 static void op_xattr(void)
 {
 	char p[600], name[32], val[128];
-	rand_path(p, sizeof p, rnd_below(3) ? 'f' : 'd');
+	if (rnd_below(3))
+		inode_path(p, sizeof p, 'f');
+	else
+		rand_dir(p, sizeof p);
 	snprintf(name, sizeof name, "user.k%u", rnd_below(4));
 	if (rnd_below(3) == 0) {
 		CALL("removexattr", p, NULL, removexattr(p, name));
@@ -308,7 +336,7 @@ static void op_fsync(void)
 	if (rnd_below(2))
 		rand_dir(p, sizeof p);
 	else
-		rand_path(p, sizeof p, 'f');
+		inode_path(p, sizeof p, 'f');
 	int fd = open(p, O_RDONLY | O_NOFOLLOW);
 	if (fd < 0) {
 		CALL("fsync", p, NULL, -1);
@@ -355,9 +383,13 @@ static void run(uint64_t nops)
 		op_create, op_create, op_create, op_rewrite, op_rewrite, op_mkdir, op_mkdir,
 		op_rmdir, op_unlink, op_unlink, op_rename, op_rename, op_rename, op_link,
 		op_symlink, op_xattr, op_xattr, op_fsync, op_list };
+	char own[600];
 	wbuf = malloc(MAXLEN);
 	if (!wbuf)
 		failure("out of memory");
+	snprintf(own, sizeof own, "%s/o%u", root, proc_id);
+	if (mkdir(own, 0755) && errno != EEXIST)
+		failure("mkdir %s: %s", own, strerror(errno));
 	for (op_n = 1; op_n <= nops; op_n++)
 		ops[rnd_below(sizeof ops / sizeof ops[0])]();
 	free(wbuf);
@@ -531,7 +563,7 @@ static int verify(void)
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: nsstress [-S seed] [-p procs] [-N ops] [-O outcomes] DIR |"
+	fprintf(stderr, "usage: nsstress [-S seed] [-p procs] [-N ops] [-O outcomes] [-s] DIR |"
 		" nsstress -V DIR\n");
 	return 2;
 }
@@ -543,13 +575,14 @@ int main(int argc, char **argv)
 	bool do_verify = false;
 	const char *outname = NULL;
 	seed = (uint32_t)time(NULL);
-	while ((c = getopt(argc, argv, "S:p:N:O:V")) != -1) {
+	while ((c = getopt(argc, argv, "S:p:N:O:Vs")) != -1) {
 		switch (c) {
 		case 'S': seed = (uint32_t)strtoul(optarg, NULL, 0); break;
 		case 'p': procs = atoi(optarg); break;
 		case 'N': nops = strtoull(optarg, NULL, 0); break;
 		case 'O': outname = optarg; break;
 		case 'V': do_verify = true; break;
+		case 's': safe_mode = true; break;
 		default: return usage();
 		}
 	}
