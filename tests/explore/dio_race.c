@@ -167,6 +167,8 @@ int main(int argc, char **argv)
 	io_uring_queue_exit(&ring);
 	close(cfd);
 	close(wfd);
+	free(wbuf);
+	free(rbuf);
 	printf("dio_race: %lu rounds of %zu KiB direct writes (%s fd), %lu buffered reads by"
 	       " %d readers, %lu stale reads\n", rounds, fsize >> 10,
 	       wronly ? "write-only" : "read-write", atomic_load(&reads), nreaders, stale);
