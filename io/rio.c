@@ -308,7 +308,8 @@ errcode_t rio_get_stats(io_channel ch, struct rio_stats *out)
 	return 0;
 }
 
-errcode_t rio_data_io(io_channel ch, bool write, const struct rio_extent *ext, unsigned n)
+errcode_t rio_data_io(io_channel ch, bool write, ext2_ino_t ino, const struct rio_extent *ext,
+		      unsigned n)
 {
 	if (!ch || ch->magic != EXT2_ET_MAGIC_IO_CHANNEL || ch->manager != rio_io_manager)
 		return EXT2_ET_MAGIC_IO_CHANNEL;
@@ -317,11 +318,17 @@ errcode_t rio_data_io(io_channel ch, bool write, const struct rio_extent *ext, u
 		return EXT2_ET_RO_FILSYS;
 	if (n == 0)
 		return 0;
+	struct txn *t = rc->txn;
+	/* before anything is issued or any cached copy dropped */
+	if (write && t) {
+		errcode_t gerr = rio_txn_data_guard(t, ino, ext, n);
+		if (gerr)
+			return gerr;
+	}
 	struct dev_req *reqs = calloc(n, sizeof(*reqs));
 	if (!reqs)
 		return ENOMEM;
 	size_t bs = (size_t)ch->block_size;
-	struct txn *t = rc->txn;
 	for (unsigned i = 0; i < n; i++) {
 		reqs[i].write = write;
 		reqs[i].off = ext[i].blk * bs;

@@ -212,6 +212,11 @@ bool      rio_ovl_read_whole(struct txn *t, uint64_t off, size_t len, void *buf)
  * any overlay copy (e.g. the zeroes libext2fs writes into a block it has
  * just allocated) must never be written home over it. */
 void      rio_ovl_data_written(struct txn *t, uint64_t off, size_t len);
+/* Before file data of inode ino is written to ext: refuse (EIO, the file
+ * system failed as on a rejection) a block that the checker's approved state
+ * records as neither free nor ino's own data.  0 without a checker. */
+errcode_t rio_txn_data_guard(struct txn *t, ext2_ino_t ino, const struct rio_extent *ext,
+			     unsigned n);
 void      rio_txn_free(struct txn *t);
 void      rio_txn_totals_free(struct txn_totals *tt);
 
