@@ -32,6 +32,8 @@ struct recon_config {
 	bool ro;                  /* -o ro */
 	bool allow_other;
 	bool force_rw;            /* mount read-write an image marked with errors */
+	bool journal_replay;      /* replay a journal that needs recovery (default on; the
+				   * kernel's noload/norecovery: off, read-only mounts only) */
 	enum atime_mode atime;    /* relatime (default), noatime, strictatime */
 	char *pidfile;            /* -o pidfile=FILE: written after mount, removed at exit */
 	char *config_file;        /* -o config=FILE (else /etc/recon-fuse.conf if present) */

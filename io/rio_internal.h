@@ -130,6 +130,15 @@ struct txn_totals {
 	pthread_mutex_t lock;     /* violations and last_violation */
 };
 
+/* ---- journal replayed into memory (read-only opens) ----
+ * The blocks a journal replay produced (home blocks, the emptied journal
+ * superblock, the superblock with needs_recovery cleared), kept in memory
+ * instead of being written: reads of a read-only channel on the same device
+ * see them over the device's contents.  Immutable once built (read from any
+ * thread without a lock); shared by reference between the channel that
+ * replayed and those opened after it (rio.c). */
+struct rio_replay;
+
 /* ---- the channel ---- */
 struct rio_chan {
 	char   *path;
@@ -137,6 +146,7 @@ struct rio_chan {
 	struct dev   dev;
 	struct cache cache;
 	struct txn  *txn;         /* NULL until rio_txn_attach */
+	struct rio_replay *replay; /* read-only channels: the journal replayed in memory */
 	/* guards the overlay: data I/O (any thread) drops and reads overlay
 	 * blocks while the file-system thread fills and commits it; recursive
 	 * because a commit's own flush writes through the seam */
