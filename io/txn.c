@@ -1480,8 +1480,11 @@ errcode_t rio_txn_data_guard(struct txn *t, ext2_ino_t ino, const struct rio_ext
 	char text[512], what[160], rec1[160], rec2[160];
 	bool group_owned = !strcmp(info.type, "bbitmap") || !strcmp(info.type, "ibitmap") ||
 			   !strcmp(info.type, "itable");
-	if (!strcmp(info.type, "free"))
-		snprintf(what, sizeof(what), "free, but inode %u may not own file data", ino);
+	bool ino_refused = !strcmp(info.type, "free") ||
+			   (!strcmp(info.type, "data") && info.owner == ino);
+	if (ino_refused)
+		snprintf(what, sizeof(what), "%s, but inode %u may not own file data (reserved or "
+			 "journal inode)", info.type, ino);
 	else if (group_owned)
 		snprintf(what, sizeof(what), "%s of group %u (static metadata)", info.type, info.owner);
 	else if (info.owner == 0)
@@ -1490,8 +1493,9 @@ errcode_t rio_txn_data_guard(struct txn *t, ext2_ino_t ino, const struct rio_ext
 		snprintf(what, sizeof(what), "%s block %u of inode %u", info.type, info.lblk, info.owner);
 	snprintf(text, sizeof(text),
 		 "INV_BLOCK_OWNED_ONCE: data write of inode %u to block %" PRIu64 " refused before "
-		 "it reached the disk: the checker's approved state has that block as %s "
-		 "(a block bitmap that says it is free is wrong)\n", ino, blk, what);
+		 "it reached the disk: the checker's approved state has that block as %s%s\n",
+		 ino, blk, what, !ino_refused ?
+		 " (a block bitmap that says it is free is wrong)" : "");
 	snprintf(rec1, sizeof(rec1), "inode | %u | data write | 0 | %" PRIu64, ino, blk);
 	snprintf(rec2, sizeof(rec2), "%s | %u | %s block | %" PRIu64 " | %" PRIu64,
 		 group_owned ? "bgd" : "inode", info.owner, info.type, blk, blk);
