@@ -41,7 +41,8 @@ scenario() {
 	local sum_before
 	sum_before=$(debugfs -R "cat victim" "$img" 2>/dev/null | sha256sum)
 
-	mount_recon "$img" "$mnt" "$opts" || { fail "$what: mount"; return; }
+	local stats="$SCRATCH/stats-$bs.json"
+	mount_recon "$img" "$mnt" "stats=$stats${opts:+,$opts}" || { fail "$what: mount"; return; }
 	# a new file as large as the victim: its blocks are the first free ones
 	python3 - "$mnt" "$bs" >"$SCRATCH/write.out" 2>&1 <<'EOF'
 import errno, os, sys
@@ -75,6 +76,10 @@ EOF
 	grep -q "refused" "$RECON_LOG" || fail "$what: no refusal in the daemon's log"
 	grep -qE "block [0-9]+ of inode $vino\b" "$RECON_LOG" ||
 		fail "$what: the message does not name the victim (inode $vino) as the owner"
+	grep -qE "data write of inode [0-9]+ to block [0-9]+" "$RECON_LOG" ||
+		fail "$what: the message does not name the writing inode and the block"
+	python3 -c 'import json,sys; v=json.load(open(sys.argv[1]))["violations"]; sys.exit(0 if any(x["invariant"] == "INV_BLOCK_OWNED_ONCE" for x in v) else 1)' \
+		"$stats" || fail "$what: the stats do not list the refusal as a violation"
 	local sum_after
 	sum_after=$(debugfs -R "cat victim" "$img" 2>/dev/null | sha256sum)
 	[ "$sum_before" = "$sum_after" ] || fail "$what: the victim's data on disk was overwritten"
