@@ -259,6 +259,7 @@ static void set_defaults(struct recon_config *cfg)
 	cfg->on_violation = ONV_READONLY;
 	cfg->journal = true;
 	cfg->async_commit = true;
+	cfg->journal_replay = true;
 }
 
 /* Growing comma-separated list of options passed on to libfuse. */

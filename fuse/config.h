@@ -33,6 +33,8 @@ struct recon_config {
 	bool allow_other;
 	bool force_rw;            /* mount read-write an image marked with errors */
 	bool rw_unchecked;        /* skip the mount-time consistency check (the base case) */
+	bool journal_replay;      /* replay a journal that needs recovery (default on; the
+				   * kernel's noload/norecovery: off, read-only mounts only) */
 	enum atime_mode atime;    /* relatime (default), noatime, strictatime */
 	char *pidfile;            /* -o pidfile=FILE: written after mount, removed at exit */
 	char *config_file;        /* -o config=FILE (else /etc/recon-fuse.conf if present) */

@@ -41,7 +41,8 @@ int map_block(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t lblk
 
 /* Read or write whole blocks; phys[i] == 0 means a hole (read as zeros,
  * never written).  Contiguous runs go out as one extent. */
-int blocks_io(struct rfs *r, bool write, const blk64_t *phys, unsigned n, char *buf)
+int blocks_io(struct rfs *r, ext2_ino_t ino, bool write, const blk64_t *phys, unsigned n,
+	      char *buf)
 {
 	size_t bs = r->fs->blocksize;
 	struct rio_extent ext[64];
@@ -59,7 +60,7 @@ int blocks_io(struct rfs *r, bool write, const blk64_t *phys, unsigned n, char *
 			continue;
 		}
 		if (ne == 64) {
-			errcode_t e = rio_data_io(r->fs->io, write, ext, ne);
+			errcode_t e = rio_data_io(r->fs->io, write, ino, ext, ne);
 			if (e)
 				return -EIO;
 			ne = 0;
@@ -69,7 +70,7 @@ int blocks_io(struct rfs *r, bool write, const blk64_t *phys, unsigned n, char *
 		ext[ne].buf = buf + i * bs;
 		ne++;
 	}
-	if (ne && rio_data_io(r->fs->io, write, ext, ne))
+	if (ne && rio_data_io(r->fs->io, write, ino, ext, ne))
 		return -EIO;
 	return 0;
 }
@@ -241,7 +242,7 @@ void op_read(fuse_req_t req, fuse_ino_t fino, size_t size, off_t off,
 	for (unsigned i = 0; i < n && !ret; i++)
 		ret = map_block(r, ino, &in, first + i, &phys[i]);
 	if (!ret)
-		ret = blocks_io(r, false, phys, n, buf);
+		ret = blocks_io(r, ino, false, phys, n, buf);
 	if (!ret) {
 		got = size;
 		maybe_touch_atime(r, ino);
@@ -301,9 +302,9 @@ static int do_write(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *d
 	/* partial first and last blocks: read what is there (holes read as zeros) */
 	if (!whole) {
 		if (off % bs)
-			ret = blocks_io(r, false, &phys[0], 1, buf);
+			ret = blocks_io(r, ino, false, &phys[0], 1, buf);
 		if (!ret && (off + size) % bs && (n > 1 || off % bs == 0))
-			ret = blocks_io(r, false, &phys[n - 1], 1, buf + (n - 1) * bs);
+			ret = blocks_io(r, ino, false, &phys[n - 1], 1, buf + (n - 1) * bs);
 		if (ret)
 			goto out;
 		memcpy(buf + off % bs, data, size);
@@ -328,7 +329,7 @@ static int do_write(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *d
 		int pret = put_inode(r, ino, &in);
 		(void)pret;
 	}
-	int ioret = n ? blocks_io(r, true, phys, n, src) : 0;
+	int ioret = n ? blocks_io(r, ino, true, phys, n, src) : 0;
 	if (ioret && !ret)
 		ret = ioret;
 	if (n) {
@@ -507,7 +508,7 @@ static int do_fallocate(struct rfs *r, fuse_req_t req, ext2_ino_t ino, off_t off
 		run[nrun++] = p;
 		if (nrun < FALLOC_RUN && l < last)
 			continue;
-		ret = blocks_io(r, true, run, nrun, zero);
+		ret = blocks_io(r, ino, true, run, nrun, zero);
 		nrun = 0;
 		/* the indirect blocks it writes must fit the journal */
 		size_t used = 0, limit = 0;
@@ -517,7 +518,7 @@ static int do_fallocate(struct rfs *r, fuse_req_t req, ext2_ino_t ino, off_t off
 	}
 	if (nrun) {
 		/* zeroed even when an allocation failed: no stale data behind it */
-		int zret = blocks_io(r, true, run, nrun, zero);
+		int zret = blocks_io(r, ino, true, run, nrun, zero);
 		if (!ret)
 			ret = zret;
 	}
@@ -543,10 +544,10 @@ static int zero_in_block(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, b
 	char *buf = malloc(bs);
 	if (!buf)
 		return -ENOMEM;
-	ret = blocks_io(r, false, &pblk, 1, buf);
+	ret = blocks_io(r, ino, false, &pblk, 1, buf);
 	if (!ret) {
 		memset(buf + from, 0, to - from);
-		ret = blocks_io(r, true, &pblk, 1, buf);
+		ret = blocks_io(r, ino, true, &pblk, 1, buf);
 	}
 	free(buf);
 	return ret;

@@ -484,7 +484,9 @@ int wr_end(struct rfs *r, int ret, bool force)
 	}
 	if (ret && r->sp_active && op_rollback(r)) {
 		went_readonly(r);
-		return -EROFS;
+		/* an I/O error (or a data write the guard refused) is this
+		 * operation's own failure; EROFS is for the ones after it */
+		return ret == -EIO ? -EIO : -EROFS;
 	}
 	r->sp_active = false;
 	r->nstamp = 0;

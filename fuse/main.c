@@ -309,16 +309,20 @@ static int prepare_fs(struct rfs *r)
 			ext2fs_close_free(&fs);
 			return -1;
 		}
-		if (r->ro) {
-			/* replay writes: reopen read-write for it */
+	}
+	if (ext2fs_has_feature_journal_needs_recovery(sb) && !cfg->journal_replay) {
+		if (!r->ro) {
+			fprintf(stderr, "recon-fuse: %s needs journal recovery, which the mount "
+				"options suppress; mount it read-only (-o ro) or allow the replay\n",
+				cfg->device);
 			ext2fs_close_free(&fs);
-			e = open_fs(cfg->device, true, &fs);
-			if (e) {
-				fprintf(stderr, "recon-fuse: %s needs journal recovery but cannot be "
-					"opened read-write: %s\n", cfg->device, error_message(e));
-				return -1;
-			}
+			return -1;
 		}
+		fprintf(stderr, "recon-fuse: %s: journal not replayed: what is mounted is the disk "
+			"without its last transactions and may look inconsistent\n", cfg->device);
+	} else if (ext2fs_has_feature_journal_needs_recovery(sb)) {
+		/* read-only: replayed into memory (the device is opened O_RDONLY
+		 * and never written); the reopen below reads through it */
 		unsigned replayed = 0;
 		char msg[256] = "";
 		e = rio_journal_recover(fs, &replayed, msg, sizeof(msg));
@@ -328,8 +332,9 @@ static int prepare_fs(struct rfs *r)
 			ext2fs_close_free(&fs);
 			return -1;
 		}
-		fprintf(stderr, "recon-fuse: %s: replayed %u journal transaction(s)\n", cfg->device,
-			replayed);
+		fprintf(stderr, "recon-fuse: %s: replayed %u journal transaction(s)%s\n",
+			cfg->device, replayed, r->ro ? " in memory (read-only: the image is not "
+			"written)" : "");
 		/* libext2fs's copies are stale: reopen */
 		fs->flags &= ~EXT2_FLAG_DIRTY;
 		fs->flags &= ~EXT2_FLAG_SUPER_ONLY;

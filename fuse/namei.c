@@ -95,7 +95,7 @@ void op_readlink(fuse_req_t req, fuse_ino_t fino)
 		if (!ret && !pblk)
 			ret = corrupt(ino, "symlink without a block");
 		if (!ret)
-			ret = blocks_io(r, false, &pblk, 1, buf);
+			ret = blocks_io(r, ino, false, &pblk, 1, buf);
 	}
 	buf[len] = 0;
 out:
@@ -263,7 +263,7 @@ static int make_node(struct rfs *r, fuse_req_t req, ext2_ino_t dir, const char *
 			memcpy(buf, link, len);
 			ret = alloc_block(r, ino, &in, 0, 0, &pblk);
 			if (!ret)
-				ret = blocks_io(r, true, &pblk, 1, buf);
+				ret = blocks_io(r, ino, true, &pblk, 1, buf);
 			free(buf);
 			if (ret)
 				goto undo;

@@ -219,7 +219,10 @@ void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 /* file.c */
 int alloc_block(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t lblk,
 		       blk64_t goal, blk64_t *pblk);
-int blocks_io(struct rfs *r, bool write, const blk64_t *phys, unsigned n, char *buf);
+/* Data of inode ino: the io layer refuses a write to a block the checker
+ * does not record as free or ino's own (EIO). */
+int blocks_io(struct rfs *r, ext2_ino_t ino, bool write, const blk64_t *phys, unsigned n,
+	      char *buf);
 int map_block(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t lblk,
 		     blk64_t *pblk);
 void op_fallocate(fuse_req_t req, fuse_ino_t fino, int mode, off_t off, off_t len,
