@@ -9,6 +9,9 @@ what) is the same from run to run on one kernel; a mutant is then named by
   o1   k1 with an orphan list: one unlinked inode on s_last_orphan (debugfs)
   kc1  k1's content written by the kernel and the image copied while it is
        mounted after a sync: needs_recovery, transactions in the journal
+  jr1  k1 after a workload under recon-fuse cut by its power-cut fault
+       (-o deterministic,fault_crash_after=N): committed transactions in the
+       journal that were not checkpointed (needs the recon-fuse binary)
 Contents: files in the direct, indirect and double-indirect ranges, a fast and
 a slow symlink, a 400-entry htree directory, hard links, nested directories.
 """
@@ -18,7 +21,7 @@ import subprocess
 import tempfile
 import time
 
-BASES = ("k1", "k4", "o1", "kc1")
+BASES = ("k1", "k4", "o1", "kc1", "jr1")
 UUID = "6a3c0e52-1f7b-4c3e-9d2a-5b8e7f1c2d40"
 HASH_SEED = "0b1c2d3e-4f50-4a61-8b72-93a4b5c6d7e8"
 GEOMETRY = {  # base: (block size, inode size, image size)
@@ -26,6 +29,7 @@ GEOMETRY = {  # base: (block size, inode size, image size)
     "k4": (4096, 256, "160M"),
     "o1": (1024, 128, "16M"),
     "kc1": (1024, 128, "16M"),
+    "jr1": (1024, 128, "16M"),
 }
 
 
@@ -77,8 +81,85 @@ def _populate(root, bs):
     os.setxattr(root + "/d/sub", "user.dir", pattern("dirx", 300))
 
 
-def make(name, dest):
-    """Make base NAME at path DEST (overwritten)."""
+def _is_mounted(mnt):
+    with open("/proc/self/mountinfo") as f:
+        return any(line.split()[4] == os.path.realpath(mnt) for line in f)
+
+
+def _crash_workload(root):
+    """Metadata-heavy work with fsyncs, so that the log holds transactions."""
+    for i in range(40):
+        path = "%s/d/cut%d" % (root, i)
+        try:
+            with open(path, "wb") as f:
+                f.write(pattern("cut%d" % i, 300 + 211 * i))
+                if i % 3 == 0:
+                    os.fsync(f.fileno())
+            if i % 4 == 1:
+                os.rename(path, "%s/big/cut-moved-%d" % (root, i))
+            if i % 5 == 2:
+                os.unlink(path)
+        except OSError:
+            return
+
+
+def _journal_has_log(path):
+    """needs_recovery, and the journal's log starts with a transaction."""
+    import ext2meta
+    img = ext2meta.Image(open(path, "rb").read())
+    _, log = img.journal()
+    return bool(img.sb[96] & 0x4) and any(k == "commit" for _, k in log)
+
+
+def _run_cut(src, dest, fuse, mnt, opts):
+    """Copy SRC to DEST, run the crash workload on it under recon-fuse -o OPTS."""
+    shutil.copyfile(src, dest)
+    p = subprocess.Popen([fuse, "-f", "-o", "deterministic," + opts, dest, mnt],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(400):
+        if _is_mounted(mnt) or p.poll() is not None:
+            break
+        time.sleep(0.05)
+    if _is_mounted(mnt):
+        _crash_workload(mnt)
+        subprocess.run(["fusermount3", "-u", mnt], stderr=subprocess.DEVNULL)
+    try:
+        p.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+        subprocess.run(["fusermount3", "-uz", mnt], stderr=subprocess.DEVNULL)
+
+
+def _make_jr(dest, fuse):
+    """A k1 image, then the workload under recon-fuse: once whole (its stats
+    give the device writes W), then with a power cut at the first of a fixed
+    list of fractions of W that leaves a committed log behind."""
+    import json
+    if not fuse:
+        raise RuntimeError("base jr1 needs the recon-fuse binary")
+    src = dest + ".k1"
+    make("k1", src)
+    mnt = tempfile.mkdtemp(prefix="imgfuzz-base-")
+    try:
+        _run_cut(src, dest, fuse, mnt, "stats=%s.json" % dest)
+        writes = json.load(open(dest + ".json"))["device_writes"]
+        os.unlink(dest + ".json")
+        for tenth in (5, 6, 4, 7, 3, 8, 2, 9):
+            _run_cut(src, dest, fuse, mnt, "fault_crash_after=%d,fault_seed=1" % (writes * tenth // 10))
+            if _journal_has_log(dest):
+                return dest
+        raise RuntimeError("no power-cut point left a committed journal")
+    finally:
+        os.rmdir(mnt)
+        os.unlink(src)
+
+
+def make(name, dest, fuse=None):
+    """Make base NAME at path DEST (overwritten); FUSE: the recon-fuse binary
+    (for jr1)."""
+    if name == "jr1":
+        return _make_jr(dest, fuse)
     bs, isz, size = GEOMETRY[name]
     env = dict(os.environ, E2FSPROGS_FAKE_TIME="1700000000", MKE2FS_CONFIG="/dev/null")
     if os.path.exists(dest):
@@ -126,10 +207,10 @@ def make(name, dest):
     return dest
 
 
-def get(name, cache_dir):
+def get(name, cache_dir, fuse=None):
     """Base NAME from CACHE_DIR, made once per cache."""
     path = os.path.join(cache_dir, "base-%s.img" % name)
     if not os.path.exists(path):
-        make(name, path + ".tmp")
+        make(name, path + ".tmp", fuse)
         os.replace(path + ".tmp", path)
     return path

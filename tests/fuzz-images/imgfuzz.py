@@ -348,7 +348,7 @@ class Harness:
         for n in os.listdir(self.work):
             os.unlink(os.path.join(self.work, n)) if not os.path.isdir(os.path.join(self.work, n)) else None
         base = mutate.parse_spec(spec)[0]
-        data = bytearray(open(bases.get(base, self.cache), "rb").read())
+        data = bytearray(open(bases.get(base, self.cache, self.fuse), "rb").read())
         try:
             res["mutation"] = mutate.mutate(spec, data)
         except mutate.NoTarget as e:
@@ -524,7 +524,7 @@ def specs_from(args):
             for k in range(args.per_class):
                 seed = args.seed0 + k
                 if cls == "jblk":
-                    base = "kc1"
+                    base = ("kc1", "jr1")[seed % 2]
                 else:
                     pool = args.bases.split(",")
                     base = pool[seed % len(pool)]
@@ -587,7 +587,7 @@ def main():
     ap.add_argument("--list", action="append", help="file of mutants, one a line (# comments)")
     ap.add_argument("--per-class", type=int, default=0, help="N seeded mutants per class")
     ap.add_argument("--classes", default=",".join(c for c in mutate.CLASSES if c != "none"))
-    ap.add_argument("--bases", default="k1,k4,o1", help="bases for --per-class (jblk uses kc1)")
+    ap.add_argument("--bases", default="k1,k4,o1", help="bases for --per-class (jblk uses kc1 and jr1)")
     ap.add_argument("--seed0", type=int, default=1)
     ap.add_argument("--fuse", default=os.environ.get("RECON_FUSE"), help="the recon-fuse binary")
     ap.add_argument("--cache", help="directory for the base images (default: a temporary one)")
