@@ -26,6 +26,7 @@ Outcomes, worst first (a mutant gets the first that applies):
              blocks/inodes)
   changed    a file the workload did not write reads back different content
   false-alarm  a commit was rejected on an image e2fsck -fn passed (exit 0)
+  harness    the walk or the workload itself failed (a bug of this script)
   refused    the read-write mount was refused with a message
   readonly   a commit was rejected: the daemon went read-only and said so
   errors     some operation failed (EIO, EUCLEAN, ...) with no crash
@@ -53,7 +54,7 @@ sys.path.insert(0, HERE)
 import bases  # noqa: E402
 import mutate  # noqa: E402
 
-BAD = ("crash", "hang", "bad-exit", "worse", "changed", "false-alarm")
+BAD = ("crash", "hang", "bad-exit", "worse", "changed", "false-alarm", "harness")
 ORDER = BAD + ("refused", "readonly", "errors", "clean", "no-target")
 READ_CAP = 8 << 20
 SAN_RE = re.compile(r"ERROR: AddressSanitizer|runtime error:|ERROR: LeakSanitizer|SUMMARY: UndefinedBehavior")
@@ -65,7 +66,7 @@ SAN_RE = re.compile(r"ERROR: AddressSanitizer|runtime error:|ERROR: LeakSanitize
 def walk(root):
     """Every name under ROOT: kind, size, content digest, link target, xattrs;
     and the errors met.  Prints one JSON object."""
-    out, errs = {}, []
+    out, errs, seen_dirs = {}, [], set()
 
     def note(path, e):
         errs.append("%s: %s" % (os.path.relpath(path, root), errno.errorcode.get(e.errno, e.errno)))
@@ -110,6 +111,10 @@ def walk(root):
             except OSError as e:
                 note(path, e)
         elif stat.S_ISDIR(st.st_mode):
+            if st.st_ino in seen_dirs:      # a damaged entry naming a directory again
+                rec["seen"] = True
+                return
+            seen_dirs.add(st.st_ino)
             try:
                 names = sorted(os.listdir(path))
             except OSError as e:
@@ -304,7 +309,7 @@ def client(h, mode, mnt):
     try:
         return json.loads(r.stdout), "ok"
     except ValueError:
-        return None, "ok"
+        return {"harness": "%s exited %d: %s" % (mode, r.returncode, r.stderr[-500:])}, "ok"
 
 
 # ---------------------------------------------------------------------------
@@ -339,6 +344,14 @@ class Harness:
         r = fsck(ref, self.work, self.fsck_limit)
         os.unlink(ref)
         return r
+
+    @staticmethod
+    def harness_check(out, flags, note):
+        if isinstance(out, dict) and "harness" in out:
+            flags.add("harness")
+            note(out["harness"])
+            return None
+        return out
 
     def run(self, spec):
         """One mutant: a result dict (outcome, notes, timings)."""
@@ -422,6 +435,7 @@ class Harness:
         d = mount("ro", "ro")
         if d:
             walk0, st = client(self, "walk", mnt)
+            walk0 = self.harness_check(walk0, flags, note)
             if st == "hang":
                 flags.add("hang")
                 note("ro: the walk hung")
@@ -440,6 +454,7 @@ class Harness:
             if d:
                 rw_mounted = True
                 errs, st = client(self, "workload", mnt)
+                errs = self.harness_check(errs, flags, note)
                 if st == "hang":
                     flags.add("hang")
                     note("rw: the workload hung")
@@ -475,6 +490,7 @@ class Harness:
                 d = mount("ro", "ro2")
                 if d:
                     walk1, st = client(self, "walk", mnt)
+                    walk1 = self.harness_check(walk1, flags, note)
                     if st == "hang":
                         flags.add("hang")
                         note("ro2: the walk hung")

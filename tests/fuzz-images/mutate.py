@@ -411,6 +411,19 @@ def dx_field(name):
     return edit
 
 
+def dx_fake_dirents(m):
+    """The '.' and '..' entries that hide the index from linear readers."""
+    blk, kind = pick_htree(m)
+    if kind != "root":
+        raise NoTarget("not a root")
+    base, bs = blk * m.img.bs, m.img.bs
+    if m.rng.random() < 0.5:
+        m.put(base + 16, "<H", m.pick([0, 8, 12, bs - 16, bs - 8, bs, 0xFFFF]),
+              "htree root %d '..' rec_len" % blk)
+    else:
+        m.put(base + 4, "<H", m.pick([0, 8, 16, bs - 12, bs]), "htree root %d '.' rec_len" % blk)
+
+
 def dx_flips(m):
     blk, kind = pick_htree(m)
     base = blk * m.img.bs
@@ -644,7 +657,7 @@ EDITS = {
                 + [("dotdot", dir_dotdot), ("flips", dir_flips)]),
     "htree": dict([(f, dx_field(f)) for f in ("hash_version", "info_length", "indirect_levels",
                                               "unused_flags", "limit", "count", "block", "hash")]
-                  + [("flips", dx_flips)]),
+                  + [("fake_dirents", dx_fake_dirents), ("flips", dx_flips)]),
     "ind": {"entry": ind_entry, "duplicate": ind_duplicate, "fill": ind_fill, "flips": ind_flips},
     "ea": dict([(f, ea_field(f)) for f in ("h_magic", "h_refcount", "h_blocks", "e_name_len",
                                            "e_name_index", "e_value_offs", "e_value_inum",
