@@ -577,7 +577,7 @@ def report(results, allow, a):
     out = ["# Image fuzzer: %d mutants" % len(results), "",
            "%s, recon-fuse %s (%s build, commit %s); %s." % (
                time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), a.fuse,
-               "ASan+UBSan" if a.asan else "plain", rev or "?",
+               {True: "ASan+UBSan", False: "plain", None: "?"}[a.asan], rev or "?",
                "seeds %d..%d per class, bases %s" % (a.seed0, a.seed0 + a.per_class - 1, a.bases)
                if a.per_class else "listed mutants"),
            "Outcomes: see tests/fuzz-images/imgfuzz.py (a mutant counts under its worst); "
@@ -613,8 +613,16 @@ def main():
     ap.add_argument("--report", help="write the table and the list of bad mutants (markdown)")
     ap.add_argument("--allow", default=",".join(o for o in ORDER if o not in BAD),
                     help="outcomes that pass (default: all but %s)" % ", ".join(BAD))
-    ap.add_argument("--expect", help="file of SPEC OUTCOME lines: the outcome each must have")
+    ap.add_argument("--tabulate", help="no runs: the table (and --report) of a --json file")
     a = ap.parse_args()
+    if a.tabulate:
+        results = [json.loads(line) for line in open(a.tabulate)]
+        a.asan, a.per_class = None, 0
+        print(table(results))
+        if a.report:
+            with open(a.report, "w") as f:
+                f.write(report(results, set(a.allow.split(",")), a))
+        return 0
     if not a.fuse or not os.access(a.fuse, os.X_OK):
         ap.error("no recon-fuse binary (--fuse or RECON_FUSE)")
     a.asan = b"libasan" in subprocess.run(["ldd", a.fuse], capture_output=True).stdout
