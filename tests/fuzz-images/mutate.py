@@ -9,7 +9,10 @@ the class's bytes).  EDIT is a name from the class's table (`mutate.py
 --list`), optionally with =VALUE for the field's new value, e.g.
     k1/sb/1/s_first_data_block=1000     k1/ibitmap/3/clear_live
 The targets (which inode, block, entry) come from the seed and a parse of the
-base image (ext2meta.py), so the same name gives the same mutant.
+base image (ext2meta.py), so the same name gives the same mutant (the layout
+of a base does not change between rebuilds on one kernel; only timestamps
+do).  A new edit in a class's table changes which edit that class's seeds
+pick: reports name the commit of the mutator they ran.
 Usage: mutate.py SPEC BASE_IMAGE OUT_IMAGE    (prints what it changed)
        mutate.py --list
 """
