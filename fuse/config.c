@@ -30,6 +30,8 @@ static const struct key_desc keys[] = {
 	{ "force_rw", K_BOOL, F(force_rw), false, "mount read-write an image marked with errors" },
 	{ "atime", K_ATIME, F(atime), false, "relatime (default), noatime or strictatime" },
 	{ "pidfile", K_STR, F(pidfile), false, "write the daemon's pid to FILE once mounted" },
+	{ "acl", K_BOOL, F(acl), false, "POSIX ACLs, enforced by the kernel (on; noacl: off)" },
+	{ "user_xattr", K_BOOL, F(user_xattr), false, "user.* extended attributes (on; nouser_xattr: off)" },
 	{ "block_cache_mb", K_UINT, F(block_cache_mb), false, "metadata block cache in MiB (64)" },
 	{ "threads", K_UINT, F(threads), false, "FUSE worker threads (1: one thread)" },
 	{ "poll_us", K_UINT, F(poll_us), false, "with one thread: poll for the next request this long, in us (50)" },
@@ -49,6 +51,24 @@ static const struct key_desc keys[] = {
 	{ "no_uring", K_BOOL, F(no_uring), true, "test: force the pread/pwrite fallback" },
 };
 #undef F
+
+/* The kernel's ext3 spellings of our boolean keys. */
+struct ext3_alias {
+	const char *opt, *key, *val;
+};
+
+static const struct ext3_alias ext3_aliases[] = {
+	{ "noacl", "acl", "off" },
+	{ "nouser_xattr", "user_xattr", "off" },
+};
+
+static const struct ext3_alias *ext3_alias(const char *opt)
+{
+	for (size_t i = 0; i < sizeof(ext3_aliases) / sizeof(ext3_aliases[0]); i++)
+		if (!strcmp(ext3_aliases[i].opt, opt))
+			return &ext3_aliases[i];
+	return NULL;
+}
 
 static const char *const corrupt_kinds[] = {
 	"bbitmap", "ibitmap", "bgd_free_blocks", "bgd_free_inodes", "bgd_used_dirs",
@@ -248,6 +268,8 @@ static void set_defaults(struct recon_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->atime = ATIME_RELATIME;
+	cfg->acl = true;
+	cfg->user_xattr = true;
 	cfg->block_cache_mb = 64;
 	cfg->threads = 1;
 	cfg->poll_us = 50;
@@ -304,7 +326,7 @@ static int split_opts(const char *list, struct optbuf *ours, struct optbuf *thei
 				ours_key = true;
 		if (!strcmp(key, "config") || !strcmp(key, "noatime") || !strcmp(key, "relatime") ||
 		    !strcmp(key, "strictatime") || !strcmp(key, "atime") || !strcmp(key, "ro") ||
-		    !strcmp(key, "rw") || !strcmp(key, "allow_other"))
+		    !strcmp(key, "rw") || !strcmp(key, "allow_other") || ext3_alias(key))
 			ours_key = true;
 		if (!strcmp(key, "ro") || !strcmp(key, "allow_other"))
 			ret = optbuf_add(theirs, tok);   /* the kernel needs them too */
@@ -341,6 +363,11 @@ static int apply_cmdline_opts(struct recon_config *cfg, char *list)
 		}
 		if (!strcmp(tok, "noatime") || !strcmp(tok, "relatime") || !strcmp(tok, "strictatime")) {
 			ret = set_key(cfg, "atime", tok, false, "-o");
+			continue;
+		}
+		const struct ext3_alias *alias = val ? NULL : ext3_alias(tok);
+		if (alias) {
+			ret = set_key(cfg, alias->key, alias->val, false, "-o");
 			continue;
 		}
 		if (!strcmp(tok, "atime") && !val) {

@@ -35,6 +35,8 @@ struct recon_config {
 	enum atime_mode atime;    /* relatime (default), noatime, strictatime */
 	char *pidfile;            /* -o pidfile=FILE: written after mount, removed at exit */
 	char *config_file;        /* -o config=FILE (else /etc/recon-fuse.conf if present) */
+	bool acl;                 /* POSIX ACLs stored and enforced (default on, as Debian's ext3) */
+	bool user_xattr;          /* user.* extended attributes (default on) */
 
 	/* I/O and performance */
 	unsigned block_cache_mb;  /* default 64 */

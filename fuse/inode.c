@@ -405,6 +405,10 @@ void op_setattr(fuse_req_t req, fuse_ino_t fino, struct stat *attr, int to_set,
 	else
 		stamp_now(r, ino, T_C);
 	ret = put_inode(r, ino, &in);
+	/* a chmod rewrites the access ACL's entries (the kernel forgets its
+	 * cached ACL after every SETATTR) */
+	if (!ret && (to_set & FUSE_SET_ATTR_MODE) && !(ret = acl_chmod(r, ino, in.i_mode)))
+		ret = get_inode(r, ino, &in);
 	if (!ret)
 		fill_stat(r, ino, &in, &st);
 end:

@@ -203,9 +203,16 @@ static int make_node(struct rfs *r, fuse_req_t req, ext2_ino_t dir, const char *
 		if (din.i_links_count >= LINK_MAX_EXT3)
 			return -EMLINK;
 	}
-	ret = new_inode(r, req, dir, mode, &in, &ino);
+	/* the directory's default ACL, or the umask, decides the mode */
+	struct acl_new acls;
+	ret = acl_inherit(r, req, dir, &mode, &acls);
 	if (ret)
 		return ret;
+	ret = new_inode(r, req, dir, mode, &in, &ino);
+	if (ret) {
+		acl_new_free(&acls);
+		return ret;
+	}
 	if (LINUX_S_ISCHR(mode) || LINUX_S_ISBLK(mode)) {
 		unsigned ma = major(rdev), mi = minor(rdev);
 		if (ma < 256 && mi < 256)
@@ -258,14 +265,21 @@ static int make_node(struct rfs *r, fuse_req_t req, ext2_ino_t dir, const char *
 	ret = put_inode(r, ino, &in);
 	if (ret)
 		goto undo;
+	ret = acl_inherit_store(r, ino, &acls);
+	/* as written: the ACLs may have taken an EA block */
+	int reread = get_inode(r, ino, &in);
+	if (ret || (ret = reread) != 0)
+		goto undo;
 	ret = dindex_add(r->di, dir, name, strlen(name), ino, ftype_of(r, mode));
 	if (ret)
 		goto undo;
+	acl_new_free(&acls);
 	touch_dir(r, dir, isdir ? 1 : 0);
 	fill_entry(r, ino, &in, e);
 	*out_ino = ino;
 	return 0;
 undo:
+	acl_new_free(&acls);
 	in.i_links_count = 0;
 	(void)rfs_free_inode(r, ino, &in);
 	return ret;

@@ -1,7 +1,7 @@
 /*
  * fuse/rfs.h - internal to fuse/: the mounted file system's state and what
  * the rooms of fuse/ (main.c, super.c, lifecycle.c, inode.c, namei.c, dir.c,
- * file.c, orphan.c, xattr.c) share.
+ * file.c, orphan.c, xattr.c, acl.c) share.
  */
 #ifndef RECON_FUSE_RFS_H
 #define RECON_FUSE_RFS_H
@@ -212,5 +212,20 @@ void op_listxattr(fuse_req_t req, fuse_ino_t fino, size_t size);
 void op_removexattr(fuse_req_t req, fuse_ino_t fino, const char *name);
 void op_setxattr(fuse_req_t req, fuse_ino_t fino, const char *name, const char *value,
 			size_t size, int flags);
+int xattr_drop_empty_block(struct rfs *r, ext2_ino_t ino);
+
+/* acl.c */
+struct acl_new {           /* a new inode's ACLs (posix_acl_xattr values) */
+	void *access, *deflt;
+	size_t access_len, deflt_len;
+};
+bool acl_name(const char *name);
+int acl_set(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *name,
+	    const void *val, size_t len);
+int acl_chmod(struct rfs *r, ext2_ino_t ino, unsigned mode);
+int acl_inherit(struct rfs *r, fuse_req_t req, ext2_ino_t dir, unsigned *mode,
+		struct acl_new *out);
+int acl_inherit_store(struct rfs *r, ext2_ino_t ino, const struct acl_new *n);
+void acl_new_free(struct acl_new *n);
 
 #endif

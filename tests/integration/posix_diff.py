@@ -1272,9 +1272,214 @@ def sec_user(r):
     os.chdir("..")
 
 
+# ---------------------------------------------------------------- ACLs
+
+A_UOBJ, A_USER, A_GOBJ, A_GROUP, A_MASK, A_OTHER = 1, 2, 4, 8, 0x10, 0x20
+ACL_ACCESS = "system.posix_acl_access"
+ACL_DEFAULT = "system.posix_acl_default"
+
+
+def acl_bytes(entries, version=2):
+    """An ACL in the posix_acl_xattr format: [(tag, perm, id)]."""
+    return struct.pack("<I", version) + b"".join(
+        struct.pack("<HHI", t, p, i if t in (A_USER, A_GROUP) else 0xffffffff) for t, p, i in entries)
+
+
+def acl_of(path, name=ACL_ACCESS):
+    """The ACL as a readable list (or the errno): what getfacl would show."""
+    try:
+        v = os.getxattr(path, name, follow_symlinks=False)
+    except OSError as e:
+        return err_name(e)
+    if len(v) < 4 or (len(v) - 4) % 8:
+        return "bad:%d" % len(v)
+    out = ["v%d" % struct.unpack_from("<I", v)[0]]
+    for off in range(4, len(v), 8):
+        t, p, i = struct.unpack_from("<HHI", v, off)
+        out.append("%x:%o:%d" % (t, p, i if t in (A_USER, A_GROUP) else -1))
+    return out
+
+
+def sec_acl(r):
+    """POSIX ACLs: enforcement for the owner, a named user, a group member
+    and others; the mode an access ACL sets; chmod and the mask; default
+    ACLs inherited with the umask rules; malformed values refused."""
+    uid, gid = r.uid, r.gid
+    os.mkdir("acl", 0o777)
+    os.chmod("acl", 0o755)
+    os.chdir("acl")
+    write_file("f", b"acl data")
+    os.chmod("f", 0o644)
+    deny_user = acl_bytes([(A_UOBJ, 6, 0), (A_USER, 0, uid), (A_GOBJ, 4, 0), (A_MASK, 4, 0), (A_OTHER, 4, 0)])
+    before = age("f")["f"]
+    r.do("set-deny-user", os.setxattr, "f", ACL_ACCESS, deny_user)
+    r.rec("set-deny-user-times", moved(before, "f"))
+    r.rec("deny-user-stat", lst("f"))
+    r.rec("deny-user-acl", acl_of("f"))
+    r.rec("deny-user-list", sorted(os.listxattr("f")))
+    write_file("rw-user", b"for the user")
+    os.chmod("rw-user", 0o600)
+    r.do("set-rw-user", os.setxattr, "rw-user", ACL_ACCESS,
+         acl_bytes([(A_UOBJ, 6, 0), (A_USER, 6, uid), (A_GOBJ, 0, 0), (A_MASK, 6, 0), (A_OTHER, 0, 0)]))
+    r.rec("rw-user-stat", lst("rw-user"))
+    write_file("masked", b"mask limits")
+    os.chmod("masked", 0o600)
+    r.do("set-masked", os.setxattr, "masked", ACL_ACCESS,
+         acl_bytes([(A_UOBJ, 6, 0), (A_USER, 6, uid), (A_GOBJ, 0, 0), (A_MASK, 4, 0), (A_OTHER, 0, 0)]))
+    write_file("grp", b"group entry")
+    os.chmod("grp", 0o600)
+    r.do("set-grp", os.setxattr, "grp", ACL_ACCESS,
+         acl_bytes([(A_UOBJ, 6, 0), (A_GOBJ, 0, 0), (A_GROUP, 6, 4321), (A_MASK, 6, 0), (A_OTHER, 0, 0)]))
+    os.mkdir("d", 0o700)
+    os.chmod("d", 0o700)
+    r.do("set-dir-user", os.setxattr, "d", ACL_ACCESS,
+         acl_bytes([(A_UOBJ, 7, 0), (A_USER, 7, uid), (A_GOBJ, 0, 0), (A_MASK, 7, 0), (A_OTHER, 0, 0)]))
+    r.rec("dir-user-stat", lst("d"))
+    # the user's own file in a group it is not in, set-group-id
+    write_file("own-sgid", b"x")
+    os.chown("own-sgid", uid, 0)
+    os.chmod("own-sgid", 0o2775)
+
+    def body(rec):
+        user_do(rec, "user-read-denied", content_or_raise, "f")
+        user_do(rec, "user-access-denied", os.access, "f", os.R_OK, show=str)
+        user_do(rec, "user-rw", content_or_raise, "rw-user")
+        fd = user_do(rec, "user-write-rw", os.open, "rw-user", os.O_WRONLY)
+        if fd is not None:
+            os.close(fd)
+        fd = user_do(rec, "user-write-masked", os.open, "masked", os.O_WRONLY)
+        if fd is not None:
+            os.close(fd)
+        user_do(rec, "user-read-masked", content_or_raise, "masked")
+        user_do(rec, "user-read-grp-nonmember", content_or_raise, "grp")
+        fd = user_do(rec, "user-create-in-dir", os.open, "d/mine", os.O_CREAT | os.O_WRONLY, 0o644)
+        if fd is not None:
+            os.close(fd)
+        rec("user-create-in-dir-stat", lst("d/mine"))
+        user_do(rec, "user-list-dir", os.listdir, "d", show=sorted)
+        user_do(rec, "user-set-not-owner", os.setxattr, "f", ACL_ACCESS,
+                acl_bytes([(A_UOBJ, 7, 0), (A_GOBJ, 7, 0), (A_OTHER, 7, 0)]))
+        user_do(rec, "user-set-own-sgid", os.setxattr, "own-sgid", ACL_ACCESS,
+                acl_bytes([(A_UOBJ, 7, 0), (A_USER, 5, 0), (A_GOBJ, 5, 0), (A_MASK, 5, 0), (A_OTHER, 5, 0)]))
+        rec("user-set-own-sgid-stat", lst("own-sgid"))
+        user_do(rec, "user-chmod-own", os.chmod, "own-sgid", 0o751)
+        rec("user-chmod-own-acl", acl_of("own-sgid"))
+
+    as_user(r, uid, gid, body)
+
+    def body_member(rec):
+        user_do(rec, "member-read-grp", content_or_raise, "grp")
+        fd = user_do(rec, "member-write-grp", os.open, "grp", os.O_WRONLY)
+        if fd is not None:
+            os.close(fd)
+
+    as_user(r, uid, gid, body_member, groups=(4321,))
+
+    # the mode and the ACL follow each other
+    r.do("chmod-acl", os.chmod, "rw-user", 0o640)
+    r.rec("chmod-acl-acl", acl_of("rw-user"))
+    r.rec("chmod-acl-stat", lst("rw-user"))
+    r.do("set-mask-rwx", os.setxattr, "rw-user", ACL_ACCESS,
+         acl_bytes([(A_UOBJ, 6, 0), (A_USER, 6, uid), (A_GOBJ, 0, 0), (A_MASK, 7, 0), (A_OTHER, 1, 0)]))
+    r.rec("set-mask-rwx-stat", lst("rw-user"))
+    write_file("equiv", b"")
+    os.chmod("equiv", 0o600)
+    r.do("set-equiv", os.setxattr, "equiv", ACL_ACCESS,
+         acl_bytes([(A_UOBJ, 7, 0), (A_GOBJ, 5, 0), (A_OTHER, 1, 0)]))
+    r.rec("set-equiv-stat", lst("equiv"))
+    r.rec("set-equiv-acl", acl_of("equiv"))
+    r.do("remove-none", os.removexattr, "equiv", ACL_ACCESS)
+    r.do("remove-default-file", os.removexattr, "equiv", ACL_DEFAULT)
+    r.do("remove-acl", os.removexattr, "masked", ACL_ACCESS)
+    r.rec("remove-acl-stat", lst("masked"))
+    r.rec("remove-acl-list", sorted(os.listxattr("masked")))
+    r.do("header-only", os.setxattr, "grp", ACL_ACCESS, struct.pack("<I", 2))
+    r.rec("header-only-acl", acl_of("grp"))
+    r.do("default-on-file", os.setxattr, "f", ACL_DEFAULT,
+         acl_bytes([(A_UOBJ, 7, 0), (A_GOBJ, 5, 0), (A_OTHER, 1, 0)]))
+    good = [(A_UOBJ, 6, 0), (A_USER, 4, 1000), (A_GOBJ, 4, 0), (A_MASK, 4, 0), (A_OTHER, 4, 0)]
+    for name, value in (
+            ("version-1", acl_bytes(good, version=1)),
+            ("short", acl_bytes(good)[:-2]),
+            ("no-mask", acl_bytes([(A_UOBJ, 6, 0), (A_USER, 4, 1000), (A_GOBJ, 4, 0), (A_OTHER, 4, 0)])),
+            ("perm-8", acl_bytes([(A_UOBJ, 8, 0), (A_GOBJ, 4, 0), (A_OTHER, 4, 0)])),
+            ("two-owners", acl_bytes([(A_UOBJ, 6, 0), (A_UOBJ, 6, 0), (A_GOBJ, 4, 0), (A_OTHER, 4, 0)])),
+            ("out-of-order", acl_bytes([(A_GOBJ, 4, 0), (A_UOBJ, 6, 0), (A_OTHER, 4, 0)])),
+            ("no-other", acl_bytes([(A_UOBJ, 6, 0), (A_GOBJ, 4, 0)])),
+            ("bad-tag", acl_bytes([(A_UOBJ, 6, 0), (0x40, 4, 0), (A_GOBJ, 4, 0), (A_OTHER, 4, 0)])),
+            ("undefined-id", acl_bytes([(A_UOBJ, 6, 0), (A_USER, 4, 0xffffffff), (A_GOBJ, 4, 0),
+                                        (A_MASK, 4, 0), (A_OTHER, 4, 0)]))):
+        r.do("malformed-" + name, os.setxattr, "f", ACL_ACCESS, value)
+    r.rec("after-malformed-acl", acl_of("f"))
+    # many named users: the ACL leaves the inode for an EA block
+    many = [(A_UOBJ, 6, 0)] + [(A_USER, 4, 2000 + i) for i in range(40)] + \
+        [(A_GOBJ, 4, 0), (A_MASK, 4, 0), (A_OTHER, 0, 0)]
+    write_file("many", b"")
+    r.do("set-many", os.setxattr, "many", ACL_ACCESS, acl_bytes(many))
+    r.rec("set-many-stat", lst("many"))
+    r.rec("set-many-acl", acl_of("many"))
+
+    # default ACLs: inherited with the umask rules
+    os.mkdir("inherit", 0o755)
+    os.chmod("inherit", 0o777)
+    dflt = acl_bytes([(A_UOBJ, 7, 0), (A_USER, 5, uid), (A_GOBJ, 5, 0), (A_MASK, 7, 0), (A_OTHER, 0, 0)])
+    r.do("set-default", os.setxattr, "inherit", ACL_DEFAULT, dflt)
+    r.rec("set-default-stat", lst("inherit"))
+    old = os.umask(0o077)
+    try:
+        write_file("inherit/file", b"", 0o666)
+        os.mkdir("inherit/sub", 0o777)
+        os.mknod("inherit/fifo", 0o640 | stat.S_IFIFO)
+        os.symlink("file", "inherit/link")
+    finally:
+        os.umask(old)
+    for n in ("file", "sub", "fifo"):
+        r.rec("inherit-%s-stat" % n, lst("inherit/" + n))
+        r.rec("inherit-%s-acl" % n, acl_of("inherit/" + n))
+        r.rec("inherit-%s-default" % n, acl_of("inherit/" + n, ACL_DEFAULT))
+    r.rec("inherit-link-stat", lst("inherit/link"))
+    os.mkdir("inherit/sub/deeper", 0o750)
+    r.rec("inherit-deeper-stat", lst("inherit/sub/deeper"))
+    r.rec("inherit-deeper-default", acl_of("inherit/sub/deeper", ACL_DEFAULT))
+    # a default ACL that says no more than a mode: the file gets no access ACL
+    os.mkdir("plain-default", 0o755)
+    r.do("set-plain-default", os.setxattr, "plain-default", ACL_DEFAULT,
+         acl_bytes([(A_UOBJ, 7, 0), (A_GOBJ, 5, 0), (A_OTHER, 5, 0)]))
+    write_file("plain-default/f", b"", 0o640)
+    r.rec("plain-default-f-stat", lst("plain-default/f"))
+    r.rec("plain-default-f-list", sorted(os.listxattr("plain-default/f")))
+    # the umask applies where there is no default ACL
+    old = os.umask(0o027)
+    try:
+        write_file("umasked", b"", 0o666)
+        os.mkdir("umasked-dir", 0o777)
+    finally:
+        os.umask(old)
+    r.rec("umasked-stat", lst("umasked"))
+    r.rec("umasked-dir-stat", lst("umasked-dir"))
+
+    def body_inherit(rec):
+        os.umask(0o022)
+        fd = user_do(rec, "user-create-inherit", os.open, "inherit/ufile", os.O_CREAT | os.O_WRONLY, 0o666)
+        if fd is not None:
+            os.close(fd)
+        rec("user-create-inherit-stat", lst("inherit/ufile"))
+        rec("user-create-inherit-acl", acl_of("inherit/ufile"))
+        user_do(rec, "user-read-sub", os.listdir, "inherit/sub", show=sorted)
+
+    as_user(r, uid, gid, body_inherit)
+    r.rec("listing", listing("."))
+    os.chdir("..")
+
+
+def content_or_raise(path):
+    with open(path, "rb") as f:
+        return digest(f.read())
+
+
 SECTIONS = [sec_fresh, sec_open, sec_tmpfile, sec_holes, sec_truncate, sec_coherence, sec_unlinked, sec_rename,
             sec_links, sec_symlink, sec_dirs, sec_mknod, sec_modes, sec_times, sec_xattr,
-            sec_statfs, sec_fallocate, sec_user]
+            sec_statfs, sec_fallocate, sec_user, sec_acl]
 
 
 def run(root, out, uid, gid):
