@@ -37,6 +37,7 @@ struct recon_config {
 	char *config_file;        /* -o config=FILE (else /etc/recon-fuse.conf if present) */
 	bool acl;                 /* POSIX ACLs stored and enforced (default on, as Debian's ext3) */
 	bool user_xattr;          /* user.* extended attributes (default on) */
+	bool sync, dirsync;       /* every change / every directory change commits before it replies */
 
 	/* I/O and performance */
 	unsigned block_cache_mb;  /* default 64 */

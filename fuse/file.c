@@ -112,6 +112,8 @@ static void trim_past_eof(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in)
 static bool atime_needs_update(struct rfs *r, struct ext2_inode *in)
 {
 	time_t now = time(NULL);
+	if (flags_noatime(in))
+		return false;
 	switch (r->cfg->atime) {
 	case ATIME_NOATIME:
 		return false;
@@ -184,6 +186,8 @@ void op_open(fuse_req_t req, fuse_ino_t fino, struct fuse_file_info *fi)
 	ret = get_inode(r, ino, &in);
 	if (!ret && ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) && r->ro)
 		ret = -EROFS;
+	if (!ret)
+		ret = flags_check_open(&in, fi->flags);   /* immutable, append-only */
 	/* libfuse negotiates FUSE_ATOMIC_O_TRUNC, so O_TRUNC reaches us here and
 	 * not as a SETATTR: truncate as ext3's open does, times updated even
 	 * when the file is already empty. */
@@ -267,6 +271,10 @@ static int do_write(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *d
 		return ret;
 	if (LINUX_S_ISDIR(in.i_mode))
 		return -EISDIR;
+	ret = flags_check_write(&in, off);
+	if (ret)
+		return ret;
+	flags_sync_inode(r, &in);
 	if (size == 0)
 		return 0;
 	blk64_t first = off / bs, last = (off + size - 1) / bs;
@@ -589,9 +597,18 @@ void op_fallocate(fuse_req_t req, fuse_ino_t fino, int mode, off_t off, off_t le
 	}
 	lock(r);
 	ret = wr_begin(r);
-	if (!ret)
-		ret = wr_end(r, mode ? do_punch(r, to_ext(fino), off, len) :
-				       do_fallocate(r, req, to_ext(fino), off, len), false);
+	if (!ret) {
+		struct ext2_inode in;
+		ret = get_inode(r, to_ext(fino), &in);
+		if (!ret)
+			ret = flags_check_fallocate(&in, mode);
+		if (!ret)
+			flags_sync_inode(r, &in);
+		if (!ret)
+			ret = mode ? do_punch(r, to_ext(fino), off, len) :
+				     do_fallocate(r, req, to_ext(fino), off, len);
+		ret = wr_end(r, ret, false);
+	}
 	unlock(r);
 	fuse_reply_err(req, -ret);
 }

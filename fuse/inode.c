@@ -339,8 +339,11 @@ void op_setattr(fuse_req_t req, fuse_ino_t fino, struct stat *attr, int to_set,
 		goto out;
 	now = r->now.tv_sec;
 	ret = get_inode(r, ino, &in);
+	if (!ret)
+		ret = flags_check_setattr(&in, to_set);   /* immutable, append-only */
 	if (ret)
 		goto end;
+	flags_sync_inode(r, &in);
 	/* Set-id bits (FUSE_CAP_HANDLE_KILLPRIV: the kernel leaves this to us):
 	 * chown drops set-user-id and group-executable set-group-id on
 	 * non-directories for anyone, truncation for callers other than root;

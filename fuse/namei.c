@@ -136,6 +136,7 @@ static int new_inode(struct rfs *r, fuse_req_t req, ext2_ino_t dir, unsigned mod
 	ext2fs_set_i_gid_high(*in, gid >> 16);
 	in->i_atime = in->i_mtime = in->i_ctime = stamp_now(r, *out, T_A | T_M | T_C | T_CR);
 	in->i_links_count = 1;
+	in->i_flags = flags_inherit(&din, mode);
 	in->i_generation = (uint32_t)lrand48();
 	e = ext2fs_write_new_inode(r->fs, *out, in);
 	if (e)
@@ -163,7 +164,7 @@ static int check_new_name(struct rfs *r, ext2_ino_t dir, const char *name)
 	ret = dindex_lookup(r->di, dir, name, strlen(name), &ino, &ft);
 	if (ret == 0)
 		return -EEXIST;
-	return ret == -ENOENT ? 0 : ret;
+	return ret == -ENOENT ? flags_check_dir_add(&din) : ret;
 }
 
 static void touch_dir(struct rfs *r, ext2_ino_t dir, int links_delta)
@@ -171,6 +172,7 @@ static void touch_dir(struct rfs *r, ext2_ino_t dir, int links_delta)
 	struct ext2_inode din;
 	if (get_inode(r, dir, &din))
 		return;
+	flags_sync_dir(r, &din);
 	din.i_mtime = din.i_ctime = stamp_now(r, dir, T_M | T_C);
 	din.i_links_count += links_delta;
 	(void)put_inode(r, dir, &din);
@@ -373,6 +375,10 @@ void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (!ret && LINUX_S_ISDIR(in.i_mode))
 		ret = -EISDIR;
 	if (!ret)
+		ret = flags_check_dir_remove_ino(r, dir);
+	if (!ret)
+		ret = flags_check_modify(&in);
+	if (!ret)
 		ret = dindex_remove(r->di, dir, name, strlen(name));
 	if (!ret) {
 		touch_dir(r, dir, 0);
@@ -411,6 +417,10 @@ void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 		ret = get_inode(r, ino, &in);
 	if (!ret && !LINUX_S_ISDIR(in.i_mode))
 		ret = -ENOTDIR;
+	if (!ret)
+		ret = flags_check_dir_remove_ino(r, dir);
+	if (!ret)
+		ret = flags_check_modify(&in);
 	if (!ret) {
 		ret = dindex_is_empty(r->di, ino);
 		ret = ret == 1 ? 0 : ret == 0 ? -ENOTEMPTY : ret;
@@ -489,6 +499,18 @@ static int do_rename(struct rfs *r, ext2_ino_t sdir, const char *sname, ext2_ino
 	if (dino) {
 		ret = get_inode(r, dino, &din);
 		if (ret)
+			return ret;
+	}
+	/* may_delete of the source (and of a target it replaces), may_create
+	 * in the destination: immutable and append-only as the VFS checks */
+	if (dino != sino) {
+		if ((ret = flags_check_dir_remove_ino(r, sdir)) != 0 ||
+		    (ret = flags_check_modify(&sin)) != 0)
+			return ret;
+		if (dino && ((ret = flags_check_dir_remove(&pin)) != 0 ||
+			     (ret = flags_check_modify(&din)) != 0))
+			return ret;
+		if (!dino && (ret = flags_check_dir_add(&pin)) != 0)
 			return ret;
 	}
 	if (flags & RENAME_EXCHANGE) {
@@ -612,6 +634,8 @@ void op_link(fuse_req_t req, fuse_ino_t fino, fuse_ino_t newparent, const char *
 		ret = get_inode(r, ino, &in);
 	if (!ret && LINUX_S_ISDIR(in.i_mode))
 		ret = -EPERM;
+	if (!ret)
+		ret = flags_check_modify(&in);   /* may_linkat */
 	if (!ret && in.i_links_count >= LINK_MAX_EXT3)
 		ret = -EMLINK;
 	if (!ret && in.i_links_count == 0)

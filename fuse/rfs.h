@@ -1,7 +1,7 @@
 /*
  * fuse/rfs.h - internal to fuse/: the mounted file system's state and what
  * the rooms of fuse/ (main.c, super.c, lifecycle.c, inode.c, namei.c, dir.c,
- * file.c, orphan.c, xattr.c, acl.c) share.
+ * file.c, orphan.c, xattr.c, acl.c, flags.c) share.
  */
 #ifndef RECON_FUSE_RFS_H
 #define RECON_FUSE_RFS_H
@@ -66,6 +66,9 @@ struct rfs {
 		long extra[4];   /* i_[amc]time_extra words, epoch bits and ns */
 	} stamp[8];
 	unsigned nstamp;
+
+	bool sync_op;              /* the operation commits, data included, before replying
+				      (sync and dirsync flags and mount options) */
 };
 
 /* Exit status of the daemon when on_violation=stop unmounted it. */
@@ -227,5 +230,23 @@ int acl_inherit(struct rfs *r, fuse_req_t req, ext2_ino_t dir, unsigned *mode,
 		struct acl_new *out);
 int acl_inherit_store(struct rfs *r, ext2_ino_t ino, const struct acl_new *n);
 void acl_new_free(struct acl_new *n);
+
+/* flags.c: each check answers 0 or -EPERM as the kernel's VFS would */
+uint32_t flags_inherit(const struct ext2_inode *dir, unsigned mode);
+int flags_check_open(const struct ext2_inode *in, int oflags);
+int flags_check_setattr(const struct ext2_inode *in, int to_set);
+int flags_check_write(const struct ext2_inode *in, uint64_t off);
+int flags_check_fallocate(const struct ext2_inode *in, int mode);
+int flags_check_modify(const struct ext2_inode *in);
+int flags_check_modify_ino(struct rfs *r, ext2_ino_t ino);
+int flags_check_dir_add(const struct ext2_inode *dir);
+int flags_check_dir_remove(const struct ext2_inode *dir);
+int flags_check_dir_remove_ino(struct rfs *r, ext2_ino_t dir);
+bool flags_noatime(const struct ext2_inode *in);
+void flags_sync_inode(struct rfs *r, const struct ext2_inode *in);
+void flags_sync_dir(struct rfs *r, const struct ext2_inode *dir);
+void op_ioctl(fuse_req_t req, fuse_ino_t fino, unsigned int cmd, void *arg,
+	      struct fuse_file_info *fi, unsigned flags, const void *in_buf,
+	      size_t in_bufsz, size_t out_bufsz);
 
 #endif

@@ -145,4 +145,5 @@ const struct fuse_lowlevel_ops rfs_ops = {
 	.removexattr = op_removexattr,
 	.fallocate = op_fallocate,
 	.lseek = op_lseek,
+	.ioctl = op_ioctl,
 };

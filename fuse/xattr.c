@@ -113,6 +113,9 @@ void op_setxattr(fuse_req_t req, fuse_ino_t fino, const char *name, const char *
 	ret = wr_begin(r);
 	if (ret)
 		goto out;
+	ret = flags_check_modify_ino(r, ino);   /* immutable, append-only */
+	if (ret)
+		goto end;
 	if (acl_name(name)) {
 		/* an empty ACL (the header alone) removes it, as the kernel's */
 		bool none = size == sizeof(uint32_t);
@@ -333,6 +336,9 @@ void op_removexattr(fuse_req_t req, fuse_ino_t fino, const char *name)
 	ret = wr_begin(r);
 	if (ret)
 		goto out;
+	ret = flags_check_modify_ino(r, ino);   /* immutable, append-only */
+	if (ret)
+		goto end;
 	if (acl_name(name)) {
 		ret = acl_set(r, req, ino, name, NULL, 0);
 		goto end;

@@ -57,6 +57,11 @@ EXPECTED = {
     r"fallocate/punch-.*-fstat": lambda k, o, bs: (
         dict(k, blocks=0) == dict(o, blocks=0)
         and 0 < k["blocks"] - o["blocks"] <= 3 * bs // 512),
+    # Opening an immutable file for writing as a user without write
+    # permission: the kernel's VFS tests immutability first (EPERM); the FUSE
+    # client checks the permission bits (default_permissions) before the
+    # request reaches the daemon, which alone knows the flag (EACCES).
+    "flags/user-write-imm": lambda k, o, bs: k == "err:EPERM" and o == "err:EACCES",
 }
 
 UTIME_NOW = (1 << 30) - 1
@@ -1472,6 +1477,226 @@ def sec_acl(r):
     os.chdir("..")
 
 
+# ---------------------------------------------------------------- inode flags
+
+FS_IOC_GETFLAGS, FS_IOC_SETFLAGS = 0x80086601, 0x40086602
+FS_IOC_GETVERSION, FS_IOC_SETVERSION = 0x80087601, 0x40087602
+FS_IOC_FSGETXATTR, FS_IOC_FSSETXATTR = 0x801c581f, 0x401c5820
+FL_SECRM, FL_SYNC, FL_IMMUTABLE, FL_APPEND, FL_NODUMP, FL_NOATIME = 0x1, 0x8, 0x10, 0x20, 0x40, 0x80
+FL_DIRSYNC, FL_TOPDIR = 0x10000, 0x20000
+
+
+def getflags(path):
+    import fcntl
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as e:
+        return err_name(e)
+    try:
+        b = bytearray(4)
+        fcntl.ioctl(fd, FS_IOC_GETFLAGS, b)
+        return "%x" % struct.unpack("<I", b)[0]
+    except OSError as e:
+        return err_name(e)
+    finally:
+        os.close(fd)
+
+
+def setflags(path, value):
+    import fcntl
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        fcntl.ioctl(fd, FS_IOC_SETFLAGS, struct.pack("<I", value))
+    finally:
+        os.close(fd)
+
+
+def fd_ioctl(path, req, arg):
+    import fcntl
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return fcntl.ioctl(fd, req, arg)
+    finally:
+        os.close(fd)
+
+
+def sec_flags(r):
+    """Inode flags: which FS_IOC_SETFLAGS values ext3 takes, stores or
+    refuses (regular files and directories, every bit), and how immutable,
+    append-only and no-atime files and directories answer every operation;
+    flags a new inode inherits; FS_IOC_FSGETXATTR/FSSETXATTR and
+    FS_IOC_GETVERSION/SETVERSION; chattr as the owner and as another user."""
+    uid, gid = r.uid, r.gid
+    os.mkdir("flags", 0o777)
+    os.chmod("flags", 0o777)
+    os.chdir("flags")
+    os.mkdir("bits")
+    for kind in ("file", "dir"):
+        for bit in range(32):
+            p = "bits/%s%d" % (kind, bit)
+            if kind == "file":
+                write_file(p, b"")
+            else:
+                os.mkdir(p)
+            r.do("set-%s-bit%d" % (kind, bit), setflags, p, 1 << bit)
+            r.rec("set-%s-bit%d-flags" % (kind, bit), getflags(p))
+            if getflags(p) not in ("0", "err:ENOTTY"):
+                setflags(p, 0)
+    r.rec("get-fifo", (os.mkfifo("fifo"), getflags("fifo"))[1])
+
+    # immutable file
+    write_file("imm", b"fixed")
+    os.setxattr("imm", "user.x", b"1")
+    before_fd = os.open("imm", os.O_RDWR)
+    r.do("set-imm", setflags, "imm", FL_IMMUTABLE)
+    r.rec("imm-flags", getflags("imm"))
+    for step, fn, args in (
+            ("imm-open-write", os.open, ("imm", os.O_WRONLY)),
+            ("imm-open-append", os.open, ("imm", os.O_WRONLY | os.O_APPEND)),
+            ("imm-open-trunc", os.open, ("imm", os.O_RDONLY | os.O_TRUNC)),
+            ("imm-truncate", os.truncate, ("imm", 0)),
+            ("imm-unlink", os.unlink, ("imm",)),
+            ("imm-rename", os.rename, ("imm", "imm2")),
+            ("imm-link", os.link, ("imm", "imm-link")),
+            ("imm-chmod", os.chmod, ("imm", 0o600)),
+            ("imm-chown", os.chown, ("imm", 1, 1)),
+            ("imm-utime-now", c_utimensat, ("imm", UTIME_NOW, UTIME_NOW)),
+            ("imm-utime-set", c_utimensat, ("imm", 10**18, 10**18)),
+            ("imm-setxattr", os.setxattr, ("imm", "user.y", b"2")),
+            ("imm-removexattr", os.removexattr, ("imm", "user.x")),
+            ("imm-setacl", os.setxattr, ("imm", ACL_ACCESS,
+                                        acl_bytes([(A_UOBJ, 6, 0), (A_USER, 4, 7), (A_GOBJ, 4, 0),
+                                                   (A_MASK, 4, 0), (A_OTHER, 4, 0)]))),
+            ("imm-write-old-fd", os.pwrite, (before_fd, b"x", 0)),
+            ("imm-ftruncate-old-fd", os.ftruncate, (before_fd, 1)),
+            ("imm-fallocate-old-fd", fallocate, (before_fd, FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE, 0, 1))):
+        res = r.do(step, fn, *args)
+        if isinstance(res, int) and step.startswith("imm-open"):
+            os.close(res)
+    os.close(before_fd)
+    r.rec("imm-content", content("imm"))
+    r.rec("imm-stat", lst("imm"))
+    r.rec("imm-xattrs", xattrs("imm"))
+    r.do("imm-read", content_or_raise, "imm")
+
+    # append-only file
+    write_file("app", b"start")
+    r.do("set-app", setflags, "app", FL_APPEND)
+    fd = r.do("app-open-write", os.open, "app", os.O_WRONLY)
+    if fd is not None:
+        os.close(fd)
+    fd = r.do("app-open-append", os.open, "app", os.O_WRONLY | os.O_APPEND)
+    if fd is not None:
+        r.do("app-write", os.write, fd, b"+more", show=str)
+        r.do("app-pwrite-0", os.pwrite, fd, b"!", 0, show=str)
+        r.do("app-ftruncate", os.ftruncate, fd, 0)
+        r.do("app-punch", fallocate, fd, FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE, 0, 1)
+        os.close(fd)
+    for step, fn, args in (
+            ("app-open-trunc", os.open, ("app", os.O_WRONLY | os.O_APPEND | os.O_TRUNC)),
+            ("app-truncate", os.truncate, ("app", 0)),
+            ("app-unlink", os.unlink, ("app",)),
+            ("app-rename", os.rename, ("app", "app2")),
+            ("app-link", os.link, ("app", "app-link")),
+            ("app-chmod", os.chmod, ("app", 0o600)),
+            ("app-chown", os.chown, ("app", 1, 1)),
+            ("app-utime-now", c_utimensat, ("app", UTIME_NOW, UTIME_NOW)),
+            ("app-utime-set", c_utimensat, ("app", 10**18, 10**18)),
+            ("app-setxattr", os.setxattr, ("app", "user.y", b"2"))):
+        res = r.do(step, fn, *args)
+        if isinstance(res, int) and step.startswith("app-open"):
+            os.close(res)
+    r.rec("app-content", content("app"))
+    r.rec("app-stat", lst("app"))
+
+    # no-atime
+    write_file("noat", b"read me")
+    r.do("set-noatime", setflags, "noat", FL_NOATIME)
+    os.utime("noat", (OLD, OLD))
+    content("noat")
+    r.rec("noatime-atime-kept", os.stat("noat").st_atime == OLD)
+
+    # immutable and append-only directories
+    for d, fl in (("imm-dir", FL_IMMUTABLE), ("app-dir", FL_APPEND)):
+        os.mkdir(d)
+        write_file(d + "/old", b"")
+        os.mkdir(d + "/olddir")
+        write_file("into-" + d, b"")
+        write_file("over-" + d, b"")
+        write_file(d + "/victim", b"")
+        r.do("set-" + d, setflags, d, fl)
+        for step, fn, args in (
+                ("create", write_file, (d + "/new", b"")),
+                ("mkdir", os.mkdir, (d + "/newdir",)),
+                ("mknod", os.mkfifo, (d + "/fifo",)),
+                ("symlink", os.symlink, ("x", d + "/sym")),
+                ("link-in", os.link, ("into-" + d, d + "/hard")),
+                ("unlink", os.unlink, (d + "/old",)),
+                ("rmdir", os.rmdir, (d + "/olddir",)),
+                ("rename-out", os.rename, (d + "/victim", "out-of-" + d)),
+                ("rename-in", os.rename, ("into-" + d, d + "/moved-in")),
+                ("rename-over", os.rename, ("over-" + d, d + "/victim")),
+                ("rename-within", os.rename, (d + "/old", d + "/old2")),
+                ("chmod", os.chmod, (d, 0o700)),
+                ("utime-set", c_utimensat, (d, 10**18, 10**18)),
+                ("list", os.listdir, (d,))):
+            r.do("%s-%s" % (d, step), fn, *args, show=sorted if step == "list" else None)
+
+    # inheritance
+    os.mkdir("inh")
+    r.do("set-inherit", setflags, "inh", FL_SYNC | FL_NOATIME | FL_NODUMP | FL_DIRSYNC | FL_TOPDIR | FL_SECRM)
+    write_file("inh/file", b"synced")
+    os.mkdir("inh/dir")
+    os.symlink("file", "inh/link")
+    os.mkfifo("inh/fifo")
+    for n in ("file", "dir", "fifo"):
+        r.rec("inherit-" + n, getflags("inh/" + n))
+    r.rec("inherit-content", content("inh/file"))
+
+    # FS_IOC_FSGETXATTR / FSSETXATTR, FS_IOC_GETVERSION / SETVERSION
+    write_file("xf", b"")
+    setflags("xf", FL_SYNC | FL_NODUMP | FL_NOATIME | FL_SECRM)
+    r.do("fsgetxattr", fd_ioctl, "xf", FS_IOC_FSGETXATTR, bytes(28),
+         show=lambda b: list(struct.unpack("<5I", b[:20])))
+    r.do("fssetxattr", fd_ioctl, "xf", FS_IOC_FSSETXATTR,
+         struct.pack("<5I8x", 0x20 | 0x80, 0, 0, 0, 0))
+    r.rec("fssetxattr-flags", getflags("xf"))
+    r.do("fssetxattr-extsize", fd_ioctl, "xf", FS_IOC_FSSETXATTR,
+         struct.pack("<5I8x", 0x800, 4096, 0, 0, 0))
+    r.do("fssetxattr-projid", fd_ioctl, "xf", FS_IOC_FSSETXATTR, struct.pack("<5I8x", 0, 0, 0, 5, 0))
+    r.do("getversion", fd_ioctl, "xf", FS_IOC_GETVERSION, bytes(8), show=lambda b: len(b))
+    r.do("setversion", fd_ioctl, "xf", FS_IOC_SETVERSION, struct.pack("<q", 12345))
+    r.do("getversion-after", fd_ioctl, "xf", FS_IOC_GETVERSION, bytes(8),
+         show=lambda b: struct.unpack("<I", b[:4])[0])
+
+    # as a user: the owner may set the ordinary flags, not immutable or
+    # append-only (CAP_LINUX_IMMUTABLE); others may set nothing
+    write_file("users", b"")
+    os.chown("users", uid, gid)
+    write_file("roots", b"")
+
+    def body(rec):
+        user_do(rec, "user-get", getflags, "users", show=str)
+        user_do(rec, "user-set-nodump", setflags, "users", FL_NODUMP)
+        rec("user-set-nodump-flags", getflags("users"))
+        user_do(rec, "user-set-immutable", setflags, "users", FL_IMMUTABLE)
+        user_do(rec, "user-set-append", setflags, "users", FL_APPEND)
+        user_do(rec, "user-set-not-owner", setflags, "roots", FL_NODUMP)
+        user_do(rec, "user-get-not-owner", getflags, "roots", show=str)
+        user_do(rec, "user-setversion-not-owner", fd_ioctl, "roots", FS_IOC_SETVERSION,
+                struct.pack("<q", 1))
+        user_do(rec, "user-write-imm", os.open, "imm", os.O_WRONLY)
+
+    as_user(r, uid, gid, body)
+    r.do("root-set-immutable-users", setflags, "users", FL_IMMUTABLE | FL_NODUMP)
+    r.rec("root-set-immutable-users-flags", getflags("users"))
+    # leave nothing immutable behind (e2fsck and later sections)
+    for p in ("imm", "app", "imm-dir", "app-dir", "users"):
+        setflags(p, 0)
+    r.rec("listing", listing("."))
+    os.chdir("..")
+
+
 def content_or_raise(path):
     with open(path, "rb") as f:
         return digest(f.read())
@@ -1479,7 +1704,7 @@ def content_or_raise(path):
 
 SECTIONS = [sec_fresh, sec_open, sec_tmpfile, sec_holes, sec_truncate, sec_coherence, sec_unlinked, sec_rename,
             sec_links, sec_symlink, sec_dirs, sec_mknod, sec_modes, sec_times, sec_xattr,
-            sec_statfs, sec_fallocate, sec_user, sec_acl]
+            sec_statfs, sec_fallocate, sec_user, sec_acl, sec_flags]
 
 
 def run(root, out, uid, gid):
