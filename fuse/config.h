@@ -38,6 +38,7 @@ struct recon_config {
 	bool acl;                 /* POSIX ACLs stored and enforced (default on, as Debian's ext3) */
 	bool user_xattr;          /* user.* extended attributes (default on) */
 	bool sync, dirsync;       /* every change / every directory change commits before it replies */
+	bool noload;              /* ro without journal replay (noload, norecovery) */
 
 	/* I/O and performance */
 	unsigned block_cache_mb;  /* default 64 */

@@ -224,7 +224,10 @@ static int prepare_fs(struct rfs *r)
 	}
 	struct ext2_super_block *sb = fs->super;
 
-	if (ext2fs_has_feature_journal_needs_recovery(sb)) {
+	if (ext2fs_has_feature_journal_needs_recovery(sb) && cfg->noload)
+		fprintf(stderr, "recon-fuse: %s needs journal recovery; not replayed (noload): what "
+			"the journal holds is not seen\n", cfg->device);
+	else if (ext2fs_has_feature_journal_needs_recovery(sb)) {
 		if (!ext2fs_has_feature_journal(sb) || sb->s_journal_inum == 0) {
 			fprintf(stderr, "recon-fuse: %s needs journal recovery from an external journal, "
 				"which recon-fuse does not support; run e2fsck\n", cfg->device);
