@@ -167,8 +167,10 @@ static int open_truncate(struct rfs *r, fuse_req_t req, ext2_ino_t ino, struct e
 		return ret;
 	ret = do_truncate(r, ino, in, 0);
 	if (!ret) {
-		if (fuse_req_ctx(req)->uid != 0)
+		if (fuse_req_ctx(req)->uid != 0 && (in->i_mode & setid_bits_to_kill(req, in))) {
 			in->i_mode &= ~setid_bits_to_kill(req, in);
+			attr_changed(r, ino);
+		}
 		in->i_mtime = in->i_ctime = stamp_now(r, ino, T_M | T_C);
 		ret = put_inode(r, ino, in);
 	}
@@ -196,6 +198,7 @@ void op_open(fuse_req_t req, fuse_ino_t fino, struct fuse_file_info *fi)
 	if (!ret)
 		open_get(r, ino);
 	unlock(r);
+	attr_notify(r);
 	if (ret) {
 		fuse_reply_err(req, -ret);
 		return;
@@ -337,8 +340,10 @@ static int do_write(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *d
 		if (end > EXT2_I_SIZE(&in) && !ret)
 			ext2fs_inode_size_set(r->fs, &in, end);
 		in.i_mtime = in.i_ctime = stamp_now(r, ino, T_M | T_C);
-		if (fuse_req_ctx(req)->uid != 0)
+		if (fuse_req_ctx(req)->uid != 0 && (in.i_mode & setid_bits_to_kill(req, &in))) {
 			in.i_mode &= ~setid_bits_to_kill(req, &in);
+			attr_changed(r, ino);
+		}
 		int pret = put_inode(r, ino, &in);
 		if (!ret)
 			ret = pret;
@@ -369,6 +374,7 @@ void op_write(fuse_req_t req, fuse_ino_t fino, const char *data, size_t size, of
 		ret = wr_end(r, ret, false);
 	}
 	unlock(r);
+	attr_notify(r);
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else

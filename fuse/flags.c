@@ -237,6 +237,7 @@ static int set_flags(struct rfs *r, fuse_req_t req, ext2_ino_t ino, uint32_t fl)
 	in.i_flags = (old & ~FL_MODIFIABLE) | fl;
 	in.i_ctime = stamp_now(r, ino, T_C);
 	flags_sync_inode(r, &in);
+	attr_changed(r, ino);   /* ctime: no reply carries it */
 	return put_inode(r, ino, &in);
 }
 
@@ -297,6 +298,7 @@ static int ioctl_set(struct rfs *r, fuse_req_t req, ext2_ino_t ino, unsigned cmd
 	in.i_generation = v;
 	in.i_ctime = stamp_now(r, ino, T_C);
 	flags_sync_inode(r, &in);
+	attr_changed(r, ino);
 	return put_inode(r, ino, &in);
 }
 
@@ -365,6 +367,7 @@ void op_ioctl(fuse_req_t req, fuse_ino_t fino, unsigned int cmd, void *arg,
 		if (!ret)
 			ret = wr_end(r, ioctl_set(r, req, ino, cmd, in_buf), false);
 		unlock(r);
+		attr_notify(r);
 		if (ret)
 			fuse_reply_err(req, -ret);
 		else

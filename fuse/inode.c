@@ -322,6 +322,42 @@ uint16_t setid_bits_to_kill(fuse_req_t req, const struct ext2_inode *in)
 	return kill;
 }
 
+/* The daemon changed ino's attributes where no reply carries them (a
+ * write that cleared set-id bits, an ioctl that set flags): remembered
+ * under the lock, told to the kernel by attr_notify. */
+void attr_changed(struct rfs *r, ext2_ino_t ino)
+{
+	for (unsigned i = 0; i < r->nattr_stale; i++)
+		if (r->attr_stale[i] == ino)
+			return;
+	if (r->nattr_stale < sizeof(r->attr_stale) / sizeof(r->attr_stale[0]))
+		r->attr_stale[r->nattr_stale++] = ino;
+}
+
+/*
+ * Invalidate the kernel's attributes (and cached ACLs) of the inodes
+ * attr_changed noted, before the request that changed them is answered: a
+ * permission check or exec must not use a mode the daemon has changed
+ * (FUSE_HANDLE_KILLPRIV_V2 leaves set-id clearing to us, and the kernel
+ * keeps attributes for TIMEOUT).  Called without the lock.  An offset of
+ * -1 invalidates attributes only: the kernel then takes no page or inode
+ * lock that the request in progress holds, so this cannot deadlock the way
+ * a name invalidation could (lifecycle.c sends those from a thread).
+ */
+void attr_notify(struct rfs *r)
+{
+	ext2_ino_t inos[sizeof(r->attr_stale) / sizeof(r->attr_stale[0])];
+	unsigned n;
+
+	lock(r);
+	n = r->nattr_stale;
+	memcpy(inos, r->attr_stale, n * sizeof(inos[0]));
+	r->nattr_stale = 0;
+	unlock(r);
+	for (unsigned i = 0; i < n; i++)
+		(void)fuse_lowlevel_notify_inval_inode(r->se, to_fuse(inos[i]), -1, 0);
+}
+
 void op_setattr(fuse_req_t req, fuse_ino_t fino, struct stat *attr, int to_set,
 		       struct fuse_file_info *fi)
 {

@@ -69,6 +69,12 @@ struct rfs {
 
 	bool sync_op;              /* the operation commits, data included, before replying
 				      (sync and dirsync flags and mount options) */
+
+	/* inodes whose attributes the daemon changed on its own (set-id bits
+	 * a write cleared, flags an ioctl set): the kernel's copy is
+	 * invalidated before the reply (attr_notify) */
+	ext2_ino_t attr_stale[16];
+	unsigned nattr_stale;
 };
 
 /* Exit status of the daemon when on_violation=stop unmounted it. */
@@ -154,6 +160,8 @@ void op_setattr(fuse_req_t req, fuse_ino_t fino, struct stat *attr, int to_set,
 		       struct fuse_file_info *fi);
 int put_inode(struct rfs *r, ext2_ino_t ino, struct ext2_inode *inode);
 uint16_t setid_bits_to_kill(fuse_req_t req, const struct ext2_inode *in);
+void attr_changed(struct rfs *r, ext2_ino_t ino);
+void attr_notify(struct rfs *r);
 time_t stamp_now(struct rfs *r, ext2_ino_t ino, unsigned mask);
 
 /* namei.c */
