@@ -219,7 +219,9 @@ void fill_entry(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in,
 	if (r->known && ino <= r->fs->super->s_inodes_count)
 		r->known[ino >> 3] |= (uint8_t)(1u << (ino & 7));
 	e->ino = to_fuse(ino);
-	e->generation = in->i_generation;
+	/* the kernel made the root inode with generation 0 and takes any
+	 * other as a stale inode */
+	e->generation = ino == EXT2_ROOT_INO ? 0 : in->i_generation;
 	fill_stat(r, ino, in, &e->attr);
 	e->attr_timeout = TIMEOUT;
 	e->entry_timeout = TIMEOUT;

@@ -31,9 +31,20 @@ void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		return;
 	}
 	lock(r);
-	ret = dindex_lookup(r->di, to_ext(parent), name, strlen(name), &ino, &ft);
-	if (!ret)
+	/* "." of any inode: the kernel asks it (FUSE_EXPORT_SUPPORT) to
+	 * rebuild an inode from a file handle after a remount; only a live
+	 * inode answers, so a handle of a freed and reused inode meets a
+	 * different generation (ESTALE) */
+	if (!strcmp(name, ".")) {
+		ino = to_ext(parent);
 		ret = get_inode(r, ino, &in);
+		if (!ret && in.i_links_count == 0 && !*open_slot(r, ino))
+			ret = -ESTALE;
+	} else {
+		ret = dindex_lookup(r->di, to_ext(parent), name, strlen(name), &ino, &ft);
+		if (!ret)
+			ret = get_inode(r, ino, &in);
+	}
 	if (!ret)
 		fill_entry(r, ino, &in, &e);
 	unlock(r);

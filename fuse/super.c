@@ -40,6 +40,11 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	 * (tests/integration/enospc.sh and ops.sh); on 1 KiB blocks it would
 	 * also fill holes that share a page with data. */
 	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+	/* file handles (name_to_handle_at, NFS export) stay valid across
+	 * remounts: node id and generation are the inode's own, and the
+	 * kernel may look up "." and ".." (op_lookup) */
+	if (conn->capable & FUSE_CAP_EXPORT_SUPPORT)
+		conn->want |= FUSE_CAP_EXPORT_SUPPORT;
 	/* POSIX ACLs (acl, the default): the kernel checks them in every
 	 * permission check (asking for system.posix_acl_access and caching
 	 * it) and passes the umask for us to apply, as a default ACL replaces

@@ -5,8 +5,9 @@
 # wait for a commit interval of 10 minutes); noacl refuses ACLs and leaves
 # the umask to the kernel; nouser_xattr refuses user.* attributes; the
 # daemon's set-id clearing on a user's write reaches the kernel's cached mode
-# at once; and an image recon-fuse wrote with ACLs and flags reads the same
-# through the kernel.
+# at once; an image recon-fuse wrote with ACLs and flags reads the same
+# through the kernel and back; file handles (name_to_handle_at) open the same
+# files after a remount, and a handle of a deleted file is stale.
 . "$(dirname "$0")/lib.sh"
 need_root
 have_kernel_ext3 || skip "the kernel has no ext3 driver"
@@ -103,4 +104,52 @@ check "we honour the kernel's append-only flag" sh -c "! printf x > '$mnt/acl/in
 chattr -a "$mnt/acl/inh"
 umount_recon "$mnt"
 fsck_clean "$img" "after both"
+
+# stable file handles across a remount (FUSE_EXPORT_SUPPORT)
+fh() {
+	python3 - "$@" <<'PY'
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+class FH(ctypes.Structure):
+    _fields_ = [("handle_bytes", ctypes.c_uint), ("handle_type", ctypes.c_int),
+                ("f_handle", ctypes.c_ubyte * 128)]
+mode, mnt, store = sys.argv[1:4]
+names = ("file", "dir", "dir/inner", "gone")
+if mode == "save":
+    out = []
+    for n in names:
+        h, mid = FH(handle_bytes=128), ctypes.c_int()
+        if libc.name_to_handle_at(-100, os.path.join(mnt, n).encode(), ctypes.byref(h),
+                                  ctypes.byref(mid), 0):
+            sys.exit("name_to_handle_at %s: %s" % (n, os.strerror(ctypes.get_errno())))
+        out.append(bytes(h).hex())
+    open(store, "w").write("\n".join(out))
+else:
+    for n, hx in zip(names, open(store).read().split()):
+        h = FH.from_buffer_copy(bytes.fromhex(hx))
+        mfd = os.open(mnt, os.O_RDONLY)
+        fd = libc.open_by_handle_at(mfd, ctypes.byref(h), os.O_RDONLY)
+        err = ctypes.get_errno()
+        os.close(mfd)
+        if fd < 0:
+            print(n, os.strerror(err))
+            continue
+        print(n, os.read(fd, 64).decode().strip() if n != "dir" else
+              os.readlink("/proc/self/fd/%d" % fd)[len(mnt):])
+        os.close(fd)
+PY
+}
+mkimg "$img" 4096 64M
+mount_recon "$img" "$mnt" || die "mount for handles"
+echo data >"$mnt/file"; mkdir "$mnt/dir"; echo inner >"$mnt/dir/inner"; touch "$mnt/gone"
+fh save "$mnt" "$SCRATCH/handles" || fail "name_to_handle_at"
+rm "$mnt/gone"
+umount_recon "$mnt"
+mount_recon "$img" "$mnt" || die "remount for handles"
+touch "$mnt/new"                    # may take the deleted file's inode
+fh open "$mnt" "$SCRATCH/handles" >"$SCRATCH/opened" || fail "open_by_handle_at"
+printf 'file data\ndir /dir\ndir/inner inner\ngone Stale file handle\n' >"$SCRATCH/want"
+check "file handles after a remount" cmp -s "$SCRATCH/want" "$SCRATCH/opened"
+umount_recon "$mnt"
+fsck_clean "$img" "handles"
 finish
