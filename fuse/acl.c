@@ -297,6 +297,7 @@ static bool caller_in_group_or_root(fuse_req_t req, gid_t gid)
 	const struct fuse_ctx *c = fuse_req_ctx(req);
 	gid_t groups[64];
 
+	gid = map_gid(R(req), gid);   /* as the kernel sees it */
 	if (c->uid == 0 || c->gid == gid)
 		return true;
 	int n = fuse_req_getgroups(req, 64, groups);

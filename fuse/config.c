@@ -15,7 +15,7 @@
 
 #define DEFAULT_CONFIG_FILE "/etc/recon-fuse.conf"
 
-enum key_kind { K_BOOL, K_UINT, K_U64, K_STR, K_ATIME, K_ONV, K_ERRORS, K_DATA, K_COMMIT };
+enum key_kind { K_BOOL, K_UINT, K_U64, K_STR, K_ATIME, K_ONV, K_ERRORS, K_DATA, K_COMMIT, K_MAPROOT };
 
 struct key_desc {
 	const char *name;
@@ -35,6 +35,9 @@ static const struct key_desc keys[] = {
 	{ "sync", K_BOOL, F(sync), false, "every change commits before it returns (also the kernel's sync flag)" },
 	{ "dirsync", K_BOOL, F(dirsync), false, "every directory change commits before it returns" },
 	{ "noload", K_BOOL, F(noload), false, "with ro: no journal replay (norecovery)" },
+	{ "map_root", K_MAPROOT, F(map_root), false,
+	  "show the image's root-owned files as the mounting user's: auto (default: when not root "
+	  "and the image's root directory is root's), on, off" },
 	{ "errors", K_ERRORS, F(on_violation), false,
 	  "ext3's: remount-ro or continue (on_violation=readonly), panic (on_violation=stop)" },
 	{ "data", K_DATA, 0, false, "ext3's: ordered or writeback (both run ordered); journal is refused" },
@@ -211,6 +214,14 @@ static int set_key(struct recon_config *cfg, const char *key, const char *val,
 			cfg->atime = ATIME_NOATIME;
 		else if (!strcmp(val, "strictatime"))
 			cfg->atime = ATIME_STRICTATIME;
+		else
+			goto bad;
+		return 0;
+	case K_MAPROOT:
+		if (!strcmp(val, "auto"))
+			cfg->map_root = MAP_ROOT_AUTO;
+		else if (!parse_bool(val, &b))
+			cfg->map_root = b ? MAP_ROOT_ON : MAP_ROOT_OFF;
 		else
 			goto bad;
 		return 0;

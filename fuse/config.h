@@ -19,6 +19,7 @@
 
 enum atime_mode { ATIME_RELATIME, ATIME_NOATIME, ATIME_STRICTATIME };
 enum on_violation { ONV_READONLY, ONV_STOP, ONV_LOG };
+enum map_root { MAP_ROOT_AUTO, MAP_ROOT_ON, MAP_ROOT_OFF };
 
 struct recon_config {
 	/* command line */
@@ -39,6 +40,7 @@ struct recon_config {
 	bool user_xattr;          /* user.* extended attributes (default on) */
 	bool sync, dirsync;       /* every change / every directory change commits before it replies */
 	bool noload;              /* ro without journal replay (noload, norecovery) */
+	enum map_root map_root;   /* the image's uid/gid 0 shown as the mounting user's (auto) */
 
 	/* I/O and performance */
 	unsigned block_cache_mb;  /* default 64 */

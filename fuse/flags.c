@@ -204,7 +204,8 @@ static bool caller_capable(fuse_req_t req, int cap)
 
 static bool owner_or_capable(fuse_req_t req, const struct ext2_inode *in)
 {
-	return fuse_req_ctx(req)->uid == inode_uid(*in) || caller_capable(req, CAP_FOWNER_BIT);
+	return fuse_req_ctx(req)->uid == map_uid(R(req), inode_uid(*in)) ||
+	       caller_capable(req, CAP_FOWNER_BIT);
 }
 
 /* FS_IOC_SETFLAGS as ext4_fileattr_set answers it on an ext3 image. */

@@ -135,9 +135,10 @@ static int new_inode(struct rfs *r, fuse_req_t req, ext2_ino_t dir, unsigned mod
 		return -errmap(e);
 	memset(in, 0, sizeof(*in));
 	in->i_mode = mode;
-	in->i_uid = c->uid & 0xffff;
-	ext2fs_set_i_uid_high(*in, c->uid >> 16);
-	gid_t gid = c->gid;
+	uint32_t uid = map_uid(r, c->uid);
+	in->i_uid = uid & 0xffff;
+	ext2fs_set_i_uid_high(*in, uid >> 16);
+	gid_t gid = map_gid(r, c->gid);
 	if (din.i_mode & LINUX_S_ISGID) {
 		gid = inode_gid(din);
 		if (LINUX_S_ISDIR(mode))

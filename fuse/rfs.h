@@ -75,6 +75,11 @@ struct rfs {
 	 * invalidated before the reply (attr_notify) */
 	ext2_ino_t attr_stale[16];
 	unsigned nattr_stale;
+
+	/* map_root: the image's uid/gid 0 and the mounting user's swap places
+	 * between the disk and the kernel (owner_map_init) */
+	bool map_root;
+	uint32_t map_uid, map_gid;
 };
 
 /* Exit status of the daemon when on_violation=stop unmounted it. */
@@ -161,6 +166,9 @@ void op_setattr(fuse_req_t req, fuse_ino_t fino, struct stat *attr, int to_set,
 int put_inode(struct rfs *r, ext2_ino_t ino, struct ext2_inode *inode);
 uint16_t setid_bits_to_kill(fuse_req_t req, const struct ext2_inode *in);
 void attr_changed(struct rfs *r, ext2_ino_t ino);
+void owner_map_init(struct rfs *r);
+uint32_t map_uid(const struct rfs *r, uint32_t uid);
+uint32_t map_gid(const struct rfs *r, uint32_t gid);
 void attr_notify(struct rfs *r);
 time_t stamp_now(struct rfs *r, ext2_ino_t ino, unsigned mask);
 

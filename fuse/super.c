@@ -62,6 +62,7 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	/* 128-byte inodes store whole seconds; 256-byte ones nanoseconds. */
 	conn->time_gran = (r->fs && EXT2_INODE_SIZE(r->fs->super) > EXT2_GOOD_OLD_INODE_SIZE) ?
 			  1 : 1000000000;
+	owner_map_init(r);
 	conn->max_write = 1 << 20;
 	conn->max_readahead = 1 << 20;
 }

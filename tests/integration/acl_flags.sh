@@ -6,7 +6,8 @@
 # the umask to the kernel; nouser_xattr refuses user.* attributes; the
 # daemon's set-id clearing on a user's write reaches the kernel's cached mode
 # at once; an image recon-fuse wrote with ACLs and flags reads the same
-# through the kernel and back; file handles (name_to_handle_at) open the same
+# through the kernel and back; a root mount with dev,suid serves device
+# nodes and set-id programs, one without does not; file handles (name_to_handle_at) open the same
 # files after a remount, and a handle of a deleted file is stale.
 . "$(dirname "$0")/lib.sh"
 need_root
@@ -104,6 +105,21 @@ check "we honour the kernel's append-only flag" sh -c "! printf x > '$mnt/acl/in
 chattr -a "$mnt/acl/inh"
 umount_recon "$mnt"
 fsck_clean "$img" "after both"
+
+# a root mount with -o dev,suid serves device nodes and set-id programs as
+# the kernel's ext3 does; without them (libfuse's default) it does not
+mkimg "$img" 4096 64M
+mount_recon "$img" "$mnt" dev,suid,allow_other || die "mount dev,suid"
+chmod 755 "$mnt"; mknod "$mnt/null" c 1 3; chmod 666 "$mnt/null"
+cp /usr/bin/id "$mnt/id"; chmod 4755 "$mnt/id"
+check "dev: a device node opens" sh -c "echo x >'$mnt/null'"
+check "suid: a set-user-id program runs with its owner's uid" test "$(as_user "$mnt/id" -u)" = 0
+umount_recon "$mnt"
+mount_recon "$img" "$mnt" allow_other || die "mount without dev,suid"
+sh -c "echo x >'$mnt/null'" 2>/dev/null && fail "nodev: a device node opened"
+check "nosuid: the program runs as the user" test "$(as_user "$mnt/id" -u)" = "$TEST_UID"
+umount_recon "$mnt"
+fsck_clean "$img" "dev,suid"
 
 # stable file handles across a remount (FUSE_EXPORT_SUPPORT)
 fh() {
