@@ -1697,6 +1697,110 @@ def sec_flags(r):
     os.chdir("..")
 
 
+# ---------------------------------------------------------------- who may do what
+
+def sec_matrix(r):
+    """The same operations as root, as the owner of the files, as a member
+    of their group (a supplementary group) and as another user, each on its
+    own copy of one fixture: plain modes, a named-user and a named-group
+    ACL, a default ACL, a sticky directory, xattrs, flags."""
+    owner, group = r.uid, 4321
+    who = (("root", 0, 0, ()), ("owner", owner, r.gid, ()),
+           ("member", 4000, 4000, (group,)), ("other", 4001, 4001, ()))
+    os.mkdir("matrix", 0o755)
+    os.chmod("matrix", 0o755)
+    os.chdir("matrix")
+    for name, _, _, _ in who:
+        os.mkdir(name)
+        os.chown(name, owner, group)
+        os.chmod(name, 0o775)
+        for f, mode in (("f", 0o640), ("g", 0o664), ("x", 0o750), ("ro", 0o444)):
+            write_file("%s/%s" % (name, f), b"matrix " + f.encode())
+            os.chown("%s/%s" % (name, f), owner, group)
+            os.chmod("%s/%s" % (name, f), mode)
+        write_file(name + "/acl", b"acl file")
+        os.chown(name + "/acl", owner, group)
+        os.chmod(name + "/acl", 0o600)
+        os.setxattr(name + "/acl", ACL_ACCESS,
+                    acl_bytes([(A_UOBJ, 6, 0), (A_USER, 4, 4001), (A_GOBJ, 0, 0), (A_GROUP, 6, group),
+                               (A_MASK, 6, 0), (A_OTHER, 0, 0)]))
+        os.mkdir(name + "/sub")
+        os.chown(name + "/sub", owner, group)
+        os.chmod(name + "/sub", 0o770)
+        os.setxattr(name + "/sub", ACL_DEFAULT,
+                    acl_bytes([(A_UOBJ, 7, 0), (A_USER, 7, 4001), (A_GOBJ, 5, 0), (A_MASK, 7, 0),
+                               (A_OTHER, 0, 0)]))
+        write_file(name + "/sub/victim", b"")
+        os.chown(name + "/sub/victim", owner, group)
+        os.mkdir(name + "/sticky")
+        os.chmod(name + "/sticky", 0o1777)
+        write_file(name + "/sticky/owners", b"")
+        os.chown(name + "/sticky/owners", owner, group)
+        os.chmod(name + "/sticky/owners", 0o666)
+        os.setxattr(name + "/g", "user.tag", b"v")
+
+    for name, uid, gid, groups in who:
+        def body(rec, d=name):
+            def do(step, fn, *args, show=None):
+                user_do(rec, step, fn, *args, show=show)
+            os.umask(0o022)
+            do("read-f", content_or_raise, d + "/f")
+            do("read-acl", content_or_raise, d + "/acl")
+            fd = user_do(rec, "write-open-g", os.open, d + "/g", os.O_WRONLY)
+            if fd is not None:
+                os.close(fd)
+            fd = user_do(rec, "write-open-acl", os.open, d + "/acl", os.O_WRONLY)
+            if fd is not None:
+                os.close(fd)
+            fd = user_do(rec, "write-open-ro", os.open, d + "/ro", os.O_WRONLY)
+            if fd is not None:
+                os.close(fd)
+            rec("access-x", [os.access(d + "/x", m) for m in (os.R_OK, os.W_OK, os.X_OK)])
+            rec("access-acl", [os.access(d + "/acl", m) for m in (os.R_OK, os.W_OK, os.X_OK)])
+            do("getxattr-user", os.getxattr, d + "/g", "user.tag", show=lambda v: v.decode())
+            do("setxattr-user", os.setxattr, d + "/g", "user.mine", b"1")
+            do("setxattr-trusted", os.setxattr, d + "/g", "trusted.mine", b"1")
+            do("listxattr", os.listxattr, d + "/g", show=sorted)
+            do("get-acl", acl_of, d + "/acl", show=str)
+            do("set-acl", os.setxattr, d + "/f", ACL_ACCESS,
+               acl_bytes([(A_UOBJ, 6, 0), (A_USER, 4, 4001), (A_GOBJ, 4, 0), (A_MASK, 4, 0), (A_OTHER, 0, 0)]))
+            do("utime-now", c_utimensat, d + "/g", UTIME_NOW, UTIME_NOW)
+            do("utime-set", c_utimensat, d + "/g", 10**18, 10**18)
+            do("getflags", getflags, d + "/g", show=str)
+            do("setflags-nodump", setflags, d + "/g", FL_NODUMP)
+            do("setflags-immutable", setflags, d + "/x", FL_IMMUTABLE)
+            do("create-in-sub", write_file, d + "/sub/new", b"new", 0o666)
+            rec("create-in-sub-stat", lst(d + "/sub/new"))
+            rec("create-in-sub-acl", acl_of(d + "/sub/new"))
+            do("mkdir-in-sub", os.mkdir, d + "/sub/newdir", 0o777)
+            rec("mkdir-in-sub-stat", lst(d + "/sub/newdir"))
+            do("link-into-sub", os.link, d + "/g", d + "/sub/hard")
+            do("rename-in-sub", os.rename, d + "/sub/victim", d + "/sub/renamed")
+            do("unlink-in-sub", os.unlink, d + "/sub/renamed")
+            do("sticky-create", write_file, d + "/sticky/mine", b"")
+            do("sticky-unlink-owners", os.unlink, d + "/sticky/owners")
+            do("chmod-f", os.chmod, d + "/f", 0o604)
+            rec("chmod-f-acl", acl_of(d + "/f"))
+            do("chgrp-f", os.chown, d + "/f", -1, group)
+            do("chown-f-self", os.chown, d + "/f", os.getuid(), -1)
+            do("chown-f-other", os.chown, d + "/f", 4242, -1)
+            rec("f-stat", lst(d + "/f"))
+            do("unlink-f", os.unlink, d + "/f")
+            do("rmdir-sub", os.rmdir, d + "/sub")
+
+        as_user(r, uid, gid, lambda rec, body=body, name=name: body(
+            lambda step, outcome: rec(name + "/" + step, outcome)), groups=groups)
+    for name, _, _, _ in who:
+        r.rec(name + "-listing", listing(name))
+        r.rec(name + "-sub-listing", listing(name + "/sub"))
+        for p in (name + "/x", name + "/g"):
+            try:
+                setflags(p, 0)
+            except OSError:
+                pass
+    os.chdir("..")
+
+
 def content_or_raise(path):
     with open(path, "rb") as f:
         return digest(f.read())
@@ -1704,7 +1808,7 @@ def content_or_raise(path):
 
 SECTIONS = [sec_fresh, sec_open, sec_tmpfile, sec_holes, sec_truncate, sec_coherence, sec_unlinked, sec_rename,
             sec_links, sec_symlink, sec_dirs, sec_mknod, sec_modes, sec_times, sec_xattr,
-            sec_statfs, sec_fallocate, sec_user, sec_acl, sec_flags]
+            sec_statfs, sec_fallocate, sec_user, sec_acl, sec_flags, sec_matrix]
 
 
 def run(root, out, uid, gid):
