@@ -249,6 +249,8 @@ static int acl_read(struct rfs *r, ext2_ino_t ino, const char *name, struct acl 
 	size_t len = 0;
 
 	*out = NULL;
+	if (has_no_xattrs(r, ino))
+		return 0;   /* most inodes: no parsing on every create and chmod */
 	int ret = acl_handle(r, ino, &h);
 	if (ret)
 		return ret == -EOPNOTSUPP ? 0 : ret;

@@ -232,6 +232,7 @@ void op_removexattr(fuse_req_t req, fuse_ino_t fino, const char *name);
 void op_setxattr(fuse_req_t req, fuse_ino_t fino, const char *name, const char *value,
 			size_t size, int flags);
 int xattr_drop_empty_block(struct rfs *r, ext2_ino_t ino);
+bool has_no_xattrs(struct rfs *r, ext2_ino_t ino);
 
 /* acl.c */
 struct acl_new {           /* a new inode's ACLs (posix_acl_xattr values) */

@@ -159,7 +159,7 @@ out:
  * no in-inode EA header.  The kernel asks getxattr("security.capability")
  * before every write(2) (FUSE never marks inodes S_NOSEC), so this answer
  * must not parse xattrs. */
-static bool has_no_xattrs(struct rfs *r, ext2_ino_t ino)
+bool has_no_xattrs(struct rfs *r, ext2_ino_t ino)
 {
 	union {
 		struct ext2_inode_large large;
