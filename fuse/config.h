@@ -47,7 +47,7 @@ struct recon_config {
 	unsigned threads;         /* FUSE worker threads, default 1 */
 	unsigned poll_us;         /* keep reading /dev/fuse this long before sleeping (one thread), default 50 */
 
-	/* checker and transactions (transactions issue) */
+	/* checker and transactions */
 	bool checker;             /* default on */
 	unsigned checker_cache_mb;       /* default 128 */
 	unsigned commit_interval_ms;     /* default 1000 */

@@ -92,7 +92,7 @@ size_t rio_dirty_blocks(io_channel ch);
  * failure (unsupported or corrupt journal). */
 errcode_t rio_journal_recover(ext2_filsys fs, unsigned *replayed, char *msg, size_t msglen);
 
-/* ---- transactions (the transactions issue) ----
+/* ---- transactions ----
  * Until rio_txn_attach(), metadata writes go through the cache as plain
  * write-back (mount-time work such as orphan processing happens before).
  * From then on every metadata write lands in the open transaction's overlay;
@@ -150,7 +150,7 @@ const char *rio_txn_last_violation(io_channel ch);
  * restore VALID_FS on ext2).  Called before ext2fs_close(). */
 errcode_t rio_txn_detach(ext2_filsys fs);
 
-/* Write the stats JSON (keys as the transactions issue names them). */
+/* Write the stats JSON (its keys are an external interface: recon-fuse(8), STATISTICS). */
 errcode_t rio_write_stats(io_channel ch, const char *path);
 
 #endif

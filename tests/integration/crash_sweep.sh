@@ -1,5 +1,5 @@
 #!/bin/bash
-# Crash consistency (issue 4): a workload of creates, writes, renames, deletes
+# Crash consistency: a workload of creates, writes, renames, deletes
 # and fsyncs under -o deterministic, once clean (its stats give device_writes
 # W), then with a power cut at CRASH_POINTS evenly spread write requests N in
 # 1..W, each with CRASH_SEEDS seeds (-o fault_crash_after=N,fault_seed=S).

@@ -44,7 +44,7 @@ is_asan() { ldd "$RECON_FUSE" 2>/dev/null | grep -q 'libasan'; }
 if is_asan; then TMUL=4; else TMUL=1; fi
 
 need_root() {
-	[ "$(id -u)" -eq 0 ] || skip "needs root (run: sudo tests/run)"
+	[ "$(id -u)" -eq 0 ] || skip "needs root (tests/run runs itself through sudo when not root)"
 	[ -c /dev/fuse ] || skip "no /dev/fuse"
 	command -v fusermount3 >/dev/null || skip "no fusermount3"
 	command -v e2fsck >/dev/null || skip "no e2fsck"

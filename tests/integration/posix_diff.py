@@ -34,8 +34,8 @@ from pylib import FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANG
 # the difference is exactly the expected one; anything else that differs fails.
 EXPECTED = {
     # The kernel's ext4 driver serving ext3 refuses fallocate on block-mapped
-    # (non-extent) files; issue 2 decided that recon-fuse allocates zeroed
-    # blocks and extends the size for mode 0 (README, "Driver").
+    # (non-extent) files; recon-fuse allocates zeroed
+    # blocks and extends the size for mode 0 (README.md, "Limits").
     "fallocate/mode0": lambda k, o, bs: k == "err:" + errno.errorcode[errno.EOPNOTSUPP] and o == "ok",
     # ... so the file is empty on the kernel and 5 blocks long on recon-fuse
     "fallocate/mode0-stat": lambda k, o, bs: (

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Configuration, as issue 2 defines it, through the real binary: unknown keys
+# Configuration, as README.md and recon-fuse(8) define it, through the real binary: unknown keys
 # and bad values are refused at mount (non-zero exit, a message naming the
 # key); test-only keys are refused from a config file; booleans accept
 # on/off/true/false/1/0; precedence is defaults < file < -o, each shown by a
