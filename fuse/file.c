@@ -113,6 +113,8 @@ static void trim_past_eof(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in)
 static bool atime_needs_update(struct rfs *r, struct ext2_inode *in)
 {
 	time_t now = time(NULL);
+	if (flags_noatime(in))
+		return false;
 	switch (r->cfg->atime) {
 	case ATIME_NOATIME:
 		return false;
@@ -173,8 +175,10 @@ static int open_truncate(struct rfs *r, fuse_req_t req, ext2_ino_t ino, struct e
 		return ret;
 	ret = do_truncate(r, ino, in, 0);
 	if (!ret) {
-		if (fuse_req_ctx(req)->uid != 0)
+		if (fuse_req_ctx(req)->uid != 0 && (in->i_mode & setid_bits_to_kill(req, in))) {
 			in->i_mode &= ~setid_bits_to_kill(req, in);
+			attr_changed(r, ino);
+		}
 		in->i_mtime = in->i_ctime = stamp_now(r, ino, T_M | T_C);
 		ret = put_inode(r, ino, in);
 	}
@@ -192,6 +196,8 @@ void op_open(fuse_req_t req, fuse_ino_t fino, struct fuse_file_info *fi)
 	ret = get_inode(r, ino, &in);
 	if (!ret && ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) && r->ro)
 		ret = -EROFS;
+	if (!ret)
+		ret = flags_check_open(&in, fi->flags);   /* immutable, append-only */
 	/* libfuse negotiates FUSE_ATOMIC_O_TRUNC, so O_TRUNC reaches us here and
 	 * not as a SETATTR: truncate as ext3's open does, times updated even
 	 * when the file is already empty. */
@@ -200,6 +206,7 @@ void op_open(fuse_req_t req, fuse_ino_t fino, struct fuse_file_info *fi)
 	if (!ret)
 		open_get(r, ino);
 	unlock(r);
+	attr_notify(r);
 	if (ret) {
 		fuse_reply_err(req, -ret);
 		return;
@@ -275,6 +282,10 @@ static int do_write(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *d
 		return ret;
 	if (LINUX_S_ISDIR(in.i_mode))
 		return -EISDIR;
+	ret = flags_check_write(&in, off);
+	if (ret)
+		return ret;
+	flags_sync_inode(r, &in);
 	if (size == 0)
 		return 0;
 	blk64_t first = off / bs, last = (off + size - 1) / bs;
@@ -337,8 +348,10 @@ static int do_write(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *d
 		if (end > EXT2_I_SIZE(&in) && !ret)
 			ext2fs_inode_size_set(r->fs, &in, end);
 		in.i_mtime = in.i_ctime = stamp_now(r, ino, T_M | T_C);
-		if (fuse_req_ctx(req)->uid != 0)
+		if (fuse_req_ctx(req)->uid != 0 && (in.i_mode & setid_bits_to_kill(req, &in))) {
 			in.i_mode &= ~setid_bits_to_kill(req, &in);
+			attr_changed(r, ino);
+		}
 		int pret = put_inode(r, ino, &in);
 		if (!ret)
 			ret = pret;
@@ -372,6 +385,7 @@ void op_write(fuse_req_t req, fuse_ino_t fino, const char *data, size_t size, of
 		ret = wr_end(r, ret, false);
 	}
 	unlock(r);
+	attr_notify(r);
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else
@@ -703,11 +717,18 @@ void op_fallocate(fuse_req_t req, fuse_ino_t fino, int mode, off_t off, off_t le
 	lock(r);
 	ret = wr_begin(r);
 	if (!ret) {
+		struct ext2_inode in;
 		bool retried = false;
-		do
-			ret = mode ? do_punch(r, to_ext(fino), off, len) :
-				     do_fallocate(r, req, to_ext(fino), off, len);
-		while (wr_retry_enospc(r, ret, &retried));
+		ret = get_inode(r, to_ext(fino), &in);
+		if (!ret)
+			ret = flags_check_fallocate(&in, mode);
+		if (!ret)
+			flags_sync_inode(r, &in);
+		if (!ret)
+			do
+				ret = mode ? do_punch(r, to_ext(fino), off, len) :
+					     do_fallocate(r, req, to_ext(fino), off, len);
+			while (wr_retry_enospc(r, ret, &retried));
 		ret = wr_end(r, ret, false);
 	}
 	unlock(r);

@@ -470,6 +470,7 @@ int wr_begin(struct rfs *r)
 	op_savepoint(r);
 	clock_gettime(CLOCK_REALTIME, &r->now);
 	r->nstamp = 0;
+	r->sync_op = false;
 	return 0;
 }
 
@@ -490,6 +491,14 @@ int wr_end(struct rfs *r, int ret, bool force)
 	}
 	r->sp_active = false;
 	r->nstamp = 0;
+	/* a sync or dirsync change: durable, data first, before the reply */
+	if (r->sync_op && !ret) {
+		errcode_t de = rio_flush_device(r->fs->io);
+		if (de)
+			ret = -errmap(de);
+		force = true;
+	}
+	r->sync_op = false;
 	errcode_t e = rio_txn_boundary(r->fs, force);
 
 	if (!e && force)

@@ -302,7 +302,7 @@ static int prepare_fs(struct rfs *r)
 		ext2fs_close_free(&fs);
 		return -1;
 	}
-	if (ext2fs_has_feature_journal_needs_recovery(sb)) {
+	if (ext2fs_has_feature_journal_needs_recovery(sb) && !cfg->noload) {
 		if (!ext2fs_has_feature_journal(sb) || sb->s_journal_inum == 0) {
 			fprintf(stderr, "recon-fuse: %s needs journal recovery from an external journal, "
 				"which recon-fuse does not support; run e2fsck\n", cfg->device);
@@ -310,19 +310,19 @@ static int prepare_fs(struct rfs *r)
 			return -1;
 		}
 	}
-	if (ext2fs_has_feature_journal_needs_recovery(sb) && !cfg->journal_replay) {
+	if (ext2fs_has_feature_journal_needs_recovery(sb) && cfg->noload) {
 		if (!r->ro) {
-			fprintf(stderr, "recon-fuse: %s needs journal recovery, which the mount "
-				"options suppress; mount it read-only (-o ro) or allow the replay\n",
+			fprintf(stderr, "recon-fuse: %s needs journal recovery, which noload "
+				"suppresses; mount it read-only (-o ro) or allow the replay\n",
 				cfg->device);
 			ext2fs_close_free(&fs);
 			return -1;
 		}
-		fprintf(stderr, "recon-fuse: %s: journal not replayed: what is mounted is the disk "
-			"without its last transactions and may look inconsistent\n", cfg->device);
+		fprintf(stderr, "recon-fuse: %s: journal not replayed (noload): what is mounted is "
+			"the disk without its last transactions and may look inconsistent\n", cfg->device);
 	} else if (ext2fs_has_feature_journal_needs_recovery(sb)) {
-		/* read-only: replayed into memory (the device is opened O_RDONLY
-		 * and never written); the reopen below reads through it */
+		/* read-only mounts replay into memory (the device is opened
+		 * O_RDONLY and never written); the reopen below reads through it */
 		unsigned replayed = 0;
 		char msg[256] = "";
 		e = rio_journal_recover(fs, &replayed, msg, sizeof(msg));

@@ -1,7 +1,7 @@
 /*
  * fuse/rfs.h - internal to fuse/: the mounted file system's state and what
  * the rooms of fuse/ (main.c, super.c, lifecycle.c, inode.c, namei.c, dir.c,
- * file.c, orphan.c, xattr.c) share.
+ * file.c, orphan.c, xattr.c, acl.c, flags.c) share.
  */
 #ifndef RECON_FUSE_RFS_H
 #define RECON_FUSE_RFS_H
@@ -80,6 +80,20 @@ struct rfs {
 		long extra[4];   /* i_[amc]time_extra words, epoch bits and ns */
 	} stamp[8];
 	unsigned nstamp;
+
+	bool sync_op;              /* the operation commits, data included, before replying
+				      (sync and dirsync flags and mount options) */
+
+	/* inodes whose attributes the daemon changed on its own (set-id bits
+	 * a write cleared, flags an ioctl set): the kernel's copy is
+	 * invalidated before the reply (attr_notify) */
+	ext2_ino_t attr_stale[16];
+	unsigned nattr_stale;
+
+	/* map_root: the image's uid/gid 0 and the mounting user's swap places
+	 * between the disk and the kernel (owner_map_init) */
+	bool map_root;
+	uint32_t map_uid, map_gid;
 };
 
 /* Exit status of the daemon when on_violation=stop unmounted it. */
@@ -190,6 +204,11 @@ void op_setattr(fuse_req_t req, fuse_ino_t fino, struct stat *attr, int to_set,
 		       struct fuse_file_info *fi);
 int put_inode(struct rfs *r, ext2_ino_t ino, struct ext2_inode *inode);
 uint16_t setid_bits_to_kill(fuse_req_t req, const struct ext2_inode *in);
+void attr_changed(struct rfs *r, ext2_ino_t ino);
+void owner_map_init(struct rfs *r);
+uint32_t map_uid(const struct rfs *r, uint32_t uid);
+uint32_t map_gid(const struct rfs *r, uint32_t gid);
+void attr_notify(struct rfs *r);
 time_t stamp_now(struct rfs *r, ext2_ino_t ino, unsigned mask);
 
 /* namei.c */
@@ -254,5 +273,39 @@ void op_listxattr(fuse_req_t req, fuse_ino_t fino, size_t size);
 void op_removexattr(fuse_req_t req, fuse_ino_t fino, const char *name);
 void op_setxattr(fuse_req_t req, fuse_ino_t fino, const char *name, const char *value,
 			size_t size, int flags);
+int xattr_drop_empty_block(struct rfs *r, ext2_ino_t ino);
+bool has_no_xattrs(struct rfs *r, ext2_ino_t ino);
+
+/* acl.c */
+struct acl_new {           /* a new inode's ACLs (posix_acl_xattr values) */
+	void *access, *deflt;
+	size_t access_len, deflt_len;
+};
+bool acl_name(const char *name);
+int acl_set(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *name,
+	    const void *val, size_t len);
+int acl_chmod(struct rfs *r, ext2_ino_t ino, unsigned mode);
+int acl_inherit(struct rfs *r, fuse_req_t req, ext2_ino_t dir, unsigned *mode,
+		struct acl_new *out);
+int acl_inherit_store(struct rfs *r, ext2_ino_t ino, const struct acl_new *n);
+void acl_new_free(struct acl_new *n);
+
+/* flags.c: each check answers 0 or -EPERM as the kernel's VFS would */
+uint32_t flags_inherit(const struct ext2_inode *dir, unsigned mode);
+int flags_check_open(const struct ext2_inode *in, int oflags);
+int flags_check_setattr(const struct ext2_inode *in, int to_set);
+int flags_check_write(const struct ext2_inode *in, uint64_t off);
+int flags_check_fallocate(const struct ext2_inode *in, int mode);
+int flags_check_modify(const struct ext2_inode *in);
+int flags_check_modify_ino(struct rfs *r, ext2_ino_t ino);
+int flags_check_dir_add(const struct ext2_inode *dir);
+int flags_check_dir_remove(const struct ext2_inode *dir);
+int flags_check_dir_remove_ino(struct rfs *r, ext2_ino_t dir);
+bool flags_noatime(const struct ext2_inode *in);
+void flags_sync_inode(struct rfs *r, const struct ext2_inode *in);
+void flags_sync_dir(struct rfs *r, const struct ext2_inode *dir);
+void op_ioctl(fuse_req_t req, fuse_ino_t fino, unsigned int cmd, void *arg,
+	      struct fuse_file_info *fi, unsigned flags, const void *in_buf,
+	      size_t in_bufsz, size_t out_bufsz);
 
 #endif
