@@ -20,6 +20,7 @@
 enum atime_mode { ATIME_RELATIME, ATIME_NOATIME, ATIME_STRICTATIME };
 enum on_violation { ONV_READONLY, ONV_STOP, ONV_LOG };
 enum map_root { MAP_ROOT_AUTO, MAP_ROOT_ON, MAP_ROOT_OFF };
+enum fuse_uring_mode { FUSE_URING_AUTO, FUSE_URING_ON, FUSE_URING_OFF };
 
 struct recon_config {
 	/* command line */
@@ -47,6 +48,7 @@ struct recon_config {
 	unsigned block_cache_mb;  /* default 64 */
 	unsigned threads;         /* FUSE worker threads, default 1 */
 	unsigned poll_us;         /* keep reading /dev/fuse this long before sleeping (one thread), default 50 */
+	enum fuse_uring_mode fuse_uring; /* FUSE requests over io_uring: auto (default), on, off */
 
 	/* checker and transactions */
 	bool checker;             /* default on */

@@ -610,8 +610,14 @@ static int write_pidfile(const char *path)
  */
 static uint64_t init_unique;	/* the INIT request's id until it is answered */
 static uint32_t init_offered;	/* the kernel's INIT flags (low 32 bits) */
+static uint32_t init_offered2;	/* and the high 32 bits (with FUSE_INIT_EXT) */
+
+/* Protocol 7.42 (Linux 6.14): requests over io_uring (fuse/uring.c). */
+#define INIT_EXT_FLAG (1u << 30)		/* FUSE_INIT_EXT: flags2 is valid */
+#define OVER_IO_URING_FLAG2 (1u << (41 - 32))	/* FUSE_OVER_IO_URING in flags2 */
 
 static unsigned dev_poll_us;	/* 0: plain blocking reads */
+static bool dev_uring_serving;	/* requests come over io_uring (fuse/uring.c) */
 static struct fuse_session *dev_session;
 static uint64_t dev_replied_at;	/* when the last reply went out (us) */
 static uint64_t dev_gap_avg;	/* moving average of reply-to-next-request gaps (us) */
@@ -664,7 +670,8 @@ static ssize_t dev_read_next(int fd, void *buf, size_t len)
 	if (!dev_poll_us)
 		return read(fd, buf, len);
 	uint64_t start = now_us();
-	bool spin = dev_gap_avg < dev_poll_us;
+	/* with io_uring serving, only FORGETs and INTERRUPTs come this way */
+	bool spin = dev_gap_avg < dev_poll_us && !dev_uring_serving;
 	ssize_t n;
 	for (;;) {
 		n = read(fd, buf, len);
@@ -695,23 +702,74 @@ static ssize_t dev_read(int fd, void *buf, size_t len, void *userdata)
 		const struct fuse_init_in *in = (const void *)(h + 1);
 		init_unique = h->unique;
 		init_offered = in->flags;
+		init_offered2 = (in->flags & INIT_EXT_FLAG) &&
+				n >= (ssize_t)(sizeof(*h) + offsetof(struct fuse_init_in, flags2) +
+					       sizeof(uint32_t)) ? in->flags2 : 0;
 	}
 	return n;
 }
 
+/* Answering INIT: ask for requests over io_uring when the kernel offers it
+ * and the configuration allows; the queues are ready before the reply goes
+ * out (the kernel holds every request from then until they are). */
+static struct rfs_uring *init_uring(struct rfs *r, int fd, struct fuse_init_out *out)
+{
+	if (r->cfg->fuse_uring == FUSE_URING_OFF)
+		return NULL;
+	if (!(init_offered & INIT_EXT_FLAG) || !(init_offered2 & OVER_IO_URING_FLAG2)) {
+		if (r->cfg->fuse_uring == FUSE_URING_ON)
+			fprintf(stderr, "recon-fuse: fuse_uring=on, but the kernel did not offer FUSE "
+				"over io_uring for this mount; serving through /dev/fuse\n");
+		return NULL;
+	}
+	/* the kernel's payload buffers hold its largest request or reply */
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	size_t pages = (out->flags & FUSE_MAX_PAGES) && out->max_pages ? out->max_pages : 32;
+	size_t payload = out->max_write > 8192 ? out->max_write : 8192;
+	if (pages * page > payload)
+		payload = pages * page;
+	struct rfs_uring *u = uring_prepare(r, fd, payload);
+	if (u) {
+		out->flags |= INIT_EXT_FLAG;
+		out->flags2 |= OVER_IO_URING_FLAG2;
+	}
+	return u;
+}
+
 static ssize_t dev_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
-	(void)userdata;
+	struct rfs *r = userdata;
+	struct rfs_uring *starting = NULL;
+	ssize_t n;
+
+	if (r->uring && uring_reply(r->uring, iov, count, &n))
+		return n;
 	if (init_unique && count >= 2 && iov[0].iov_len >= sizeof(struct fuse_out_header)) {
 		const struct fuse_out_header *oh = iov[0].iov_base;
 		if (oh->unique == init_unique) {
 			init_unique = 0;
+			struct fuse_init_out *out = iov[1].iov_base;
 			if (oh->error == 0 && (init_offered & FUSE_HANDLE_KILLPRIV_V2) &&
 			    iov[1].iov_len >= offsetof(struct fuse_init_out, flags) + sizeof(uint32_t))
-				((struct fuse_init_out *)iov[1].iov_base)->flags |= FUSE_HANDLE_KILLPRIV_V2;
+				out->flags |= FUSE_HANDLE_KILLPRIV_V2;
+			if (oh->error == 0 && iov[1].iov_len >= offsetof(struct fuse_init_out, flags2) +
+								 sizeof(uint32_t))
+				starting = init_uring(r, fd, out);
 		}
 	}
-	ssize_t n = writev(fd, iov, count);
+	n = writev(fd, iov, count);
+	if (starting) {
+		/* replies look for their ring from the moment the queues serve */
+		r->uring = starting;
+		if (uring_start(starting, n >= 0) != 0) {
+			r->uring = NULL;
+		} else {
+			dev_uring_serving = true;
+			if (r->cfg->fuse_uring == FUSE_URING_ON)
+				fprintf(stderr, "recon-fuse: FUSE over io_uring: %u queues\n",
+					uring_queues(starting));
+		}
+	}
 	if (dev_poll_us && count >= 1 && iov[0].iov_len >= sizeof(struct fuse_out_header) &&
 	    ((const struct fuse_out_header *)iov[0].iov_base)->unique)
 		dev_replied_at = now_us();	/* a reply, not a notification */
@@ -805,6 +863,14 @@ int main(int argc, char **argv)
 		fprintf(stderr, "recon-fuse: unknown or bad mount option (recon-fuse --help lists them)\n");
 		goto out;
 	}
+	if (cfg.fuse_uring == FUSE_URING_ON) {
+		const char *why;
+		if (!uring_offered(&why)) {
+			fprintf(stderr, "recon-fuse: fuse_uring=on, but %s; use fuse_uring=auto or off\n",
+				why);
+			goto out_session;
+		}
+	}
 	if (prepare_fs(&r))
 		goto out_session;
 	if (fuse_set_signal_handlers(r.se)) {
@@ -854,6 +920,14 @@ int main(int argc, char **argv)
 	} else {
 		struct fuse_loop_config lc = { .clone_fd = 0, .max_idle_threads = cfg.threads };
 		ret = fuse_session_loop_mt(r.se, &lc);
+	}
+	if (r.uring) {
+		dev_uring_serving = false;
+		uint64_t served = uring_stop(r.uring);
+		r.uring = NULL;
+		if (cfg.fuse_uring == FUSE_URING_ON)
+			fprintf(stderr, "recon-fuse: FUSE over io_uring: %llu requests served\n",
+				(unsigned long long)served);
 	}
 	stop_ticker(&r);
 	serve_until_notifier_done(&r);

@@ -11,6 +11,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/uio.h>
 #include <ext2fs/ext2fs.h>
 
 /* Open count of an inode; an inode unlinked while open sits on the on-disk
@@ -38,6 +39,7 @@ struct rfs {
 	bool ro;                   /* mounted read-only, or went read-only */
 	bool attached;             /* rio_txn_attach done: transactions in use */
 	struct fuse_session *se;
+	struct rfs_uring *uring;   /* FUSE requests over io_uring, when in use */
 	struct open_ino *open_tab[1024];
 	uint64_t max_bytes;        /* largest file size the block map can address */
 
@@ -95,6 +97,8 @@ struct rfs {
 	bool map_root;
 	uint32_t map_uid, map_gid;
 };
+
+struct rfs_uring;
 
 /* Exit status of the daemon when on_violation=stop unmounted it. */
 #define RFS_EXIT_STOPPED 2
@@ -307,5 +311,23 @@ void flags_sync_dir(struct rfs *r, const struct ext2_inode *dir);
 void op_ioctl(fuse_req_t req, fuse_ino_t fino, unsigned int cmd, void *arg,
 	      struct fuse_file_info *fi, unsigned flags, const void *in_buf,
 	      size_t in_bufsz, size_t out_bufsz);
+
+/* uring.c: FUSE requests over io_uring (the kernel's FUSE_OVER_IO_URING).
+ * main.c's channel calls these: uring_prepare while answering INIT, when the
+ * kernel offers the transport (NULL, after saying why, if it cannot be set
+ * up: the reply then does not ask for it); uring_start once the reply is
+ * written (init_sent) or failed (everything undone, -ECANCELED); uring_reply
+ * for every message libfuse sends (true when the reply belongs to a request
+ * that came over the ring and went back through it; *res is then writev's
+ * result); uring_stop after the session loop ends and before the session is
+ * unmounted or destroyed (returns the number of requests served). */
+struct rfs_uring *uring_prepare(struct rfs *r, int devfd, size_t max_payload);
+int uring_start(struct rfs_uring *u, bool init_sent);
+bool uring_reply(struct rfs_uring *u, const struct iovec *iov, int count, ssize_t *res);
+uint64_t uring_stop(struct rfs_uring *u);
+unsigned uring_queues(const struct rfs_uring *u);
+/* Whether the kernel offers the transport to new mounts (its fuse module's
+ * enable_uring parameter); if not, *why says so for a message. */
+bool uring_offered(const char **why);
 
 #endif
