@@ -203,6 +203,74 @@ static void set_rio_config(const struct recon_config *cfg)
 	rio_set_config(&rc);
 }
 
+/* Read-write refused after r->fs was set up: close it without writing and
+ * open it again read-only (with its directory index).  0 or -1. */
+static int reopen_ro(struct rfs *r)
+{
+	errcode_t e;
+	bool had_di = r->di != NULL;
+
+	if (r->di)
+		dindex_free(r->di);
+	r->di = NULL;
+	r->fs->flags &= ~(EXT2_FLAG_DIRTY | EXT2_FLAG_BB_DIRTY | EXT2_FLAG_IB_DIRTY);
+	ext2fs_close_free(&r->fs);
+	r->ro = true;
+	e = open_fs(r->cfg->device, false, &r->fs);
+	if (e) {
+		fprintf(stderr, "recon-fuse: cannot open %s: %s\n", r->cfg->device, error_message(e));
+		return -1;
+	}
+	if (!had_di)
+		return 0;
+	r->di = dindex_new(r->fs, 4096);
+	if (!r->di) {
+		fprintf(stderr, "recon-fuse: out of memory\n");
+		ext2fs_close_free(&r->fs);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * The base case of the checker's induction, before the first transaction:
+ * the whole image against the properties every approved commit preserves.
+ * An inconsistent image is detached and served read-only (what the checker
+ * approves from an inconsistent base proves nothing, and libext2fs would
+ * allocate from wrong bitmaps).  0 consistent, 1 not (detached), -1 error.
+ */
+static int base_check(struct rfs *r)
+{
+	const char *dev = r->cfg->device;
+	char *report = NULL;
+	struct timespec t0, t1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	errcode_t e = rio_txn_base_check(r->fs, &report);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	if (e) {
+		fprintf(stderr, "recon-fuse: cannot check %s at mount: %s; mount it read-only with "
+			"-o ro, or run e2fsck\n", dev, error_message(e));
+		(void)rio_txn_detach(r->fs);
+		return -1;
+	}
+	double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+	if (ms > 2000)
+		fprintf(stderr, "recon-fuse: %s: the consistency check at mount took %.1f s\n", dev,
+			ms / 1e3);
+	if (!report)
+		return 0;
+	fprintf(stderr, "recon-fuse: %s is not consistent; mounting read-only (run e2fsck -f; "
+		"-o rw_unchecked mounts it read-write anyway, at your risk):\n%s\n", dev, report);
+	syslog(LOG_WARNING, "recon-fuse: %s is not consistent; mounted read-only", dev);
+	free(report);
+	e = rio_txn_detach(r->fs);
+	if (e)
+		fprintf(stderr, "recon-fuse: %s: leaving read-write mode: %s\n", dev,
+			error_message(e));
+	return 1;
+}
+
 /* Open, replay the journal if needed, check features and state.  On success
  * r->fs is open (read-write unless r->ro). */
 static int prepare_fs(struct rfs *r)
@@ -219,28 +287,42 @@ static int prepare_fs(struct rfs *r)
 		return -1;
 	}
 	if (e) {
-		fprintf(stderr, "recon-fuse: cannot open %s: %s\n", cfg->device, error_message(e));
+		fprintf(stderr, "recon-fuse: cannot open %s: %s%s\n", cfg->device, error_message(e),
+			e == EXT2_ET_CORRUPT_SUPERBLOCK || e == EXT2_ET_BAD_MAGIC ||
+			e == EXT2_ET_UNEXPECTED_BLOCK_SIZE || e == EXT2_ET_GDESC_READ ||
+			e == EXT2_ET_SHORT_READ ? " (a damaged image? run e2fsck)" : "");
 		return -1;
 	}
 	struct ext2_super_block *sb = fs->super;
+	char why_bad[256];
 
-	if (ext2fs_has_feature_journal_needs_recovery(sb)) {
+	if (rfs_check_geometry(fs, cfg->device, why_bad, sizeof(why_bad))) {
+		fprintf(stderr, "recon-fuse: %s: the superblock or group descriptors are damaged: "
+			"%s; run e2fsck\n", cfg->device, why_bad);
+		ext2fs_close_free(&fs);
+		return -1;
+	}
+	if (ext2fs_has_feature_journal_needs_recovery(sb) && !cfg->noload) {
 		if (!ext2fs_has_feature_journal(sb) || sb->s_journal_inum == 0) {
 			fprintf(stderr, "recon-fuse: %s needs journal recovery from an external journal, "
 				"which recon-fuse does not support; run e2fsck\n", cfg->device);
 			ext2fs_close_free(&fs);
 			return -1;
 		}
-		if (r->ro) {
-			/* replay writes: reopen read-write for it */
+	}
+	if (ext2fs_has_feature_journal_needs_recovery(sb) && cfg->noload) {
+		if (!r->ro) {
+			fprintf(stderr, "recon-fuse: %s needs journal recovery, which noload "
+				"suppresses; mount it read-only (-o ro) or allow the replay\n",
+				cfg->device);
 			ext2fs_close_free(&fs);
-			e = open_fs(cfg->device, true, &fs);
-			if (e) {
-				fprintf(stderr, "recon-fuse: %s needs journal recovery but cannot be "
-					"opened read-write: %s\n", cfg->device, error_message(e));
-				return -1;
-			}
+			return -1;
 		}
+		fprintf(stderr, "recon-fuse: %s: journal not replayed (noload): what is mounted is "
+			"the disk without its last transactions and may look inconsistent\n", cfg->device);
+	} else if (ext2fs_has_feature_journal_needs_recovery(sb)) {
+		/* read-only mounts replay into memory (the device is opened
+		 * O_RDONLY and never written); the reopen below reads through it */
 		unsigned replayed = 0;
 		char msg[256] = "";
 		e = rio_journal_recover(fs, &replayed, msg, sizeof(msg));
@@ -250,8 +332,9 @@ static int prepare_fs(struct rfs *r)
 			ext2fs_close_free(&fs);
 			return -1;
 		}
-		fprintf(stderr, "recon-fuse: %s: replayed %u journal transaction(s)\n", cfg->device,
-			replayed);
+		fprintf(stderr, "recon-fuse: %s: replayed %u journal transaction(s)%s\n",
+			cfg->device, replayed, r->ro ? " in memory (read-only: the image is not "
+			"written)" : "");
 		/* libext2fs's copies are stale: reopen */
 		fs->flags &= ~EXT2_FLAG_DIRTY;
 		fs->flags &= ~EXT2_FLAG_SUPER_ONLY;
@@ -263,6 +346,12 @@ static int prepare_fs(struct rfs *r)
 			return -1;
 		}
 		sb = fs->super;
+		if (rfs_check_geometry(fs, cfg->device, why_bad, sizeof(why_bad))) {
+			fprintf(stderr, "recon-fuse: %s: after journal recovery, the superblock or "
+				"group descriptors are damaged: %s; run e2fsck\n", cfg->device, why_bad);
+			ext2fs_close_free(&fs);
+			return -1;
+		}
 	}
 
 	if (!r->ro) {
@@ -298,7 +387,19 @@ static int prepare_fs(struct rfs *r)
 				"or run e2fsck\n", cfg->device, error_message(e));
 			goto fail;
 		}
+		/* as the kernel refuses to allocate from such a group: whatever
+		 * the options, a write could land on the metadata */
+		if (rfs_check_bitmaps(fs, why_bad, sizeof(why_bad))) {
+			fprintf(stderr, "recon-fuse: %s: %s; mounting read-only (run e2fsck)\n",
+				cfg->device, why_bad);
+			if (reopen_ro(r))
+				return -1;
+			fs = r->fs;
+		}
 	}
+	/* the kernel's rule: the superblock's free counts are hints, the
+	 * descriptors' sums are the truth (a power cut leaves them stale) */
+	bool recounted = rfs_recount_free(fs);
 	struct ext2_inode root;
 	if (ext2fs_read_inode(fs, EXT2_ROOT_INO, &root) || !LINUX_S_ISDIR(root.i_mode) ||
 	    root.i_links_count == 0) {
@@ -312,18 +413,15 @@ static int prepare_fs(struct rfs *r)
 		goto fail;
 	}
 	if (!r->ro) {
-		if (fs->super->s_last_orphan) {
-			if (rfs_process_orphans(r)) {
-				fprintf(stderr, "recon-fuse: orphan processing failed; run e2fsck\n");
-				goto fail;
-			}
-			/* the superblock, descriptors and bitmaps it changed live in
-			 * libext2fs's memory: write them now, as the approved base
-			 * the transactions start from */
+		if (recounted) {
+			/* the primary superblock alone, as the kernel writes it */
+			ext2fs_mark_super_dirty(fs);
+			fs->flags |= EXT2_FLAG_SUPER_ONLY;
 			e = ext2fs_flush(fs);
+			fs->flags &= ~EXT2_FLAG_SUPER_ONLY;
 			if (e) {
-				fprintf(stderr, "recon-fuse: writing the orphan processing's changes "
-					"failed: %s\n", error_message(e));
+				fprintf(stderr, "recon-fuse: writing the recounted free counts of %s "
+					"failed: %s\n", cfg->device, error_message(e));
 				goto fail;
 			}
 		}
@@ -333,10 +431,34 @@ static int prepare_fs(struct rfs *r)
 				"read-only with -o ro, or run e2fsck\n", cfg->device, error_message(e));
 			goto fail;
 		}
+		if (!cfg->rw_unchecked) {
+			int bc = base_check(r);
+			if (bc < 0)
+				goto fail;
+			if (bc > 0)
+				return reopen_ro(r);
+		}
 		r->attached = true;
 		if (rfs_txn_hooks(r))
 			fprintf(stderr, "recon-fuse: out of memory: the kernel's caches will not be "
 				"invalidated after a rejected commit (they expire within 1 s)\n");
+		/* after the base check, as the first transaction: checked and
+		 * journaled like any other (a crash in the middle replays or
+		 * leaves the list for the next mount) */
+		if (fs->super->s_last_orphan) {
+			int ret = rfs_process_orphans(r);
+			e = rio_txn_boundary(fs, true);
+			if (ret || e) {
+				fprintf(stderr, "recon-fuse: orphan processing on %s %s%s; mounting "
+					"read-only (run e2fsck)\n", cfg->device,
+					e == EROFS ? "was rejected by the checker" : "failed: ",
+					e == EROFS ? "" : e ? error_message(e) : strerror(-ret));
+				r->attached = false;
+				if (!rio_txn_failed(fs->io))
+					(void)rio_txn_detach(fs);
+				return reopen_ro(r);
+			}
+		}
 	}
 	return 0;
 fail:
@@ -367,10 +489,20 @@ void rfs_unmount(struct rfs *r)
 			}
 	}
 	bool attached = r->attached;
-	if (attached && !rio_txn_failed(r->fs->io)) {
+	/* after a turn to read-only nothing more commits: what was not durable
+	 * then is discarded, and the exit status says so */
+	if (attached && !rio_txn_failed(r->fs->io) && !r->lost) {
 		e = rio_txn_detach(r->fs);
-		if (e)
+		if (e) {
 			fprintf(stderr, "recon-fuse: final commit failed: %s\n", error_message(e));
+			r->lost = true;
+		}
+	}
+	if (attached && (r->lost || rio_txn_failed(r->fs->io))) {
+		r->lost = true;
+		fprintf(stderr, "recon-fuse: a commit was rejected or failed: the changes since the "
+			"last durable commit were discarded (exit status %d)\n",
+			r->stopped ? RFS_EXIT_STOPPED : RFS_EXIT_LOST);
 	}
 	if (r->cfg->stats_file) {
 		e = rio_write_stats(r->fs->io, r->cfg->stats_file);
@@ -380,6 +512,7 @@ void rfs_unmount(struct rfs *r)
 	}
 	dindex_free(r->di);
 	r->di = NULL;
+	r->fs->write_inode = NULL;
 	if (rio_txn_failed(r->fs->io))
 		r->fs->flags &= ~(EXT2_FLAG_DIRTY | EXT2_FLAG_BB_DIRTY | EXT2_FLAG_IB_DIRTY);
 	e = ext2fs_close_free(&r->fs);
@@ -390,6 +523,9 @@ void rfs_unmount(struct rfs *r)
 	r->nundo = r->capundo = 0;
 	free(r->known);
 	r->known = NULL;
+	free(r->chg);
+	r->chg = NULL;
+	r->chg_cap = r->chg_count = 0;
 	pthread_mutex_unlock(&r->lock);
 }
 
@@ -642,6 +778,41 @@ static ssize_t dev_writev(int fd, struct iovec *iov, int count, void *userdata)
 
 static const struct fuse_custom_io dev_io = { .writev = dev_writev, .read = dev_read };
 
+/*
+ * The loop has ended (signal, fusermount -u, on_violation=stop).  The
+ * cache-invalidation thread writes to the channel: it must be joined before
+ * fuse_session_unmount closes the descriptor (a later open may reuse the
+ * number).  It stops after the notification in progress, which may wait for
+ * a lock held by a request the loop has not answered: keep answering
+ * requests until it is done, unless the kernel has ended the connection
+ * (then its writes fail at once).
+ */
+static void serve_until_notifier_done(struct rfs *r)
+{
+	struct fuse_buf buf = { .mem = NULL };
+	int fd = fuse_session_fd(r->se);
+
+	rfs_stop_notifier(r);
+	while (rfs_notifier_busy(r)) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		int n = poll(&p, 1, 20);
+		if (n < 0 && errno != EINTR)
+			break;
+		if (n <= 0)
+			continue;
+		if (p.revents & (POLLERR | POLLHUP | POLLNVAL))
+			break;
+		int res = fuse_session_receive_buf(r->se, &buf);
+		if (res == -EINTR || res == -EAGAIN)
+			continue;
+		if (res <= 0)
+			break;
+		fuse_session_process_buf(r->se, &buf);
+	}
+	free(buf.mem);
+	rfs_join_notifier(r);
+}
+
 int main(int argc, char **argv)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
@@ -750,6 +921,10 @@ int main(int argc, char **argv)
 		struct fuse_loop_config lc = { .clone_fd = 0, .max_idle_threads = cfg.threads };
 		ret = fuse_session_loop_mt(r.se, &lc);
 	}
+	stop_ticker(&r);
+	/* the ring serves too while the notifier finishes: a request it waits
+	 * for may come either way */
+	serve_until_notifier_done(&r);
 	bool uring_failed = false;
 	if (r.uring) {
 		uint64_t served;
@@ -760,16 +935,16 @@ int main(int argc, char **argv)
 			fprintf(stderr, "recon-fuse: FUSE over io_uring: %llu requests served\n",
 				(unsigned long long)served);
 	}
-	stop_ticker(&r);
 	fuse_session_unmount(r.se);
-	rfs_join_notifier(&r);
 	status = r.stopped ? RFS_EXIT_STOPPED : ret < 0 || uring_failed ? 1 : 0;
 out_signals:
 	fuse_remove_signal_handlers(r.se);
 out_session:
 	fuse_session_destroy(r.se);   /* calls destroy: the final flush and close */
 	rfs_unmount(&r);              /* when init never ran */
-	if (cfg.pidfile && (status == 0 || r.stopped))
+	if (status == 0 && r.lost)
+		status = RFS_EXIT_LOST;
+	if (cfg.pidfile && (status == 0 || r.stopped || r.lost))
 		unlink(cfg.pidfile);      /* last: the image is complete once it is gone */
 out:
 	report_status(1);
