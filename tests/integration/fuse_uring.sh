@@ -183,7 +183,7 @@ mount_recon "$img" "$mnt" fuse_uring=off || die "mount with fuse_uring=off"
 touch "$mnt/probe"
 off_fds=$(uring_fds "$RECON_PID")
 umount_recon "$mnt"
-mount_recon "$img" "$mnt" || die "mount with fuse_uring=auto"
+mount_recon "$img" "$mnt" fuse_uring=auto || die "mount with fuse_uring=auto"
 touch "$mnt/probe2"
 auto_fds=$(uring_fds "$RECON_PID")
 umount_recon "$mnt"
@@ -199,7 +199,7 @@ else
 	[ "$RECON_STATUS" -eq 1 ] || fail "fuse_uring=on without the kernel's offer: status $RECON_STATUS"
 	grep -q "enable_uring is N" "$RECON_LOG" || fail "no reason given: $(cat "$RECON_LOG")"
 fi
-mount_recon "$img" "$mnt" || die "mount with fuse_uring=auto, parameter N"
+mount_recon "$img" "$mnt" fuse_uring=auto || die "mount with fuse_uring=auto, parameter N"
 touch "$mnt/probe3"
 [ "$(uring_fds "$RECON_PID")" -eq "$off_fds" ] || fail "auto took a ring the kernel does not offer"
 umount_recon "$mnt"
