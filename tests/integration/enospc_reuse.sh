@@ -70,7 +70,7 @@ c.eq(sv2.f_bfree, sv.f_bfree, "free blocks after the failed fallocate")
 half = (sv.f_bfree * sv.f_frsize) // 2
 c.succeeds(fallocate, fd, 0, 0, half)
 c.eq(os.fstat(fd).st_size, half, "half the free space fallocated")
-c.eq(os.pread(fd, 4096, half - 4096), b"\0" * 4096, "fallocated blocks read as zeros")
+c.ok(os.pread(fd, 4096, half - 4096) == b"\0" * 4096, "fallocated blocks read as zeros")
 os.close(fd)
 c.done()
 EOF
