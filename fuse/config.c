@@ -15,7 +15,8 @@
 
 #define DEFAULT_CONFIG_FILE "/etc/recon-fuse.conf"
 
-enum key_kind { K_BOOL, K_UINT, K_U64, K_STR, K_ATIME, K_ONV, K_ERRORS, K_DATA, K_COMMIT, K_MAPROOT };
+enum key_kind { K_BOOL, K_UINT, K_U64, K_STR, K_ATIME, K_ONV, K_ERRORS, K_DATA, K_COMMIT, K_MAPROOT,
+		K_URING };
 
 struct key_desc {
 	const char *name;
@@ -28,6 +29,8 @@ struct key_desc {
 #define F(field) offsetof(struct recon_config, field)
 static const struct key_desc keys[] = {
 	{ "force_rw", K_BOOL, F(force_rw), false, "mount read-write an image marked with errors" },
+	{ "rw_unchecked", K_BOOL, F(rw_unchecked), false,
+	  "mount read-write without checking the image first (risky: trusts it)" },
 	{ "atime", K_ATIME, F(atime), false, "relatime (default), noatime or strictatime" },
 	{ "pidfile", K_STR, F(pidfile), false, "write the daemon's pid to FILE once mounted" },
 	{ "acl", K_BOOL, F(acl), false, "POSIX ACLs, enforced by the kernel (on; noacl: off)" },
@@ -45,6 +48,8 @@ static const struct key_desc keys[] = {
 	{ "block_cache_mb", K_UINT, F(block_cache_mb), false, "metadata block cache in MiB (64)" },
 	{ "threads", K_UINT, F(threads), false, "FUSE worker threads (1: one thread)" },
 	{ "poll_us", K_UINT, F(poll_us), false, "with one thread: poll for the next request this long, in us (50)" },
+	{ "fuse_uring", K_URING, F(fuse_uring), false,
+	  "FUSE requests over io_uring when the kernel offers it: auto (default), on, off" },
 	{ "checker", K_BOOL, F(checker), false, "shadow checker on every commit (on)" },
 	{ "checker_cache_mb", K_UINT, F(checker_cache_mb), false, "checker's block cache in MiB (128)" },
 	{ "commit_interval_ms", K_UINT, F(commit_interval_ms), false, "commit age limit in ms (1000)" },
@@ -260,6 +265,14 @@ static int set_key(struct recon_config *cfg, const char *key, const char *val,
 			cfg->on_violation = ONV_STOP;
 		else if (!strcmp(val, "log"))
 			cfg->on_violation = ONV_LOG;
+		else
+			goto bad;
+		return 0;
+	case K_URING:
+		if (!strcmp(val, "auto"))
+			cfg->fuse_uring = FUSE_URING_AUTO;
+		else if (!parse_bool(val, &b))
+			cfg->fuse_uring = b ? FUSE_URING_ON : FUSE_URING_OFF;
 		else
 			goto bad;
 		return 0;
@@ -543,6 +556,7 @@ int config_parse(int argc, char **argv, struct recon_config *cfg, struct fuse_ar
 		cfg->poll_us = 0;
 		cfg->commit_interval_ms = 0;
 		cfg->async_commit = false;
+		cfg->fuse_uring = FUSE_URING_OFF;
 	}
 	if (cfg->threads == 0)
 		cfg->threads = 1;

@@ -310,10 +310,10 @@ static int zero_tail(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, uint6
 	char *buf = malloc(bs);
 	if (!buf)
 		return -ENOMEM;
-	ret = blocks_io(r, false, &pblk, 1, buf);
+	ret = blocks_io(r, ino, false, &pblk, 1, buf);
 	if (!ret) {
 		memset(buf + size % bs, 0, bs - size % bs);
-		ret = blocks_io(r, true, &pblk, 1, buf);
+		ret = blocks_io(r, ino, true, &pblk, 1, buf);
 	}
 	free(buf);
 	return ret;

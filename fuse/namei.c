@@ -106,7 +106,7 @@ void op_readlink(fuse_req_t req, fuse_ino_t fino)
 		if (!ret && !pblk)
 			ret = corrupt(ino, "symlink without a block");
 		if (!ret)
-			ret = blocks_io(r, false, &pblk, 1, buf);
+			ret = blocks_io(r, ino, false, &pblk, 1, buf);
 	}
 	buf[len] = 0;
 out:
@@ -133,6 +133,21 @@ static int new_inode(struct rfs *r, fuse_req_t req, ext2_ino_t dir, unsigned mod
 	e = ext2fs_new_inode(r->fs, dir, mode, NULL, out);
 	if (e)
 		return -errmap(e);
+	/* The bitmap says free; the inode must agree (links 0, a deletion time,
+	 * or never used): a live inode clear in the bitmap would be handed out
+	 * twice, its old names then leading to the new file.  The kernel fails
+	 * the create with EIO ("doubly allocated?"); so do we. */
+	struct ext2_inode old;
+	e = ext2fs_read_inode(r->fs, *out, &old);
+	if (e)
+		return -errmap(e);
+	if (old.i_links_count && !old.i_dtime && (old.i_mode & LINUX_S_IFMT)) {
+		fprintf(stderr, "recon-fuse: inode %u is free in the inode bitmap but in use (%u "
+			"links, mode 0%o): not reused; run e2fsck\n", *out, old.i_links_count,
+			old.i_mode);
+		syslog(LOG_ERR, "recon-fuse: inode %u free in the bitmap but in use; run e2fsck", *out);
+		return -EIO;
+	}
 	memset(in, 0, sizeof(*in));
 	in->i_mode = mode;
 	uint32_t uid = map_uid(r, c->uid);
@@ -269,7 +284,7 @@ static int make_node(struct rfs *r, fuse_req_t req, ext2_ino_t dir, const char *
 			memcpy(buf, link, len);
 			ret = alloc_block(r, ino, &in, 0, 0, &pblk);
 			if (!ret)
-				ret = blocks_io(r, true, &pblk, 1, buf);
+				ret = blocks_io(r, ino, true, &pblk, 1, buf);
 			free(buf);
 			if (ret)
 				goto undo;
