@@ -303,17 +303,47 @@ static void collect_added(void *vctx, ext2_ino_t dir, const char *name)
 	(void)add_name(vctx, to_fuse(dir), name, strlen(name));
 }
 
-/* The superblock as the disk has it (libext2fs's copy held discarded counts). */
+/* Does the re-read superblock describe the file system we mounted?  Data
+ * written over it (a bitmap that did not mark it in use) must not become
+ * the geometry everything else is read through. */
+static bool same_fs(const struct ext2_super_block *a, struct ext2_super_block *b)
+{
+#define SAME(f) (a->f == b->f)
+	return SAME(s_magic) && SAME(s_inodes_count) && SAME(s_blocks_count) &&
+	       SAME(s_blocks_count_hi) && SAME(s_r_blocks_count) && SAME(s_first_data_block) &&
+	       SAME(s_log_block_size) && SAME(s_log_cluster_size) && SAME(s_blocks_per_group) &&
+	       SAME(s_clusters_per_group) && SAME(s_inodes_per_group) && SAME(s_rev_level) &&
+	       SAME(s_first_ino) && SAME(s_inode_size) && SAME(s_feature_compat) &&
+	       SAME(s_feature_ro_compat) && SAME(s_reserved_gdt_blocks) && SAME(s_journal_inum) &&
+	       SAME(s_first_meta_bg) && SAME(s_desc_size) &&
+	       !((a->s_feature_incompat ^ b->s_feature_incompat) & ~EXT3_FEATURE_INCOMPAT_RECOVER) &&
+	       !memcmp(a->s_uuid, b->s_uuid, sizeof(a->s_uuid)) &&
+	       ext2fs_free_blocks_count(b) <= ext2fs_blocks_count(b) &&
+	       b->s_free_inodes_count <= b->s_inodes_count &&
+	       (b->s_last_orphan == 0 || (b->s_last_orphan >= EXT2_FIRST_INO(b) &&
+					  b->s_last_orphan <= b->s_inodes_count));
+#undef SAME
+}
+
+/* The superblock as the disk has it (libext2fs's copy held discarded
+ * counts), if the disk's still describes this file system. */
 static void reread_super(struct rfs *r)
 {
 	ext2_filsys fs = r->fs;
 	size_t bs = fs->blocksize;
 	char *buf = malloc(bs);
+	struct ext2_super_block disk;
 
 	if (!buf)
 		return;
-	if (!io_channel_read_blk64(fs->io, SUPERBLOCK_OFFSET / bs, 1, buf))
-		memcpy(fs->super, buf + SUPERBLOCK_OFFSET % bs, SUPERBLOCK_SIZE);
+	if (!io_channel_read_blk64(fs->io, SUPERBLOCK_OFFSET / bs, 1, buf)) {
+		memcpy(&disk, buf + SUPERBLOCK_OFFSET % bs, SUPERBLOCK_SIZE);
+		if (same_fs(fs->super, &disk))
+			*fs->super = disk;
+		else
+			fprintf(stderr, "recon-fuse: the superblock on disk no longer describes this "
+				"file system (overwritten?); keeping the mounted one; run e2fsck\n");
+	}
 	free(buf);
 }
 
@@ -440,6 +470,7 @@ int wr_begin(struct rfs *r)
 	op_savepoint(r);
 	clock_gettime(CLOCK_REALTIME, &r->now);
 	r->nstamp = 0;
+	r->sync_op = false;
 	return 0;
 }
 
@@ -454,10 +485,20 @@ int wr_end(struct rfs *r, int ret, bool force)
 	}
 	if (ret && r->sp_active && op_rollback(r)) {
 		went_readonly(r);
-		return -EROFS;
+		/* an I/O error (or a data write the guard refused) is this
+		 * operation's own failure; EROFS is for the ones after it */
+		return ret == -EIO ? -EIO : -EROFS;
 	}
 	r->sp_active = false;
 	r->nstamp = 0;
+	/* a sync or dirsync change: durable, data first, before the reply */
+	if (r->sync_op && !ret) {
+		errcode_t de = rio_flush_device(r->fs->io);
+		if (de)
+			ret = -errmap(de);
+		force = true;
+	}
+	r->sync_op = false;
 	errcode_t e = rio_txn_boundary(r->fs, force);
 
 	if (!e && force)

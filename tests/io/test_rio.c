@@ -162,7 +162,7 @@ static void test_channel(bool no_uring, unsigned cache_mb)
 	CHECK_ERR(io_channel_read_blk64(ch, 40, 1, b));
 	fill(a, 4096, 9);
 	struct rio_extent ext = { .blk = 40, .count = 1, .buf = a };
-	CHECK_ERR(rio_data_io(ch, true, &ext, 1));
+	CHECK_ERR(rio_data_io(ch, true, 0, &ext, 1));
 	CHECK_ERR(io_channel_read_blk64(ch, 40, 1, b));
 	CHECK(memcmp(a, b, 4096) == 0, "stale cached copy after data write");
 	/* dirty metadata copy must not be written back over data */
@@ -171,7 +171,7 @@ static void test_channel(bool no_uring, unsigned cache_mb)
 	fill(c, 4096, 11);
 	ext.blk = 41;
 	ext.buf = c;
-	CHECK_ERR(rio_data_io(ch, true, &ext, 1));
+	CHECK_ERR(rio_data_io(ch, true, 0, &ext, 1));
 	CHECK_ERR(rio_flush_device(ch));
 	CHECK(raw_read(path, 41 * 4096, b, 4096) == 0, "raw read");
 	CHECK(memcmp(b, c, 4096) == 0, "dirty metadata copy overwrote data");
@@ -252,7 +252,7 @@ static void make_files(ext2_filsys fs, const char *prefix, unsigned nfiles, unsi
 			ext[i].count = 1;
 			ext[i].buf = buf + (size_t)i * bs;
 		}
-		CHECK_ERR(rio_data_io(fs->io, true, ext, nblocks));
+		CHECK_ERR(rio_data_io(fs->io, true, ino, ext, nblocks));
 		free(ext);
 		CHECK_ERR(ext2fs_read_inode(fs, ino, &inode));
 		inode.i_size = nblocks * bs;
@@ -289,7 +289,7 @@ static void verify_files(ext2_filsys fs, unsigned nfiles, unsigned nblocks)
 			ext[i].count = 1;
 			ext[i].buf = buf + (size_t)i * bs;
 		}
-		CHECK_ERR(rio_data_io(fs->io, false, ext, nblocks));
+		CHECK_ERR(rio_data_io(fs->io, false, ino, ext, nblocks));
 		free(ext);
 		fill(want, (size_t)nblocks * bs, f + 100);
 		CHECK(memcmp(buf, want, (size_t)nblocks * bs) == 0, "data of %s", name);
@@ -404,7 +404,7 @@ static void crash_once(uint64_t seed, unsigned *kept_mask, bool no_uring)
 	}
 	CHECK(rio_flush_device(ch) == EIO, "flush after the cut");
 	struct rio_extent ext = { .blk = 20, .count = 1, .buf = a };
-	CHECK(rio_data_io(ch, true, &ext, 1) == EIO, "data write after the cut");
+	CHECK(rio_data_io(ch, true, 0, &ext, 1) == EIO, "data write after the cut");
 	struct rio_stats st;
 	CHECK_ERR(rio_get_stats(ch, &st));
 	CHECK(st.device_writes == 6, "device_writes %llu", (unsigned long long)st.device_writes);
@@ -728,7 +728,7 @@ static errcode_t sweep_workload(ext2_filsys fs, bool synced[SWEEP_ROUNDS])
 				ext[i] = (struct rio_extent){ p, 1, buf + (size_t)i * bs };
 			}
 			if (!err)
-				err = rio_data_io(fs->io, true, ext, nblk);
+				err = rio_data_io(fs->io, true, ino, ext, nblk);
 			if (!err)
 				err = ext2fs_read_inode(fs, ino, &inode);
 			if (!err) {
@@ -1135,7 +1135,7 @@ static errcode_t corrupt_workload(ext2_filsys fs, int rounds)
 			ext[i] = (struct rio_extent){ p, 1, buf + (size_t)i * bs };
 		}
 		if (!err)
-			err = rio_data_io(fs->io, true, ext, 14);
+			err = rio_data_io(fs->io, true, ino, ext, 14);
 		if (!err)
 			err = ext2fs_read_inode(fs, ino, &inode);
 		if (!err) {
