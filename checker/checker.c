@@ -860,6 +860,37 @@ uint32_t chk_block_size(const struct chk_fs *fs)
 	return fs->bs;
 }
 
+/* ------------------------------------------------------------------ queries */
+
+bool chk_data_block_ok(const struct chk_fs *fs, uint64_t blk, uint32_t ino)
+{
+	if (ino == 0 || ino > fs->inodes_count || ino < fs->first_ino ||
+	    (fs->journal_ino && ino == fs->journal_ino))
+		return false;
+	if (blk < fs->first_data_block || blk >= fs->blocks_count)
+		return false;
+	uint8_t t = fs->btype[blk];
+	return t == BT_FREE || (t == BT_DATA && fs->bowner[blk] == ino);
+}
+
+void chk_block_info(const struct chk_fs *fs, uint64_t blk, struct chk_block_info *out)
+{
+	static const char *const names[BT_NTYPES] = {
+		[BT_FREE] = "free", [BT_DATA] = "data", [BT_DIR] = "dir", [BT_IND] = "ind",
+		[BT_DIND] = "dind", [BT_TIND] = "tind", [BT_XATTR] = "xattr", [BT_BOOT] = "boot",
+		[BT_SB] = "sb", [BT_GDT] = "gdt", [BT_RGDT] = "rgdt", [BT_RESIZE_IND] = "resize_ind",
+		[BT_BBITMAP] = "bbitmap", [BT_IBITMAP] = "ibitmap", [BT_ITABLE] = "itable",
+	};
+	out->type = "out of range";
+	out->owner = out->lblk = 0;
+	if (blk >= fs->blocks_count)
+		return;
+	uint8_t t = fs->btype[blk];
+	out->type = t < BT_NTYPES && names[t] ? names[t] : "?";
+	out->owner = t == BT_FREE ? 0 : fs->bowner[blk];
+	out->lblk = t == BT_DATA || t == BT_DIR ? fs->blblk[blk] : 0;
+}
+
 /* ------------------------------------------------------------------ records */
 
 const char *chk_rtype_name(enum chk_rtype t)

@@ -1632,7 +1632,8 @@ bool chk_txn_is_orphan(struct chk_fs *fs, struct txn *t, uint32_t ino)
 		const struct ext2_super_block *sb = (const void *)(t->sb_changed ? t->sb_new : fs->sb_raw);
 		uint32_t cur = sb->s_last_orphan;
 		for (uint32_t steps = 0; cur; steps++) {
-			if (cur > fs->inodes_count || steps > fs->inodes_count || chk_u64map_get(&t->orphans, cur, NULL)) {
+			if (cur > fs->inodes_count || cur < fs->first_ino || steps > fs->inodes_count ||
+			    chk_u64map_get(&t->orphans, cur, NULL)) {
 				t->orphan_loop = 1;
 				break;
 			}

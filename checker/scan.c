@@ -390,7 +390,7 @@ int chk_scan(struct chk_fs *fs, struct chk_verdict **out)
 		  fs->dups[i].owner1, fs->dups[i].owner2);
 	chk_txn_is_orphan(fs, s.t, 0);
 	if (s.t->orphan_loop)
-		V("INV_ORPHAN_LIST", "the orphan list from s_last_orphan %u loops or reaches a free inode",
+		V("INV_ORPHAN_LIST", "the orphan list from s_last_orphan %u loops or reaches a free or reserved inode",
 		  fs->sb->s_last_orphan);
 	for (uint32_t g = 0; g < fs->ngroups && !r && !s.err; g++) {
 		r = fs->read(fs->ctx, (uint64_t)fs->gd[g].bg_inode_table * fs->bs, tab, tbytes);
@@ -406,6 +406,10 @@ int chk_scan(struct chk_fs *fs, struct chk_verdict **out)
 				V("INV_RESERVED_INODES", "the root inode is not a live directory");
 			if (bit_get(fs->ibits, ino))
 				scan_inode(&s, ino, in);
+			else if (in->i_links_count && !in->i_dtime && chk_mode_type_valid(in->i_mode))
+				V("INV_FREE_INODE_FORM", "inode %u is free in the inode bitmap but looks in use "
+				  "(%u links, mode 0%o, no dtime): it would be handed out twice", ino,
+				  in->i_links_count, in->i_mode);
 		}
 	}
 	if (!r)
