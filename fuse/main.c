@@ -248,6 +248,11 @@ static int base_check(struct rfs *r)
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	errcode_t e = rio_txn_base_check(r->fs, &report);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
+	if (e == EXT2_ET_UNSUPP_FEATURE && !r->cfg->checker) {
+		fprintf(stderr, "recon-fuse: %s: not checked at mount (checker=off, and the checker "
+			"does not model this image)\n", dev);
+		return 0;
+	}
 	if (e) {
 		fprintf(stderr, "recon-fuse: cannot check %s at mount: %s; mount it read-only with "
 			"-o ro, or run e2fsck\n", dev, error_message(e));

@@ -120,7 +120,8 @@ errcode_t rio_txn_attach(ext2_filsys fs);
  * the first write: judge the attached image as a whole (chk_scan; with the
  * checker off, on a shadow state built for it alone).  0 with *report NULL
  * when consistent; 0 with *report set (malloc'd: the first violations, one a
- * line) when not; or an error when the check could not run. */
+ * line) when not; or an error when the check could not run
+ * (EXT2_ET_UNSUPP_FEATURE: with the checker off, an image it does not model). */
 errcode_t rio_txn_base_check(ext2_filsys fs, char **report);
 
 /* An operation boundary.  Commits the open transaction if `force` (fsync,

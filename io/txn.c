@@ -1915,7 +1915,7 @@ errcode_t rio_txn_base_check(ext2_filsys fs, char **report)
 		ret = chk_attach(&own, approved_read_cb, rc, &opt, msg, sizeof(msg));
 		if (ret < 0) {
 			fprintf(stderr, "recon-fuse: checker: %s\n", msg[0] ? msg : strerror(-ret));
-			return (errcode_t)-ret;
+			return ret == -EINVAL ? EXT2_ET_UNSUPP_FEATURE : (errcode_t)-ret;
 		}
 		chk = own;
 	}
