@@ -41,7 +41,8 @@ int map_block(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t lblk
 
 /* Read or write whole blocks; phys[i] == 0 means a hole (read as zeros,
  * never written).  Contiguous runs go out as one extent. */
-int blocks_io(struct rfs *r, bool write, const blk64_t *phys, unsigned n, char *buf)
+int blocks_io(struct rfs *r, ext2_ino_t ino, bool write, const blk64_t *phys, unsigned n,
+	      char *buf)
 {
 	size_t bs = r->fs->blocksize;
 	struct rio_extent ext[64];
@@ -59,7 +60,7 @@ int blocks_io(struct rfs *r, bool write, const blk64_t *phys, unsigned n, char *
 			continue;
 		}
 		if (ne == 64) {
-			errcode_t e = rio_data_io(r->fs->io, write, ext, ne);
+			errcode_t e = rio_data_io(r->fs->io, write, ino, ext, ne);
 			if (e)
 				return -EIO;
 			ne = 0;
@@ -69,7 +70,7 @@ int blocks_io(struct rfs *r, bool write, const blk64_t *phys, unsigned n, char *
 		ext[ne].buf = buf + i * bs;
 		ne++;
 	}
-	if (ne && rio_data_io(r->fs->io, write, ext, ne))
+	if (ne && rio_data_io(r->fs->io, write, ino, ext, ne))
 		return -EIO;
 	return 0;
 }
@@ -112,6 +113,8 @@ static void trim_past_eof(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in)
 static bool atime_needs_update(struct rfs *r, struct ext2_inode *in)
 {
 	time_t now = time(NULL);
+	if (flags_noatime(in))
+		return false;
 	switch (r->cfg->atime) {
 	case ATIME_NOATIME:
 		return false;
@@ -172,8 +175,10 @@ static int open_truncate(struct rfs *r, fuse_req_t req, ext2_ino_t ino, struct e
 		return ret;
 	ret = do_truncate(r, ino, in, 0);
 	if (!ret) {
-		if (fuse_req_ctx(req)->uid != 0)
+		if (fuse_req_ctx(req)->uid != 0 && (in->i_mode & setid_bits_to_kill(req, in))) {
 			in->i_mode &= ~setid_bits_to_kill(req, in);
+			attr_changed(r, ino);
+		}
 		in->i_mtime = in->i_ctime = stamp_now(r, ino, T_M | T_C);
 		ret = put_inode(r, ino, in);
 	}
@@ -191,6 +196,8 @@ void op_open(fuse_req_t req, fuse_ino_t fino, struct fuse_file_info *fi)
 	ret = get_inode(r, ino, &in);
 	if (!ret && ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) && r->ro)
 		ret = -EROFS;
+	if (!ret)
+		ret = flags_check_open(&in, fi->flags);   /* immutable, append-only */
 	/* libfuse negotiates FUSE_ATOMIC_O_TRUNC, so O_TRUNC reaches us here and
 	 * not as a SETATTR: truncate as ext3's open does, times updated even
 	 * when the file is already empty. */
@@ -199,6 +206,7 @@ void op_open(fuse_req_t req, fuse_ino_t fino, struct fuse_file_info *fi)
 	if (!ret)
 		open_get(r, ino);
 	unlock(r);
+	attr_notify(r);
 	if (ret) {
 		fuse_reply_err(req, -ret);
 		return;
@@ -241,7 +249,7 @@ void op_read(fuse_req_t req, fuse_ino_t fino, size_t size, off_t off,
 	for (unsigned i = 0; i < n && !ret; i++)
 		ret = map_block(r, ino, &in, first + i, &phys[i]);
 	if (!ret)
-		ret = blocks_io(r, false, phys, n, buf);
+		ret = blocks_io(r, ino, false, phys, n, buf);
 	if (!ret) {
 		got = size;
 		maybe_touch_atime(r, ino);
@@ -274,6 +282,10 @@ static int do_write(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *d
 		return ret;
 	if (LINUX_S_ISDIR(in.i_mode))
 		return -EISDIR;
+	ret = flags_check_write(&in, off);
+	if (ret)
+		return ret;
+	flags_sync_inode(r, &in);
 	if (size == 0)
 		return 0;
 	blk64_t first = off / bs, last = (off + size - 1) / bs;
@@ -296,14 +308,14 @@ static int do_write(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *d
 	}
 	if (ret)
 		goto out;
-	if (holes && (ret = space_check(r, req, holes)) != 0)
+	if (holes && ((ret = space_check(r, req, holes)) != 0 || (ret = wr_room_for(r, holes)) != 0))
 		goto out;
 	/* partial first and last blocks: read what is there (holes read as zeros) */
 	if (!whole) {
 		if (off % bs)
-			ret = blocks_io(r, false, &phys[0], 1, buf);
+			ret = blocks_io(r, ino, false, &phys[0], 1, buf);
 		if (!ret && (off + size) % bs && (n > 1 || off % bs == 0))
-			ret = blocks_io(r, false, &phys[n - 1], 1, buf + (n - 1) * bs);
+			ret = blocks_io(r, ino, false, &phys[n - 1], 1, buf + (n - 1) * bs);
 		if (ret)
 			goto out;
 		memcpy(buf + off % bs, data, size);
@@ -328,7 +340,7 @@ static int do_write(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *d
 		int pret = put_inode(r, ino, &in);
 		(void)pret;
 	}
-	int ioret = n ? blocks_io(r, true, phys, n, src) : 0;
+	int ioret = n ? blocks_io(r, ino, true, phys, n, src) : 0;
 	if (ioret && !ret)
 		ret = ioret;
 	if (n) {
@@ -336,8 +348,10 @@ static int do_write(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *d
 		if (end > EXT2_I_SIZE(&in) && !ret)
 			ext2fs_inode_size_set(r->fs, &in, end);
 		in.i_mtime = in.i_ctime = stamp_now(r, ino, T_M | T_C);
-		if (fuse_req_ctx(req)->uid != 0)
+		if (fuse_req_ctx(req)->uid != 0 && (in.i_mode & setid_bits_to_kill(req, &in))) {
 			in.i_mode &= ~setid_bits_to_kill(req, &in);
+			attr_changed(r, ino);
+		}
 		int pret = put_inode(r, ino, &in);
 		if (!ret)
 			ret = pret;
@@ -362,12 +376,16 @@ void op_write(fuse_req_t req, fuse_ino_t fino, const char *data, size_t size, of
 	lock(r);
 	ret = wr_begin(r);
 	if (!ret) {
-		ret = do_write(r, req, to_ext(fino), data, size, off);
-		if (!ret)
-			ret = drop_capability(r, to_ext(fino));
+		bool retried = false;
+		do {
+			ret = do_write(r, req, to_ext(fino), data, size, off);
+			if (!ret)
+				ret = drop_capability(r, to_ext(fino));
+		} while (wr_retry_enospc(r, ret, &retried));
 		ret = wr_end(r, ret, false);
 	}
 	unlock(r);
+	attr_notify(r);
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else
@@ -426,18 +444,31 @@ void op_release(fuse_req_t req, fuse_ino_t fino, struct fuse_file_info *fi)
 void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
 	struct rfs *r = R(req);
-	int ret = 0;
+	int ret;
 
-	(void)ino;
 	(void)datasync;
 	(void)fi;
 	lock(r);
-	if (!r->ro) {
-		errcode_t e = rio_flush_device(r->fs->io);
-		ret = wr_end(r, e ? -errmap(e) : 0, true);
-	}
+	ret = rfs_fsync(r, to_ext(ino));
 	unlock(r);
 	fuse_reply_err(req, -ret);
+}
+
+/* Blocks allocated (and zeroed) per device write in fallocate. */
+#define FALLOC_RUN 256
+
+/* A commit in the middle of a fallocate that would not fit one transaction:
+ * the file covers what is allocated so far (blocks past i_size are invalid
+ * in a block-mapped file), so each commit leaves a consistent file. */
+static int fallocate_midway(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in,
+			    uint64_t covered)
+{
+	if (covered > EXT2_I_SIZE(in))
+		ext2fs_inode_size_set(r->fs, in, covered);
+	errcode_t e = ext2fs_write_inode(r->fs, ino, in);
+	if (!e)
+		e = commit_midway(r);
+	return e ? (e == EROFS ? -EROFS : -errmap(e)) : 0;
 }
 
 static int do_fallocate(struct rfs *r, fuse_req_t req, ext2_ino_t ino, off_t off, off_t len)
@@ -456,9 +487,6 @@ static int do_fallocate(struct rfs *r, fuse_req_t req, ext2_ino_t ino, off_t off
 	if (!LINUX_S_ISREG(in.i_mode))
 		return LINUX_S_ISDIR(in.i_mode) ? -EISDIR : -ENODEV;
 	blk64_t first = off / bs, last = (off + len - 1) / bs, goal = 0;
-	char *zero = calloc(1, bs);
-	if (!zero)
-		return -ENOMEM;
 	blk64_t holes = 0;
 	for (blk64_t l = first; l <= last && !ret; l++) {
 		blk64_t p;
@@ -467,6 +495,17 @@ static int do_fallocate(struct rfs *r, fuse_req_t req, ext2_ino_t ino, off_t off
 	}
 	if (!ret)
 		ret = space_check(r, req, holes);
+	if (!ret)
+		ret = wr_room_for(r, holes);
+	if (ret)
+		return ret;
+	/* new blocks are zeroed FALLOC_RUN at a time (contiguous ones in one
+	 * write) */
+	char *zero = calloc(FALLOC_RUN, bs);
+	if (!zero)
+		return -ENOMEM;
+	blk64_t run[FALLOC_RUN];
+	unsigned nrun = 0;
 	for (blk64_t l = first; l <= last && !ret; l++) {
 		blk64_t p;
 		ret = map_block(r, ino, &in, l, &p);
@@ -477,9 +516,25 @@ static int do_fallocate(struct rfs *r, fuse_req_t req, ext2_ino_t ino, off_t off
 			continue;
 		}
 		ret = alloc_block(r, ino, &in, l, goal, &p);
-		if (!ret)
-			ret = blocks_io(r, true, &p, 1, zero);
+		if (ret)
+			break;
 		goal = p + 1;
+		run[nrun++] = p;
+		if (nrun < FALLOC_RUN && l < last)
+			continue;
+		ret = blocks_io(r, ino, true, run, nrun, zero);
+		nrun = 0;
+		/* the indirect blocks it writes must fit the journal */
+		size_t used = 0, limit = 0;
+		if (!ret && l < last && r->attached &&
+		    !rio_txn_room(r->fs->io, &used, &limit) && used + 64 > limit)
+			ret = fallocate_midway(r, ino, &in, (l + 1) * bs);
+	}
+	if (nrun) {
+		/* zeroed even when an allocation failed: no stale data behind it */
+		int zret = blocks_io(r, ino, true, run, nrun, zero);
+		if (!ret)
+			ret = zret;
 	}
 	free(zero);
 	if (ret)
@@ -503,10 +558,10 @@ static int zero_in_block(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, b
 	char *buf = malloc(bs);
 	if (!buf)
 		return -ENOMEM;
-	ret = blocks_io(r, false, &pblk, 1, buf);
+	ret = blocks_io(r, ino, false, &pblk, 1, buf);
 	if (!ret) {
 		memset(buf + from, 0, to - from);
-		ret = blocks_io(r, true, &pblk, 1, buf);
+		ret = blocks_io(r, ino, true, &pblk, 1, buf);
 	}
 	free(buf);
 	return ret;
@@ -661,9 +716,21 @@ void op_fallocate(fuse_req_t req, fuse_ino_t fino, int mode, off_t off, off_t le
 	}
 	lock(r);
 	ret = wr_begin(r);
-	if (!ret)
-		ret = wr_end(r, mode ? do_punch(r, to_ext(fino), off, len) :
-				       do_fallocate(r, req, to_ext(fino), off, len), false);
+	if (!ret) {
+		struct ext2_inode in;
+		bool retried = false;
+		ret = get_inode(r, to_ext(fino), &in);
+		if (!ret)
+			ret = flags_check_fallocate(&in, mode);
+		if (!ret)
+			flags_sync_inode(r, &in);
+		if (!ret)
+			do
+				ret = mode ? do_punch(r, to_ext(fino), off, len) :
+					     do_fallocate(r, req, to_ext(fino), off, len);
+			while (wr_retry_enospc(r, ret, &retried));
+		ret = wr_end(r, ret, false);
+	}
 	unlock(r);
 	fuse_reply_err(req, -ret);
 }

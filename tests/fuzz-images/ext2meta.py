@@ -1,0 +1,219 @@
+"""ext2meta.py - find the metadata of a small ext2/ext3 image, by parsing it.
+
+The fuzzer's own reader (struct on the superblock, descriptors, inodes and
+block maps; formats from ext2_fs.h and the JBD2 documentation), so mutants
+can be aimed at one class of metadata.  It trusts nothing it did not parse
+from the base image, which is clean when it is read.
+"""
+import struct
+
+SB_OFF = 1024
+EXT2_ROOT_INO = 2
+JOURNAL_INO = 8
+S_IFMT, S_IFDIR, S_IFREG, S_IFLNK = 0o170000, 0o040000, 0o100000, 0o120000
+EXT2_INDEX_FL = 0x1000
+EA_MAGIC = 0xEA020000
+JBD_MAGIC = 0xC03B3998
+
+
+def u16(b, o): return struct.unpack_from("<H", b, o)[0]
+def u32(b, o): return struct.unpack_from("<I", b, o)[0]
+def be32(b, o): return struct.unpack_from(">I", b, o)[0]
+
+
+class Image:
+    """The layout of one image: offsets and roles of its metadata blocks."""
+
+    def __init__(self, data):
+        self.data = data
+        sb = data[SB_OFF:SB_OFF + 1024]
+        self.sb = sb
+        self.inodes_count = u32(sb, 0)
+        self.blocks_count = u32(sb, 4)
+        self.first_data_block = u32(sb, 20)
+        self.bs = 1024 << u32(sb, 24)
+        self.blocks_per_group = u32(sb, 32)
+        self.inodes_per_group = u32(sb, 40)
+        self.rev = u32(sb, 76)
+        self.inode_size = u16(sb, 88) if self.rev else 128
+        self.first_ino = u32(sb, 84) if self.rev else 11
+        self.journal_inum = u32(sb, 224)
+        self.ngroups = (self.blocks_count - self.first_data_block
+                        + self.blocks_per_group - 1) // self.blocks_per_group
+        gdt_block = self.first_data_block + 1
+        self.gdt_off = gdt_block * self.bs
+        self.groups = []
+        for g in range(self.ngroups):
+            o = self.gdt_off + 32 * g
+            self.groups.append(dict(off=o, block_bitmap=u32(data, o),
+                                    inode_bitmap=u32(data, o + 4),
+                                    inode_table=u32(data, o + 8)))
+        self.itable_blocks = (self.inodes_per_group * self.inode_size
+                              + self.bs - 1) // self.bs
+        self._scan_inodes()
+
+    # -- inodes -------------------------------------------------------------
+    def inode_off(self, ino):
+        g, i = divmod(ino - 1, self.inodes_per_group)
+        return self.groups[g]["inode_table"] * self.bs + i * self.inode_size
+
+    def inode_in_use(self, ino):
+        g, i = divmod(ino - 1, self.inodes_per_group)
+        b = self.groups[g]["inode_bitmap"] * self.bs
+        return bool(self.data[b + i // 8] >> (i % 8) & 1)
+
+    def block_in_use(self, blk):
+        g, i = divmod(blk - self.first_data_block, self.blocks_per_group)
+        b = self.groups[g]["block_bitmap"] * self.bs
+        return bool(self.data[b + i // 8] >> (i % 8) & 1)
+
+    def block(self, blk):
+        return self.data[blk * self.bs:(blk + 1) * self.bs]
+
+    def _block_map(self, ino, off):
+        """(logical -> physical data blocks, [(indirect block, level)])."""
+        d, per = self.data, self.bs // 4
+        data_blocks, ind = [], []
+
+        def walk(blk, level):
+            if blk == 0 or blk >= self.blocks_count:
+                return
+            if level == 0:
+                data_blocks.append(blk)
+                return
+            ind.append((blk, level))
+            for k in range(per):
+                walk(u32(d, blk * self.bs + 4 * k), level - 1)
+        for k in range(15):
+            walk(u32(d, off + 40 + 4 * k), 0 if k < 12 else k - 11)
+        return data_blocks, ind
+
+    def _scan_inodes(self):
+        self.live = []        # (ino, mode) of live inodes with links
+        self.files, self.dirs, self.symlinks = [], [], []
+        self.owner = {}       # block -> (ino, role)
+        self.dir_blocks = []  # (ino, block, is_htree_root)
+        self.ind_blocks = []  # (ino, block, level)
+        self.ea_blocks = {}   # block -> [inos]
+        self.inline_ea = []   # inos with an in-inode EA area
+        self.data_blocks = {} # ino -> [blocks]
+        for ino in range(1, self.inodes_count + 1):
+            if ino != EXT2_ROOT_INO and ino != self.journal_inum and ino < self.first_ino:
+                continue
+            if not self.inode_in_use(ino):
+                continue
+            off = self.inode_off(ino)
+            mode, links = u16(self.data, off), u16(self.data, off + 26)
+            if mode == 0:
+                continue
+            kind = mode & S_IFMT
+            acl = u32(self.data, off + 104)
+            if acl:
+                self.ea_blocks.setdefault(acl, []).append(ino)
+                self.owner[acl] = (ino, "ea")
+            if self.inode_size > 128:
+                extra = u16(self.data, off + 128)
+                if 128 + extra + 4 <= self.inode_size and \
+                        u32(self.data, off + 128 + extra) == EA_MAGIC:
+                    self.inline_ea.append(ino)
+            iblocks = u32(self.data, off + 28)
+            if kind == S_IFLNK and iblocks - (self.bs // 512 if acl else 0) == 0:
+                self.symlinks.append((ino, "fast"))
+                self.live.append((ino, mode))
+                continue
+            blocks, ind = self._block_map(ino, off)
+            self.data_blocks[ino] = blocks
+            for b, lvl in ind:
+                self.ind_blocks.append((ino, b, lvl))
+                self.owner[b] = (ino, "ind%d" % lvl)
+            flags = u32(self.data, off + 32)
+            for n, b in enumerate(blocks):
+                self.owner[b] = (ino, "data")
+                if kind == S_IFDIR:
+                    self.dir_blocks.append((ino, b, n == 0 and bool(flags & EXT2_INDEX_FL)))
+            if ino == self.journal_inum:
+                continue
+            self.live.append((ino, mode))
+            if kind == S_IFDIR:
+                self.dirs.append(ino)
+            elif kind == S_IFREG:
+                self.files.append(ino)
+            elif kind == S_IFLNK:
+                self.symlinks.append((ino, "slow"))
+
+    # -- metadata regions -----------------------------------------------------
+    def meta_blocks(self):
+        """Blocks that hold fixed metadata: superblock/descriptors (group 0),
+        bitmaps and inode tables of every group."""
+        out = list(range(self.first_data_block, self.first_data_block + 2))
+        for g in self.groups:
+            out += [g["block_bitmap"], g["inode_bitmap"]]
+            out += list(range(g["inode_table"], g["inode_table"] + self.itable_blocks))
+        return out
+
+    def htree_blocks(self):
+        """(block, kind): 'root' for the first block of an indexed directory,
+        'node' for its interior index blocks (depth > 0)."""
+        out = []
+        for ino, b, is_root in self.dir_blocks:
+            if not is_root:
+                continue
+            out.append((b, "root"))
+            blk = self.block(b)
+            levels = blk[30]
+            if levels:
+                count = u16(blk, 34)
+                for k in range(count):
+                    child = u32(blk, 36 + 8 * k) if k else u32(blk, 36)
+                    phys = self._logical(ino, child)
+                    if phys:
+                        out.append((phys, "node"))
+        return out
+
+    def _logical(self, ino, lblk):
+        blocks = self.data_blocks.get(ino, [])
+        return blocks[lblk] if lblk < len(blocks) else None
+
+    def journal(self):
+        """(journal superblock block, [(block, kind)] of the log's blocks:
+        'descriptor', 'commit', 'revoke', 'data' as a scan from s_first finds
+        them; [] when the journal is empty)."""
+        blocks = self.data_blocks.get(self.journal_inum, [])
+        if not blocks:
+            return None, []
+        jsb = self.block(blocks[0])
+        if be32(jsb, 0) != JBD_MAGIC:
+            return blocks[0], []
+        maxlen, first, start = be32(jsb, 16), be32(jsb, 20), be32(jsb, 28)
+        incompat = be32(jsb, 40)
+        log = []
+        if start == 0:
+            return blocks[0], log
+        i = start
+        tag_bytes = 8 if not incompat & 0x2 else 12   # 64bit tags
+        for _ in range(maxlen):
+            if i >= len(blocks):
+                break
+            blk = self.block(blocks[i])
+            if be32(blk, 0) != JBD_MAGIC:
+                break
+            btype = be32(blk, 4)
+            if btype == 1:
+                log.append((blocks[i], "descriptor"))
+                o = 12
+                while o + tag_bytes <= self.bs:
+                    flags = struct.unpack_from(">H", blk, o + 6)[0]
+                    i = i + 1 if i + 1 < maxlen else first
+                    if i < len(blocks):
+                        log.append((blocks[i], "data"))
+                    o += tag_bytes + (0 if flags & 2 else 16)
+                    if flags & 8:   # last tag
+                        break
+            elif btype == 2:
+                log.append((blocks[i], "commit"))
+            elif btype == 5:
+                log.append((blocks[i], "revoke"))
+            else:
+                break
+            i = i + 1 if i + 1 < maxlen else first
+        return blocks[0], log

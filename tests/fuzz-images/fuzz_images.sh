@@ -1,0 +1,19 @@
+#!/bin/bash
+# The image fuzzer in CI: a fixed list of mutants (tests/fuzz-images/*.list,
+# BASE/CLASS/SEED[/EDIT] as mutate.py names them) run through imgfuzz.py
+# with the recon-fuse of this build (meant for the ASan+UBSan build: tests/run
+# runs suite fuzz-images there).  Each mutant: e2fsck before, a read-only
+# walk, a read-write workload, e2fsck after, a second walk; it fails on a
+# crash, hang, sanitizer report, undocumented exit status, an image made
+# worse, changed contents or a rejection on an image e2fsck passed.
+# Usage: fuzz_images.sh LIST...   (lists relative to tests/fuzz-images)
+. "$RECON_SRC/tests/integration/lib.sh"
+need_root
+have_kernel_ext3 || skip "the kernel has no ext3 driver (the base images are written by it)"
+here="$RECON_SRC/tests/fuzz-images"
+lists=()
+for l in "$@"; do lists+=(--list "$here/$l"); done
+is_asan || log "note: $RECON_FUSE is not a sanitizer build; memory errors may go unseen"
+nice -n 5 python3 "$here/imgfuzz.py" --fuse "$RECON_FUSE" --tmp "$SCRATCH" --keep "$SCRATCH/keep" \
+	"${lists[@]}" || fail "mutants with outcomes not allowed (logs in $SCRATCH/keep)"
+finish
