@@ -158,8 +158,7 @@ void open_get(struct rfs *r, ext2_ino_t ino)
  * completes, so a buffered read racing it caches the old data for good
  * (tests/explore/dio_race: stale reads within 100 rounds); the direct-I/O
  * operations drop the range as each WRITE is sent, which leaves only the
- * window between that drop and our reply (seen under CPU load; see
- * tests/README.md).  The price: such an fd cannot be mmapped shared
+ * window between that drop and our reply (tests/README.md, known gaps).  The price: such an fd cannot be mmapped shared
  * (ENODEV).  Other opens keep the cache. */
 void set_open_mode(struct fuse_file_info *fi)
 {
