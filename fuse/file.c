@@ -157,9 +157,9 @@ void open_get(struct rfs *r, ext2_ino_t ino)
  * cache before an asynchronous direct write (AIO, io_uring) and not after it
  * completes, so a buffered read racing it caches the old data for good
  * (tests/explore/dio_race: stale reads within 100 rounds); the direct-I/O
- * operations drop the range as each WRITE is sent (none in thousands of
- * rounds).  The price: such an fd cannot be mmapped shared (ENODEV).  Other
- * opens keep the cache. */
+ * operations drop the range as each WRITE is sent, which leaves only the
+ * window between that drop and our reply (tests/README.md, known gaps).  The price: such an fd cannot be mmapped shared
+ * (ENODEV).  Other opens keep the cache. */
 void set_open_mode(struct fuse_file_info *fi)
 {
 	if ((fi->flags & O_ACCMODE) == O_WRONLY || (fi->flags & O_DIRECT))
