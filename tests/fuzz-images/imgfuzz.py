@@ -153,6 +153,10 @@ def workload(root):
         if attempt(os.write, fd, data) is not None and sync:
             attempt(os.fsync, fd)
         attempt(os.close, fd)
+    # first, data in the root directory's group, before anything is committed:
+    # with the direct I/O of write-only opens it reaches the disk at write(2),
+    # ahead of the metadata that a rejected commit would discard
+    write(os.path.join(root, "fuzz-top"), bases.pattern("top", 20000), True)
     w = os.path.join(root, WORK_DIR)
     attempt(os.mkdir, w)
     for i, size in enumerate((0, 3000, 40000, 70000)):
@@ -163,8 +167,6 @@ def workload(root):
     attempt(os.unlink, w + "/f2")
     attempt(os.mkdir, w + "/sub")
     write(w + "/sub/g", b"g" * 5000, True)
-    # in the root directory too: its group's blocks, not only the new directory's
-    write(os.path.join(root, "fuzz-top"), bases.pattern("top", 20000), True)
     for d in ("big", "d", ""):
         p = os.path.join(root, d, "fuzz-tmp")
         write(p, b"temporary", False)
