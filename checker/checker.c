@@ -440,31 +440,37 @@ struct walk_ctx {
 	void *vctx;
 	bool isdir;
 	uint8_t *bufs[3];
+	struct u64map descended;         /* indirect blocks already read in this walk */
 };
 
 static int walk_level(struct walk_ctx *w, uint64_t blk, int level, uint32_t base)
 {
 	struct chk_fs *fs = w->fs;
 	uint8_t t = level == 3 ? BT_TIND : level == 2 ? BT_DIND : BT_IND;
-	w->visit(w->vctx, blk, t, base);
+	if (!w->visit(w->vctx, blk, t, base))
+		return 0;
 	/* do not follow pointers out of range or into static metadata */
 	if (blk < fs->first_data_block || blk >= fs->blocks_count || bt_static(fs->btype[blk]))
 		return 0;
+	if (chk_u64map_get(&w->descended, blk, NULL))
+		return 0;
+	if (chk_u64map_put(&w->descended, blk, 1))
+		return -ENOMEM;
 	uint8_t *b = w->bufs[level - 1];
 	int r = w->get(w->get_ctx, blk, b);
 	if (r)
 		return r;
-	const uint32_t *p = (const uint32_t *)b;
 	uint64_t span = 1;
 	for (int i = 1; i < level; i++)
 		span *= fs->addr_per_block;
 	for (uint32_t i = 0; i < fs->addr_per_block; i++) {
-		if (!p[i])
+		uint32_t p = chk_ld32(b + (size_t)i * 4);
+		if (!p)
 			continue;
 		uint32_t lb = (uint32_t)(base + i * span);
 		if (level == 1)
-			w->visit(w->vctx, p[i], w->isdir ? BT_DIR : BT_DATA, lb);
-		else if ((r = walk_level(w, p[i], level - 1, lb)))
+			w->visit(w->vctx, p, w->isdir ? BT_DIR : BT_DATA, lb);
+		else if ((r = walk_level(w, p, level - 1, lb)))
 			return r;
 	}
 	return 0;
@@ -473,7 +479,7 @@ static int walk_level(struct walk_ctx *w, uint64_t blk, int level, uint32_t base
 int chk_walk_inode_tree(struct chk_fs *fs, const struct ext2_inode *in, bool isdir,
 		    blk_get_fn get, void *get_ctx, blk_visit_fn visit, void *vctx)
 {
-	struct walk_ctx w = { fs, get, get_ctx, visit, vctx, isdir, { NULL, NULL, NULL } };
+	struct walk_ctx w = { fs, get, get_ctx, visit, vctx, isdir, { NULL, NULL, NULL }, { 0 } };
 	int r = 0;
 	for (int i = 0; i < EXT2_NDIR_BLOCKS; i++)
 		if (in->i_block[i])
@@ -494,6 +500,7 @@ int chk_walk_inode_tree(struct chk_fs *fs, const struct ext2_inode *in, bool isd
 out:
 	for (int k = 0; k < 3; k++)
 		free(w.bufs[k]);
+	chk_u64map_free(&w.descended);
 	return r;
 }
 
@@ -504,7 +511,7 @@ static int read_approved(void *ctx, uint64_t blk, void *buf)
 	return chk_read_block(ctx, blk, buf);
 }
 
-static void attach_visit(void *ctx, uint64_t blk, uint8_t type, uint32_t lblk);
+static bool attach_visit(void *ctx, uint64_t blk, uint8_t type, uint32_t lblk);
 
 struct attach_visit_ctx {
 	struct chk_fs *fs;
@@ -528,18 +535,20 @@ static void note_bad(struct chk_fs *fs, struct dup_ent **arr, size_t *n, uint64_
 	(*n)++;
 }
 
-static void attach_visit(void *ctx, uint64_t blk, uint8_t type, uint32_t lblk)
+/* An indirect block already owned (by another inode, or by this one from
+ * another slot) is a duplicate: reported, not descended a second time. */
+static bool attach_visit(void *ctx, uint64_t blk, uint8_t type, uint32_t lblk)
 {
 	struct attach_visit_ctx *a = ctx;
 	struct chk_fs *fs = a->fs;
 	if (blk < fs->first_data_block || blk >= fs->blocks_count || bt_static(fs->btype[blk])) {
 		note_bad(fs, &fs->badptrs, &fs->nbadptr, blk, a->ino,
 			 blk < fs->blocks_count ? fs->btype[blk] : 0);
-		return;
+		return false;
 	}
 	if (fs->btype[blk] != BT_FREE) {
 		note_bad(fs, &fs->dups, &fs->ndups, blk, fs->bowner[blk], a->ino);
-		return;
+		return false;
 	}
 	fs->btype[blk] = type;
 	fs->bowner[blk] = a->ino;
@@ -548,6 +557,7 @@ static void attach_visit(void *ctx, uint64_t blk, uint8_t type, uint32_t lblk)
 		fs->nmeta[a->ino]++;
 	else
 		fs->ndata[a->ino]++;
+	return true;
 }
 
 static void mark_static(struct chk_fs *fs, uint64_t blk, uint8_t t, uint32_t owner)
@@ -620,6 +630,8 @@ static int parse_super(struct chk_fs *fs, char *err, size_t errlen)
 	fs->desc_per_block = fs->bs / sizeof(struct ext2_group_desc);
 	fs->gdt_blocks = (fs->ngroups + fs->desc_per_block - 1) / fs->desc_per_block;
 	fs->rgdt_blocks = (co & EXT2_FEATURE_COMPAT_RESIZE_INODE) ? sb->s_reserved_gdt_blocks : 0;
+	if (fs->rgdt_blocks > fs->bs / 4)          /* e2fsck's bound: one dind block's worth */
+		return fail(err, errlen, -EINVAL, "s_reserved_gdt_blocks %u beyond %u", fs->rgdt_blocks, fs->bs / 4);
 	fs->inodes_per_block = fs->bs / fs->inode_size;
 	fs->itable_blocks = (fs->ipg * fs->inode_size + fs->bs - 1) / fs->bs;
 	fs->addr_per_block = fs->bs / 4;
@@ -767,6 +779,19 @@ int chk_attach(struct chk_fs **out, chk_read_fn read, void *ctx,
 	}
 	if ((r = parse_super(fs, err, errlen)))
 		goto bad;
+	/* the shadow state is sized by s_blocks_count: a corrupt count must not
+	 * size it beyond the device (its last block must be readable) */
+	uint8_t *probe = malloc(fs->bs);
+	if (!probe) {
+		r = fail(err, errlen, -ENOMEM, "out of memory");
+		goto bad;
+	}
+	r = read(ctx, (uint64_t)(fs->blocks_count - 1) * fs->bs, probe, fs->bs);
+	free(probe);
+	if (r) {
+		r = fail(err, errlen, -EINVAL, "s_blocks_count %u reaches past the end of the device", fs->blocks_count);
+		goto bad;
+	}
 	size_t cb = opt && opt->cache_bytes ? opt->cache_bytes : (size_t)128 << 20;
 	fs->cache_max = cb / fs->bs;
 	if (fs->cache_max < 16)
@@ -833,6 +858,37 @@ void chk_detach(struct chk_fs *fs)
 uint32_t chk_block_size(const struct chk_fs *fs)
 {
 	return fs->bs;
+}
+
+/* ------------------------------------------------------------------ queries */
+
+bool chk_data_block_ok(const struct chk_fs *fs, uint64_t blk, uint32_t ino)
+{
+	if (ino == 0 || ino > fs->inodes_count || ino < fs->first_ino ||
+	    (fs->journal_ino && ino == fs->journal_ino))
+		return false;
+	if (blk < fs->first_data_block || blk >= fs->blocks_count)
+		return false;
+	uint8_t t = fs->btype[blk];
+	return t == BT_FREE || (t == BT_DATA && fs->bowner[blk] == ino);
+}
+
+void chk_block_info(const struct chk_fs *fs, uint64_t blk, struct chk_block_info *out)
+{
+	static const char *const names[BT_NTYPES] = {
+		[BT_FREE] = "free", [BT_DATA] = "data", [BT_DIR] = "dir", [BT_IND] = "ind",
+		[BT_DIND] = "dind", [BT_TIND] = "tind", [BT_XATTR] = "xattr", [BT_BOOT] = "boot",
+		[BT_SB] = "sb", [BT_GDT] = "gdt", [BT_RGDT] = "rgdt", [BT_RESIZE_IND] = "resize_ind",
+		[BT_BBITMAP] = "bbitmap", [BT_IBITMAP] = "ibitmap", [BT_ITABLE] = "itable",
+	};
+	out->type = "out of range";
+	out->owner = out->lblk = 0;
+	if (blk >= fs->blocks_count)
+		return;
+	uint8_t t = fs->btype[blk];
+	out->type = t < BT_NTYPES && names[t] ? names[t] : "?";
+	out->owner = t == BT_FREE ? 0 : fs->bowner[blk];
+	out->lblk = t == BT_DATA || t == BT_DIR ? fs->blblk[blk] : 0;
 }
 
 /* ------------------------------------------------------------------ records */

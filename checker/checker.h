@@ -50,6 +50,38 @@ void chk_detach(struct chk_fs *fs);
 /* File-system block size, in bytes (valid after attach). */
 uint32_t chk_block_size(const struct chk_fs *fs);
 
+/* ---- queries on the approved state (the data path's guard) ----
+ * Both read only the type/owner map.  chk_check does not change it, so they
+ * may run beside a chk_check on another thread; chk_advance changes it, so
+ * the caller keeps them apart from it (io/ holds a lock around the advance).
+ */
+
+/*
+ * May file data of inode `ino` be written to block `blk`?  True when the
+ * approved state's type/owner map says that no pointer names blk (free,
+ * whatever its bitmap bit says), or that blk is a data block of `ino`
+ * itself.  False for a block outside the data area, static metadata
+ * (superblocks, descriptors, reserved GDT, bitmaps, inode tables), an
+ * indirect, directory or xattr block, another inode's data block, and any
+ * block when `ino` is not an ordinary inode (0, reserved, the journal's or
+ * past s_inodes_count).  A block bitmap that says free for a block some
+ * pointer still names is what this catches before data overwrites it.
+ */
+bool chk_data_block_ok(const struct chk_fs *fs, uint64_t blk, uint32_t ino);
+
+/* What the approved state's type/owner map records for one block, for
+ * messages: type is "free", "data", "dir", "ind", "dind", "tind", "xattr",
+ * "boot", "sb", "gdt", "rgdt", "resize_ind", "bbitmap", "ibitmap", "itable"
+ * or "out of range"; owner the inode (bitmaps and inode tables: their
+ * group; free blocks, superblocks and descriptors: 0); lblk the logical
+ * block within its owner (data and directory blocks, else 0). */
+struct chk_block_info {
+	const char *type;
+	uint32_t    owner;
+	uint32_t    lblk;
+};
+void chk_block_info(const struct chk_fs *fs, uint64_t blk, struct chk_block_info *out);
+
 /* A block the caller read from the approved state, offered to warm the cache
  * (block_size bytes).  Optional; never required for correctness. */
 void chk_note_read(struct chk_fs *fs, uint64_t blk, const void *buf);

@@ -29,6 +29,31 @@
 #error "checker/ reads on-disk little-endian fields in place"
 #endif
 
+/* Loads from untrusted block contents go through memcpy: an on-disk
+ * structure may sit at any offset a corrupt rec_len or offset field gives. */
+static inline uint16_t chk_ld16(const uint8_t *p) { uint16_t v; __builtin_memcpy(&v, p, 2); return v; }
+static inline uint32_t chk_ld32(const uint8_t *p) { uint32_t v; __builtin_memcpy(&v, p, 4); return v; }
+
+/* The 8-byte header of a directory entry (struct ext2_dir_entry_2) at p;
+ * the name follows it.  Callers check that 8 bytes are there. */
+struct dirent_hdr {
+	uint32_t inode;
+	uint32_t rec_len;                /* 65535 on 64 KiB blocks is not modelled (bs <= 4096) */
+	uint8_t  name_len, file_type;
+};
+static inline struct dirent_hdr chk_dirent_at(const uint8_t *p)
+{
+	return (struct dirent_hdr){ chk_ld32(p), chk_ld16(p + 4), p[6], p[7] };
+}
+/* A well-formed entry at byte off of a bs-byte directory block: header
+ * inside, rec_len a multiple of 4 that stays inside, the name inside
+ * rec_len.  (Deleted entries, inode 0, may carry any name_len.) */
+static inline bool chk_dirent_fits(struct dirent_hdr h, uint32_t off, uint32_t bs)
+{
+	return off + 8 <= bs && h.rec_len >= 8 && h.rec_len % 4 == 0 && h.rec_len <= bs - off &&
+	       (!h.inode || 8u + h.name_len <= h.rec_len);
+}
+
 /* What a block is, in the type/owner map. */
 enum blk_type {
 	BT_FREE = 0,     /* pointed to by nobody (its bitmap bit may be anything) */
@@ -148,14 +173,18 @@ uint64_t chk_max_file_size(uint32_t bs);
 const char *chk_file_size_problem(const struct chk_fs *fs, uint64_t size, bool large_file);
 /* what is wrong with an internal journal superblock (NULL if fine) */
 const char *chk_journal_sb_problem(const struct chk_fs *fs, const uint8_t *jsb, uint64_t journal_blocks);
+/* what is wrong with an xattr block's header, entries or values (NULL if fine) */
+const char *chk_xattr_block_problem(const struct chk_fs *fs, const uint8_t *d);
 int chk_mode_to_ftype(uint16_t mode);
 bool chk_mode_type_valid(uint16_t mode);
 
-/* Walks the block tree of an inode: calls fn(blk, type, lblk, owner) for every
- * non-zero pointer below i_block (not i_file_acl).  `get` reads a block's
- * contents in the relevant state. Returns 0 or -errno. */
+/* Walks the block tree of an inode: calls visit(blk, type, lblk) for every
+ * non-zero pointer below i_block (not i_file_acl); an indirect block is read
+ * and descended only if visit returns true, and at most once per walk (a
+ * corrupt tree naming one block from many slots stays linear).  `get` reads
+ * a block's contents in the relevant state. Returns 0 or -errno. */
 typedef int (*blk_get_fn)(void *ctx, uint64_t blk, void *buf);
-typedef void (*blk_visit_fn)(void *ctx, uint64_t blk, uint8_t type, uint32_t lblk);
+typedef bool (*blk_visit_fn)(void *ctx, uint64_t blk, uint8_t type, uint32_t lblk);
 int chk_walk_inode_tree(struct chk_fs *fs, const struct ext2_inode *in, bool isdir,
 		    blk_get_fn get, void *get_ctx, blk_visit_fn visit, void *vctx);
 

@@ -586,7 +586,9 @@ static void remove_ptr(struct chk_fs *fs, struct txn *t, uint64_t blk, int level
 		else
 			ic->ndata_delta--;
 	}
-	if (level == 0 || !mine)
+	/* its old subtree is released once (a block has one pointer in the
+	 * approved state; a second removal would count its children twice) */
+	if (level == 0 || !mine || c->removes > 1)
 		return;
 	const uint8_t *d = chk_txn_old_block(fs, t, blk, bufs);
 	if (!d)
@@ -785,7 +787,6 @@ void chk_parse_dir_block(struct chk_fs *fs, struct txn *t, const uint8_t *d, uin
 {
 	uint32_t off = 0, idx = 0;
 	while (off < fs->bs) {
-		const struct ext2_dir_entry_2 *e = (const void *)(d + off);
 		if (off + 8 > fs->bs) {
 			if (strict)
 				chk_txn_problem(t, "INV_DIRENT_TILING", SIZE_MAX,
@@ -793,26 +794,26 @@ void chk_parse_dir_block(struct chk_fs *fs, struct txn *t, const uint8_t *d, uin
 					    (unsigned long long)blk, off);
 			return;
 		}
-		uint32_t rl = e->rec_len, nl = e->name_len;
-		if (fs->bs == 65536 && rl == 65535)
-			rl = 65536;
+		const struct dirent_hdr e = chk_dirent_at(d + off);
+		const char *name = (const char *)d + off + 8;
+		uint32_t rl = e.rec_len, nl = e.name_len;
 		uint32_t need = (8 + nl + 3) & ~3u;
-		if (rl < 8 || rl % 4 || off + rl > fs->bs || (e->inode && rl < need)) {
+		if (rl < 8 || rl % 4 || off + rl > fs->bs || (e.inode && rl < need)) {
 			if (strict)
 				chk_txn_problem(t, "INV_DIRENT_TILING", SIZE_MAX,
 					    "dir %u block %llu: entry at %u has rec_len %u name_len %u", dir,
 					    (unsigned long long)blk, off, rl, nl);
 			return;
 		}
-		if (e->inode) {
-			bool dot = nl == 1 && e->name[0] == '.';
-			bool dotdot = nl == 2 && e->name[0] == '.' && e->name[1] == '.';
+		if (e.inode) {
+			bool dot = nl == 1 && name[0] == '.';
+			bool dotdot = nl == 2 && name[0] == '.' && name[1] == '.';
 			if (strict) {
-				if (e->inode > fs->inodes_count)
+				if (e.inode > fs->inodes_count)
 					chk_txn_problem(t, "INV_DIRENT_NAME", SIZE_MAX,
 						    "dir %u block %llu: entry at %u names inode %u past the end", dir,
-						    (unsigned long long)blk, off, e->inode);
-				if (nl == 0 || memchr(e->name, '/', nl) || memchr(e->name, 0, nl))
+						    (unsigned long long)blk, off, e.inode);
+				if (nl == 0 || memchr(name, '/', nl) || memchr(name, 0, nl))
 					chk_txn_problem(t, "INV_DIRENT_NAME", SIZE_MAX,
 						    "dir %u block %llu: entry at %u has an empty or illegal name", dir,
 						    (unsigned long long)blk, off);
@@ -820,18 +821,18 @@ void chk_parse_dir_block(struct chk_fs *fs, struct txn *t, const uint8_t *d, uin
 					chk_txn_problem(t, "INV_DIR_DOTS", SIZE_MAX,
 						    "dir %u block %llu: '%s' entry at offset %u", dir,
 						    (unsigned long long)blk, dot ? "." : "..", off);
-				if ((dot && nl < rl - 8 && e->name[1]) || (dotdot && nl < rl - 8 && e->name[2]))
+				if ((dot && nl < rl - 8 && name[1]) || (dotdot && nl < rl - 8 && name[2]))
 					chk_txn_problem(t, "INV_DIR_DOTS", SIZE_MAX,
 						    "dir %u: '%s' entry is not NUL terminated", dir, dot ? "." : "..");
-				if (lblk == 0 && idx == 0 && (!dot || e->inode != dir))
+				if (lblk == 0 && idx == 0 && (!dot || e.inode != dir))
 					chk_txn_problem(t, "INV_DIR_DOTS", SIZE_MAX,
 						    "dir %u: first entry of block 0 is not '.' naming itself", dir);
 				if (lblk == 0 && idx == 1 && !dotdot)
 					chk_txn_problem(t, "INV_DIR_DOTS", SIZE_MAX,
 						    "dir %u: second entry of block 0 is not '..'", dir);
 			}
-			if (e->inode <= fs->inodes_count)
-				chk_dl_add(l, dir, e->inode, e->name, (uint8_t)nl, fs->filetype ? e->file_type : 0,
+			if (e.inode <= fs->inodes_count)
+				chk_dl_add(l, dir, e.inode, name, (uint8_t)nl, fs->filetype ? e.file_type : 0,
 				       side, blk);
 		} else if (strict && lblk == 0 && idx < 2) {
 			chk_txn_problem(t, "INV_DIR_DOTS", SIZE_MAX, "dir %u: block 0 lacks '%s'", dir,
@@ -951,11 +952,12 @@ static void add_dirblk(struct txn *t, uint64_t blk)
 }
 
 struct dir_collect { struct txn *t; };
-static void collect_visit(void *ctx, uint64_t blk, uint8_t type, uint32_t lblk)
+static bool collect_visit(void *ctx, uint64_t blk, uint8_t type, uint32_t lblk)
 {
 	(void)lblk;
 	if (type == BT_DIR)
 		add_dirblk(((struct dir_collect *)ctx)->t, blk);
+	return true;
 }
 static int get_old_cb(void *ctx, uint64_t blk, void *buf);
 struct cb_ctx { struct chk_fs *fs; struct txn *t; };
@@ -1091,10 +1093,9 @@ static void diff_dirs(struct chk_fs *fs, struct txn *t, uint8_t *buf)
 
 static bool is_dx_node(const struct chk_fs *fs, const uint8_t *d)
 {
-	const struct ext2_dir_entry_2 *e = (const void *)d;
-	const struct ext2_dx_countlimit *cl = (const void *)(d + 8);
-	return e->inode == 0 && e->rec_len == fs->bs && e->name_len == 0 &&
-	       cl->limit == (fs->bs - 8) / 8;
+	const struct dirent_hdr e = chk_dirent_at(d);
+	return e.inode == 0 && e.rec_len == fs->bs && e.name_len == 0 &&
+	       chk_ld16(d + 8 + offsetof(struct ext2_dx_countlimit, limit)) == (fs->bs - 8) / 8;
 }
 
 static void htree_records(const struct chk_fs *fs, struct txn *t, uint64_t blk, const uint8_t *o, const uint8_t *n,
@@ -1141,10 +1142,11 @@ static uint64_t bmap_new(struct chk_fs *fs, struct txn *t, const struct ext2_ino
 	} else if ((lblk -= a) < (uint64_t)a * a) {
 		blk = in->i_block[13];
 		level = 2;
-	} else {
-		lblk -= a * a;
+	} else if ((lblk -= a * a) < (uint64_t)a * a * a) {
 		blk = in->i_block[14];
 		level = 3;
+	} else {
+		return 0;                  /* past the triple-indirect range (a corrupt index entry) */
 	}
 	for (; level > 0 && blk; level--) {
 		if (blk >= fs->blocks_count || bt_static(fs->btype[blk]))
@@ -1157,7 +1159,7 @@ static uint64_t bmap_new(struct chk_fs *fs, struct txn *t, const struct ext2_ino
 			span *= a;
 		uint32_t idx = (uint32_t)(lblk / span);
 		lblk = (uint32_t)(lblk % span);
-		blk = ((const uint32_t *)d)[idx];
+		blk = chk_ld32(d + (size_t)idx * 4);
 	}
 	return blk;
 }
@@ -1174,8 +1176,8 @@ static bool dx_root_usable(const struct ext2_dx_root_info *ri)
  * whatever its count/limit say. */
 static bool dx_node_shape(const struct chk_fs *fs, const uint8_t *d)
 {
-	const struct ext2_dir_entry_2 *e = (const void *)d;
-	return e->inode == 0 && e->rec_len == fs->bs && e->name_len == 0;
+	const struct dirent_hdr e = chk_dirent_at(d);
+	return e.inode == 0 && e.rec_len == fs->bs && e.name_len == 0;
 }
 
 /* Walk of a directory's index in the new state: the structure e2fsck pass 2
@@ -1464,20 +1466,21 @@ void chk_htree_check_leaf(struct chk_fs *fs, struct txn *t, uint32_t dir, const 
 	}
 	const struct ext2_super_block *sb = (const void *)(t->sb_changed ? t->sb_new : fs->sb_raw);
 	for (uint32_t off = 0; off + 8 <= fs->bs;) {
-		const struct ext2_dir_entry_2 *e = (const void *)(d + off);
-		if (e->rec_len < 8 || off + e->rec_len > fs->bs)
+		const struct dirent_hdr e = chk_dirent_at(d + off);
+		if (!chk_dirent_fits(e, off, fs->bs))
 			return;                /* tiling reported elsewhere */
-		if (e->inode && e->name_len) {
+		const char *name = (const char *)d + off + 8;
+		if (e.inode && e.name_len) {
 			ext2_dirhash_t h = 0, minor = 0;
-			if (ext2fs_dirhash(t->dx_hver, e->name, e->name_len, sb->s_hash_seed, &h, &minor) == 0 &&
+			if (ext2fs_dirhash(t->dx_hver, name, e.name_len, sb->s_hash_seed, &h, &minor) == 0 &&
 			    ((h & ~1u) < (rg->lo & ~1u) || (h & ~1u) > rg->hi)) {
 				chk_txn_problem(t, "INV_HTREE_NODE", SIZE_MAX,
 					    "dir %u leaf %u: entry %s hash 0x%x outside [0x%x, 0x%x]", dir, lblk,
-					    chk_quote_name(t, e->name, e->name_len), h, rg->lo, rg->hi);
+					    chk_quote_name(t, name, e.name_len), h, rg->lo, rg->hi);
 				return;
 			}
 		}
-		off += e->rec_len;
+		off += e.rec_len;
 	}
 }
 
@@ -1629,7 +1632,8 @@ bool chk_txn_is_orphan(struct chk_fs *fs, struct txn *t, uint32_t ino)
 		const struct ext2_super_block *sb = (const void *)(t->sb_changed ? t->sb_new : fs->sb_raw);
 		uint32_t cur = sb->s_last_orphan;
 		for (uint32_t steps = 0; cur; steps++) {
-			if (cur > fs->inodes_count || steps > fs->inodes_count || chk_u64map_get(&t->orphans, cur, NULL)) {
+			if (cur > fs->inodes_count || cur < fs->first_ino || steps > fs->inodes_count ||
+			    chk_u64map_get(&t->orphans, cur, NULL)) {
 				t->orphan_loop = 1;
 				break;
 			}
@@ -1711,9 +1715,15 @@ static void classify_and_diff(struct chk_fs *fs, struct txn *t)
 	/* pointers from inodes, then from indirect blocks that stay attached */
 	for (size_t i = 0; i < t->nich; i++)
 		diff_inode_ptrs(fs, t, t->ich[i], bufs);
-	for (size_t i = 0; i < t->nblocks; i++)
-		if (t->blocks[i].changed && bt_indirect(t->blocks[i].otype))
-			diff_ind_block(fs, t, &t->blocks[i], bufs);
+	/* Top level first: a parent that drops a child indirect block releases
+	 * the child's old subtree and marks the child detached, so the child's
+	 * own rewrite (zeroed before it is freed) is then not counted again.
+	 * The order of the transaction's blocks must not matter. */
+	static const uint8_t levels[] = { BT_TIND, BT_DIND, BT_IND };
+	for (size_t l = 0; l < sizeof(levels); l++)
+		for (size_t i = 0; i < t->nblocks; i++)
+			if (t->blocks[i].changed && t->blocks[i].otype == levels[l])
+				diff_ind_block(fs, t, &t->blocks[i], bufs);
 	/* xattr blocks: written, or attached / detached */
 	for (size_t i = 0; i < t->nblocks; i++) {
 		struct tblock *b = &t->blocks[i];
@@ -1768,7 +1778,7 @@ int chk_check(struct chk_fs *fs, const struct chk_write *w, size_t n, struct chk
 	for (size_t i = 0; i < n && !t->err; i++) {
 		if (!w[i].len)
 			continue;
-		if (w[i].offset + w[i].len > dev_bytes) {
+		if (w[i].offset > dev_bytes || w[i].len > dev_bytes - w[i].offset) {     /* (no u64 wrap) */
 			chk_txn_problem(t, "INV_PTR_IN_RANGE", SIZE_MAX, "write at byte %llu past the end of the file system",
 				    (unsigned long long)w[i].offset);
 			continue;
@@ -1815,14 +1825,18 @@ int chk_check(struct chk_fs *fs, const struct chk_write *w, size_t n, struct chk
 
 /* ------------------------------------------------------------ last block */
 
+/* empty: indirect blocks already found to hold no data (a corrupt tree may
+ * name one block from every slot: each is searched once) */
 static bool last_in_subtree(struct chk_fs *fs, struct txn *t, uint64_t blk, int level, uint32_t base,
-			    uint32_t *last)
+			    uint32_t *last, struct u64map *empty)
 {
 	if (level == 0) {
 		*last = base;
 		return true;
 	}
 	if (blk < fs->first_data_block || blk >= fs->blocks_count || bt_static(fs->btype[blk]))
+		return false;
+	if (chk_u64map_get(empty, blk * 4 + (uint64_t)level, NULL))
 		return false;
 	uint8_t buf[4096];
 	const uint8_t *d = chk_txn_new_block(fs, t, blk, buf);
@@ -1834,8 +1848,10 @@ static bool last_in_subtree(struct chk_fs *fs, struct txn *t, uint64_t blk, int 
 	for (int i = 1; i < level; i++)
 		span *= fs->addr_per_block;
 	for (uint32_t i = fs->addr_per_block; i-- > 0;)
-		if (p[i] && last_in_subtree(fs, t, p[i], level - 1, (uint32_t)(base + i * span), last))
+		if (p[i] && last_in_subtree(fs, t, p[i], level - 1, (uint32_t)(base + i * span), last, empty))
 			return true;
+	if (chk_u64map_put(empty, blk * 4 + (uint64_t)level, 1))
+		t->err = -ENOMEM;
 	return false;
 }
 
@@ -1845,9 +1861,13 @@ bool chk_txn_last_lblk(struct chk_fs *fs, struct txn *t, const struct ext2_inode
 {
 	uint32_t a = fs->addr_per_block;
 	uint32_t bases[3] = { 12, 12 + a, 12 + a + a * a };
+	struct u64map empty = { 0 };
 	for (int l = 2; l >= 0; l--)
-		if (in->i_block[12 + l] && last_in_subtree(fs, t, in->i_block[12 + l], l + 1, bases[l], last))
+		if (in->i_block[12 + l] && last_in_subtree(fs, t, in->i_block[12 + l], l + 1, bases[l], last, &empty)) {
+			chk_u64map_free(&empty);
 			return true;
+		}
+	chk_u64map_free(&empty);
 	for (int i = 11; i >= 0; i--)
 		if (in->i_block[i]) {
 			*last = (uint32_t)i;

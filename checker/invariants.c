@@ -591,13 +591,14 @@ static uint32_t dotdot_of(struct chk_fs *fs, struct txn *t, struct ichange *dir)
 	const uint8_t *d = chk_txn_new_block(fs, t, b0, buf);
 	if (!d)
 		return 0;
-	const struct ext2_dir_entry_2 *e = (const void *)d;
-	if (e->rec_len < 12 || e->rec_len + 12u > fs->bs)
+	const struct dirent_hdr e = chk_dirent_at(d);
+	if (!chk_dirent_fits(e, 0, fs->bs) || e.rec_len + 12u > fs->bs)
 		return 0;
-	const struct ext2_dir_entry_2 *e2 = (const void *)(d + e->rec_len);
-	if (e2->name_len != 2 || e2->name[0] != '.' || e2->name[1] != '.')
+	const struct dirent_hdr e2 = chk_dirent_at(d + e.rec_len);
+	const uint8_t *name = d + e.rec_len + 8;
+	if (e2.name_len != 2 || name[0] != '.' || name[1] != '.')
 		return 0;
-	return e2->inode;
+	return e2.inode;
 }
 
 static void inv_dir_dotdot_parent(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
@@ -858,6 +859,42 @@ static void inv_xattr_refcount(struct chk_fs *fs, struct txn *t, struct chk_verd
 	}
 }
 
+/* What is wrong with an xattr block's format (NULL if fine): the header,
+ * then the entry list (inside the block, ending in a zero word) and the
+ * values (inside the block, after the entries).  Shared with the scan. */
+const char *chk_xattr_block_problem(const struct chk_fs *fs, const uint8_t *d)
+{
+	struct ext2_ext_attr_header h;
+	memcpy(&h, d, sizeof(h));
+	if (h.h_magic != EXT2_EXT_ATTR_MAGIC)
+		return "bad h_magic";
+	if (h.h_blocks != 1)
+		return "h_blocks is not 1";
+	uint32_t off = sizeof(h), min_val = fs->bs;
+	for (;;) {
+		if (off + 4 > fs->bs)
+			return "entries run past the block";
+		if (!chk_ld32(d + off))
+			break;
+		if (off + sizeof(struct ext2_ext_attr_entry) > fs->bs)
+			return "entry header past the block";
+		struct ext2_ext_attr_entry e;
+		memcpy(&e, d + off, sizeof(e));
+		if (off + EXT2_EXT_ATTR_LEN(e.e_name_len) > fs->bs)
+			return "entry name past the block";
+		if (e.e_value_inum)
+			return "value in an inode (ea_inode)";
+		if (e.e_value_size && (uint64_t)e.e_value_offs + e.e_value_size > fs->bs)
+			return "value past the block";
+		if (e.e_value_size && e.e_value_offs < min_val)
+			min_val = e.e_value_offs;
+		off += EXT2_EXT_ATTR_LEN(e.e_name_len);
+	}
+	if (off + 4 > min_val)
+		return "entries overlap values";
+	return NULL;
+}
+
 static void inv_xattr_format(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	uint8_t buf[4096];
@@ -871,32 +908,7 @@ static void inv_xattr_format(struct chk_fs *fs, struct txn *t, struct chk_verdic
 		const uint8_t *d = chk_txn_new_block(fs, t, c->blk, buf);
 		if (!d)
 			continue;
-		const struct ext2_ext_attr_header *h = (const void *)d;
-		const char *why = NULL;
-		if (h->h_magic != EXT2_EXT_ATTR_MAGIC)
-			why = "bad h_magic";
-		else if (h->h_blocks != 1)
-			why = "h_blocks is not 1";
-		else {
-			uint32_t off = sizeof(*h), min_val = fs->bs;
-			for (;;) {
-				if (off + 4 > fs->bs) { why = "entries run past the block"; break; }
-				if (!*(const uint32_t *)(d + off))
-					break;
-				if (off + sizeof(struct ext2_ext_attr_entry) > fs->bs) { why = "entry header past the block"; break; }
-				const struct ext2_ext_attr_entry *e = (const void *)(d + off);
-				if (e->e_value_inum) { why = "value in an inode (ea_inode)"; break; }
-				if (e->e_value_size && ((uint32_t)e->e_value_offs + e->e_value_size > fs->bs)) {
-					why = "value past the block";
-					break;
-				}
-				if (e->e_value_size && e->e_value_offs < min_val)
-					min_val = e->e_value_offs;
-				off += EXT2_EXT_ATTR_LEN(e->e_name_len);
-			}
-			if (!why && off + 4 > min_val)
-				why = "entries overlap values";
-		}
+		const char *why = chk_xattr_block_problem(fs, d);
 		if (why)
 			V("INV_XATTR_FORMAT", &c->rec, 1, "xattr block %llu: %s", (unsigned long long)c->blk, why);
 	}

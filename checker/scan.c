@@ -43,19 +43,24 @@ struct dirwalk {
 	const struct ext2_inode *in;
 };
 
-static void dir_visit(void *ctx, uint64_t blk, uint8_t type, uint32_t lblk)
+/* Reads the directory's blocks; descends only the indirect blocks the
+ * attach scan gave this directory (a block owned twice is reported from
+ * there and walked once). */
+static bool dir_visit(void *ctx, uint64_t blk, uint8_t type, uint32_t lblk)
 {
 	struct dirwalk *w = ctx;
 	struct scan *s = w->s;
 	struct chk_fs *fs = s->fs;
-	if (type != BT_DIR || blk < fs->first_data_block || blk >= fs->blocks_count || bt_static(fs->btype[blk]))
-		return;
+	if (blk < fs->first_data_block || blk >= fs->blocks_count || bt_static(fs->btype[blk]))
+		return false;
+	if (type != BT_DIR)
+		return fs->btype[blk] == type && fs->bowner[blk] == w->dir;
 	if (fs->btype[blk] != BT_DIR || fs->bowner[blk] != w->dir)
-		return;                /* owned twice: reported from the attach scan */
+		return false;          /* owned twice: reported from the attach scan */
 	int r = chk_read_block(fs, blk, s->buf);
 	if (r) {
 		s->err = r;
-		return;
+		return false;
 	}
 	struct dent_list l = { 0 };
 	chk_parse_dir_block(fs, s->t, s->buf, blk, w->dir, lblk, true, 1, &l);
@@ -97,6 +102,7 @@ static void dir_visit(void *ctx, uint64_t blk, uint8_t type, uint32_t lblk)
 		s->err = l.err;
 	free(l.e);
 	free(l.names);
+	return true;
 }
 
 static int get_approved(void *ctx, uint64_t blk, void *buf)
@@ -320,9 +326,10 @@ static void scan_xattrs(struct scan *s)
 		if (chk_read_block(fs, blk, s->buf))
 			continue;
 		const struct ext2_ext_attr_header *h = (const void *)s->buf;
-		if (h->h_magic != EXT2_EXT_ATTR_MAGIC || h->h_blocks != 1)
-			chk_verdict_add_violation(s->v, "INV_XATTR_FORMAT", NULL, 0, "xattr block %llu: bad header",
-					      (unsigned long long)blk);
+		const char *why = chk_xattr_block_problem(fs, s->buf);
+		if (why)
+			chk_verdict_add_violation(s->v, "INV_XATTR_FORMAT", NULL, 0, "xattr block %llu: %s",
+					      (unsigned long long)blk, why);
 		else if (h->h_refcount != refs)
 			chk_verdict_add_violation(s->v, "INV_XATTR_REFCOUNT", NULL, 0,
 					      "xattr block %llu: h_refcount %u but %u inodes point to it",
@@ -383,7 +390,7 @@ int chk_scan(struct chk_fs *fs, struct chk_verdict **out)
 		  fs->dups[i].owner1, fs->dups[i].owner2);
 	chk_txn_is_orphan(fs, s.t, 0);
 	if (s.t->orphan_loop)
-		V("INV_ORPHAN_LIST", "the orphan list from s_last_orphan %u loops or reaches a free inode",
+		V("INV_ORPHAN_LIST", "the orphan list from s_last_orphan %u loops or reaches a free or reserved inode",
 		  fs->sb->s_last_orphan);
 	for (uint32_t g = 0; g < fs->ngroups && !r && !s.err; g++) {
 		r = fs->read(fs->ctx, (uint64_t)fs->gd[g].bg_inode_table * fs->bs, tab, tbytes);
@@ -399,6 +406,10 @@ int chk_scan(struct chk_fs *fs, struct chk_verdict **out)
 				V("INV_RESERVED_INODES", "the root inode is not a live directory");
 			if (bit_get(fs->ibits, ino))
 				scan_inode(&s, ino, in);
+			else if (in->i_links_count && !in->i_dtime && chk_mode_type_valid(in->i_mode))
+				V("INV_FREE_INODE_FORM", "inode %u is free in the inode bitmap but looks in use "
+				  "(%u links, mode 0%o, no dtime): it would be handed out twice", ino,
+				  in->i_links_count, in->i_mode);
 		}
 	}
 	if (!r)

@@ -15,7 +15,8 @@
 
 #define DEFAULT_CONFIG_FILE "/etc/recon-fuse.conf"
 
-enum key_kind { K_BOOL, K_UINT, K_U64, K_STR, K_ATIME, K_ONV };
+enum key_kind { K_BOOL, K_UINT, K_U64, K_STR, K_ATIME, K_ONV, K_ERRORS, K_DATA, K_COMMIT, K_MAPROOT,
+		K_URING };
 
 struct key_desc {
 	const char *name;
@@ -28,11 +29,27 @@ struct key_desc {
 #define F(field) offsetof(struct recon_config, field)
 static const struct key_desc keys[] = {
 	{ "force_rw", K_BOOL, F(force_rw), false, "mount read-write an image marked with errors" },
+	{ "rw_unchecked", K_BOOL, F(rw_unchecked), false,
+	  "mount read-write without checking the image first (risky: trusts it)" },
 	{ "atime", K_ATIME, F(atime), false, "relatime (default), noatime or strictatime" },
 	{ "pidfile", K_STR, F(pidfile), false, "write the daemon's pid to FILE once mounted" },
+	{ "acl", K_BOOL, F(acl), false, "POSIX ACLs, enforced by the kernel (on; noacl: off)" },
+	{ "user_xattr", K_BOOL, F(user_xattr), false, "user.* extended attributes (on; nouser_xattr: off)" },
+	{ "sync", K_BOOL, F(sync), false, "every change commits before it returns (also the kernel's sync flag)" },
+	{ "dirsync", K_BOOL, F(dirsync), false, "every directory change commits before it returns" },
+	{ "noload", K_BOOL, F(noload), false, "with ro: no journal replay (norecovery)" },
+	{ "map_root", K_MAPROOT, F(map_root), false,
+	  "show the image's root-owned files as the mounting user's: auto (default: when not root "
+	  "and the image's root directory is root's), on, off" },
+	{ "errors", K_ERRORS, F(on_violation), false,
+	  "ext3's: remount-ro or continue (on_violation=readonly), panic (on_violation=stop)" },
+	{ "data", K_DATA, 0, false, "ext3's: ordered or writeback (both run ordered); journal is refused" },
+	{ "commit", K_COMMIT, F(commit_interval_ms), false, "ext3's commit interval in s (commit_interval_ms)" },
 	{ "block_cache_mb", K_UINT, F(block_cache_mb), false, "metadata block cache in MiB (64)" },
 	{ "threads", K_UINT, F(threads), false, "FUSE worker threads (1: one thread)" },
 	{ "poll_us", K_UINT, F(poll_us), false, "with one thread: poll for the next request this long, in us (50)" },
+	{ "fuse_uring", K_URING, F(fuse_uring), false,
+	  "FUSE requests over io_uring when the kernel offers it: auto (default), on, off" },
 	{ "checker", K_BOOL, F(checker), false, "shadow checker on every commit (on)" },
 	{ "checker_cache_mb", K_UINT, F(checker_cache_mb), false, "checker's block cache in MiB (128)" },
 	{ "commit_interval_ms", K_UINT, F(commit_interval_ms), false, "commit age limit in ms (1000)" },
@@ -49,6 +66,47 @@ static const struct key_desc keys[] = {
 	{ "no_uring", K_BOOL, F(no_uring), true, "test: force the pread/pwrite fallback" },
 };
 #undef F
+
+/* The kernel's ext3 spellings of our boolean keys. */
+struct ext3_alias {
+	const char *opt, *key, *val;
+};
+
+static const struct ext3_alias ext3_aliases[] = {
+	{ "noacl", "acl", "off" },
+	{ "nouser_xattr", "user_xattr", "off" },
+	{ "norecovery", "noload", "on" },
+	{ "async", "sync", "off" },
+};
+
+/* ext3 mount options with nothing to change here, accepted as the kernel
+ * accepts them (fstab lines written for the kernel's driver): the
+ * directory atime and lazytime policies (relatime rules apply), write
+ * barriers (the device is flushed at every commit regardless), delayed
+ * allocation heuristics (no delayed allocation). */
+static const char *const ext3_noops[] = {
+	"nodiratime", "diratime", "lazytime", "nolazytime", "barrier", "nobarrier",
+	"auto_da_alloc", "noauto_da_alloc", NULL
+};
+
+static bool ext3_noop(const char *opt)
+{
+	const char *eq = strchr(opt, '=');
+	if (!strncmp(opt, "barrier=", 8) && eq && (!strcmp(eq, "=0") || !strcmp(eq, "=1")))
+		return true;
+	for (int i = 0; ext3_noops[i]; i++)
+		if (!strcmp(ext3_noops[i], opt))
+			return true;
+	return false;
+}
+
+static const struct ext3_alias *ext3_alias(const char *opt)
+{
+	for (size_t i = 0; i < sizeof(ext3_aliases) / sizeof(ext3_aliases[0]); i++)
+		if (!strcmp(ext3_aliases[i].opt, opt))
+			return &ext3_aliases[i];
+	return NULL;
+}
 
 static const char *const corrupt_kinds[] = {
 	"bbitmap", "ibitmap", "bgd_free_blocks", "bgd_free_inodes", "bgd_used_dirs",
@@ -164,6 +222,42 @@ static int set_key(struct recon_config *cfg, const char *key, const char *val,
 		else
 			goto bad;
 		return 0;
+	case K_MAPROOT:
+		if (!strcmp(val, "auto"))
+			cfg->map_root = MAP_ROOT_AUTO;
+		else if (!parse_bool(val, &b))
+			cfg->map_root = b ? MAP_ROOT_ON : MAP_ROOT_OFF;
+		else
+			goto bad;
+		return 0;
+	case K_ERRORS:
+		/* a rejected commit's changes are gone from the disk but not from
+		 * libext2fs's memory, so "continue" cannot go on writing: it turns
+		 * read-only like remount-ro; panic stops the file system (exit 2),
+		 * not the machine */
+		if (!strcmp(val, "remount-ro") || !strcmp(val, "continue"))
+			cfg->on_violation = ONV_READONLY;
+		else if (!strcmp(val, "panic"))
+			cfg->on_violation = ONV_STOP;
+		else
+			goto bad;
+		return 0;
+	case K_DATA:
+		if (!strcmp(val, "ordered") || !strcmp(val, "writeback"))
+			return 0;   /* writeback's promise is weaker than ordered: kept */
+		if (!strcmp(val, "journal")) {
+			fprintf(stderr, "recon-fuse: data=journal (%s): recon-fuse journals metadata "
+				"only; file data is written before the metadata that points to it "
+				"(data=ordered)\n", where);
+			return -EINVAL;
+		}
+		goto bad;
+	case K_COMMIT:
+		/* seconds, 0 for the default, as ext3's commit= */
+		if (parse_u64(val, UINT32_MAX / 1000, &n))
+			goto bad;
+		cfg->commit_interval_ms = n ? (unsigned)n * 1000 : 1000;
+		return 0;
 	case K_ONV:
 		if (!strcmp(val, "readonly"))
 			cfg->on_violation = ONV_READONLY;
@@ -171,6 +265,14 @@ static int set_key(struct recon_config *cfg, const char *key, const char *val,
 			cfg->on_violation = ONV_STOP;
 		else if (!strcmp(val, "log"))
 			cfg->on_violation = ONV_LOG;
+		else
+			goto bad;
+		return 0;
+	case K_URING:
+		if (!strcmp(val, "auto"))
+			cfg->fuse_uring = FUSE_URING_AUTO;
+		else if (!parse_bool(val, &b))
+			cfg->fuse_uring = b ? FUSE_URING_ON : FUSE_URING_OFF;
 		else
 			goto bad;
 		return 0;
@@ -248,6 +350,8 @@ static void set_defaults(struct recon_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->atime = ATIME_RELATIME;
+	cfg->acl = true;
+	cfg->user_xattr = true;
 	cfg->block_cache_mb = 64;
 	cfg->threads = 1;
 	cfg->poll_us = 50;
@@ -304,9 +408,11 @@ static int split_opts(const char *list, struct optbuf *ours, struct optbuf *thei
 				ours_key = true;
 		if (!strcmp(key, "config") || !strcmp(key, "noatime") || !strcmp(key, "relatime") ||
 		    !strcmp(key, "strictatime") || !strcmp(key, "atime") || !strcmp(key, "ro") ||
-		    !strcmp(key, "rw") || !strcmp(key, "allow_other"))
+		    !strcmp(key, "rw") || !strcmp(key, "allow_other") || ext3_alias(key) ||
+		    ext3_noop(tok))
 			ours_key = true;
-		if (!strcmp(key, "ro") || !strcmp(key, "allow_other"))
+		if (!strcmp(key, "ro") || !strcmp(key, "allow_other") || !strcmp(tok, "sync") ||
+		    !strcmp(tok, "dirsync") || !strcmp(tok, "async"))
 			ret = optbuf_add(theirs, tok);   /* the kernel needs them too */
 		if (!ret)
 			ret = optbuf_add(ours_key ? ours : theirs, tok);
@@ -323,6 +429,8 @@ static int apply_cmdline_opts(struct recon_config *cfg, char *list)
 	if (!list)
 		return 0;
 	for (char *tok = strtok_r(list, ",", &save); tok && !ret; tok = strtok_r(NULL, ",", &save)) {
+		if (ext3_noop(tok))
+			continue;
 		char *eq = strchr(tok, '=');
 		const char *val = NULL;
 
@@ -341,6 +449,11 @@ static int apply_cmdline_opts(struct recon_config *cfg, char *list)
 		}
 		if (!strcmp(tok, "noatime") || !strcmp(tok, "relatime") || !strcmp(tok, "strictatime")) {
 			ret = set_key(cfg, "atime", tok, false, "-o");
+			continue;
+		}
+		const struct ext3_alias *alias = val ? NULL : ext3_alias(tok);
+		if (alias) {
+			ret = set_key(cfg, alias->key, alias->val, false, "-o");
 			continue;
 		}
 		if (!strcmp(tok, "atime") && !val) {
@@ -443,9 +556,16 @@ int config_parse(int argc, char **argv, struct recon_config *cfg, struct fuse_ar
 		cfg->poll_us = 0;
 		cfg->commit_interval_ms = 0;
 		cfg->async_commit = false;
+		cfg->fuse_uring = FUSE_URING_OFF;
 	}
 	if (cfg->threads == 0)
 		cfg->threads = 1;
+	if (cfg->noload && !cfg->ro) {
+		fprintf(stderr, "recon-fuse: noload (norecovery) requires ro: a read-write mount "
+			"must replay the journal first\n");
+		ret = -EINVAL;
+		goto out;
+	}
 	if (cfg->poll_us > 10000) {
 		fprintf(stderr, "recon-fuse: poll_us=%u: at most 10000 (10 ms)\n", cfg->poll_us);
 		ret = -EINVAL;

@@ -19,6 +19,8 @@
 
 enum atime_mode { ATIME_RELATIME, ATIME_NOATIME, ATIME_STRICTATIME };
 enum on_violation { ONV_READONLY, ONV_STOP, ONV_LOG };
+enum map_root { MAP_ROOT_AUTO, MAP_ROOT_ON, MAP_ROOT_OFF };
+enum fuse_uring_mode { FUSE_URING_AUTO, FUSE_URING_ON, FUSE_URING_OFF };
 
 struct recon_config {
 	/* command line */
@@ -32,16 +34,23 @@ struct recon_config {
 	bool ro;                  /* -o ro */
 	bool allow_other;
 	bool force_rw;            /* mount read-write an image marked with errors */
+	bool rw_unchecked;        /* skip the mount-time consistency check (the base case) */
 	enum atime_mode atime;    /* relatime (default), noatime, strictatime */
 	char *pidfile;            /* -o pidfile=FILE: written after mount, removed at exit */
 	char *config_file;        /* -o config=FILE (else /etc/recon-fuse.conf if present) */
+	bool acl;                 /* POSIX ACLs stored and enforced (default on, as Debian's ext3) */
+	bool user_xattr;          /* user.* extended attributes (default on) */
+	bool sync, dirsync;       /* every change / every directory change commits before it replies */
+	bool noload;              /* ro without journal replay (noload, norecovery) */
+	enum map_root map_root;   /* the image's uid/gid 0 shown as the mounting user's (auto) */
 
 	/* I/O and performance */
 	unsigned block_cache_mb;  /* default 64 */
 	unsigned threads;         /* FUSE worker threads, default 1 */
 	unsigned poll_us;         /* keep reading /dev/fuse this long before sleeping (one thread), default 50 */
+	enum fuse_uring_mode fuse_uring; /* FUSE requests over io_uring: auto (default), on, off */
 
-	/* checker and transactions (transactions issue) */
+	/* checker and transactions */
 	bool checker;             /* default on */
 	unsigned checker_cache_mb;       /* default 128 */
 	unsigned commit_interval_ms;     /* default 1000 */

@@ -41,7 +41,8 @@ int map_block(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t lblk
 
 /* Read or write whole blocks; phys[i] == 0 means a hole (read as zeros,
  * never written).  Contiguous runs go out as one extent. */
-int blocks_io(struct rfs *r, bool write, const blk64_t *phys, unsigned n, char *buf)
+int blocks_io(struct rfs *r, ext2_ino_t ino, bool write, const blk64_t *phys, unsigned n,
+	      char *buf)
 {
 	size_t bs = r->fs->blocksize;
 	struct rio_extent ext[64];
@@ -59,7 +60,7 @@ int blocks_io(struct rfs *r, bool write, const blk64_t *phys, unsigned n, char *
 			continue;
 		}
 		if (ne == 64) {
-			errcode_t e = rio_data_io(r->fs->io, write, ext, ne);
+			errcode_t e = rio_data_io(r->fs->io, write, ino, ext, ne);
 			if (e)
 				return -EIO;
 			ne = 0;
@@ -69,7 +70,7 @@ int blocks_io(struct rfs *r, bool write, const blk64_t *phys, unsigned n, char *
 		ext[ne].buf = buf + i * bs;
 		ne++;
 	}
-	if (ne && rio_data_io(r->fs->io, write, ext, ne))
+	if (ne && rio_data_io(r->fs->io, write, ino, ext, ne))
 		return -EIO;
 	return 0;
 }
@@ -112,6 +113,8 @@ static void trim_past_eof(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in)
 static bool atime_needs_update(struct rfs *r, struct ext2_inode *in)
 {
 	time_t now = time(NULL);
+	if (flags_noatime(in))
+		return false;
 	switch (r->cfg->atime) {
 	case ATIME_NOATIME:
 		return false;
@@ -149,10 +152,17 @@ void open_get(struct rfs *r, ext2_ino_t ino)
  * mmapped, so nothing is lost): each write(2) becomes one WRITE, where the
  * cached path splits writes at partially filled pages and asks
  * getxattr("security.capability") before each one (do_write drops that
- * attribute and the set-id bits itself).  Other opens keep the cache. */
+ * attribute and the set-id bits itself).  O_DIRECT opens too: through the
+ * cached file operations the kernel drops the written range from the page
+ * cache before an asynchronous direct write (AIO, io_uring) and not after it
+ * completes, so a buffered read racing it caches the old data for good
+ * (tests/explore/dio_race: stale reads within 100 rounds); the direct-I/O
+ * operations drop the range as each WRITE is sent (none in thousands of
+ * rounds).  The price: such an fd cannot be mmapped shared (ENODEV).  Other
+ * opens keep the cache. */
 void set_open_mode(struct fuse_file_info *fi)
 {
-	if ((fi->flags & O_ACCMODE) == O_WRONLY)
+	if ((fi->flags & O_ACCMODE) == O_WRONLY || (fi->flags & O_DIRECT))
 		fi->direct_io = 1;
 	else
 		fi->keep_cache = 1;
@@ -165,8 +175,10 @@ static int open_truncate(struct rfs *r, fuse_req_t req, ext2_ino_t ino, struct e
 		return ret;
 	ret = do_truncate(r, ino, in, 0);
 	if (!ret) {
-		if (fuse_req_ctx(req)->uid != 0)
+		if (fuse_req_ctx(req)->uid != 0 && (in->i_mode & setid_bits_to_kill(req, in))) {
 			in->i_mode &= ~setid_bits_to_kill(req, in);
+			attr_changed(r, ino);
+		}
 		in->i_mtime = in->i_ctime = stamp_now(r, ino, T_M | T_C);
 		ret = put_inode(r, ino, in);
 	}
@@ -184,6 +196,8 @@ void op_open(fuse_req_t req, fuse_ino_t fino, struct fuse_file_info *fi)
 	ret = get_inode(r, ino, &in);
 	if (!ret && ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) && r->ro)
 		ret = -EROFS;
+	if (!ret)
+		ret = flags_check_open(&in, fi->flags);   /* immutable, append-only */
 	/* libfuse negotiates FUSE_ATOMIC_O_TRUNC, so O_TRUNC reaches us here and
 	 * not as a SETATTR: truncate as ext3's open does, times updated even
 	 * when the file is already empty. */
@@ -192,6 +206,7 @@ void op_open(fuse_req_t req, fuse_ino_t fino, struct fuse_file_info *fi)
 	if (!ret)
 		open_get(r, ino);
 	unlock(r);
+	attr_notify(r);
 	if (ret) {
 		fuse_reply_err(req, -ret);
 		return;
@@ -234,7 +249,7 @@ void op_read(fuse_req_t req, fuse_ino_t fino, size_t size, off_t off,
 	for (unsigned i = 0; i < n && !ret; i++)
 		ret = map_block(r, ino, &in, first + i, &phys[i]);
 	if (!ret)
-		ret = blocks_io(r, false, phys, n, buf);
+		ret = blocks_io(r, ino, false, phys, n, buf);
 	if (!ret) {
 		got = size;
 		maybe_touch_atime(r, ino);
@@ -267,6 +282,10 @@ static int do_write(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *d
 		return ret;
 	if (LINUX_S_ISDIR(in.i_mode))
 		return -EISDIR;
+	ret = flags_check_write(&in, off);
+	if (ret)
+		return ret;
+	flags_sync_inode(r, &in);
 	if (size == 0)
 		return 0;
 	blk64_t first = off / bs, last = (off + size - 1) / bs;
@@ -289,14 +308,14 @@ static int do_write(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *d
 	}
 	if (ret)
 		goto out;
-	if (holes && (ret = space_check(r, req, holes)) != 0)
+	if (holes && ((ret = space_check(r, req, holes)) != 0 || (ret = wr_room_for(r, holes)) != 0))
 		goto out;
 	/* partial first and last blocks: read what is there (holes read as zeros) */
 	if (!whole) {
 		if (off % bs)
-			ret = blocks_io(r, false, &phys[0], 1, buf);
+			ret = blocks_io(r, ino, false, &phys[0], 1, buf);
 		if (!ret && (off + size) % bs && (n > 1 || off % bs == 0))
-			ret = blocks_io(r, false, &phys[n - 1], 1, buf + (n - 1) * bs);
+			ret = blocks_io(r, ino, false, &phys[n - 1], 1, buf + (n - 1) * bs);
 		if (ret)
 			goto out;
 		memcpy(buf + off % bs, data, size);
@@ -321,7 +340,7 @@ static int do_write(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *d
 		int pret = put_inode(r, ino, &in);
 		(void)pret;
 	}
-	int ioret = n ? blocks_io(r, true, phys, n, src) : 0;
+	int ioret = n ? blocks_io(r, ino, true, phys, n, src) : 0;
 	if (ioret && !ret)
 		ret = ioret;
 	if (n) {
@@ -329,8 +348,10 @@ static int do_write(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *d
 		if (end > EXT2_I_SIZE(&in) && !ret)
 			ext2fs_inode_size_set(r->fs, &in, end);
 		in.i_mtime = in.i_ctime = stamp_now(r, ino, T_M | T_C);
-		if (fuse_req_ctx(req)->uid != 0)
+		if (fuse_req_ctx(req)->uid != 0 && (in.i_mode & setid_bits_to_kill(req, &in))) {
 			in.i_mode &= ~setid_bits_to_kill(req, &in);
+			attr_changed(r, ino);
+		}
 		int pret = put_inode(r, ino, &in);
 		if (!ret)
 			ret = pret;
@@ -355,12 +376,16 @@ void op_write(fuse_req_t req, fuse_ino_t fino, const char *data, size_t size, of
 	lock(r);
 	ret = wr_begin(r);
 	if (!ret) {
-		ret = do_write(r, req, to_ext(fino), data, size, off);
-		if (!ret)
-			ret = drop_capability(r, to_ext(fino));
+		bool retried = false;
+		do {
+			ret = do_write(r, req, to_ext(fino), data, size, off);
+			if (!ret)
+				ret = drop_capability(r, to_ext(fino));
+		} while (wr_retry_enospc(r, ret, &retried));
 		ret = wr_end(r, ret, false);
 	}
 	unlock(r);
+	attr_notify(r);
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else
@@ -419,18 +444,31 @@ void op_release(fuse_req_t req, fuse_ino_t fino, struct fuse_file_info *fi)
 void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
 	struct rfs *r = R(req);
-	int ret = 0;
+	int ret;
 
-	(void)ino;
 	(void)datasync;
 	(void)fi;
 	lock(r);
-	if (!r->ro) {
-		errcode_t e = rio_flush_device(r->fs->io);
-		ret = wr_end(r, e ? -errmap(e) : 0, true);
-	}
+	ret = rfs_fsync(r, to_ext(ino));
 	unlock(r);
 	fuse_reply_err(req, -ret);
+}
+
+/* Blocks allocated (and zeroed) per device write in fallocate. */
+#define FALLOC_RUN 256
+
+/* A commit in the middle of a fallocate that would not fit one transaction:
+ * the file covers what is allocated so far (blocks past i_size are invalid
+ * in a block-mapped file), so each commit leaves a consistent file. */
+static int fallocate_midway(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in,
+			    uint64_t covered)
+{
+	if (covered > EXT2_I_SIZE(in))
+		ext2fs_inode_size_set(r->fs, in, covered);
+	errcode_t e = ext2fs_write_inode(r->fs, ino, in);
+	if (!e)
+		e = commit_midway(r);
+	return e ? (e == EROFS ? -EROFS : -errmap(e)) : 0;
 }
 
 static int do_fallocate(struct rfs *r, fuse_req_t req, ext2_ino_t ino, off_t off, off_t len)
@@ -449,9 +487,6 @@ static int do_fallocate(struct rfs *r, fuse_req_t req, ext2_ino_t ino, off_t off
 	if (!LINUX_S_ISREG(in.i_mode))
 		return LINUX_S_ISDIR(in.i_mode) ? -EISDIR : -ENODEV;
 	blk64_t first = off / bs, last = (off + len - 1) / bs, goal = 0;
-	char *zero = calloc(1, bs);
-	if (!zero)
-		return -ENOMEM;
 	blk64_t holes = 0;
 	for (blk64_t l = first; l <= last && !ret; l++) {
 		blk64_t p;
@@ -460,6 +495,17 @@ static int do_fallocate(struct rfs *r, fuse_req_t req, ext2_ino_t ino, off_t off
 	}
 	if (!ret)
 		ret = space_check(r, req, holes);
+	if (!ret)
+		ret = wr_room_for(r, holes);
+	if (ret)
+		return ret;
+	/* new blocks are zeroed FALLOC_RUN at a time (contiguous ones in one
+	 * write) */
+	char *zero = calloc(FALLOC_RUN, bs);
+	if (!zero)
+		return -ENOMEM;
+	blk64_t run[FALLOC_RUN];
+	unsigned nrun = 0;
 	for (blk64_t l = first; l <= last && !ret; l++) {
 		blk64_t p;
 		ret = map_block(r, ino, &in, l, &p);
@@ -470,9 +516,25 @@ static int do_fallocate(struct rfs *r, fuse_req_t req, ext2_ino_t ino, off_t off
 			continue;
 		}
 		ret = alloc_block(r, ino, &in, l, goal, &p);
-		if (!ret)
-			ret = blocks_io(r, true, &p, 1, zero);
+		if (ret)
+			break;
 		goal = p + 1;
+		run[nrun++] = p;
+		if (nrun < FALLOC_RUN && l < last)
+			continue;
+		ret = blocks_io(r, ino, true, run, nrun, zero);
+		nrun = 0;
+		/* the indirect blocks it writes must fit the journal */
+		size_t used = 0, limit = 0;
+		if (!ret && l < last && r->attached &&
+		    !rio_txn_room(r->fs->io, &used, &limit) && used + 64 > limit)
+			ret = fallocate_midway(r, ino, &in, (l + 1) * bs);
+	}
+	if (nrun) {
+		/* zeroed even when an allocation failed: no stale data behind it */
+		int zret = blocks_io(r, ino, true, run, nrun, zero);
+		if (!ret)
+			ret = zret;
 	}
 	free(zero);
 	if (ret)
@@ -496,13 +558,86 @@ static int zero_in_block(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, b
 	char *buf = malloc(bs);
 	if (!buf)
 		return -ENOMEM;
-	ret = blocks_io(r, false, &pblk, 1, buf);
+	ret = blocks_io(r, ino, false, &pblk, 1, buf);
 	if (!ret) {
 		memset(buf + from, 0, to - from);
-		ret = blocks_io(r, true, &pblk, 1, buf);
+		ret = blocks_io(r, ino, true, &pblk, 1, buf);
 	}
 	free(buf);
 	return ret;
+}
+
+/*
+ * Frees the blocks mapped at [start, end) of the subtree under the n block
+ * pointers p at 'level' (0: p points at data blocks; the range counts blocks
+ * from the subtree's first).  An indirect block the punch empties is freed
+ * too; one it changes is written back; *changed says whether p changed.
+ * (libext2fs 1.47's ext2fs_punch passes a wrong count down the tree and frees
+ * to the end of a leaf indirect block that is not the first of its subtree.)
+ * bufs holds one block per level below this one.
+ */
+static errcode_t punch_tree(ext2_filsys fs, struct ext2_inode *in, blk_t *p, blk64_t n,
+			    int level, blk64_t start, blk64_t end, char *bufs, bool *changed)
+{
+	blk64_t apb = fs->blocksize / 4, span = 1;
+	for (int l = 0; l < level; l++)
+		span *= apb;
+	for (blk64_t i = start / span; i < n && i * span < end; i++) {
+		if (!p[i])
+			continue;
+		if (level) {
+			blk64_t lo = i * span;
+			bool child_changed = false;
+			errcode_t e = ext2fs_read_ind_block(fs, p[i], bufs);
+			if (!e)
+				e = punch_tree(fs, in, (blk_t *)bufs, apb, level - 1,
+					       start > lo ? start - lo : 0,
+					       (end < lo + span ? end : lo + span) - lo,
+					       bufs + fs->blocksize, &child_changed);
+			if (!e && child_changed)
+				e = ext2fs_write_ind_block(fs, p[i], bufs);
+			if (e)
+				return e;
+			bool empty = true;
+			for (blk64_t j = 0; j < apb && empty; j++)
+				empty = ((blk_t *)bufs)[j] == 0;
+			if (!empty)
+				continue;
+		}
+		ext2fs_block_alloc_stats2(fs, p[i], -1);
+		errcode_t e = ext2fs_iblk_sub_blocks(fs, in, 1);
+		if (e)
+			return e;
+		p[i] = 0;
+		*changed = true;
+	}
+	return 0;
+}
+
+/* frees the blocks mapped at logical blocks [start, end) of the inode */
+static errcode_t punch_blocks(ext2_filsys fs, struct ext2_inode *in, blk64_t start, blk64_t end)
+{
+	blk64_t apb = fs->blocksize / 4, base = 0, span = 1;
+	char *bufs = malloc(3 * fs->blocksize);
+	errcode_t e = 0;
+	bool changed = false;
+
+	if (!bufs)
+		return EXT2_ET_NO_MEMORY;
+	/* i_block[0..11] map blocks directly, [12] [13] [14] are the roots of
+	 * the single, double and triple indirect trees */
+	for (int slot = 0, level = 0; slot < EXT2_N_BLOCKS && !e && base < end; level++) {
+		blk64_t n = level ? 1 : EXT2_NDIR_BLOCKS, cover = n * span;
+		if (start < base + cover)
+			e = punch_tree(fs, in, (blk_t *)in->i_block + slot, n, level,
+				       start > base ? start - base : 0,
+				       (end < base + cover ? end : base + cover) - base, bufs, &changed);
+		slot += n;
+		base += cover;
+		span = level ? span * apb : apb;
+	}
+	free(bufs);
+	return e;
 }
 
 /*
@@ -559,15 +694,7 @@ static int do_punch(struct rfs *r, ext2_ino_t ino, off_t off, off_t len)
 			if (chunk > fits)
 				chunk = fits;
 		}
-		/* one call per level of the block map: libext2fs 1.47's
-		 * ext2fs_punch stops at the end of the level a range starts in
-		 * (direct, indirect, ...) when the range is short */
-		blk64_t level_end = EXT2_NDIR_BLOCKS, span = apb;
-		for (int level = 0; level < 3 && level_end <= first; level++, span *= apb)
-			level_end += span;
-		if (first < level_end && first + chunk > level_end)
-			chunk = level_end - first;
-		errcode_t e = ext2fs_punch(fs, ino, &in, NULL, first, first + chunk - 1);
+		errcode_t e = punch_blocks(fs, &in, first, first + chunk);
 		if (e)
 			return -errmap(e);
 		first += chunk;
@@ -589,9 +716,21 @@ void op_fallocate(fuse_req_t req, fuse_ino_t fino, int mode, off_t off, off_t le
 	}
 	lock(r);
 	ret = wr_begin(r);
-	if (!ret)
-		ret = wr_end(r, mode ? do_punch(r, to_ext(fino), off, len) :
-				       do_fallocate(r, req, to_ext(fino), off, len), false);
+	if (!ret) {
+		struct ext2_inode in;
+		bool retried = false;
+		ret = get_inode(r, to_ext(fino), &in);
+		if (!ret)
+			ret = flags_check_fallocate(&in, mode);
+		if (!ret)
+			flags_sync_inode(r, &in);
+		if (!ret)
+			do
+				ret = mode ? do_punch(r, to_ext(fino), off, len) :
+					     do_fallocate(r, req, to_ext(fino), off, len);
+			while (wr_retry_enospc(r, ret, &retried));
+		ret = wr_end(r, ret, false);
+	}
 	unlock(r);
 	fuse_reply_err(req, -ret);
 }

@@ -176,14 +176,58 @@ int ftype_of(struct rfs *r, unsigned mode)
 	return 0;
 }
 
+/*
+ * map_root: an image made by root (mke2fs makes the root directory root's)
+ * mounted by a normal user.  The image's uid 0 and the user's uid (and the
+ * gids alike) swap places between the disk and what the kernel sees, so
+ * the user works in the image as its owner would: root's files are the
+ * user's (and the user's, if any, are root's); what the user creates is
+ * root's on disk, as it would be had root made it.  The user gains nothing
+ * outside the image: the user can write every byte of the image file anyway
+ * (or read it, on a read-only mount), and an unprivileged FUSE mount is
+ * nosuid and nodev (fusermount3), so no set-id file or device node of the
+ * image works; the kernel still refuses the user what only a privileged
+ * caller may do (chown to others, CAP_LINUX_IMMUTABLE).  The swap is its
+ * own inverse: the same call maps both ways.
+ */
+void owner_map_init(struct rfs *r)
+{
+	struct ext2_inode root;
+	uid_t uid = getuid();
+
+	r->map_root = false;
+	if (!r->fs || r->cfg->map_root == MAP_ROOT_OFF || uid == 0)
+		return;
+	if (r->cfg->map_root == MAP_ROOT_AUTO &&
+	    (get_inode(r, EXT2_ROOT_INO, &root) || inode_uid(root) != 0))
+		return;
+	r->map_root = true;
+	r->map_uid = uid;
+	r->map_gid = getgid();
+}
+
+uint32_t map_uid(const struct rfs *r, uint32_t uid)
+{
+	if (!r->map_root)
+		return uid;
+	return uid == 0 ? r->map_uid : uid == r->map_uid ? 0 : uid;
+}
+
+uint32_t map_gid(const struct rfs *r, uint32_t gid)
+{
+	if (!r->map_root)
+		return gid;
+	return gid == 0 ? r->map_gid : gid == r->map_gid ? 0 : gid;
+}
+
 static void fill_stat(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, struct stat *st)
 {
 	memset(st, 0, sizeof(*st));
 	st->st_ino = ino;
 	st->st_mode = in->i_mode;
 	st->st_nlink = in->i_links_count;
-	st->st_uid = inode_uid(*in);
-	st->st_gid = inode_gid(*in);
+	st->st_uid = map_uid(r, inode_uid(*in));
+	st->st_gid = map_gid(r, inode_gid(*in));
 	st->st_size = EXT2_I_SIZE(in);
 	st->st_blksize = r->fs->blocksize;
 	st->st_blocks = ext2fs_get_stat_i_blocks(r->fs, in);
@@ -219,7 +263,9 @@ void fill_entry(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in,
 	if (r->known && ino <= r->fs->super->s_inodes_count)
 		r->known[ino >> 3] |= (uint8_t)(1u << (ino & 7));
 	e->ino = to_fuse(ino);
-	e->generation = in->i_generation;
+	/* the kernel made the root inode with generation 0 and takes any
+	 * other as a stale inode */
+	e->generation = ino == EXT2_ROOT_INO ? 0 : in->i_generation;
 	fill_stat(r, ino, in, &e->attr);
 	e->attr_timeout = TIMEOUT;
 	e->entry_timeout = TIMEOUT;
@@ -264,10 +310,10 @@ static int zero_tail(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, uint6
 	char *buf = malloc(bs);
 	if (!buf)
 		return -ENOMEM;
-	ret = blocks_io(r, false, &pblk, 1, buf);
+	ret = blocks_io(r, ino, false, &pblk, 1, buf);
 	if (!ret) {
 		memset(buf + size % bs, 0, bs - size % bs);
-		ret = blocks_io(r, true, &pblk, 1, buf);
+		ret = blocks_io(r, ino, true, &pblk, 1, buf);
 	}
 	free(buf);
 	return ret;
@@ -298,6 +344,7 @@ static bool caller_in_group(fuse_req_t req, gid_t gid)
 {
 	gid_t groups[64];
 
+	gid = map_gid(R(req), gid);   /* as the kernel sees it */
 	if (fuse_req_ctx(req)->gid == gid)
 		return true;
 	int n = fuse_req_getgroups(req, 64, groups);
@@ -322,6 +369,42 @@ uint16_t setid_bits_to_kill(fuse_req_t req, const struct ext2_inode *in)
 	return kill;
 }
 
+/* The daemon changed ino's attributes where no reply carries them (a
+ * write that cleared set-id bits, an ioctl that set flags): remembered
+ * under the lock, told to the kernel by attr_notify. */
+void attr_changed(struct rfs *r, ext2_ino_t ino)
+{
+	for (unsigned i = 0; i < r->nattr_stale; i++)
+		if (r->attr_stale[i] == ino)
+			return;
+	if (r->nattr_stale < sizeof(r->attr_stale) / sizeof(r->attr_stale[0]))
+		r->attr_stale[r->nattr_stale++] = ino;
+}
+
+/*
+ * Invalidate the kernel's attributes (and cached ACLs) of the inodes
+ * attr_changed noted, before the request that changed them is answered: a
+ * permission check or exec must not use a mode the daemon has changed
+ * (FUSE_HANDLE_KILLPRIV_V2 leaves set-id clearing to us, and the kernel
+ * keeps attributes for TIMEOUT).  Called without the lock.  An offset of
+ * -1 invalidates attributes only: the kernel then takes no page or inode
+ * lock that the request in progress holds, so this cannot deadlock the way
+ * a name invalidation could (lifecycle.c sends those from a thread).
+ */
+void attr_notify(struct rfs *r)
+{
+	ext2_ino_t inos[sizeof(r->attr_stale) / sizeof(r->attr_stale[0])];
+	unsigned n;
+
+	lock(r);
+	n = r->nattr_stale;
+	memcpy(inos, r->attr_stale, n * sizeof(inos[0]));
+	r->nattr_stale = 0;
+	unlock(r);
+	for (unsigned i = 0; i < n; i++)
+		(void)fuse_lowlevel_notify_inval_inode(r->se, to_fuse(inos[i]), -1, 0);
+}
+
 void op_setattr(fuse_req_t req, fuse_ino_t fino, struct stat *attr, int to_set,
 		       struct fuse_file_info *fi)
 {
@@ -339,8 +422,11 @@ void op_setattr(fuse_req_t req, fuse_ino_t fino, struct stat *attr, int to_set,
 		goto out;
 	now = r->now.tv_sec;
 	ret = get_inode(r, ino, &in);
+	if (!ret)
+		ret = flags_check_setattr(&in, to_set);   /* immutable, append-only */
 	if (ret)
 		goto end;
+	flags_sync_inode(r, &in);
 	/* Set-id bits (FUSE_CAP_HANDLE_KILLPRIV: the kernel leaves this to us):
 	 * chown drops set-user-id and group-executable set-group-id on
 	 * non-directories for anyone, truncation for callers other than root;
@@ -357,12 +443,14 @@ void op_setattr(fuse_req_t req, fuse_ino_t fino, struct stat *attr, int to_set,
 	if (to_set & FUSE_SET_ATTR_MODE)
 		in.i_mode = (in.i_mode & LINUX_S_IFMT) | (attr->st_mode & 07777);
 	if (to_set & FUSE_SET_ATTR_UID) {
-		in.i_uid = attr->st_uid & 0xffff;
-		ext2fs_set_i_uid_high(in, attr->st_uid >> 16);
+		uint32_t uid = map_uid(r, attr->st_uid);
+		in.i_uid = uid & 0xffff;
+		ext2fs_set_i_uid_high(in, uid >> 16);
 	}
 	if (to_set & FUSE_SET_ATTR_GID) {
-		in.i_gid = attr->st_gid & 0xffff;
-		ext2fs_set_i_gid_high(in, attr->st_gid >> 16);
+		uint32_t gid = map_gid(r, attr->st_gid);
+		in.i_gid = gid & 0xffff;
+		ext2fs_set_i_gid_high(in, gid >> 16);
 	}
 	if (to_set & FUSE_SET_ATTR_SIZE) {
 		if (LINUX_S_ISDIR(in.i_mode)) {
@@ -405,6 +493,10 @@ void op_setattr(fuse_req_t req, fuse_ino_t fino, struct stat *attr, int to_set,
 	else
 		stamp_now(r, ino, T_C);
 	ret = put_inode(r, ino, &in);
+	/* a chmod rewrites the access ACL's entries (the kernel forgets its
+	 * cached ACL after every SETATTR) */
+	if (!ret && (to_set & FUSE_SET_ATTR_MODE) && !(ret = acl_chmod(r, ino, in.i_mode)))
+		ret = get_inode(r, ino, &in);
 	if (!ret)
 		fill_stat(r, ino, &in, &st);
 end:

@@ -62,9 +62,98 @@ void inode_stats(struct rfs *r, ext2_ino_t ino, int inuse, bool isdir)
 	note_alloc(r, ino, inuse, true, isdir);
 }
 
+/* ---- what fsync may promise ----
+ * Every inode write (libext2fs's write_inode hook: ours, libext2fs's own in
+ * punch, link, ...) records the transaction it went into.  A directory whose
+ * entries change has its times changed by the same operation, so its inode
+ * is written too.  After a failure, an inode written in a transaction past
+ * the last durable one lost changes: its fsync must fail. */
+
+static size_t chg_slot(ext2_ino_t ino, size_t cap)
+{
+	return (size_t)(((uint64_t)ino * 0x9E3779B97F4A7C15ull) >> 20) & (cap - 1);
+}
+
+static struct ino_change *chg_find(struct rfs *r, ext2_ino_t ino)
+{
+	if (!r->chg_cap)
+		return NULL;
+	for (size_t i = chg_slot(ino, r->chg_cap);; i = (i + 1) & (r->chg_cap - 1)) {
+		if (r->chg[i].ino == ino)
+			return &r->chg[i];
+		if (r->chg[i].ino == 0)
+			return NULL;
+	}
+}
+
+static void chg_put(struct ino_change *tab, size_t cap, const struct ino_change *e)
+{
+	size_t i = chg_slot(e->ino, cap);
+	while (tab[i].ino)
+		i = (i + 1) & (cap - 1);
+	tab[i] = *e;
+}
+
+/* Rebuild without the entries that are durable (nothing to report for
+ * them), at a size where the rest fill at most a quarter. */
+static bool chg_rebuild(struct rfs *r, uint64_t durable)
+{
+	size_t live = 0, cap = 256;
+	for (size_t i = 0; i < r->chg_cap; i++)
+		live += r->chg[i].ino && (r->chg[i].tid > durable || r->chg[i].reported);
+	while (live * 4 > cap)
+		cap *= 2;
+	struct ino_change *tab = calloc(cap, sizeof(*tab));
+	if (!tab)
+		return false;
+	for (size_t i = 0; i < r->chg_cap; i++)
+		if (r->chg[i].ino && (r->chg[i].tid > durable || r->chg[i].reported))
+			chg_put(tab, cap, &r->chg[i]);
+	free(r->chg);
+	r->chg = tab;
+	r->chg_cap = cap;
+	r->chg_count = live;
+	return true;
+}
+
+static errcode_t note_inode_write(ext2_filsys fs, ext2_ino_t ino, struct ext2_inode *inode)
+{
+	struct rfs *r = fs->priv_data;
+	uint64_t open, durable;
+
+	(void)inode;
+	rio_txn_ids(fs->io, &open, &durable);
+	struct ino_change *e = chg_find(r, ino);
+	if (e) {
+		e->tid = open;
+	} else if ((r->chg_count + 1) * 2 > r->chg_cap && !chg_rebuild(r, durable)) {
+		r->chg_lost = true;
+	} else {
+		chg_put(r->chg, r->chg_cap, &(struct ino_change){ .ino = ino, .tid = open });
+		r->chg_count++;
+	}
+	return EXT2_ET_CALLBACK_NOTHANDLED;   /* libext2fs writes it */
+}
+
+/* After a failure: 0 when every change of ino is durable; else EIO the first
+ * time (as Linux reports lost writeback), EROFS from then on. */
+static int lost_changes(struct rfs *r, ext2_ino_t ino)
+{
+	uint64_t open, durable;
+	rio_txn_ids(r->fs->io, &open, &durable);
+	struct ino_change *e = chg_find(r, ino);
+	if (!r->chg_lost && (!e || e->tid <= durable))
+		return 0;
+	if (!e || e->reported)
+		return -EROFS;
+	e->reported = true;
+	return -EIO;
+}
+
 int rfs_txn_hooks(struct rfs *r)
 {
 	r->fs->priv_data = r;
+	r->fs->write_inode = note_inode_write;
 	ext2fs_set_block_alloc_stats_callback(r->fs, block_stats_hook, &r->old_stats);
 	ext2fs_set_block_alloc_stats_range_callback(r->fs, block_stats_range_hook,
 						    &r->old_stats_range);
@@ -133,6 +222,7 @@ static int op_rollback(struct rfs *r)
 
 struct inval_list {
 	struct fuse_session *se;
+	atomic_bool *stop, *done;
 	fuse_ino_t *inos;
 	size_t ninos;
 	fuse_ino_t *parents;
@@ -148,12 +238,14 @@ static void *notifier_main(void *arg)
 	struct inval_list *l = arg;
 
 	for (size_t i = 0; i < l->nnames; i++) {
-		(void)fuse_lowlevel_notify_inval_entry(l->se, l->parents[i], l->names[i],
-						       strlen(l->names[i]));
+		if (!atomic_load(l->stop))
+			(void)fuse_lowlevel_notify_inval_entry(l->se, l->parents[i], l->names[i],
+							       strlen(l->names[i]));
 		free(l->names[i]);
 	}
-	for (size_t i = 0; i < l->ninos; i++)
+	for (size_t i = 0; i < l->ninos && !atomic_load(l->stop); i++)
 		(void)fuse_lowlevel_notify_inval_inode(l->se, l->inos[i], 0, 0);
+	atomic_store(l->done, true);
 	free(l->names);
 	free(l->parents);
 	free(l->inos);
@@ -211,17 +303,47 @@ static void collect_added(void *vctx, ext2_ino_t dir, const char *name)
 	(void)add_name(vctx, to_fuse(dir), name, strlen(name));
 }
 
-/* The superblock as the disk has it (libext2fs's copy held discarded counts). */
+/* Does the re-read superblock describe the file system we mounted?  Data
+ * written over it (a bitmap that did not mark it in use) must not become
+ * the geometry everything else is read through. */
+static bool same_fs(const struct ext2_super_block *a, struct ext2_super_block *b)
+{
+#define SAME(f) (a->f == b->f)
+	return SAME(s_magic) && SAME(s_inodes_count) && SAME(s_blocks_count) &&
+	       SAME(s_blocks_count_hi) && SAME(s_r_blocks_count) && SAME(s_first_data_block) &&
+	       SAME(s_log_block_size) && SAME(s_log_cluster_size) && SAME(s_blocks_per_group) &&
+	       SAME(s_clusters_per_group) && SAME(s_inodes_per_group) && SAME(s_rev_level) &&
+	       SAME(s_first_ino) && SAME(s_inode_size) && SAME(s_feature_compat) &&
+	       SAME(s_feature_ro_compat) && SAME(s_reserved_gdt_blocks) && SAME(s_journal_inum) &&
+	       SAME(s_first_meta_bg) && SAME(s_desc_size) &&
+	       !((a->s_feature_incompat ^ b->s_feature_incompat) & ~EXT3_FEATURE_INCOMPAT_RECOVER) &&
+	       !memcmp(a->s_uuid, b->s_uuid, sizeof(a->s_uuid)) &&
+	       ext2fs_free_blocks_count(b) <= ext2fs_blocks_count(b) &&
+	       b->s_free_inodes_count <= b->s_inodes_count &&
+	       (b->s_last_orphan == 0 || (b->s_last_orphan >= EXT2_FIRST_INO(b) &&
+					  b->s_last_orphan <= b->s_inodes_count));
+#undef SAME
+}
+
+/* The superblock as the disk has it (libext2fs's copy held discarded
+ * counts), if the disk's still describes this file system. */
 static void reread_super(struct rfs *r)
 {
 	ext2_filsys fs = r->fs;
 	size_t bs = fs->blocksize;
 	char *buf = malloc(bs);
+	struct ext2_super_block disk;
 
 	if (!buf)
 		return;
-	if (!io_channel_read_blk64(fs->io, SUPERBLOCK_OFFSET / bs, 1, buf))
-		memcpy(fs->super, buf + SUPERBLOCK_OFFSET % bs, SUPERBLOCK_SIZE);
+	if (!io_channel_read_blk64(fs->io, SUPERBLOCK_OFFSET / bs, 1, buf)) {
+		memcpy(&disk, buf + SUPERBLOCK_OFFSET % bs, SUPERBLOCK_SIZE);
+		if (same_fs(fs->super, &disk))
+			*fs->super = disk;
+		else
+			fprintf(stderr, "recon-fuse: the superblock on disk no longer describes this "
+				"file system (overwritten?); keeping the mounted one; run e2fsck\n");
+	}
 	free(buf);
 }
 
@@ -235,6 +357,8 @@ static void invalidate_kernel(struct rfs *r)
 	if (!l || !r->known)
 		goto fail;
 	l->se = r->se;
+	l->stop = &r->notifier_stop;
+	l->done = &r->notifier_done;
 	for (ext2_ino_t i = 1; i <= count; i++)
 		l->ninos += (r->known[i >> 3] >> (i & 7)) & 1;
 	l->inos = malloc((l->ninos + 1) * sizeof(*l->inos));
@@ -263,6 +387,7 @@ static void invalidate_kernel(struct rfs *r)
 	free(dirs);
 	sigset_t all, old;	/* signals are the FUSE loop's to take */
 	sigfillset(&all);
+	atomic_store(&r->notifier_done, false);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
 	int started = pthread_create(&r->notifier, NULL, notifier_main, l) == 0;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -285,6 +410,16 @@ fail:
 	}
 }
 
+void rfs_stop_notifier(struct rfs *r)
+{
+	atomic_store(&r->notifier_stop, true);
+}
+
+bool rfs_notifier_busy(struct rfs *r)
+{
+	return r->notifier_running && !atomic_load(&r->notifier_done);
+}
+
 void rfs_join_notifier(struct rfs *r)
 {
 	if (r->notifier_running) {
@@ -299,6 +434,7 @@ void rfs_join_notifier(struct rfs *r)
 static void went_readonly(struct rfs *r)
 {
 	r->ro = true;
+	r->lost = true;
 	if (r->invalidated)
 		return;
 	r->invalidated = true;
@@ -334,6 +470,7 @@ int wr_begin(struct rfs *r)
 	op_savepoint(r);
 	clock_gettime(CLOCK_REALTIME, &r->now);
 	r->nstamp = 0;
+	r->sync_op = false;
 	return 0;
 }
 
@@ -341,12 +478,27 @@ int wr_begin(struct rfs *r)
  * the transaction boundary. */
 int wr_end(struct rfs *r, int ret, bool force)
 {
+	if (r->ro) {
+		/* it went read-only during the operation: nothing more commits */
+		r->sp_active = false;
+		return -EROFS;
+	}
 	if (ret && r->sp_active && op_rollback(r)) {
 		went_readonly(r);
-		return -EROFS;
+		/* an I/O error (or a data write the guard refused) is this
+		 * operation's own failure; EROFS is for the ones after it */
+		return ret == -EIO ? -EIO : -EROFS;
 	}
 	r->sp_active = false;
 	r->nstamp = 0;
+	/* a sync or dirsync change: durable, data first, before the reply */
+	if (r->sync_op && !ret) {
+		errcode_t de = rio_flush_device(r->fs->io);
+		if (de)
+			ret = -errmap(de);
+		force = true;
+	}
+	r->sync_op = false;
 	errcode_t e = rio_txn_boundary(r->fs, force);
 
 	if (!e && force)
@@ -358,6 +510,77 @@ int wr_end(struct rfs *r, int ret, bool force)
 	if (e && !ret)
 		return -errmap(e);
 	return ret;
+}
+
+/*
+ * An allocation failed while blocks freed by transactions not yet durable
+ * are held back (they stay allocated until the commit that frees them is on
+ * disk).  As ext3 commits the running transaction and retries: undo the
+ * operation, commit what came before it (the frees become allocatable), and
+ * start it again, once.  True when the caller should run the operation again
+ * (a new savepoint is set); false leaves ret for wr_end.
+ */
+bool wr_retry_enospc(struct rfs *r, int ret, bool *retried)
+{
+	if (ret != -ENOSPC || *retried || !r->attached || r->ro)
+		return false;
+	*retried = true;
+	/* undone first: the frees the operation made itself do not count */
+	if (r->sp_active && op_rollback(r)) {
+		went_readonly(r);
+		return false;
+	}
+	r->sp_active = false;
+	r->nstamp = 0;
+	if (!rio_txn_pending_frees(r->fs->io))
+		return false;
+	errcode_t e = rio_txn_boundary(r->fs, true);
+	if (e == EROFS || rio_txn_failed(r->fs->io)) {
+		went_readonly(r);
+		return false;
+	}
+	if (e)
+		return false;
+	dindex_clear_added(r->di);
+	return wr_begin(r) == 0;
+}
+
+/* Before an operation that will allocate `need` blocks changes anything:
+ * when only blocks still waiting for their commit would make them available,
+ * commit first (nothing of the operation is in the transaction yet), so the
+ * allocation does not fail half-way.  0 or -errno. */
+int wr_room_for(struct rfs *r, blk64_t need)
+{
+	if (!r->attached || !need)
+		return 0;
+	uint64_t pending = rio_txn_pending_frees(r->fs->io);
+	blk64_t fr = ext2fs_free_blocks_count(r->fs->super);
+	if (!pending || (fr > pending && fr - pending >= need))
+		return 0;
+	errcode_t e = commit_midway(r);
+	if (e == EROFS || rio_txn_failed(r->fs->io)) {
+		went_readonly(r);
+		return -EROFS;
+	}
+	if (e)
+		return -errmap(e);
+	dindex_clear_added(r->di);
+	return 0;
+}
+
+/* fsync and fsyncdir: commit (data first, then the metadata); after a failure
+ * 0 only if every change of ino reached the disk. */
+int rfs_fsync(struct rfs *r, ext2_ino_t ino)
+{
+	if (!r->attached)
+		return 0;   /* mounted read-only: nothing was ever written */
+	if (!r->ro) {
+		errcode_t e = rio_flush_device(r->fs->io);
+		int ret = wr_end(r, e ? -errmap(e) : 0, true);
+		if (!r->ro)
+			return ret;
+	}
+	return lost_changes(r, ino);
 }
 
 void rfs_tick(struct rfs *r)

@@ -203,6 +203,74 @@ static void set_rio_config(const struct recon_config *cfg)
 	rio_set_config(&rc);
 }
 
+/* Read-write refused after r->fs was set up: close it without writing and
+ * open it again read-only (with its directory index).  0 or -1. */
+static int reopen_ro(struct rfs *r)
+{
+	errcode_t e;
+	bool had_di = r->di != NULL;
+
+	if (r->di)
+		dindex_free(r->di);
+	r->di = NULL;
+	r->fs->flags &= ~(EXT2_FLAG_DIRTY | EXT2_FLAG_BB_DIRTY | EXT2_FLAG_IB_DIRTY);
+	ext2fs_close_free(&r->fs);
+	r->ro = true;
+	e = open_fs(r->cfg->device, false, &r->fs);
+	if (e) {
+		fprintf(stderr, "recon-fuse: cannot open %s: %s\n", r->cfg->device, error_message(e));
+		return -1;
+	}
+	if (!had_di)
+		return 0;
+	r->di = dindex_new(r->fs, 4096);
+	if (!r->di) {
+		fprintf(stderr, "recon-fuse: out of memory\n");
+		ext2fs_close_free(&r->fs);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * The base case of the checker's induction, before the first transaction:
+ * the whole image against the properties every approved commit preserves.
+ * An inconsistent image is detached and served read-only (what the checker
+ * approves from an inconsistent base proves nothing, and libext2fs would
+ * allocate from wrong bitmaps).  0 consistent, 1 not (detached), -1 error.
+ */
+static int base_check(struct rfs *r)
+{
+	const char *dev = r->cfg->device;
+	char *report = NULL;
+	struct timespec t0, t1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	errcode_t e = rio_txn_base_check(r->fs, &report);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	if (e) {
+		fprintf(stderr, "recon-fuse: cannot check %s at mount: %s; mount it read-only with "
+			"-o ro, or run e2fsck\n", dev, error_message(e));
+		(void)rio_txn_detach(r->fs);
+		return -1;
+	}
+	double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+	if (ms > 2000)
+		fprintf(stderr, "recon-fuse: %s: the consistency check at mount took %.1f s\n", dev,
+			ms / 1e3);
+	if (!report)
+		return 0;
+	fprintf(stderr, "recon-fuse: %s is not consistent; mounting read-only (run e2fsck -f; "
+		"-o rw_unchecked mounts it read-write anyway, at your risk):\n%s\n", dev, report);
+	syslog(LOG_WARNING, "recon-fuse: %s is not consistent; mounted read-only", dev);
+	free(report);
+	e = rio_txn_detach(r->fs);
+	if (e)
+		fprintf(stderr, "recon-fuse: %s: leaving read-write mode: %s\n", dev,
+			error_message(e));
+	return 1;
+}
+
 /* Open, replay the journal if needed, check features and state.  On success
  * r->fs is open (read-write unless r->ro). */
 static int prepare_fs(struct rfs *r)
@@ -219,28 +287,42 @@ static int prepare_fs(struct rfs *r)
 		return -1;
 	}
 	if (e) {
-		fprintf(stderr, "recon-fuse: cannot open %s: %s\n", cfg->device, error_message(e));
+		fprintf(stderr, "recon-fuse: cannot open %s: %s%s\n", cfg->device, error_message(e),
+			e == EXT2_ET_CORRUPT_SUPERBLOCK || e == EXT2_ET_BAD_MAGIC ||
+			e == EXT2_ET_UNEXPECTED_BLOCK_SIZE || e == EXT2_ET_GDESC_READ ||
+			e == EXT2_ET_SHORT_READ ? " (a damaged image? run e2fsck)" : "");
 		return -1;
 	}
 	struct ext2_super_block *sb = fs->super;
+	char why_bad[256];
 
-	if (ext2fs_has_feature_journal_needs_recovery(sb)) {
+	if (rfs_check_geometry(fs, cfg->device, why_bad, sizeof(why_bad))) {
+		fprintf(stderr, "recon-fuse: %s: the superblock or group descriptors are damaged: "
+			"%s; run e2fsck\n", cfg->device, why_bad);
+		ext2fs_close_free(&fs);
+		return -1;
+	}
+	if (ext2fs_has_feature_journal_needs_recovery(sb) && !cfg->noload) {
 		if (!ext2fs_has_feature_journal(sb) || sb->s_journal_inum == 0) {
 			fprintf(stderr, "recon-fuse: %s needs journal recovery from an external journal, "
 				"which recon-fuse does not support; run e2fsck\n", cfg->device);
 			ext2fs_close_free(&fs);
 			return -1;
 		}
-		if (r->ro) {
-			/* replay writes: reopen read-write for it */
+	}
+	if (ext2fs_has_feature_journal_needs_recovery(sb) && cfg->noload) {
+		if (!r->ro) {
+			fprintf(stderr, "recon-fuse: %s needs journal recovery, which noload "
+				"suppresses; mount it read-only (-o ro) or allow the replay\n",
+				cfg->device);
 			ext2fs_close_free(&fs);
-			e = open_fs(cfg->device, true, &fs);
-			if (e) {
-				fprintf(stderr, "recon-fuse: %s needs journal recovery but cannot be "
-					"opened read-write: %s\n", cfg->device, error_message(e));
-				return -1;
-			}
+			return -1;
 		}
+		fprintf(stderr, "recon-fuse: %s: journal not replayed (noload): what is mounted is "
+			"the disk without its last transactions and may look inconsistent\n", cfg->device);
+	} else if (ext2fs_has_feature_journal_needs_recovery(sb)) {
+		/* read-only mounts replay into memory (the device is opened
+		 * O_RDONLY and never written); the reopen below reads through it */
 		unsigned replayed = 0;
 		char msg[256] = "";
 		e = rio_journal_recover(fs, &replayed, msg, sizeof(msg));
@@ -250,8 +332,9 @@ static int prepare_fs(struct rfs *r)
 			ext2fs_close_free(&fs);
 			return -1;
 		}
-		fprintf(stderr, "recon-fuse: %s: replayed %u journal transaction(s)\n", cfg->device,
-			replayed);
+		fprintf(stderr, "recon-fuse: %s: replayed %u journal transaction(s)%s\n",
+			cfg->device, replayed, r->ro ? " in memory (read-only: the image is not "
+			"written)" : "");
 		/* libext2fs's copies are stale: reopen */
 		fs->flags &= ~EXT2_FLAG_DIRTY;
 		fs->flags &= ~EXT2_FLAG_SUPER_ONLY;
@@ -263,6 +346,12 @@ static int prepare_fs(struct rfs *r)
 			return -1;
 		}
 		sb = fs->super;
+		if (rfs_check_geometry(fs, cfg->device, why_bad, sizeof(why_bad))) {
+			fprintf(stderr, "recon-fuse: %s: after journal recovery, the superblock or "
+				"group descriptors are damaged: %s; run e2fsck\n", cfg->device, why_bad);
+			ext2fs_close_free(&fs);
+			return -1;
+		}
 	}
 
 	if (!r->ro) {
@@ -298,7 +387,19 @@ static int prepare_fs(struct rfs *r)
 				"or run e2fsck\n", cfg->device, error_message(e));
 			goto fail;
 		}
+		/* as the kernel refuses to allocate from such a group: whatever
+		 * the options, a write could land on the metadata */
+		if (rfs_check_bitmaps(fs, why_bad, sizeof(why_bad))) {
+			fprintf(stderr, "recon-fuse: %s: %s; mounting read-only (run e2fsck)\n",
+				cfg->device, why_bad);
+			if (reopen_ro(r))
+				return -1;
+			fs = r->fs;
+		}
 	}
+	/* the kernel's rule: the superblock's free counts are hints, the
+	 * descriptors' sums are the truth (a power cut leaves them stale) */
+	bool recounted = rfs_recount_free(fs);
 	struct ext2_inode root;
 	if (ext2fs_read_inode(fs, EXT2_ROOT_INO, &root) || !LINUX_S_ISDIR(root.i_mode) ||
 	    root.i_links_count == 0) {
@@ -312,18 +413,15 @@ static int prepare_fs(struct rfs *r)
 		goto fail;
 	}
 	if (!r->ro) {
-		if (fs->super->s_last_orphan) {
-			if (rfs_process_orphans(r)) {
-				fprintf(stderr, "recon-fuse: orphan processing failed; run e2fsck\n");
-				goto fail;
-			}
-			/* the superblock, descriptors and bitmaps it changed live in
-			 * libext2fs's memory: write them now, as the approved base
-			 * the transactions start from */
+		if (recounted) {
+			/* the primary superblock alone, as the kernel writes it */
+			ext2fs_mark_super_dirty(fs);
+			fs->flags |= EXT2_FLAG_SUPER_ONLY;
 			e = ext2fs_flush(fs);
+			fs->flags &= ~EXT2_FLAG_SUPER_ONLY;
 			if (e) {
-				fprintf(stderr, "recon-fuse: writing the orphan processing's changes "
-					"failed: %s\n", error_message(e));
+				fprintf(stderr, "recon-fuse: writing the recounted free counts of %s "
+					"failed: %s\n", cfg->device, error_message(e));
 				goto fail;
 			}
 		}
@@ -333,10 +431,34 @@ static int prepare_fs(struct rfs *r)
 				"read-only with -o ro, or run e2fsck\n", cfg->device, error_message(e));
 			goto fail;
 		}
+		if (!cfg->rw_unchecked) {
+			int bc = base_check(r);
+			if (bc < 0)
+				goto fail;
+			if (bc > 0)
+				return reopen_ro(r);
+		}
 		r->attached = true;
 		if (rfs_txn_hooks(r))
 			fprintf(stderr, "recon-fuse: out of memory: the kernel's caches will not be "
 				"invalidated after a rejected commit (they expire within 1 s)\n");
+		/* after the base check, as the first transaction: checked and
+		 * journaled like any other (a crash in the middle replays or
+		 * leaves the list for the next mount) */
+		if (fs->super->s_last_orphan) {
+			int ret = rfs_process_orphans(r);
+			e = rio_txn_boundary(fs, true);
+			if (ret || e) {
+				fprintf(stderr, "recon-fuse: orphan processing on %s %s%s; mounting "
+					"read-only (run e2fsck)\n", cfg->device,
+					e == EROFS ? "was rejected by the checker" : "failed: ",
+					e == EROFS ? "" : e ? error_message(e) : strerror(-ret));
+				r->attached = false;
+				if (!rio_txn_failed(fs->io))
+					(void)rio_txn_detach(fs);
+				return reopen_ro(r);
+			}
+		}
 	}
 	return 0;
 fail:
@@ -367,10 +489,20 @@ void rfs_unmount(struct rfs *r)
 			}
 	}
 	bool attached = r->attached;
-	if (attached && !rio_txn_failed(r->fs->io)) {
+	/* after a turn to read-only nothing more commits: what was not durable
+	 * then is discarded, and the exit status says so */
+	if (attached && !rio_txn_failed(r->fs->io) && !r->lost) {
 		e = rio_txn_detach(r->fs);
-		if (e)
+		if (e) {
 			fprintf(stderr, "recon-fuse: final commit failed: %s\n", error_message(e));
+			r->lost = true;
+		}
+	}
+	if (attached && (r->lost || rio_txn_failed(r->fs->io))) {
+		r->lost = true;
+		fprintf(stderr, "recon-fuse: a commit was rejected or failed: the changes since the "
+			"last durable commit were discarded (exit status %d)\n",
+			r->stopped ? RFS_EXIT_STOPPED : RFS_EXIT_LOST);
 	}
 	if (r->cfg->stats_file) {
 		e = rio_write_stats(r->fs->io, r->cfg->stats_file);
@@ -380,6 +512,7 @@ void rfs_unmount(struct rfs *r)
 	}
 	dindex_free(r->di);
 	r->di = NULL;
+	r->fs->write_inode = NULL;
 	if (rio_txn_failed(r->fs->io))
 		r->fs->flags &= ~(EXT2_FLAG_DIRTY | EXT2_FLAG_BB_DIRTY | EXT2_FLAG_IB_DIRTY);
 	e = ext2fs_close_free(&r->fs);
@@ -390,6 +523,9 @@ void rfs_unmount(struct rfs *r)
 	r->nundo = r->capundo = 0;
 	free(r->known);
 	r->known = NULL;
+	free(r->chg);
+	r->chg = NULL;
+	r->chg_cap = r->chg_count = 0;
 	pthread_mutex_unlock(&r->lock);
 }
 
@@ -474,8 +610,14 @@ static int write_pidfile(const char *path)
  */
 static uint64_t init_unique;	/* the INIT request's id until it is answered */
 static uint32_t init_offered;	/* the kernel's INIT flags (low 32 bits) */
+static uint32_t init_offered2;	/* and the high 32 bits (with FUSE_INIT_EXT) */
+
+/* Protocol 7.42 (Linux 6.14): requests over io_uring (fuse/uring.c). */
+#define INIT_EXT_FLAG (1u << 30)		/* FUSE_INIT_EXT: flags2 is valid */
+#define OVER_IO_URING_FLAG2 (1u << (41 - 32))	/* FUSE_OVER_IO_URING in flags2 */
 
 static unsigned dev_poll_us;	/* 0: plain blocking reads */
+static bool dev_uring_serving;	/* requests come over io_uring (fuse/uring.c) */
 static struct fuse_session *dev_session;
 static uint64_t dev_replied_at;	/* when the last reply went out (us) */
 static uint64_t dev_gap_avg;	/* moving average of reply-to-next-request gaps (us) */
@@ -528,7 +670,8 @@ static ssize_t dev_read_next(int fd, void *buf, size_t len)
 	if (!dev_poll_us)
 		return read(fd, buf, len);
 	uint64_t start = now_us();
-	bool spin = dev_gap_avg < dev_poll_us;
+	/* with io_uring serving, only FORGETs and INTERRUPTs come this way */
+	bool spin = dev_gap_avg < dev_poll_us && !dev_uring_serving;
 	ssize_t n;
 	for (;;) {
 		n = read(fd, buf, len);
@@ -559,23 +702,74 @@ static ssize_t dev_read(int fd, void *buf, size_t len, void *userdata)
 		const struct fuse_init_in *in = (const void *)(h + 1);
 		init_unique = h->unique;
 		init_offered = in->flags;
+		init_offered2 = (in->flags & INIT_EXT_FLAG) &&
+				n >= (ssize_t)(sizeof(*h) + offsetof(struct fuse_init_in, flags2) +
+					       sizeof(uint32_t)) ? in->flags2 : 0;
 	}
 	return n;
 }
 
+/* Answering INIT: ask for requests over io_uring when the kernel offers it
+ * and the configuration allows; the queues are ready before the reply goes
+ * out (the kernel holds every request from then until they are). */
+static struct rfs_uring *init_uring(struct rfs *r, int fd, struct fuse_init_out *out)
+{
+	if (r->cfg->fuse_uring == FUSE_URING_OFF)
+		return NULL;
+	if (!(init_offered & INIT_EXT_FLAG) || !(init_offered2 & OVER_IO_URING_FLAG2)) {
+		if (r->cfg->fuse_uring == FUSE_URING_ON)
+			fprintf(stderr, "recon-fuse: fuse_uring=on, but the kernel did not offer FUSE "
+				"over io_uring for this mount; serving through /dev/fuse\n");
+		return NULL;
+	}
+	/* the kernel's payload buffers hold its largest request or reply */
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	size_t pages = (out->flags & FUSE_MAX_PAGES) && out->max_pages ? out->max_pages : 32;
+	size_t payload = out->max_write > 8192 ? out->max_write : 8192;
+	if (pages * page > payload)
+		payload = pages * page;
+	struct rfs_uring *u = uring_prepare(r, fd, payload);
+	if (u) {
+		out->flags |= INIT_EXT_FLAG;
+		out->flags2 |= OVER_IO_URING_FLAG2;
+	}
+	return u;
+}
+
 static ssize_t dev_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
-	(void)userdata;
+	struct rfs *r = userdata;
+	struct rfs_uring *starting = NULL;
+	ssize_t n;
+
+	if (r->uring && uring_reply(r->uring, iov, count, &n))
+		return n;
 	if (init_unique && count >= 2 && iov[0].iov_len >= sizeof(struct fuse_out_header)) {
 		const struct fuse_out_header *oh = iov[0].iov_base;
 		if (oh->unique == init_unique) {
 			init_unique = 0;
+			struct fuse_init_out *out = iov[1].iov_base;
 			if (oh->error == 0 && (init_offered & FUSE_HANDLE_KILLPRIV_V2) &&
 			    iov[1].iov_len >= offsetof(struct fuse_init_out, flags) + sizeof(uint32_t))
-				((struct fuse_init_out *)iov[1].iov_base)->flags |= FUSE_HANDLE_KILLPRIV_V2;
+				out->flags |= FUSE_HANDLE_KILLPRIV_V2;
+			if (oh->error == 0 && iov[1].iov_len >= offsetof(struct fuse_init_out, flags2) +
+								 sizeof(uint32_t))
+				starting = init_uring(r, fd, out);
 		}
 	}
-	ssize_t n = writev(fd, iov, count);
+	n = writev(fd, iov, count);
+	if (starting) {
+		/* replies look for their ring from the moment the queues serve */
+		r->uring = starting;
+		if (uring_start(starting, n >= 0) != 0) {
+			r->uring = NULL;
+		} else {
+			dev_uring_serving = true;
+			if (r->cfg->fuse_uring == FUSE_URING_ON)
+				fprintf(stderr, "recon-fuse: FUSE over io_uring: %u queues\n",
+					uring_queues(starting));
+		}
+	}
 	if (dev_poll_us && count >= 1 && iov[0].iov_len >= sizeof(struct fuse_out_header) &&
 	    ((const struct fuse_out_header *)iov[0].iov_base)->unique)
 		dev_replied_at = now_us();	/* a reply, not a notification */
@@ -583,6 +777,41 @@ static ssize_t dev_writev(int fd, struct iovec *iov, int count, void *userdata)
 }
 
 static const struct fuse_custom_io dev_io = { .writev = dev_writev, .read = dev_read };
+
+/*
+ * The loop has ended (signal, fusermount -u, on_violation=stop).  The
+ * cache-invalidation thread writes to the channel: it must be joined before
+ * fuse_session_unmount closes the descriptor (a later open may reuse the
+ * number).  It stops after the notification in progress, which may wait for
+ * a lock held by a request the loop has not answered: keep answering
+ * requests until it is done, unless the kernel has ended the connection
+ * (then its writes fail at once).
+ */
+static void serve_until_notifier_done(struct rfs *r)
+{
+	struct fuse_buf buf = { .mem = NULL };
+	int fd = fuse_session_fd(r->se);
+
+	rfs_stop_notifier(r);
+	while (rfs_notifier_busy(r)) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		int n = poll(&p, 1, 20);
+		if (n < 0 && errno != EINTR)
+			break;
+		if (n <= 0)
+			continue;
+		if (p.revents & (POLLERR | POLLHUP | POLLNVAL))
+			break;
+		int res = fuse_session_receive_buf(r->se, &buf);
+		if (res == -EINTR || res == -EAGAIN)
+			continue;
+		if (res <= 0)
+			break;
+		fuse_session_process_buf(r->se, &buf);
+	}
+	free(buf.mem);
+	rfs_join_notifier(r);
+}
 
 int main(int argc, char **argv)
 {
@@ -634,6 +863,14 @@ int main(int argc, char **argv)
 		fprintf(stderr, "recon-fuse: unknown or bad mount option (recon-fuse --help lists them)\n");
 		goto out;
 	}
+	if (cfg.fuse_uring == FUSE_URING_ON) {
+		const char *why;
+		if (!uring_offered(&why)) {
+			fprintf(stderr, "recon-fuse: fuse_uring=on, but %s; use fuse_uring=auto or off\n",
+				why);
+			goto out_session;
+		}
+	}
 	if (prepare_fs(&r))
 		goto out_session;
 	if (fuse_set_signal_handlers(r.se)) {
@@ -684,16 +921,26 @@ int main(int argc, char **argv)
 		struct fuse_loop_config lc = { .clone_fd = 0, .max_idle_threads = cfg.threads };
 		ret = fuse_session_loop_mt(r.se, &lc);
 	}
+	if (r.uring) {
+		dev_uring_serving = false;
+		uint64_t served = uring_stop(r.uring);
+		r.uring = NULL;
+		if (cfg.fuse_uring == FUSE_URING_ON)
+			fprintf(stderr, "recon-fuse: FUSE over io_uring: %llu requests served\n",
+				(unsigned long long)served);
+	}
 	stop_ticker(&r);
+	serve_until_notifier_done(&r);
 	fuse_session_unmount(r.se);
-	rfs_join_notifier(&r);
 	status = r.stopped ? RFS_EXIT_STOPPED : ret < 0 ? 1 : 0;
 out_signals:
 	fuse_remove_signal_handlers(r.se);
 out_session:
 	fuse_session_destroy(r.se);   /* calls destroy: the final flush and close */
 	rfs_unmount(&r);              /* when init never ran */
-	if (cfg.pidfile && (status == 0 || r.stopped))
+	if (status == 0 && r.lost)
+		status = RFS_EXIT_LOST;
+	if (cfg.pidfile && (status == 0 || r.stopped || r.lost))
 		unlink(cfg.pidfile);      /* last: the image is complete once it is gone */
 out:
 	report_status(1);

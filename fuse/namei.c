@@ -31,9 +31,20 @@ void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		return;
 	}
 	lock(r);
-	ret = dindex_lookup(r->di, to_ext(parent), name, strlen(name), &ino, &ft);
-	if (!ret)
+	/* "." of any inode: the kernel asks it (FUSE_EXPORT_SUPPORT) to
+	 * rebuild an inode from a file handle after a remount; only a live
+	 * inode answers, so a handle of a freed and reused inode meets a
+	 * different generation (ESTALE) */
+	if (!strcmp(name, ".")) {
+		ino = to_ext(parent);
 		ret = get_inode(r, ino, &in);
+		if (!ret && in.i_links_count == 0 && !*open_slot(r, ino))
+			ret = -ESTALE;
+	} else {
+		ret = dindex_lookup(r->di, to_ext(parent), name, strlen(name), &ino, &ft);
+		if (!ret)
+			ret = get_inode(r, ino, &in);
+	}
 	if (!ret)
 		fill_entry(r, ino, &in, &e);
 	unlock(r);
@@ -95,7 +106,7 @@ void op_readlink(fuse_req_t req, fuse_ino_t fino)
 		if (!ret && !pblk)
 			ret = corrupt(ino, "symlink without a block");
 		if (!ret)
-			ret = blocks_io(r, false, &pblk, 1, buf);
+			ret = blocks_io(r, ino, false, &pblk, 1, buf);
 	}
 	buf[len] = 0;
 out:
@@ -122,11 +133,27 @@ static int new_inode(struct rfs *r, fuse_req_t req, ext2_ino_t dir, unsigned mod
 	e = ext2fs_new_inode(r->fs, dir, mode, NULL, out);
 	if (e)
 		return -errmap(e);
+	/* The bitmap says free; the inode must agree (links 0, a deletion time,
+	 * or never used): a live inode clear in the bitmap would be handed out
+	 * twice, its old names then leading to the new file.  The kernel fails
+	 * the create with EIO ("doubly allocated?"); so do we. */
+	struct ext2_inode old;
+	e = ext2fs_read_inode(r->fs, *out, &old);
+	if (e)
+		return -errmap(e);
+	if (old.i_links_count && !old.i_dtime && (old.i_mode & LINUX_S_IFMT)) {
+		fprintf(stderr, "recon-fuse: inode %u is free in the inode bitmap but in use (%u "
+			"links, mode 0%o): not reused; run e2fsck\n", *out, old.i_links_count,
+			old.i_mode);
+		syslog(LOG_ERR, "recon-fuse: inode %u free in the bitmap but in use; run e2fsck", *out);
+		return -EIO;
+	}
 	memset(in, 0, sizeof(*in));
 	in->i_mode = mode;
-	in->i_uid = c->uid & 0xffff;
-	ext2fs_set_i_uid_high(*in, c->uid >> 16);
-	gid_t gid = c->gid;
+	uint32_t uid = map_uid(r, c->uid);
+	in->i_uid = uid & 0xffff;
+	ext2fs_set_i_uid_high(*in, uid >> 16);
+	gid_t gid = map_gid(r, c->gid);
 	if (din.i_mode & LINUX_S_ISGID) {
 		gid = inode_gid(din);
 		if (LINUX_S_ISDIR(mode))
@@ -136,6 +163,7 @@ static int new_inode(struct rfs *r, fuse_req_t req, ext2_ino_t dir, unsigned mod
 	ext2fs_set_i_gid_high(*in, gid >> 16);
 	in->i_atime = in->i_mtime = in->i_ctime = stamp_now(r, *out, T_A | T_M | T_C | T_CR);
 	in->i_links_count = 1;
+	in->i_flags = flags_inherit(&din, mode);
 	in->i_generation = (uint32_t)lrand48();
 	e = ext2fs_write_new_inode(r->fs, *out, in);
 	if (e)
@@ -163,7 +191,7 @@ static int check_new_name(struct rfs *r, ext2_ino_t dir, const char *name)
 	ret = dindex_lookup(r->di, dir, name, strlen(name), &ino, &ft);
 	if (ret == 0)
 		return -EEXIST;
-	return ret == -ENOENT ? 0 : ret;
+	return ret == -ENOENT ? flags_check_dir_add(&din) : ret;
 }
 
 static void touch_dir(struct rfs *r, ext2_ino_t dir, int links_delta)
@@ -171,6 +199,7 @@ static void touch_dir(struct rfs *r, ext2_ino_t dir, int links_delta)
 	struct ext2_inode din;
 	if (get_inode(r, dir, &din))
 		return;
+	flags_sync_dir(r, &din);
 	din.i_mtime = din.i_ctime = stamp_now(r, dir, T_M | T_C);
 	din.i_links_count += links_delta;
 	(void)put_inode(r, dir, &din);
@@ -203,9 +232,16 @@ static int make_node(struct rfs *r, fuse_req_t req, ext2_ino_t dir, const char *
 		if (din.i_links_count >= LINK_MAX_EXT3)
 			return -EMLINK;
 	}
-	ret = new_inode(r, req, dir, mode, &in, &ino);
+	/* the directory's default ACL, or the umask, decides the mode */
+	struct acl_new acls;
+	ret = acl_inherit(r, req, dir, &mode, &acls);
 	if (ret)
 		return ret;
+	ret = new_inode(r, req, dir, mode, &in, &ino);
+	if (ret) {
+		acl_new_free(&acls);
+		return ret;
+	}
 	if (LINUX_S_ISCHR(mode) || LINUX_S_ISBLK(mode)) {
 		unsigned ma = major(rdev), mi = minor(rdev);
 		if (ma < 256 && mi < 256)
@@ -248,7 +284,7 @@ static int make_node(struct rfs *r, fuse_req_t req, ext2_ino_t dir, const char *
 			memcpy(buf, link, len);
 			ret = alloc_block(r, ino, &in, 0, 0, &pblk);
 			if (!ret)
-				ret = blocks_io(r, true, &pblk, 1, buf);
+				ret = blocks_io(r, ino, true, &pblk, 1, buf);
 			free(buf);
 			if (ret)
 				goto undo;
@@ -258,14 +294,21 @@ static int make_node(struct rfs *r, fuse_req_t req, ext2_ino_t dir, const char *
 	ret = put_inode(r, ino, &in);
 	if (ret)
 		goto undo;
+	ret = acl_inherit_store(r, ino, &acls);
+	/* as written: the ACLs may have taken an EA block */
+	int reread = get_inode(r, ino, &in);
+	if (ret || (ret = reread) != 0)
+		goto undo;
 	ret = dindex_add(r->di, dir, name, strlen(name), ino, ftype_of(r, mode));
 	if (ret)
 		goto undo;
+	acl_new_free(&acls);
 	touch_dir(r, dir, isdir ? 1 : 0);
 	fill_entry(r, ino, &in, e);
 	*out_ino = ino;
 	return 0;
 undo:
+	acl_new_free(&acls);
 	in.i_links_count = 0;
 	(void)rfs_free_inode(r, ino, &in);
 	return ret;
@@ -359,6 +402,10 @@ void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (!ret && LINUX_S_ISDIR(in.i_mode))
 		ret = -EISDIR;
 	if (!ret)
+		ret = flags_check_dir_remove_ino(r, dir);
+	if (!ret)
+		ret = flags_check_modify(&in);
+	if (!ret)
 		ret = dindex_remove(r->di, dir, name, strlen(name));
 	if (!ret) {
 		touch_dir(r, dir, 0);
@@ -397,6 +444,10 @@ void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 		ret = get_inode(r, ino, &in);
 	if (!ret && !LINUX_S_ISDIR(in.i_mode))
 		ret = -ENOTDIR;
+	if (!ret)
+		ret = flags_check_dir_remove_ino(r, dir);
+	if (!ret)
+		ret = flags_check_modify(&in);
 	if (!ret) {
 		ret = dindex_is_empty(r->di, ino);
 		ret = ret == 1 ? 0 : ret == 0 ? -ENOTEMPTY : ret;
@@ -475,6 +526,18 @@ static int do_rename(struct rfs *r, ext2_ino_t sdir, const char *sname, ext2_ino
 	if (dino) {
 		ret = get_inode(r, dino, &din);
 		if (ret)
+			return ret;
+	}
+	/* may_delete of the source (and of a target it replaces), may_create
+	 * in the destination: immutable and append-only as the VFS checks */
+	if (dino != sino) {
+		if ((ret = flags_check_dir_remove_ino(r, sdir)) != 0 ||
+		    (ret = flags_check_modify(&sin)) != 0)
+			return ret;
+		if (dino && ((ret = flags_check_dir_remove(&pin)) != 0 ||
+			     (ret = flags_check_modify(&din)) != 0))
+			return ret;
+		if (!dino && (ret = flags_check_dir_add(&pin)) != 0)
 			return ret;
 	}
 	if (flags & RENAME_EXCHANGE) {
@@ -598,6 +661,8 @@ void op_link(fuse_req_t req, fuse_ino_t fino, fuse_ino_t newparent, const char *
 		ret = get_inode(r, ino, &in);
 	if (!ret && LINUX_S_ISDIR(in.i_mode))
 		ret = -EPERM;
+	if (!ret)
+		ret = flags_check_modify(&in);   /* may_linkat */
 	if (!ret && in.i_links_count >= LINK_MAX_EXT3)
 		ret = -EMLINK;
 	if (!ret && in.i_links_count == 0)

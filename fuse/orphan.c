@@ -197,6 +197,34 @@ int drop_link(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in)
 	return rfs_free_inode(r, ino, in);
 }
 
+static bool orphan_number_ok(ext2_filsys fs, ext2_ino_t ino)
+{
+	return ino >= EXT2_FIRST_INO(fs->super) && ino <= fs->super->s_inodes_count;
+}
+
+/* Why ino cannot be an orphan (as the kernel's ext4_orphan_get and e2fsck's
+ * release_orphan_inodes judge), or NULL. */
+static const char *not_an_orphan(struct rfs *r, ext2_ino_t ino, const struct ext2_inode *in)
+{
+	if (!orphan_number_ok(r->fs, ino))
+		return "is reserved or beyond the inode count";
+	if (!ext2fs_test_inode_bitmap2(r->fs->inode_map, ino))
+		return "is free in the inode bitmap (or listed twice: the list loops)";
+	unsigned t = in->i_mode & LINUX_S_IFMT;
+	if (t != LINUX_S_IFREG && t != LINUX_S_IFDIR && t != LINUX_S_IFLNK && t != LINUX_S_IFCHR &&
+	    t != LINUX_S_IFBLK && t != LINUX_S_IFIFO && t != LINUX_S_IFSOCK)
+		return "has a mode that is no file type";
+	return NULL;
+}
+
+/*
+ * Free (or truncate) the inodes of the on-disk orphan list.  The list is
+ * untrusted: a link naming a reserved inode, a free inode or no inode at all
+ * stops the processing there with a message, freeing nothing it names (the
+ * kernel and e2fsck do the same; e2fsck deals with what is left).  A loop
+ * comes back to an inode already processed, which is then free (or off the
+ * list, its link cleared), so it stops too.
+ */
 int rfs_process_orphans(struct rfs *r)
 {
 	ext2_ino_t ino = r->fs->super->s_last_orphan;
@@ -204,10 +232,18 @@ int rfs_process_orphans(struct rfs *r)
 
 	r->fs->super->s_last_orphan = 0;
 	ext2fs_mark_super_dirty(r->fs);
-	while (ino && guard++ < 1000000) {
+	while (ino && guard++ <= r->fs->super->s_inodes_count) {
 		struct ext2_inode in;
-		if (ino > r->fs->super->s_inodes_count || get_inode(r, ino, &in)) {
-			fprintf(stderr, "recon-fuse: orphan list broken at inode %u; stopped\n", ino);
+		const char *why = NULL;
+		if (!orphan_number_ok(r->fs, ino))
+			why = not_an_orphan(r, ino, NULL);
+		else if (get_inode(r, ino, &in))
+			why = "cannot be read";
+		else
+			why = not_an_orphan(r, ino, &in);
+		if (why) {
+			fprintf(stderr, "recon-fuse: orphan list: inode %u %s; orphan processing "
+				"stopped there (run e2fsck)\n", ino, why);
 			break;
 		}
 		ext2_ino_t next = in.i_dtime;
@@ -228,6 +264,12 @@ int rfs_process_orphans(struct rfs *r)
 			return ret;
 		}
 		n++;
+		if (next && !orphan_number_ok(r->fs, next)) {
+			fprintf(stderr, "recon-fuse: orphan list: inode %u links to %u, which is "
+				"reserved or beyond the inode count; orphan processing stopped there "
+				"(run e2fsck)\n", ino, next);
+			break;
+		}
 		ino = next;
 	}
 	if (n)

@@ -1,7 +1,7 @@
 /*
  * fuse/rfs.h - internal to fuse/: the mounted file system's state and what
  * the rooms of fuse/ (main.c, super.c, lifecycle.c, inode.c, namei.c, dir.c,
- * file.c, orphan.c, xattr.c) share.
+ * file.c, orphan.c, xattr.c, acl.c, flags.c) share.
  */
 #ifndef RECON_FUSE_RFS_H
 #define RECON_FUSE_RFS_H
@@ -10,6 +10,8 @@
 #include "dirindex.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
+#include <sys/uio.h>
 #include <ext2fs/ext2fs.h>
 
 /* Open count of an inode; an inode unlinked while open sits on the on-disk
@@ -37,6 +39,7 @@ struct rfs {
 	bool ro;                   /* mounted read-only, or went read-only */
 	bool attached;             /* rio_txn_attach done: transactions in use */
 	struct fuse_session *se;
+	struct rfs_uring *uring;   /* FUSE requests over io_uring, when in use */
 	struct open_ino *open_tab[1024];
 	uint64_t max_bytes;        /* largest file size the block map can address */
 
@@ -55,7 +58,20 @@ struct rfs {
 	bool invalidated;
 	bool notifier_running;
 	pthread_t notifier;
+	atomic_bool notifier_stop;  /* set at exit: no more notifications */
+	atomic_bool notifier_done;
 	bool stopped;              /* on_violation=stop fired: exit status 2 */
+	bool lost;                 /* changes were discarded: exit status 3 */
+
+	/* what fsync may promise (lifecycle.c): per inode, the last transaction
+	 * that wrote it (entries already durable are dropped as the table grows) */
+	struct ino_change {
+		ext2_ino_t ino;    /* 0: empty slot */
+		bool reported;     /* after a failure: EIO given once, EROFS after */
+		uint64_t tid;
+	} *chg;
+	size_t chg_cap, chg_count;
+	bool chg_lost;             /* out of memory while recording: trust no fsync after a failure */
 
 	/* nanosecond timestamps (256-byte inodes): the operation's time, and
 	 * which times of which inodes it set (put_inode writes *_extra) */
@@ -66,21 +82,59 @@ struct rfs {
 		long extra[4];   /* i_[amc]time_extra words, epoch bits and ns */
 	} stamp[8];
 	unsigned nstamp;
+
+	bool sync_op;              /* the operation commits, data included, before replying
+				      (sync and dirsync flags and mount options) */
+
+	/* inodes whose attributes the daemon changed on its own (set-id bits
+	 * a write cleared, flags an ioctl set): the kernel's copy is
+	 * invalidated before the reply (attr_notify) */
+	ext2_ino_t attr_stale[16];
+	unsigned nattr_stale;
+
+	/* map_root: the image's uid/gid 0 and the mounting user's swap places
+	 * between the disk and the kernel (owner_map_init) */
+	bool map_root;
+	uint32_t map_uid, map_gid;
 };
+
+struct rfs_uring;
 
 /* Exit status of the daemon when on_violation=stop unmounted it. */
 #define RFS_EXIT_STOPPED 2
+/* Exit status when a commit was rejected or failed (on_violation=readonly,
+ * a device error): what was not durable then was discarded. */
+#define RFS_EXIT_LOST 3
 
 /* After rio_txn_attach: hook libext2fs's allocation callbacks for rollback
  * and start tracking the inodes the kernel knows.  0 or -errno. */
 int rfs_txn_hooks(struct rfs *r);
 
-/* Wait for the cache-invalidation thread (before the session goes away). */
+/* The cache-invalidation thread writes to the FUSE channel: at exit, stop
+ * it (it ends after the notification in progress), wait while it is busy
+ * (requests must still be answered meanwhile: a notification can wait for a
+ * lock a request holds), and join it, all before the channel closes. */
+void rfs_stop_notifier(struct rfs *r);
+bool rfs_notifier_busy(struct rfs *r);
 void rfs_join_notifier(struct rfs *r);
 
 extern const struct fuse_lowlevel_ops rfs_ops;
 
-/* Mount-time orphan processing (before transactions attach).  0 or -errno. */
+/* Mount-time checks (mountcheck.c), each 0 or -1 with a one-line reason in
+ * msg.  rfs_check_geometry: the superblock and group descriptors are sane
+ * enough to read anything through them (before anything is); dev, when not
+ * NULL, is the device whose size bounds the block count.
+ * rfs_check_bitmaps: after the bitmaps are read, each marks its group's own
+ * superblock copy, descriptors, bitmaps and inode table in use. */
+int rfs_check_geometry(ext2_filsys fs, const char *dev, char *msg, size_t len);
+int rfs_check_bitmaps(ext2_filsys fs, char *msg, size_t len);
+/* The superblock's free block and inode counts from the group descriptors, as
+ * the kernel recomputes them at mount (they are hints the kernel may leave
+ * stale on disk).  True if they changed (in memory only). */
+bool rfs_recount_free(ext2_filsys fs);
+
+/* Mount-time orphan processing (the first transaction, after the base
+ * check; the caller commits it).  0 or -errno. */
 int rfs_process_orphans(struct rfs *r);
 
 /* Free an inode with no links: its blocks, then the inode itself. */
@@ -137,6 +191,9 @@ void op_savepoint(struct rfs *r);
 int space_check(struct rfs *r, fuse_req_t req, blk64_t need);
 int wr_begin(struct rfs *r);
 int wr_end(struct rfs *r, int ret, bool force);
+bool wr_retry_enospc(struct rfs *r, int ret, bool *retried);
+int wr_room_for(struct rfs *r, blk64_t need);
+int rfs_fsync(struct rfs *r, ext2_ino_t ino);
 
 /* inode.c */
 int corrupt(ext2_ino_t ino, const char *what);
@@ -151,6 +208,11 @@ void op_setattr(fuse_req_t req, fuse_ino_t fino, struct stat *attr, int to_set,
 		       struct fuse_file_info *fi);
 int put_inode(struct rfs *r, ext2_ino_t ino, struct ext2_inode *inode);
 uint16_t setid_bits_to_kill(fuse_req_t req, const struct ext2_inode *in);
+void attr_changed(struct rfs *r, ext2_ino_t ino);
+void owner_map_init(struct rfs *r);
+uint32_t map_uid(const struct rfs *r, uint32_t uid);
+uint32_t map_gid(const struct rfs *r, uint32_t gid);
+void attr_notify(struct rfs *r);
 time_t stamp_now(struct rfs *r, ext2_ino_t ino, unsigned mask);
 
 /* namei.c */
@@ -180,7 +242,10 @@ void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 /* file.c */
 int alloc_block(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t lblk,
 		       blk64_t goal, blk64_t *pblk);
-int blocks_io(struct rfs *r, bool write, const blk64_t *phys, unsigned n, char *buf);
+/* Data of inode ino: the io layer refuses a write to a block the checker
+ * does not record as free or ino's own (EIO). */
+int blocks_io(struct rfs *r, ext2_ino_t ino, bool write, const blk64_t *phys, unsigned n,
+	      char *buf);
 int map_block(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t lblk,
 		     blk64_t *pblk);
 void op_fallocate(fuse_req_t req, fuse_ino_t fino, int mode, off_t off, off_t len,
@@ -212,5 +277,57 @@ void op_listxattr(fuse_req_t req, fuse_ino_t fino, size_t size);
 void op_removexattr(fuse_req_t req, fuse_ino_t fino, const char *name);
 void op_setxattr(fuse_req_t req, fuse_ino_t fino, const char *name, const char *value,
 			size_t size, int flags);
+int xattr_drop_empty_block(struct rfs *r, ext2_ino_t ino);
+bool has_no_xattrs(struct rfs *r, ext2_ino_t ino);
+
+/* acl.c */
+struct acl_new {           /* a new inode's ACLs (posix_acl_xattr values) */
+	void *access, *deflt;
+	size_t access_len, deflt_len;
+};
+bool acl_name(const char *name);
+int acl_set(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *name,
+	    const void *val, size_t len);
+int acl_chmod(struct rfs *r, ext2_ino_t ino, unsigned mode);
+int acl_inherit(struct rfs *r, fuse_req_t req, ext2_ino_t dir, unsigned *mode,
+		struct acl_new *out);
+int acl_inherit_store(struct rfs *r, ext2_ino_t ino, const struct acl_new *n);
+void acl_new_free(struct acl_new *n);
+
+/* flags.c: each check answers 0 or -EPERM as the kernel's VFS would */
+uint32_t flags_inherit(const struct ext2_inode *dir, unsigned mode);
+int flags_check_open(const struct ext2_inode *in, int oflags);
+int flags_check_setattr(const struct ext2_inode *in, int to_set);
+int flags_check_write(const struct ext2_inode *in, uint64_t off);
+int flags_check_fallocate(const struct ext2_inode *in, int mode);
+int flags_check_modify(const struct ext2_inode *in);
+int flags_check_modify_ino(struct rfs *r, ext2_ino_t ino);
+int flags_check_dir_add(const struct ext2_inode *dir);
+int flags_check_dir_remove(const struct ext2_inode *dir);
+int flags_check_dir_remove_ino(struct rfs *r, ext2_ino_t dir);
+bool flags_noatime(const struct ext2_inode *in);
+void flags_sync_inode(struct rfs *r, const struct ext2_inode *in);
+void flags_sync_dir(struct rfs *r, const struct ext2_inode *dir);
+void op_ioctl(fuse_req_t req, fuse_ino_t fino, unsigned int cmd, void *arg,
+	      struct fuse_file_info *fi, unsigned flags, const void *in_buf,
+	      size_t in_bufsz, size_t out_bufsz);
+
+/* uring.c: FUSE requests over io_uring (the kernel's FUSE_OVER_IO_URING).
+ * main.c's channel calls these: uring_prepare while answering INIT, when the
+ * kernel offers the transport (NULL, after saying why, if it cannot be set
+ * up: the reply then does not ask for it); uring_start once the reply is
+ * written (init_sent) or failed (everything undone, -ECANCELED); uring_reply
+ * for every message libfuse sends (true when the reply belongs to a request
+ * that came over the ring and went back through it; *res is then writev's
+ * result); uring_stop after the session loop ends and before the session is
+ * unmounted or destroyed (returns the number of requests served). */
+struct rfs_uring *uring_prepare(struct rfs *r, int devfd, size_t max_payload);
+int uring_start(struct rfs_uring *u, bool init_sent);
+bool uring_reply(struct rfs_uring *u, const struct iovec *iov, int count, ssize_t *res);
+uint64_t uring_stop(struct rfs_uring *u);
+unsigned uring_queues(const struct rfs_uring *u);
+/* Whether the kernel offers the transport to new mounts (its fuse module's
+ * enable_uring parameter); if not, *why says so for a message. */
+bool uring_offered(const char **why);
 
 #endif

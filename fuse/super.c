@@ -40,9 +40,29 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	 * (tests/integration/enospc.sh and ops.sh); on 1 KiB blocks it would
 	 * also fill holes that share a page with data. */
 	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+	/* file handles (name_to_handle_at, NFS export) stay valid across
+	 * remounts: node id and generation are the inode's own, and the
+	 * kernel may look up "." and ".." (op_lookup) */
+	if (conn->capable & FUSE_CAP_EXPORT_SUPPORT)
+		conn->want |= FUSE_CAP_EXPORT_SUPPORT;
+	/* POSIX ACLs (acl, the default): the kernel checks them in every
+	 * permission check (asking for system.posix_acl_access and caching
+	 * it) and passes the umask for us to apply, as a default ACL replaces
+	 * it (acl.c).  With noacl the kernel applies the umask itself. */
+	if (r->cfg->acl) {
+		if ((conn->capable & FUSE_CAP_POSIX_ACL) && (conn->capable & FUSE_CAP_DONT_MASK))
+			conn->want |= FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK;
+		else {
+			/* stored but not enforced would be a lie: refuse them */
+			r->cfg->acl = false;
+			fprintf(stderr, "recon-fuse: the kernel's FUSE offers no POSIX ACL support: "
+				"mounted as with noacl\n");
+		}
+	}
 	/* 128-byte inodes store whole seconds; 256-byte ones nanoseconds. */
 	conn->time_gran = (r->fs && EXT2_INODE_SIZE(r->fs->super) > EXT2_GOOD_OLD_INODE_SIZE) ?
 			  1 : 1000000000;
+	owner_map_init(r);
 	conn->max_write = 1 << 20;
 	conn->max_readahead = 1 << 20;
 }
@@ -131,4 +151,5 @@ const struct fuse_lowlevel_ops rfs_ops = {
 	.removexattr = op_removexattr,
 	.fallocate = op_fallocate,
 	.lseek = op_lseek,
+	.ioctl = op_ioctl,
 };

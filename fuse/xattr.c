@@ -20,11 +20,15 @@
 
 /* ---- xattrs ---- */
 
-static bool xattr_name_ok(const char *name)
+/* Namespaces ext3 stores; user.* only with user_xattr and the ACL names
+ * only with acl, as the kernel's mount options decide. */
+static bool xattr_name_ok(struct rfs *r, const char *name)
 {
-	return !strncmp(name, "user.", 5) || !strncmp(name, "trusted.", 8) ||
-	       !strncmp(name, "security.", 9) || !strcmp(name, "system.posix_acl_access") ||
-	       !strcmp(name, "system.posix_acl_default");
+	if (!strncmp(name, "user.", 5))
+		return r->cfg->user_xattr;
+	if (acl_name(name))
+		return r->cfg->acl;
+	return !strncmp(name, "trusted.", 8) || !strncmp(name, "security.", 9);
 }
 
 /* A namespace prefix with nothing after it ("user."): the kernel's ext3
@@ -54,7 +58,7 @@ static int xattr_open(struct rfs *r, ext2_ino_t ino, struct ext2_xattr_handle **
 /* libext2fs 1.47 writes an EA block with no entries when the last
  * attribute leaves it (removed, or moved into the inode); the kernel
  * releases the block.  Release it here too. */
-static int drop_empty_ea_block(struct rfs *r, ext2_ino_t ino)
+int xattr_drop_empty_block(struct rfs *r, ext2_ino_t ino)
 {
 	ext2_filsys fs = r->fs;
 	union {
@@ -97,7 +101,7 @@ void op_setxattr(fuse_req_t req, fuse_ino_t fino, const char *name, const char *
 	size_t oldlen;
 	int ret;
 
-	if (!xattr_name_ok(name) || xattr_name_empty(name)) {
+	if (!xattr_name_ok(r, name) || xattr_name_empty(name)) {
 		fuse_reply_err(req, xattr_name_empty(name) ? EINVAL : EOPNOTSUPP);
 		return;
 	}
@@ -109,6 +113,15 @@ void op_setxattr(fuse_req_t req, fuse_ino_t fino, const char *name, const char *
 	ret = wr_begin(r);
 	if (ret)
 		goto out;
+	ret = flags_check_modify_ino(r, ino);   /* immutable, append-only */
+	if (ret)
+		goto end;
+	if (acl_name(name)) {
+		/* an empty ACL (the header alone) removes it, as the kernel's */
+		bool none = size == sizeof(uint32_t);
+		ret = acl_set(r, req, ino, name, none ? NULL : value, size);
+		goto end;
+	}
 	ret = xattr_open(r, ino, &h);
 	if (ret)
 		goto end;
@@ -127,7 +140,7 @@ void op_setxattr(fuse_req_t req, fuse_ino_t fino, const char *name, const char *
 	if (e && !ret)
 		ret = -errmap(e);
 	if (!ret)
-		ret = drop_empty_ea_block(r, ino);
+		ret = xattr_drop_empty_block(r, ino);
 	if (!ret) {
 		struct ext2_inode in;
 		if (!get_inode(r, ino, &in)) {
@@ -146,7 +159,7 @@ out:
  * no in-inode EA header.  The kernel asks getxattr("security.capability")
  * before every write(2) (FUSE never marks inodes S_NOSEC), so this answer
  * must not parse xattrs. */
-static bool has_no_xattrs(struct rfs *r, ext2_ino_t ino)
+bool has_no_xattrs(struct rfs *r, ext2_ino_t ino)
 {
 	union {
 		struct ext2_inode_large large;
@@ -189,7 +202,7 @@ static int xattr_remove(struct rfs *r, ext2_ino_t ino, const char *name)
 	e = ext2fs_xattrs_close(&h);
 	if (e && !ret)
 		ret = -errmap(e);
-	return ret ? ret : drop_empty_ea_block(r, ino);
+	return ret ? ret : xattr_drop_empty_block(r, ino);
 }
 
 /* A write removes security.capability, as the kernel's file_remove_privs
@@ -213,6 +226,10 @@ void op_getxattr(fuse_req_t req, fuse_ino_t fino, const char *name, size_t size)
 
 	if (xattr_name_empty(name)) {
 		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	if (!xattr_name_ok(r, name)) {
+		fuse_reply_err(req, EOPNOTSUPP);
 		return;
 	}
 	lock(r);
@@ -241,6 +258,7 @@ void op_getxattr(fuse_req_t req, fuse_ino_t fino, const char *name, size_t size)
 }
 
 struct xlist {
+	struct rfs *r;
 	char *buf;
 	size_t len, cap;
 	int err;
@@ -253,6 +271,8 @@ static int xlist_add(char *name, char *value, size_t value_len, void *data)
 
 	(void)value;
 	(void)value_len;
+	if (!xattr_name_ok(x->r, name))
+		return 0;   /* a namespace the mount options turn off */
 	if (x->len + n > x->cap) {
 		size_t cap = (x->cap + n) * 2;
 		char *p = realloc(x->buf, cap);
@@ -272,7 +292,7 @@ void op_listxattr(fuse_req_t req, fuse_ino_t fino, size_t size)
 {
 	struct rfs *r = R(req);
 	struct ext2_xattr_handle *h = NULL;
-	struct xlist x = { 0 };
+	struct xlist x = { .r = r };
 	int ret;
 
 	lock(r);
@@ -308,10 +328,21 @@ void op_removexattr(fuse_req_t req, fuse_ino_t fino, const char *name)
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
+	if (!xattr_name_ok(r, name)) {
+		fuse_reply_err(req, EOPNOTSUPP);
+		return;
+	}
 	lock(r);
 	ret = wr_begin(r);
 	if (ret)
 		goto out;
+	ret = flags_check_modify_ino(r, ino);   /* immutable, append-only */
+	if (ret)
+		goto end;
+	if (acl_name(name)) {
+		ret = acl_set(r, req, ino, name, NULL, 0);
+		goto end;
+	}
 	ret = xattr_remove(r, ino, name);
 	if (!ret) {
 		struct ext2_inode in;
@@ -320,6 +351,7 @@ void op_removexattr(fuse_req_t req, fuse_ino_t fino, const char *name)
 			ret = put_inode(r, ino, &in);
 		}
 	}
+end:
 	ret = wr_end(r, ret, false);
 out:
 	unlock(r);

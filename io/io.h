@@ -68,13 +68,24 @@ errcode_t rio_get_stats(io_channel ch, struct rio_stats *out);
  * cached copy of those blocks (a block freed as metadata and reused as data
  * must never be written back over the data, nor read back stale later).
  * Data writes are not durable until rio_flush_device().
+ *
+ * `ino` is the inode whose data this is (ignored for reads).  Once
+ * transactions are attached with the checker on, a write is refused before
+ * any of it is issued unless every block is free or a data block of `ino` in
+ * the checker's approved state (the data guard: a wrong block bitmap must
+ * not make the allocator hand another file's block to this one and its data
+ * overwrite the other's in place).  A refusal returns EIO and fails the file
+ * system as a rejected commit does (rio_txn_failed, the violation in
+ * rio_txn_last_violation and the stats; on_violation=log lets it through).
+ * With the checker off there is no approved owner map and no guard.
  */
 struct rio_extent {
 	uint64_t blk;
 	uint32_t count;
 	void    *buf;
 };
-errcode_t rio_data_io(io_channel ch, bool write, const struct rio_extent *ext, unsigned n);
+errcode_t rio_data_io(io_channel ch, bool write, ext2_ino_t ino, const struct rio_extent *ext,
+		      unsigned n);
 
 /* Write back every dirty metadata block (sorted, batched), then make data and
  * metadata durable (fdatasync).  io_channel_flush() does the same. */
@@ -92,9 +103,9 @@ size_t rio_dirty_blocks(io_channel ch);
  * failure (unsupported or corrupt journal). */
 errcode_t rio_journal_recover(ext2_filsys fs, unsigned *replayed, char *msg, size_t msglen);
 
-/* ---- transactions (the transactions issue) ----
+/* ---- transactions ----
  * Until rio_txn_attach(), metadata writes go through the cache as plain
- * write-back (mount-time work such as orphan processing happens before).
+ * write-back (mount-time work such as journal replay happens before).
  * From then on every metadata write lands in the open transaction's overlay;
  * reads see the overlay first.  All calls below are made under the
  * file-system lock.
@@ -104,6 +115,13 @@ errcode_t rio_journal_recover(ext2_filsys fs, unsigned *replayed, char *msg, siz
  * checker to the on-disk state, mark the file system mounted (needs_recovery
  * on ext3 with the journal, VALID_FS cleared otherwise). */
 errcode_t rio_txn_attach(ext2_filsys fs);
+
+/* The base case of the checker's induction, after rio_txn_attach and before
+ * the first write: judge the attached image as a whole (chk_scan; with the
+ * checker off, on a shadow state built for it alone).  0 with *report NULL
+ * when consistent; 0 with *report set (malloc'd: the first violations, one a
+ * line) when not; or an error when the check could not run. */
+errcode_t rio_txn_base_check(ext2_filsys fs, char **report);
 
 /* An operation boundary.  Commits the open transaction if `force` (fsync,
  * fsyncdir, unmount), or it is older than commit_interval_ms, or larger than
@@ -138,6 +156,17 @@ errcode_t rio_txn_room(io_channel ch, size_t *used, size_t *limit);
 errcode_t rio_txn_savepoint(io_channel ch);
 errcode_t rio_txn_rollback(io_channel ch);
 
+/* Transaction ids, for fsync's promise: every metadata write lands in the
+ * open transaction (*open; ids only grow), and every id up to *durable is on
+ * disk (a commit flushes the device, data first).  After a failure *durable
+ * stops: what a later id held was discarded.  0 and 0 before attach. */
+void rio_txn_ids(io_channel ch, uint64_t *open, uint64_t *durable);
+
+/* Blocks freed by transactions that are not yet durable: held back from
+ * reuse until their commit.  An allocation that fails while this is non-zero
+ * may succeed after a commit (rio_txn_boundary(fs, true)). */
+uint64_t rio_txn_pending_frees(io_channel ch);
+
 /* True once a commit was rejected (on_violation readonly/stop) or the device
  * failed: the file system takes no more writes. */
 bool rio_txn_failed(io_channel ch);
@@ -150,7 +179,7 @@ const char *rio_txn_last_violation(io_channel ch);
  * restore VALID_FS on ext2).  Called before ext2fs_close(). */
 errcode_t rio_txn_detach(ext2_filsys fs);
 
-/* Write the stats JSON (keys as the transactions issue names them). */
+/* Write the stats JSON (its keys are an external interface: recon-fuse(8), STATISTICS). */
 errcode_t rio_write_stats(io_channel ch, const char *path);
 
 #endif

@@ -27,6 +27,152 @@ void rio_set_config(const struct rio_config *cfg)
 	rio_cfg = *cfg;
 }
 
+/* ---- journal replayed into memory (read-only opens) ---- */
+
+struct replay_ent {
+	uint64_t blk;
+	struct replay_ent *next;
+	unsigned char data[];
+};
+
+struct rio_replay {
+	atomic_uint refs;
+	dev_t dev;                /* the device it belongs to: st_dev/st_ino of an */
+	ino_t ino;                /* image file, st_rdev of a block device */
+	dev_t rdev;
+	bool blockdev;
+	unsigned bs;              /* block size of the entries */
+	struct replay_ent **hash;
+	size_t nhash, n;
+};
+
+/* The replay a read-only open of the same device adopts (libext2fs's copies
+ * are stale after a replay, so the caller closes and opens the file system
+ * again; the manager's open takes only a name, hence process-global, as
+ * rio_cfg). */
+static pthread_mutex_t replay_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct rio_replay *replay_installed;
+
+static size_t replay_slot(uint64_t blk, size_t nhash)
+{
+	return (size_t)((blk * 0x9E3779B97F4A7C15ull) >> 23) & (nhash - 1);
+}
+
+static struct replay_ent *replay_find(const struct rio_replay *rp, uint64_t blk)
+{
+	for (struct replay_ent *e = rp->hash[replay_slot(blk, rp->nhash)]; e; e = e->next)
+		if (e->blk == blk)
+			return e;
+	return NULL;
+}
+
+static void replay_unref(struct rio_replay *rp)
+{
+	if (!rp || atomic_fetch_sub(&rp->refs, 1) != 1)
+		return;
+	for (size_t i = 0; i < rp->nhash; i++)
+		while (rp->hash[i]) {
+			struct replay_ent *e = rp->hash[i];
+			rp->hash[i] = e->next;
+			free(e);
+		}
+	free(rp->hash);
+	free(rp);
+}
+
+static struct rio_replay *replay_ref(struct rio_replay *rp)
+{
+	atomic_fetch_add(&rp->refs, 1);
+	return rp;
+}
+
+static errcode_t replay_new(int fd, unsigned bs, struct rio_replay **out)
+{
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return errno;
+	struct rio_replay *rp = calloc(1, sizeof(*rp));
+	if (!rp)
+		return ENOMEM;
+	atomic_init(&rp->refs, 1);
+	rp->blockdev = S_ISBLK(st.st_mode);
+	rp->dev = st.st_dev;
+	rp->ino = st.st_ino;
+	rp->rdev = st.st_rdev;
+	rp->bs = bs;
+	rp->nhash = 256;
+	rp->hash = calloc(rp->nhash, sizeof(*rp->hash));
+	if (!rp->hash) {
+		free(rp);
+		return ENOMEM;
+	}
+	*out = rp;
+	return 0;
+}
+
+static bool replay_same_device(const struct rio_replay *rp, int fd)
+{
+	struct stat st;
+	if (fstat(fd, &st) < 0 || S_ISBLK(st.st_mode) != rp->blockdev)
+		return false;
+	return rp->blockdev ? st.st_rdev == rp->rdev : st.st_dev == rp->dev && st.st_ino == rp->ino;
+}
+
+/* Whole block blk now reads as data (while the replay is being built). */
+static errcode_t replay_put(struct rio_replay *rp, uint64_t blk, const void *data)
+{
+	struct replay_ent *e = replay_find(rp, blk);
+	if (e) {
+		memcpy(e->data, data, rp->bs);
+		return 0;
+	}
+	if (rp->n >= rp->nhash) {
+		size_t nhash = rp->nhash * 2;
+		struct replay_ent **h = calloc(nhash, sizeof(*h));
+		if (!h)
+			return ENOMEM;
+		for (size_t i = 0; i < rp->nhash; i++)
+			while (rp->hash[i]) {
+				struct replay_ent *x = rp->hash[i];
+				rp->hash[i] = x->next;
+				size_t sl = replay_slot(x->blk, nhash);
+				x->next = h[sl];
+				h[sl] = x;
+			}
+		free(rp->hash);
+		rp->hash = h;
+		rp->nhash = nhash;
+	}
+	e = malloc(sizeof(*e) + rp->bs);
+	if (!e)
+		return ENOMEM;
+	e->blk = blk;
+	memcpy(e->data, data, rp->bs);
+	size_t sl = replay_slot(blk, rp->nhash);
+	e->next = rp->hash[sl];
+	rp->hash[sl] = e;
+	rp->n++;
+	return 0;
+}
+
+/* Copy the replayed bytes of [off, off+len) over buf (which holds the
+ * device's). */
+static void replay_patch(const struct rio_replay *rp, uint64_t off, size_t len, void *buf)
+{
+	if (len == 0 || rp->n == 0)
+		return;
+	uint64_t bs = rp->bs;
+	unsigned char *dst = buf;
+	for (uint64_t b = off / bs; b <= (off + len - 1) / bs; b++) {
+		const struct replay_ent *e = replay_find(rp, b);
+		if (!e)
+			continue;
+		uint64_t lo, hi;
+		rio_overlap(b * bs, bs, off, len, &lo, &hi);
+		memcpy(dst + (lo - off), e->data + (lo - b * bs), hi - lo);
+	}
+}
+
 /* ---- the seam ---- */
 
 /* Every metadata write of the channel passes here, and only here: before
@@ -54,6 +200,8 @@ errcode_t rio_meta_read(struct rio_chan *rc, uint64_t off, size_t len, void *buf
 	if (rc->txn && rio_ovl_read_whole(rc->txn, off, len, buf))
 		return 0;
 	errcode_t err = rio_cache_read(&rc->cache, &rc->dev, off, len, buf);
+	if (!err && rc->replay)
+		replay_patch(rc->replay, off, len, buf);
 	if (!err && rc->txn)
 		rio_ovl_patch(rc->txn, off, len, buf);
 	return err;
@@ -99,7 +247,14 @@ static errcode_t rio_open(const char *name, int flags, io_channel *out)
 	pthread_mutex_init(&rc->totals.lock, NULL);
 
 	struct stat st;
-	bool blockdev = stat(name, &st) == 0 && S_ISBLK(st.st_mode);
+	bool have_st = stat(name, &st) == 0;
+	bool blockdev = have_st && S_ISBLK(st.st_mode);
+	/* an image file nobody may write (chmod a-w) is not opened for writing,
+	 * even by root, whom the permission check would let through */
+	if ((flags & IO_FLAG_RW) && have_st && S_ISREG(st.st_mode) && !(st.st_mode & 0222)) {
+		err = EACCES;
+		goto fail;
+	}
 	int oflags = (flags & IO_FLAG_RW) ? O_RDWR : O_RDONLY;
 	/* a block device is ours alone: O_EXCL fails if it is mounted */
 	if (blockdev || (flags & IO_FLAG_EXCLUSIVE))
@@ -116,6 +271,12 @@ static errcode_t rio_open(const char *name, int flags, io_channel *out)
 	if (err) {
 		rio_dev_close(&rc->dev);
 		goto fail;
+	}
+	if (!(flags & IO_FLAG_RW)) {
+		pthread_mutex_lock(&replay_mu);
+		if (replay_installed && replay_same_device(replay_installed, fd))
+			rc->replay = replay_ref(replay_installed);
+		pthread_mutex_unlock(&replay_mu);
 	}
 	ch->magic = EXT2_ET_MAGIC_IO_CHANNEL;
 	ch->manager = rio_io_manager;
@@ -157,6 +318,7 @@ static errcode_t rio_close(io_channel ch)
 		err = rio_flush_device(ch);
 	rio_cache_destroy(&rc->cache);
 	rio_dev_close(&rc->dev);
+	replay_unref(rc->replay);
 	rio_txn_totals_free(&rc->totals);
 	pthread_mutex_destroy(&rc->ovl_lock);
 	if (close(rc->dev.fd) < 0 && !err)
@@ -308,7 +470,8 @@ errcode_t rio_get_stats(io_channel ch, struct rio_stats *out)
 	return 0;
 }
 
-errcode_t rio_data_io(io_channel ch, bool write, const struct rio_extent *ext, unsigned n)
+errcode_t rio_data_io(io_channel ch, bool write, ext2_ino_t ino, const struct rio_extent *ext,
+		      unsigned n)
 {
 	if (!ch || ch->magic != EXT2_ET_MAGIC_IO_CHANNEL || ch->manager != rio_io_manager)
 		return EXT2_ET_MAGIC_IO_CHANNEL;
@@ -317,11 +480,17 @@ errcode_t rio_data_io(io_channel ch, bool write, const struct rio_extent *ext, u
 		return EXT2_ET_RO_FILSYS;
 	if (n == 0)
 		return 0;
+	struct txn *t = rc->txn;
+	/* before anything is issued or any cached copy dropped */
+	if (write && t) {
+		errcode_t gerr = rio_txn_data_guard(t, ino, ext, n);
+		if (gerr)
+			return gerr;
+	}
 	struct dev_req *reqs = calloc(n, sizeof(*reqs));
 	if (!reqs)
 		return ENOMEM;
 	size_t bs = (size_t)ch->block_size;
-	struct txn *t = rc->txn;
 	for (unsigned i = 0; i < n; i++) {
 		reqs[i].write = write;
 		reqs[i].off = ext[i].blk * bs;
@@ -341,6 +510,9 @@ errcode_t rio_data_io(io_channel ch, bool write, const struct rio_extent *ext, u
 			rio_dev_data_written(&rc->dev, reqs[i].len);
 	/* a block allocated in the open transaction reads as what libext2fs
 	 * wrote into it (zeroes), not as the old contents of the device */
+	if (!err && !write && rc->replay)
+		for (unsigned i = 0; i < n; i++)
+			replay_patch(rc->replay, reqs[i].off, reqs[i].len, reqs[i].buf);
 	if (!err && !write && t)
 		for (unsigned i = 0; i < n; i++)
 			rio_ovl_patch(t, reqs[i].off, reqs[i].len, reqs[i].buf);
@@ -434,6 +606,101 @@ static errcode_t clear_recover_flag(ext2_filsys fs, struct rio_chan *rc)
 	return 0;
 }
 
+/* The journal's device path while replaying into memory: reads see what the
+ * replay wrote so far, writes stay in memory, nothing needs flushing. */
+struct mem_replay_dev {
+	struct rio_chan *rc;
+	struct rio_replay *rp;
+};
+
+static errcode_t mem_read_blk(void *ctx, uint64_t blk, void *buf)
+{
+	struct mem_replay_dev *m = ctx;
+	errcode_t err = rio_dev_pread(&m->rc->dev, blk * m->rp->bs, buf, m->rp->bs);
+	if (!err)
+		replay_patch(m->rp, blk * m->rp->bs, m->rp->bs, buf);
+	return err;
+}
+
+static errcode_t mem_write_blks(void *ctx, uint64_t blk, unsigned count, const void *buf)
+{
+	struct mem_replay_dev *m = ctx;
+	errcode_t err = 0;
+	for (unsigned i = 0; i < count && !err; i++)
+		err = replay_put(m->rp, blk + i, (const unsigned char *)buf + (size_t)i * m->rp->bs);
+	return err;
+}
+
+static errcode_t mem_flush(void *ctx)
+{
+	(void)ctx;
+	return 0;
+}
+
+/* A read-only channel: replay the journal into memory, as the recovered
+ * state a read-write replay would have written (needs_recovery cleared in
+ * the superblock, the log empty), and make this channel and every later
+ * read-only open of the same device read through it.  The device is not
+ * written. */
+static errcode_t recover_in_memory(ext2_filsys fs, struct rio_chan *rc, unsigned *replayed,
+				   char *msg, size_t msglen)
+{
+	struct rio_replay *rp = NULL;
+	errcode_t err = replay_new(rc->dev.fd, fs->blocksize, &rp);
+	if (err)
+		return err;
+	struct mem_replay_dev m = { rc, rp };
+	struct jbd_dev jdev = { .ctx = &m, .read_blk = mem_read_blk,
+				.write_blks = mem_write_blks, .flush = mem_flush };
+	struct jbd *j = NULL;
+	err = jbd_open(fs, &jdev, &j, msg, msglen);
+	if (err)
+		goto out;
+	if (jbd_needs_recovery(j)) {
+		unsigned n = 0;
+		err = jbd_recover(j, &n);
+		if (err) {
+			if (msg && !msg[0])
+				snprintf(msg, msglen, "journal replay failed: %s", error_message(err));
+			jbd_close(j);
+			goto out;
+		}
+		if (replayed)
+			*replayed = n;
+	}
+	jbd_close(j);
+	/* the superblock as the replay leaves it, needs_recovery cleared */
+	unsigned char *blk = malloc(rp->bs);
+	if (!blk) {
+		err = ENOMEM;
+		goto out;
+	}
+	uint64_t sb_blk = SUPERBLOCK_OFFSET / rp->bs;
+	err = mem_read_blk(&m, sb_blk, blk);
+	if (!err) {
+		struct ext2_super_block *sb = (void *)(blk + SUPERBLOCK_OFFSET % rp->bs);
+		sb->s_feature_incompat = ext2fs_cpu_to_le32(ext2fs_le32_to_cpu(sb->s_feature_incompat) &
+							   ~EXT3_FEATURE_INCOMPAT_RECOVER);
+		err = replay_put(rp, sb_blk, blk);
+	}
+	free(blk);
+	if (err)
+		goto out;
+	pthread_mutex_lock(&replay_mu);
+	replay_unref(replay_installed);
+	replay_installed = replay_ref(rp);
+	pthread_mutex_unlock(&replay_mu);
+	replay_unref(rc->replay);
+	rc->replay = replay_ref(rp);
+	fs->super->s_feature_incompat &= ~EXT3_FEATURE_INCOMPAT_RECOVER;
+	fs->flags &= ~(EXT2_FLAG_DIRTY | EXT2_FLAG_BB_DIRTY | EXT2_FLAG_IB_DIRTY);
+out:
+	if (err && msg && !msg[0])
+		snprintf(msg, msglen, "replaying the journal into memory: %s", error_message(err));
+	replay_unref(rp);
+	return err;
+}
+
 errcode_t rio_journal_recover(ext2_filsys fs, unsigned *replayed, char *msg, size_t msglen)
 {
 	if (replayed)
@@ -460,13 +727,8 @@ errcode_t rio_journal_recover(ext2_filsys fs, unsigned *replayed, char *msg, siz
 			snprintf(msg, msglen, "external journal (journal_dev) is not supported");
 		return EXT2_ET_LOAD_EXT_JOURNAL;
 	}
-	if (!(rc->flags & IO_FLAG_RW)) {
-		if (!flag)
-			return 0;
-		if (msg)
-			snprintf(msg, msglen, "the journal needs recovery, which needs a read-write open");
-		return EXT2_ET_RO_FILSYS;
-	}
+	if (!(rc->flags & IO_FLAG_RW))
+		return flag ? recover_in_memory(fs, rc, replayed, msg, msglen) : 0;
 	/* anything libext2fs wrote before recovery goes first, as it asked */
 	errcode_t err = rio_flush_device(ch);
 	if (err)

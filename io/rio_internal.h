@@ -130,6 +130,15 @@ struct txn_totals {
 	pthread_mutex_t lock;     /* violations and last_violation */
 };
 
+/* ---- journal replayed into memory (read-only opens) ----
+ * The blocks a journal replay produced (home blocks, the emptied journal
+ * superblock, the superblock with needs_recovery cleared), kept in memory
+ * instead of being written: reads of a read-only channel on the same device
+ * see them over the device's contents.  Immutable once built (read from any
+ * thread without a lock); shared by reference between the channel that
+ * replayed and those opened after it (rio.c). */
+struct rio_replay;
+
 /* ---- the channel ---- */
 struct rio_chan {
 	char   *path;
@@ -137,6 +146,7 @@ struct rio_chan {
 	struct dev   dev;
 	struct cache cache;
 	struct txn  *txn;         /* NULL until rio_txn_attach */
+	struct rio_replay *replay; /* read-only channels: the journal replayed in memory */
 	/* guards the overlay: data I/O (any thread) drops and reads overlay
 	 * blocks while the file-system thread fills and commits it; recursive
 	 * because a commit's own flush writes through the seam */
@@ -212,6 +222,11 @@ bool      rio_ovl_read_whole(struct txn *t, uint64_t off, size_t len, void *buf)
  * any overlay copy (e.g. the zeroes libext2fs writes into a block it has
  * just allocated) must never be written home over it. */
 void      rio_ovl_data_written(struct txn *t, uint64_t off, size_t len);
+/* Before file data of inode ino is written to ext: refuse (EIO, the file
+ * system failed as on a rejection) a block that the checker's approved state
+ * records as neither free nor ino's own data.  0 without a checker. */
+errcode_t rio_txn_data_guard(struct txn *t, ext2_ino_t ino, const struct rio_extent *ext,
+			     unsigned n);
 void      rio_txn_free(struct txn *t);
 void      rio_txn_totals_free(struct txn_totals *tt);
 

@@ -93,6 +93,9 @@ struct txn {
 	uint32_t max_blocks;
 
 	struct chk_fs *chk;
+	/* the data guard reads chk's owner map from the file-system thread
+	 * while the commit thread may advance it: advance takes it to write */
+	pthread_rwlock_t chk_lock;
 
 	/* the transaction being committed (at most one) and the commit thread */
 	struct cset *committing;
@@ -109,6 +112,10 @@ struct txn {
 	uint64_t *sp_unfreed;        /* blocks taken back from the freed set since */
 	size_t sp_nunfreed, sp_capunfreed;
 	bool sp_lost;                /* out of memory while tracking: cannot roll back */
+
+	/* transaction ids: the open one, and the highest known durable (every
+	 * commit flushes the device, so all ids up to it are on disk) */
+	uint64_t tid_open, tid_durable;
 
 	enum corrupt_kind ckind;
 	uint64_t cwhen, cseen;       /* corrupt the cwhen-th matching transaction */
@@ -178,17 +185,32 @@ static errcode_t blkset_add(struct blkset *s, uint64_t blk)
 	return 0;
 }
 
-/* Removal by rebuild (rare: only when a freed block is explicitly taken back). */
+/* Removal with backward shift (linear probing): the entries after the hole
+ * that may live in it move up, so lookups never need tombstones.  O(1)
+ * expected: rolling back an operation that freed n blocks costs O(n). */
 static void blkset_remove(struct blkset *s, uint64_t blk)
 {
-	if (!blkset_has(s, blk))
+	if (!s->cap || blk == 0)
 		return;
-	struct blkset n = { 0 };
-	for (size_t i = 0; i < s->cap; i++)
-		if (s->slot[i] && s->slot[i] != blk && blkset_add(&n, s->slot[i]))
-			return;   /* out of memory: keep the old set (it only over-protects) */
-	free(s->slot);
-	*s = n;
+	size_t mask = s->cap - 1, hole = bs_slot(blk, s->cap);
+	while (s->slot[hole] != blk) {
+		if (s->slot[hole] == 0)
+			return;
+		hole = (hole + 1) & mask;
+	}
+	s->slot[hole] = 0;
+	s->count--;
+	for (size_t j = (hole + 1) & mask; s->slot[j]; j = (j + 1) & mask) {
+		size_t home = bs_slot(s->slot[j], s->cap);
+		/* the entry at j may move to the hole unless its home lies
+		 * cyclically in (hole, j] */
+		bool stays = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
+		if (stays)
+			continue;
+		s->slot[hole] = s->slot[j];
+		s->slot[j] = 0;
+		hole = j;
+	}
 }
 
 static void blkset_clear(struct blkset *s)
@@ -1039,6 +1061,7 @@ struct cset {
 	struct ovl_ent **hash;      /* lookups for reads while it is in flight */
 	size_t nhash;
 	struct blkset freed;
+	uint64_t tid;
 	errcode_t result;
 	bool done;                  /* under t->cm */
 };
@@ -1228,7 +1251,9 @@ static errcode_t run_cset(struct txn *t, struct cset *c)
 	if (err)
 		goto fail;
 	if (verdict) {
+		pthread_rwlock_wrlock(&t->chk_lock);
 		int ret = chk_advance(t->chk, verdict);
+		pthread_rwlock_unlock(&t->chk_lock);
 		chk_verdict_free(verdict);
 		verdict = NULL;
 		if (ret < 0) {
@@ -1333,6 +1358,7 @@ static errcode_t prepare(struct txn *t, struct cset **out)
 	}
 	c->freed = t->freed;
 	memset(&t->freed, 0, sizeof(t->freed));
+	c->tid = t->tid_open++;
 	t->ents = NULL;
 	t->nents = t->capents = 0;
 	t->hash = NULL;
@@ -1365,6 +1391,8 @@ static errcode_t retire(struct txn *t)
 	pthread_mutex_lock(&t->rc->ovl_lock);
 	errcode_t err = c->result;
 	if (!err) {
+		if (c->tid > t->tid_durable)
+			t->tid_durable = c->tid;
 		for (size_t i = 0; i < c->freed.cap; i++)
 			if (c->freed.slot[i])
 				ext2fs_unmark_block_bitmap2(t->fs->block_map, c->freed.slot[i]);
@@ -1423,9 +1451,16 @@ static errcode_t commit(struct txn *t, bool wait)
 	pthread_mutex_unlock(&rc->ovl_lock);
 	if (err)
 		return err;
-	if (!c)
-		/* fsync of data alone: nothing to log, but the data must be durable */
-		return wait ? rio_dev_flush(&rc->dev) : 0;
+	if (!c) {
+		/* fsync of data alone: nothing to log, but the data must be
+		 * durable; then the open transaction counts as committed */
+		if (!wait)
+			return 0;
+		err = rio_dev_flush(&rc->dev);
+		if (!err)
+			t->tid_durable = t->tid_open++;
+		return err;
+	}
 	t->committing = c;
 	if (t->thread_running && !wait) {
 		pthread_mutex_lock(&t->cm);
@@ -1440,6 +1475,82 @@ static errcode_t commit(struct txn *t, bool wait)
 	c->done = true;
 	pthread_mutex_unlock(&t->cm);
 	return retire(t);
+}
+
+/* ---- the data guard ---- */
+
+/* Data of inode `ino` is about to be written to the blocks of ext: each must
+ * be free or a data block of ino in the checker's approved state.  Blocks a
+ * transaction not yet approved frees are never handed out again before the
+ * free is approved (the freed sets above), so a legitimate write always
+ * finds its block free or its own there.  A refusal is a violation: recorded
+ * and printed as a rejection is, the file system fails (EIO for this write,
+ * nothing of it written), unless on_violation=log lets it through. */
+errcode_t rio_txn_data_guard(struct txn *t, ext2_ino_t ino, const struct rio_extent *ext,
+			     unsigned n)
+{
+	if (!t->chk)
+		return 0;   /* checker off: no approved owner map to consult */
+	bool bad = false;
+	uint64_t blk = 0;
+	struct chk_block_info info = { 0 };
+	pthread_rwlock_rdlock(&t->chk_lock);
+	for (unsigned i = 0; i < n && !bad; i++)
+		for (uint32_t k = 0; k < ext[i].count && !bad; k++)
+			if (!chk_data_block_ok(t->chk, ext[i].blk + k, ino)) {
+				bad = true;
+				blk = ext[i].blk + k;
+				chk_block_info(t->chk, blk, &info);
+			}
+	pthread_rwlock_unlock(&t->chk_lock);
+	if (!bad)
+		return 0;
+
+	struct txn_totals *tt = &t->rc->totals;
+	char text[512], what[160], rec1[160], rec2[160];
+	bool group_owned = !strcmp(info.type, "bbitmap") || !strcmp(info.type, "ibitmap") ||
+			   !strcmp(info.type, "itable");
+	bool ino_refused = !strcmp(info.type, "free") ||
+			   (!strcmp(info.type, "data") && info.owner == ino);
+	if (ino_refused)
+		snprintf(what, sizeof(what), "%s, but inode %u may not own file data (reserved or "
+			 "journal inode)", info.type, ino);
+	else if (group_owned)
+		snprintf(what, sizeof(what), "%s of group %u (static metadata)", info.type, info.owner);
+	else if (info.owner == 0)
+		snprintf(what, sizeof(what), "%s (static metadata)", info.type);
+	else
+		snprintf(what, sizeof(what), "%s block %u of inode %u", info.type, info.lblk, info.owner);
+	snprintf(text, sizeof(text),
+		 "INV_BLOCK_OWNED_ONCE: data write of inode %u to block %" PRIu64 " refused before "
+		 "it reached the disk: the checker's approved state has that block as %s%s\n",
+		 ino, blk, what, !ino_refused ?
+		 " (a block bitmap that says it is free is wrong)" : "");
+	snprintf(rec1, sizeof(rec1), "inode | %u | data write | 0 | %" PRIu64, ino, blk);
+	snprintf(rec2, sizeof(rec2), "%s | %u | %s block | %" PRIu64 " | %" PRIu64,
+		 group_owned ? "bgd" : "inode", info.owner, info.type, blk, blk);
+	char **recs = calloc(2, sizeof(*recs));
+	size_t nrec = 0;
+	if (recs) {
+		if ((recs[nrec] = strdup(rec1)))
+			nrec++;
+		if ((recs[nrec] = strdup(rec2)))
+			nrec++;
+	}
+	size_t len = strlen(text);
+	snprintf(text + len, sizeof(text) - len, "  %s\n  %s\n", rec1, rec2);
+	pthread_mutex_lock(&tt->lock);
+	if (recs)
+		add_violation(tt, "INV_BLOCK_OWNED_ONCE", recs, nrec);
+	set_last_violation(tt, text);
+	pthread_mutex_unlock(&tt->lock);
+	fprintf(stderr, "recon-fuse: data write refused by the guard:\n%s", text);
+	if (rio_cfg.on_violation == RIO_ONV_LOG) {
+		fprintf(stderr, "recon-fuse: on_violation=log: WRITING THE REFUSED DATA\n");
+		return 0;
+	}
+	tt->failed = true;
+	return EIO;
 }
 
 /* ---- public calls ---- */
@@ -1477,6 +1588,7 @@ void rio_txn_free(struct txn *t)
 	t->committing = NULL;
 	pthread_mutex_destroy(&t->cm);
 	pthread_cond_destroy(&t->cv);
+	pthread_rwlock_destroy(&t->chk_lock);
 	ovl_clear(t);
 	free(t->ents);
 	free(t->hash);
@@ -1539,7 +1651,9 @@ errcode_t rio_txn_attach(ext2_filsys fs)
 	t->bs = fs->blocksize;
 	pthread_mutex_init(&t->cm, NULL);
 	pthread_cond_init(&t->cv, NULL);
+	pthread_rwlock_init(&t->chk_lock, NULL);
 	t->rng = rio_cfg.fault_seed * 0xD1B54A32D192ED03ull + 0x8CB92BA72F3D8DD7ull;
+	t->tid_open = 1;
 	errcode_t err = parse_corrupt(t, rio_cfg.fault_corrupt);
 	if (err) {
 		fprintf(stderr, "recon-fuse: bad fault_corrupt '%s'\n", rio_cfg.fault_corrupt);
@@ -1746,6 +1860,28 @@ errcode_t rio_txn_rollback(io_channel ch)
 	return err;
 }
 
+void rio_txn_ids(io_channel ch, uint64_t *open, uint64_t *durable)
+{
+	*open = *durable = 0;
+	if (!ch || ch->magic != EXT2_ET_MAGIC_IO_CHANNEL || ch->manager != rio_io_manager)
+		return;
+	struct txn *t = rio_chan_of(ch)->txn;
+	if (!t)
+		return;
+	*open = t->tid_open;
+	*durable = t->tid_durable;
+}
+
+uint64_t rio_txn_pending_frees(io_channel ch)
+{
+	if (!ch || ch->magic != EXT2_ET_MAGIC_IO_CHANNEL || ch->manager != rio_io_manager)
+		return 0;
+	struct txn *t = rio_chan_of(ch)->txn;
+	if (!t)
+		return 0;
+	return t->freed.count + (t->committing ? t->committing->freed.count : 0);
+}
+
 bool rio_txn_failed(io_channel ch)
 {
 	if (!ch || ch->magic != EXT2_ET_MAGIC_IO_CHANNEL || ch->manager != rio_io_manager)
@@ -1759,6 +1895,55 @@ const char *rio_txn_last_violation(io_channel ch)
 	if (!ch || ch->magic != EXT2_ET_MAGIC_IO_CHANNEL || ch->manager != rio_io_manager)
 		return NULL;
 	return rio_chan_of(ch)->totals.last_violation;
+}
+
+errcode_t rio_txn_base_check(ext2_filsys fs, char **report)
+{
+	struct rio_chan *rc = chan_of_fs(fs);
+	*report = NULL;
+	if (!rc)
+		return EXT2_ET_MAGIC_IO_CHANNEL;
+	struct txn *t = rc->txn;
+	if (!t)
+		return EXT2_ET_INVALID_ARGUMENT;
+	struct chk_fs *chk = t->chk, *own = NULL;
+	int ret = 0;
+	if (!chk) {
+		/* checker=off: a shadow state of its own, for this check alone */
+		char msg[256] = "";
+		struct chk_options opt = { .cache_bytes = (size_t)rio_cfg.checker_cache_mb << 20 };
+		ret = chk_attach(&own, approved_read_cb, rc, &opt, msg, sizeof(msg));
+		if (ret < 0) {
+			fprintf(stderr, "recon-fuse: checker: %s\n", msg[0] ? msg : strerror(-ret));
+			return (errcode_t)-ret;
+		}
+		chk = own;
+	}
+	struct chk_verdict *v = NULL;
+	ret = chk_scan(chk, &v);
+	errcode_t err = ret < 0 ? (errcode_t)-ret : 0;
+	size_t n = v ? chk_verdict_nviolations(v) : 0;
+	if (!err && n) {
+		/* the first few, one a line, and how many more */
+		size_t cap = 4096, used = 0;
+		char *buf = malloc(cap);
+		if (!buf)
+			err = ENOMEM;
+		for (size_t i = 0; buf && i < n && i < 8; i++) {
+			const struct chk_violation *x = chk_verdict_violation(v, i);
+			int k = snprintf(buf + used, cap - used, "%s%s: %s", i ? "\n" : "",
+					 x->inv ? x->inv->id : "?", x->detail ? x->detail : "");
+			if (k < 0 || (size_t)k >= cap - used)
+				break;
+			used += (size_t)k;
+		}
+		if (buf && n > 8)
+			snprintf(buf + used, cap - used, "\n(and %zu more)", n - 8);
+		*report = buf;
+	}
+	chk_verdict_free(v);
+	chk_detach(own);
+	return err;
 }
 
 errcode_t rio_txn_detach(ext2_filsys fs)

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Crash consistency (issue 4): a workload of creates, writes, renames, deletes
+# Crash consistency: a workload of creates, writes, renames, deletes
 # and fsyncs under -o deterministic, once clean (its stats give device_writes
 # W), then with a power cut at CRASH_POINTS evenly spread write requests N in
 # 1..W, each with CRASH_SEEDS seeds (-o fault_crash_after=N,fault_seed=S).
@@ -7,7 +7,9 @@
 # (loop mount, read, umount: journal replay and orphans), one by our own
 # mount; e2fsck -fn must exit 0 on both, and every file whose fsync returned
 # success (and every rename a later fsyncdir made durable) must read back
-# intact on both.  Prints "points tried N, consistent N"; the bar is all.
+# intact on both.  The workload goes on after the cut: files written before a
+# commit the cut fails are fsynced after it, and a 0 from those fsyncs (a
+# promise for changes that were discarded) shows as a lost file.  Prints "points tried N, consistent N"; the bar is all.
 # Environment: CRASH_POINTS (default 40), CRASH_SEEDS (default 2),
 # CRASH_BLOCKSIZE (default 1024), CRASH_OPTS (more -o options for the
 # workload's mounts: CRASH_OPTS=journal=off shows what the sweep catches when
@@ -81,6 +83,19 @@ def fsyncdir(d):
 for d in range(4):
     attempt(os.mkdir, os.path.join(mnt, "d%d" % d))
 scratch = []   # names that may be renamed over or deleted
+late = []      # written and left open: fsynced after the next commit (a cut may fail it)
+fsyncs = {"ok": 0, "failed": 0}
+def sync_late():
+    """fsync (or fdatasync) what was written an iteration ago; 0 is a promise."""
+    for name, fd, data, datasync in late:
+        try:
+            (os.fdatasync if datasync else os.fsync)(fd)
+            fsyncs["ok"] += 1
+            durable(name, data)
+        except OSError:
+            fsyncs["failed"] += 1
+        attempt(os.close, fd)
+    late.clear()
 for i in range(32):
     d = "d%d" % (i % 4)
     # sizes cross the direct / indirect / double-indirect thresholds of 1 KiB blocks
@@ -89,6 +104,20 @@ for i in range(32):
     name = "%s/keep%d" % (d, i)
     if write_file(name, data, True):
         durable(name, data)
+    # the files written before this commit: if it failed (the cut), their
+    # changes were discarded with it and their fsync must not return 0
+    sync_late()
+    lname, ldata = "%s/late%d" % (d, i), pattern("late%d" % i, 1500 + 4099 * (i % 5))
+    try:
+        fd = os.open(os.path.join(mnt, lname), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    except OSError:
+        fd = None
+    if fd is not None:
+        try:
+            os.write(fd, ldata)
+            late.append((lname, fd, ldata, i % 2 == 1))
+        except OSError:
+            attempt(os.close, fd)
     # unsynced files: renamed over each other and deleted
     tmp = "%s/tmp%d" % (d, i)
     write_file(tmp, pattern("tmp%d" % i, 3000 + 97 * i), False)
@@ -117,6 +146,8 @@ for i in range(32):
         write_file(os.path.relpath(os.path.join(sub, "x"), mnt), b"x" * 5000, False)
         attempt(os.unlink, os.path.join(sub, "x"))
         attempt(os.rmdir, sub)
+sync_late()
+print("fsyncs of files written before a commit: %(ok)d returned 0, %(failed)d failed" % fsyncs)
 # an open file unlinked at the end: an orphan if the cut comes now
 try:
     fd = os.open(os.path.join(mnt, "d0/orphan"), os.O_RDWR | os.O_CREAT, 0o644)

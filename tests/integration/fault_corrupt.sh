@@ -1,5 +1,5 @@
 #!/bin/bash
-# Corruption never reaches the disk (issue 4): for every KIND of
+# Corruption never reaches the disk: for every KIND of
 # -o fault_corrupt=KIND@N at a couple of N, a workload of rounds of metadata
 # changes, each ending in fsync; the transaction the fault corrupts must be
 # rejected by the checker: the call that commits it fails, every later write

@@ -44,7 +44,7 @@ is_asan() { ldd "$RECON_FUSE" 2>/dev/null | grep -q 'libasan'; }
 if is_asan; then TMUL=4; else TMUL=1; fi
 
 need_root() {
-	[ "$(id -u)" -eq 0 ] || skip "needs root (run: sudo tests/run)"
+	[ "$(id -u)" -eq 0 ] || skip "needs root (tests/run runs itself through sudo when not root)"
 	[ -c /dev/fuse ] || skip "no /dev/fuse"
 	command -v fusermount3 >/dev/null || skip "no fusermount3"
 	command -v e2fsck >/dev/null || skip "no e2fsck"
@@ -130,10 +130,11 @@ wait_daemon() {
 	[ "$RECON_STATUS" -eq 0 ]
 }
 
-# umount_recon MNT: fusermount3 -u, then wait for the daemon (RECON_PID) and
-# require exit status 0.  Returns non-zero after recording the failure.
+# umount_recon MNT [STATUS]: fusermount3 -u, then wait for the daemon
+# (RECON_PID), whose exit status must be STATUS (default 0; 3 when a rejected
+# commit discarded work).  Returns non-zero after recording the failure.
 umount_recon() {
-	local mnt=$1 i pid=$RECON_PID
+	local mnt=$1 want=${2:-0} i pid=$RECON_PID
 	for ((i = 0; i < 50; i++)); do
 		fusermount3 -u "$mnt" 2>"$SCRATCH/umount.err" && break
 		is_mounted "$mnt" || break
@@ -145,11 +146,12 @@ umount_recon() {
 	fi
 	[ -n "$pid" ] || return 0
 	RECON_PID=
-	if ! wait_daemon "$pid" $((60 * TMUL)); then
+	wait_daemon "$pid" $((60 * TMUL))
+	if [ "$RECON_STATUS" -ne "$want" ]; then
 		if [ "$RECON_STATUS" -eq 124 ]; then
 			fail "recon-fuse did not exit within $((60 * TMUL)) s of the unmount (killed)"
 		else
-			fail "recon-fuse exited with status $RECON_STATUS at unmount"
+			fail "recon-fuse exited with status $RECON_STATUS at unmount, want $want"
 		fi
 		sed 's/^/    /' "$RECON_LOG" | tail -30
 		return 1

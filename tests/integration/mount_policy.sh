@@ -1,5 +1,5 @@
 #!/bin/bash
-# What recon-fuse mounts how (issue 2, issue 4):
+# What recon-fuse mounts how:
 #  - features it does not support (extents, 64bit, flex_bg, metadata_csum,
 #    MMP, bigalloc): read-write refused with a message naming the feature and
 #    offering -o ro; -o ro mounts and reads;

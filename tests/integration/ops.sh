@@ -264,7 +264,7 @@ c.ok(sv.f_bfree >= before - 8, "statfs free blocks come back after unlink (%d ->
 
 # fallocate: mode 0 allocates zeroed blocks and extends; PUNCH_HOLE punches (as the
 # kernel on block-mapped files: posix_diff.sh compares it); other modes EOPNOTSUPP
-# (issue 2's contract; the kernel's ext4 driver refuses even mode 0 on block-mapped files)
+# (recon-fuse's choice; the kernel's ext4 driver refuses even mode 0 on block-mapped files)
 fd = os.open("fa", os.O_CREAT | os.O_RDWR, 0o644)
 os.write(fd, b"abc")
 c.succeeds(fallocate, fd, 0, 0, 1 << 20)

@@ -34,8 +34,8 @@ from pylib import FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANG
 # the difference is exactly the expected one; anything else that differs fails.
 EXPECTED = {
     # The kernel's ext4 driver serving ext3 refuses fallocate on block-mapped
-    # (non-extent) files; issue 2 decided that recon-fuse allocates zeroed
-    # blocks and extends the size for mode 0 (README, "Driver").
+    # (non-extent) files; recon-fuse allocates zeroed
+    # blocks and extends the size for mode 0 (README.md, "Limits").
     "fallocate/mode0": lambda k, o, bs: k == "err:" + errno.errorcode[errno.EOPNOTSUPP] and o == "ok",
     # ... so the file is empty on the kernel and 5 blocks long on recon-fuse
     "fallocate/mode0-stat": lambda k, o, bs: (
@@ -57,6 +57,11 @@ EXPECTED = {
     r"fallocate/punch-.*-fstat": lambda k, o, bs: (
         dict(k, blocks=0) == dict(o, blocks=0)
         and 0 < k["blocks"] - o["blocks"] <= 3 * bs // 512),
+    # Opening an immutable file for writing as a user without write
+    # permission: the kernel's VFS tests immutability first (EPERM); the FUSE
+    # client checks the permission bits (default_permissions) before the
+    # request reaches the daemon, which alone knows the flag (EACCES).
+    "flags/user-write-imm": lambda k, o, bs: k == "err:EPERM" and o == "err:EACCES",
 }
 
 UTIME_NOW = (1 << 30) - 1
@@ -1272,9 +1277,538 @@ def sec_user(r):
     os.chdir("..")
 
 
+# ---------------------------------------------------------------- ACLs
+
+A_UOBJ, A_USER, A_GOBJ, A_GROUP, A_MASK, A_OTHER = 1, 2, 4, 8, 0x10, 0x20
+ACL_ACCESS = "system.posix_acl_access"
+ACL_DEFAULT = "system.posix_acl_default"
+
+
+def acl_bytes(entries, version=2):
+    """An ACL in the posix_acl_xattr format: [(tag, perm, id)]."""
+    return struct.pack("<I", version) + b"".join(
+        struct.pack("<HHI", t, p, i if t in (A_USER, A_GROUP) else 0xffffffff) for t, p, i in entries)
+
+
+def acl_of(path, name=ACL_ACCESS):
+    """The ACL as a readable list (or the errno): what getfacl would show."""
+    try:
+        v = os.getxattr(path, name, follow_symlinks=False)
+    except OSError as e:
+        return err_name(e)
+    if len(v) < 4 or (len(v) - 4) % 8:
+        return "bad:%d" % len(v)
+    out = ["v%d" % struct.unpack_from("<I", v)[0]]
+    for off in range(4, len(v), 8):
+        t, p, i = struct.unpack_from("<HHI", v, off)
+        out.append("%x:%o:%d" % (t, p, i if t in (A_USER, A_GROUP) else -1))
+    return out
+
+
+def sec_acl(r):
+    """POSIX ACLs: enforcement for the owner, a named user, a group member
+    and others; the mode an access ACL sets; chmod and the mask; default
+    ACLs inherited with the umask rules; malformed values refused."""
+    uid, gid = r.uid, r.gid
+    os.mkdir("acl", 0o777)
+    os.chmod("acl", 0o755)
+    os.chdir("acl")
+    write_file("f", b"acl data")
+    os.chmod("f", 0o644)
+    deny_user = acl_bytes([(A_UOBJ, 6, 0), (A_USER, 0, uid), (A_GOBJ, 4, 0), (A_MASK, 4, 0), (A_OTHER, 4, 0)])
+    before = age("f")["f"]
+    r.do("set-deny-user", os.setxattr, "f", ACL_ACCESS, deny_user)
+    r.rec("set-deny-user-times", moved(before, "f"))
+    r.rec("deny-user-stat", lst("f"))
+    r.rec("deny-user-acl", acl_of("f"))
+    r.rec("deny-user-list", sorted(os.listxattr("f")))
+    write_file("rw-user", b"for the user")
+    os.chmod("rw-user", 0o600)
+    r.do("set-rw-user", os.setxattr, "rw-user", ACL_ACCESS,
+         acl_bytes([(A_UOBJ, 6, 0), (A_USER, 6, uid), (A_GOBJ, 0, 0), (A_MASK, 6, 0), (A_OTHER, 0, 0)]))
+    r.rec("rw-user-stat", lst("rw-user"))
+    write_file("masked", b"mask limits")
+    os.chmod("masked", 0o600)
+    r.do("set-masked", os.setxattr, "masked", ACL_ACCESS,
+         acl_bytes([(A_UOBJ, 6, 0), (A_USER, 6, uid), (A_GOBJ, 0, 0), (A_MASK, 4, 0), (A_OTHER, 0, 0)]))
+    write_file("grp", b"group entry")
+    os.chmod("grp", 0o600)
+    r.do("set-grp", os.setxattr, "grp", ACL_ACCESS,
+         acl_bytes([(A_UOBJ, 6, 0), (A_GOBJ, 0, 0), (A_GROUP, 6, 4321), (A_MASK, 6, 0), (A_OTHER, 0, 0)]))
+    os.mkdir("d", 0o700)
+    os.chmod("d", 0o700)
+    r.do("set-dir-user", os.setxattr, "d", ACL_ACCESS,
+         acl_bytes([(A_UOBJ, 7, 0), (A_USER, 7, uid), (A_GOBJ, 0, 0), (A_MASK, 7, 0), (A_OTHER, 0, 0)]))
+    r.rec("dir-user-stat", lst("d"))
+    # the user's own file in a group it is not in, set-group-id
+    write_file("own-sgid", b"x")
+    os.chown("own-sgid", uid, 0)
+    os.chmod("own-sgid", 0o2775)
+
+    def body(rec):
+        user_do(rec, "user-read-denied", content_or_raise, "f")
+        user_do(rec, "user-access-denied", os.access, "f", os.R_OK, show=str)
+        user_do(rec, "user-rw", content_or_raise, "rw-user")
+        fd = user_do(rec, "user-write-rw", os.open, "rw-user", os.O_WRONLY)
+        if fd is not None:
+            os.close(fd)
+        fd = user_do(rec, "user-write-masked", os.open, "masked", os.O_WRONLY)
+        if fd is not None:
+            os.close(fd)
+        user_do(rec, "user-read-masked", content_or_raise, "masked")
+        user_do(rec, "user-read-grp-nonmember", content_or_raise, "grp")
+        fd = user_do(rec, "user-create-in-dir", os.open, "d/mine", os.O_CREAT | os.O_WRONLY, 0o644)
+        if fd is not None:
+            os.close(fd)
+        rec("user-create-in-dir-stat", lst("d/mine"))
+        user_do(rec, "user-list-dir", os.listdir, "d", show=sorted)
+        user_do(rec, "user-set-not-owner", os.setxattr, "f", ACL_ACCESS,
+                acl_bytes([(A_UOBJ, 7, 0), (A_GOBJ, 7, 0), (A_OTHER, 7, 0)]))
+        user_do(rec, "user-set-own-sgid", os.setxattr, "own-sgid", ACL_ACCESS,
+                acl_bytes([(A_UOBJ, 7, 0), (A_USER, 5, 0), (A_GOBJ, 5, 0), (A_MASK, 5, 0), (A_OTHER, 5, 0)]))
+        rec("user-set-own-sgid-stat", lst("own-sgid"))
+        user_do(rec, "user-chmod-own", os.chmod, "own-sgid", 0o751)
+        rec("user-chmod-own-acl", acl_of("own-sgid"))
+
+    as_user(r, uid, gid, body)
+
+    def body_member(rec):
+        user_do(rec, "member-read-grp", content_or_raise, "grp")
+        fd = user_do(rec, "member-write-grp", os.open, "grp", os.O_WRONLY)
+        if fd is not None:
+            os.close(fd)
+
+    as_user(r, uid, gid, body_member, groups=(4321,))
+
+    # the mode and the ACL follow each other
+    r.do("chmod-acl", os.chmod, "rw-user", 0o640)
+    r.rec("chmod-acl-acl", acl_of("rw-user"))
+    r.rec("chmod-acl-stat", lst("rw-user"))
+    r.do("set-mask-rwx", os.setxattr, "rw-user", ACL_ACCESS,
+         acl_bytes([(A_UOBJ, 6, 0), (A_USER, 6, uid), (A_GOBJ, 0, 0), (A_MASK, 7, 0), (A_OTHER, 1, 0)]))
+    r.rec("set-mask-rwx-stat", lst("rw-user"))
+    write_file("equiv", b"")
+    os.chmod("equiv", 0o600)
+    r.do("set-equiv", os.setxattr, "equiv", ACL_ACCESS,
+         acl_bytes([(A_UOBJ, 7, 0), (A_GOBJ, 5, 0), (A_OTHER, 1, 0)]))
+    r.rec("set-equiv-stat", lst("equiv"))
+    r.rec("set-equiv-acl", acl_of("equiv"))
+    r.do("remove-none", os.removexattr, "equiv", ACL_ACCESS)
+    r.do("remove-default-file", os.removexattr, "equiv", ACL_DEFAULT)
+    r.do("remove-acl", os.removexattr, "masked", ACL_ACCESS)
+    r.rec("remove-acl-stat", lst("masked"))
+    r.rec("remove-acl-list", sorted(os.listxattr("masked")))
+    r.do("header-only", os.setxattr, "grp", ACL_ACCESS, struct.pack("<I", 2))
+    r.rec("header-only-acl", acl_of("grp"))
+    r.do("default-on-file", os.setxattr, "f", ACL_DEFAULT,
+         acl_bytes([(A_UOBJ, 7, 0), (A_GOBJ, 5, 0), (A_OTHER, 1, 0)]))
+    good = [(A_UOBJ, 6, 0), (A_USER, 4, 1000), (A_GOBJ, 4, 0), (A_MASK, 4, 0), (A_OTHER, 4, 0)]
+    for name, value in (
+            ("version-1", acl_bytes(good, version=1)),
+            ("short", acl_bytes(good)[:-2]),
+            ("no-mask", acl_bytes([(A_UOBJ, 6, 0), (A_USER, 4, 1000), (A_GOBJ, 4, 0), (A_OTHER, 4, 0)])),
+            ("perm-8", acl_bytes([(A_UOBJ, 8, 0), (A_GOBJ, 4, 0), (A_OTHER, 4, 0)])),
+            ("two-owners", acl_bytes([(A_UOBJ, 6, 0), (A_UOBJ, 6, 0), (A_GOBJ, 4, 0), (A_OTHER, 4, 0)])),
+            ("out-of-order", acl_bytes([(A_GOBJ, 4, 0), (A_UOBJ, 6, 0), (A_OTHER, 4, 0)])),
+            ("no-other", acl_bytes([(A_UOBJ, 6, 0), (A_GOBJ, 4, 0)])),
+            ("bad-tag", acl_bytes([(A_UOBJ, 6, 0), (0x40, 4, 0), (A_GOBJ, 4, 0), (A_OTHER, 4, 0)])),
+            ("undefined-id", acl_bytes([(A_UOBJ, 6, 0), (A_USER, 4, 0xffffffff), (A_GOBJ, 4, 0),
+                                        (A_MASK, 4, 0), (A_OTHER, 4, 0)]))):
+        r.do("malformed-" + name, os.setxattr, "f", ACL_ACCESS, value)
+    r.rec("after-malformed-acl", acl_of("f"))
+    # many named users: the ACL leaves the inode for an EA block
+    many = [(A_UOBJ, 6, 0)] + [(A_USER, 4, 2000 + i) for i in range(40)] + \
+        [(A_GOBJ, 4, 0), (A_MASK, 4, 0), (A_OTHER, 0, 0)]
+    write_file("many", b"")
+    r.do("set-many", os.setxattr, "many", ACL_ACCESS, acl_bytes(many))
+    r.rec("set-many-stat", lst("many"))
+    r.rec("set-many-acl", acl_of("many"))
+
+    # default ACLs: inherited with the umask rules
+    os.mkdir("inherit", 0o755)
+    os.chmod("inherit", 0o777)
+    dflt = acl_bytes([(A_UOBJ, 7, 0), (A_USER, 5, uid), (A_GOBJ, 5, 0), (A_MASK, 7, 0), (A_OTHER, 0, 0)])
+    r.do("set-default", os.setxattr, "inherit", ACL_DEFAULT, dflt)
+    r.rec("set-default-stat", lst("inherit"))
+    old = os.umask(0o077)
+    try:
+        write_file("inherit/file", b"", 0o666)
+        os.mkdir("inherit/sub", 0o777)
+        os.mknod("inherit/fifo", 0o640 | stat.S_IFIFO)
+        os.symlink("file", "inherit/link")
+    finally:
+        os.umask(old)
+    for n in ("file", "sub", "fifo"):
+        r.rec("inherit-%s-stat" % n, lst("inherit/" + n))
+        r.rec("inherit-%s-acl" % n, acl_of("inherit/" + n))
+        r.rec("inherit-%s-default" % n, acl_of("inherit/" + n, ACL_DEFAULT))
+    r.rec("inherit-link-stat", lst("inherit/link"))
+    os.mkdir("inherit/sub/deeper", 0o750)
+    r.rec("inherit-deeper-stat", lst("inherit/sub/deeper"))
+    r.rec("inherit-deeper-default", acl_of("inherit/sub/deeper", ACL_DEFAULT))
+    # a default ACL that says no more than a mode: the file gets no access ACL
+    os.mkdir("plain-default", 0o755)
+    r.do("set-plain-default", os.setxattr, "plain-default", ACL_DEFAULT,
+         acl_bytes([(A_UOBJ, 7, 0), (A_GOBJ, 5, 0), (A_OTHER, 5, 0)]))
+    write_file("plain-default/f", b"", 0o640)
+    r.rec("plain-default-f-stat", lst("plain-default/f"))
+    r.rec("plain-default-f-list", sorted(os.listxattr("plain-default/f")))
+    # the umask applies where there is no default ACL
+    old = os.umask(0o027)
+    try:
+        write_file("umasked", b"", 0o666)
+        os.mkdir("umasked-dir", 0o777)
+    finally:
+        os.umask(old)
+    r.rec("umasked-stat", lst("umasked"))
+    r.rec("umasked-dir-stat", lst("umasked-dir"))
+
+    def body_inherit(rec):
+        os.umask(0o022)
+        fd = user_do(rec, "user-create-inherit", os.open, "inherit/ufile", os.O_CREAT | os.O_WRONLY, 0o666)
+        if fd is not None:
+            os.close(fd)
+        rec("user-create-inherit-stat", lst("inherit/ufile"))
+        rec("user-create-inherit-acl", acl_of("inherit/ufile"))
+        user_do(rec, "user-read-sub", os.listdir, "inherit/sub", show=sorted)
+
+    as_user(r, uid, gid, body_inherit)
+    r.rec("listing", listing("."))
+    os.chdir("..")
+
+
+# ---------------------------------------------------------------- inode flags
+
+FS_IOC_GETFLAGS, FS_IOC_SETFLAGS = 0x80086601, 0x40086602
+FS_IOC_GETVERSION, FS_IOC_SETVERSION = 0x80087601, 0x40087602
+FS_IOC_FSGETXATTR, FS_IOC_FSSETXATTR = 0x801c581f, 0x401c5820
+FL_SECRM, FL_SYNC, FL_IMMUTABLE, FL_APPEND, FL_NODUMP, FL_NOATIME = 0x1, 0x8, 0x10, 0x20, 0x40, 0x80
+FL_DIRSYNC, FL_TOPDIR = 0x10000, 0x20000
+
+
+def getflags(path):
+    import fcntl
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as e:
+        return err_name(e)
+    try:
+        b = bytearray(4)
+        fcntl.ioctl(fd, FS_IOC_GETFLAGS, b)
+        return "%x" % struct.unpack("<I", b)[0]
+    except OSError as e:
+        return err_name(e)
+    finally:
+        os.close(fd)
+
+
+def setflags(path, value):
+    import fcntl
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        fcntl.ioctl(fd, FS_IOC_SETFLAGS, struct.pack("<I", value))
+    finally:
+        os.close(fd)
+
+
+def fd_ioctl(path, req, arg):
+    import fcntl
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return fcntl.ioctl(fd, req, arg)
+    finally:
+        os.close(fd)
+
+
+def sec_flags(r):
+    """Inode flags: which FS_IOC_SETFLAGS values ext3 takes, stores or
+    refuses (regular files and directories, every bit), and how immutable,
+    append-only and no-atime files and directories answer every operation;
+    flags a new inode inherits; FS_IOC_FSGETXATTR/FSSETXATTR and
+    FS_IOC_GETVERSION/SETVERSION; chattr as the owner and as another user."""
+    uid, gid = r.uid, r.gid
+    os.mkdir("flags", 0o777)
+    os.chmod("flags", 0o777)
+    os.chdir("flags")
+    os.mkdir("bits")
+    for kind in ("file", "dir"):
+        for bit in range(32):
+            p = "bits/%s%d" % (kind, bit)
+            if kind == "file":
+                write_file(p, b"")
+            else:
+                os.mkdir(p)
+            r.do("set-%s-bit%d" % (kind, bit), setflags, p, 1 << bit)
+            r.rec("set-%s-bit%d-flags" % (kind, bit), getflags(p))
+            if getflags(p) not in ("0", "err:ENOTTY"):
+                setflags(p, 0)
+    r.rec("get-fifo", (os.mkfifo("fifo"), getflags("fifo"))[1])
+
+    # immutable file
+    write_file("imm", b"fixed")
+    os.setxattr("imm", "user.x", b"1")
+    before_fd = os.open("imm", os.O_RDWR)
+    r.do("set-imm", setflags, "imm", FL_IMMUTABLE)
+    r.rec("imm-flags", getflags("imm"))
+    for step, fn, args in (
+            ("imm-open-write", os.open, ("imm", os.O_WRONLY)),
+            ("imm-open-append", os.open, ("imm", os.O_WRONLY | os.O_APPEND)),
+            ("imm-open-trunc", os.open, ("imm", os.O_RDONLY | os.O_TRUNC)),
+            ("imm-truncate", os.truncate, ("imm", 0)),
+            ("imm-unlink", os.unlink, ("imm",)),
+            ("imm-rename", os.rename, ("imm", "imm2")),
+            ("imm-link", os.link, ("imm", "imm-link")),
+            ("imm-chmod", os.chmod, ("imm", 0o600)),
+            ("imm-chown", os.chown, ("imm", 1, 1)),
+            ("imm-utime-now", c_utimensat, ("imm", UTIME_NOW, UTIME_NOW)),
+            ("imm-utime-set", c_utimensat, ("imm", 10**18, 10**18)),
+            ("imm-setxattr", os.setxattr, ("imm", "user.y", b"2")),
+            ("imm-removexattr", os.removexattr, ("imm", "user.x")),
+            ("imm-setacl", os.setxattr, ("imm", ACL_ACCESS,
+                                        acl_bytes([(A_UOBJ, 6, 0), (A_USER, 4, 7), (A_GOBJ, 4, 0),
+                                                   (A_MASK, 4, 0), (A_OTHER, 4, 0)]))),
+            ("imm-write-old-fd", os.pwrite, (before_fd, b"x", 0)),
+            ("imm-ftruncate-old-fd", os.ftruncate, (before_fd, 1)),
+            ("imm-fallocate-old-fd", fallocate, (before_fd, FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE, 0, 1))):
+        res = r.do(step, fn, *args)
+        if isinstance(res, int) and step.startswith("imm-open"):
+            os.close(res)
+    os.close(before_fd)
+    r.rec("imm-content", content("imm"))
+    r.rec("imm-stat", lst("imm"))
+    r.rec("imm-xattrs", xattrs("imm"))
+    r.do("imm-read", content_or_raise, "imm")
+
+    # append-only file
+    write_file("app", b"start")
+    r.do("set-app", setflags, "app", FL_APPEND)
+    fd = r.do("app-open-write", os.open, "app", os.O_WRONLY)
+    if fd is not None:
+        os.close(fd)
+    fd = r.do("app-open-append", os.open, "app", os.O_WRONLY | os.O_APPEND)
+    if fd is not None:
+        r.do("app-write", os.write, fd, b"+more", show=str)
+        r.do("app-pwrite-0", os.pwrite, fd, b"!", 0, show=str)
+        r.do("app-ftruncate", os.ftruncate, fd, 0)
+        r.do("app-punch", fallocate, fd, FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE, 0, 1)
+        os.close(fd)
+    for step, fn, args in (
+            ("app-open-trunc", os.open, ("app", os.O_WRONLY | os.O_APPEND | os.O_TRUNC)),
+            ("app-truncate", os.truncate, ("app", 0)),
+            ("app-unlink", os.unlink, ("app",)),
+            ("app-rename", os.rename, ("app", "app2")),
+            ("app-link", os.link, ("app", "app-link")),
+            ("app-chmod", os.chmod, ("app", 0o600)),
+            ("app-chown", os.chown, ("app", 1, 1)),
+            ("app-utime-now", c_utimensat, ("app", UTIME_NOW, UTIME_NOW)),
+            ("app-utime-set", c_utimensat, ("app", 10**18, 10**18)),
+            ("app-setxattr", os.setxattr, ("app", "user.y", b"2"))):
+        res = r.do(step, fn, *args)
+        if isinstance(res, int) and step.startswith("app-open"):
+            os.close(res)
+    r.rec("app-content", content("app"))
+    r.rec("app-stat", lst("app"))
+
+    # no-atime
+    write_file("noat", b"read me")
+    r.do("set-noatime", setflags, "noat", FL_NOATIME)
+    os.utime("noat", (OLD, OLD))
+    content("noat")
+    r.rec("noatime-atime-kept", os.stat("noat").st_atime == OLD)
+
+    # immutable and append-only directories
+    for d, fl in (("imm-dir", FL_IMMUTABLE), ("app-dir", FL_APPEND)):
+        os.mkdir(d)
+        write_file(d + "/old", b"")
+        os.mkdir(d + "/olddir")
+        write_file("into-" + d, b"")
+        write_file("over-" + d, b"")
+        write_file(d + "/victim", b"")
+        r.do("set-" + d, setflags, d, fl)
+        for step, fn, args in (
+                ("create", write_file, (d + "/new", b"")),
+                ("mkdir", os.mkdir, (d + "/newdir",)),
+                ("mknod", os.mkfifo, (d + "/fifo",)),
+                ("symlink", os.symlink, ("x", d + "/sym")),
+                ("link-in", os.link, ("into-" + d, d + "/hard")),
+                ("unlink", os.unlink, (d + "/old",)),
+                ("rmdir", os.rmdir, (d + "/olddir",)),
+                ("rename-out", os.rename, (d + "/victim", "out-of-" + d)),
+                ("rename-in", os.rename, ("into-" + d, d + "/moved-in")),
+                ("rename-over", os.rename, ("over-" + d, d + "/victim")),
+                ("rename-within", os.rename, (d + "/old", d + "/old2")),
+                ("chmod", os.chmod, (d, 0o700)),
+                ("utime-set", c_utimensat, (d, 10**18, 10**18)),
+                ("list", os.listdir, (d,))):
+            r.do("%s-%s" % (d, step), fn, *args, show=sorted if step == "list" else None)
+
+    # inheritance
+    os.mkdir("inh")
+    r.do("set-inherit", setflags, "inh", FL_SYNC | FL_NOATIME | FL_NODUMP | FL_DIRSYNC | FL_TOPDIR | FL_SECRM)
+    write_file("inh/file", b"synced")
+    os.mkdir("inh/dir")
+    os.symlink("file", "inh/link")
+    os.mkfifo("inh/fifo")
+    for n in ("file", "dir", "fifo"):
+        r.rec("inherit-" + n, getflags("inh/" + n))
+    r.rec("inherit-content", content("inh/file"))
+
+    # FS_IOC_FSGETXATTR / FSSETXATTR, FS_IOC_GETVERSION / SETVERSION
+    write_file("xf", b"")
+    setflags("xf", FL_SYNC | FL_NODUMP | FL_NOATIME | FL_SECRM)
+    r.do("fsgetxattr", fd_ioctl, "xf", FS_IOC_FSGETXATTR, bytes(28),
+         show=lambda b: list(struct.unpack("<5I", b[:20])))
+    r.do("fssetxattr", fd_ioctl, "xf", FS_IOC_FSSETXATTR,
+         struct.pack("<5I8x", 0x20 | 0x80, 0, 0, 0, 0))
+    r.rec("fssetxattr-flags", getflags("xf"))
+    r.do("fssetxattr-extsize", fd_ioctl, "xf", FS_IOC_FSSETXATTR,
+         struct.pack("<5I8x", 0x800, 4096, 0, 0, 0))
+    r.do("fssetxattr-projid", fd_ioctl, "xf", FS_IOC_FSSETXATTR, struct.pack("<5I8x", 0, 0, 0, 5, 0))
+    r.do("getversion", fd_ioctl, "xf", FS_IOC_GETVERSION, bytes(8), show=lambda b: len(b))
+    r.do("setversion", fd_ioctl, "xf", FS_IOC_SETVERSION, struct.pack("<q", 12345))
+    r.do("getversion-after", fd_ioctl, "xf", FS_IOC_GETVERSION, bytes(8),
+         show=lambda b: struct.unpack("<I", b[:4])[0])
+
+    # as a user: the owner may set the ordinary flags, not immutable or
+    # append-only (CAP_LINUX_IMMUTABLE); others may set nothing
+    write_file("users", b"")
+    os.chown("users", uid, gid)
+    write_file("roots", b"")
+
+    def body(rec):
+        user_do(rec, "user-get", getflags, "users", show=str)
+        user_do(rec, "user-set-nodump", setflags, "users", FL_NODUMP)
+        rec("user-set-nodump-flags", getflags("users"))
+        user_do(rec, "user-set-immutable", setflags, "users", FL_IMMUTABLE)
+        user_do(rec, "user-set-append", setflags, "users", FL_APPEND)
+        user_do(rec, "user-set-not-owner", setflags, "roots", FL_NODUMP)
+        user_do(rec, "user-get-not-owner", getflags, "roots", show=str)
+        user_do(rec, "user-setversion-not-owner", fd_ioctl, "roots", FS_IOC_SETVERSION,
+                struct.pack("<q", 1))
+        user_do(rec, "user-write-imm", os.open, "imm", os.O_WRONLY)
+
+    as_user(r, uid, gid, body)
+    r.do("root-set-immutable-users", setflags, "users", FL_IMMUTABLE | FL_NODUMP)
+    r.rec("root-set-immutable-users-flags", getflags("users"))
+    # leave nothing immutable behind (e2fsck and later sections)
+    for p in ("imm", "app", "imm-dir", "app-dir", "users"):
+        setflags(p, 0)
+    r.rec("listing", listing("."))
+    os.chdir("..")
+
+
+# ---------------------------------------------------------------- who may do what
+
+def sec_matrix(r):
+    """The same operations as root, as the owner of the files, as a member
+    of their group (a supplementary group) and as another user, each on its
+    own copy of one fixture: plain modes, a named-user and a named-group
+    ACL, a default ACL, a sticky directory, xattrs, flags."""
+    owner, group = r.uid, 4321
+    who = (("root", 0, 0, ()), ("owner", owner, r.gid, ()),
+           ("member", 4000, 4000, (group,)), ("other", 4001, 4001, ()))
+    os.mkdir("matrix", 0o755)
+    os.chmod("matrix", 0o755)
+    os.chdir("matrix")
+    for name, _, _, _ in who:
+        os.mkdir(name)
+        os.chown(name, owner, group)
+        os.chmod(name, 0o775)
+        for f, mode in (("f", 0o640), ("g", 0o664), ("x", 0o750), ("ro", 0o444)):
+            write_file("%s/%s" % (name, f), b"matrix " + f.encode())
+            os.chown("%s/%s" % (name, f), owner, group)
+            os.chmod("%s/%s" % (name, f), mode)
+        write_file(name + "/acl", b"acl file")
+        os.chown(name + "/acl", owner, group)
+        os.chmod(name + "/acl", 0o600)
+        os.setxattr(name + "/acl", ACL_ACCESS,
+                    acl_bytes([(A_UOBJ, 6, 0), (A_USER, 4, 4001), (A_GOBJ, 0, 0), (A_GROUP, 6, group),
+                               (A_MASK, 6, 0), (A_OTHER, 0, 0)]))
+        os.mkdir(name + "/sub")
+        os.chown(name + "/sub", owner, group)
+        os.chmod(name + "/sub", 0o770)
+        os.setxattr(name + "/sub", ACL_DEFAULT,
+                    acl_bytes([(A_UOBJ, 7, 0), (A_USER, 7, 4001), (A_GOBJ, 5, 0), (A_MASK, 7, 0),
+                               (A_OTHER, 0, 0)]))
+        write_file(name + "/sub/victim", b"")
+        os.chown(name + "/sub/victim", owner, group)
+        os.mkdir(name + "/sticky")
+        os.chmod(name + "/sticky", 0o1777)
+        write_file(name + "/sticky/owners", b"")
+        os.chown(name + "/sticky/owners", owner, group)
+        os.chmod(name + "/sticky/owners", 0o666)
+        os.setxattr(name + "/g", "user.tag", b"v")
+
+    for name, uid, gid, groups in who:
+        def body(rec, d=name):
+            def do(step, fn, *args, show=None):
+                user_do(rec, step, fn, *args, show=show)
+            os.umask(0o022)
+            do("read-f", content_or_raise, d + "/f")
+            do("read-acl", content_or_raise, d + "/acl")
+            fd = user_do(rec, "write-open-g", os.open, d + "/g", os.O_WRONLY)
+            if fd is not None:
+                os.close(fd)
+            fd = user_do(rec, "write-open-acl", os.open, d + "/acl", os.O_WRONLY)
+            if fd is not None:
+                os.close(fd)
+            fd = user_do(rec, "write-open-ro", os.open, d + "/ro", os.O_WRONLY)
+            if fd is not None:
+                os.close(fd)
+            rec("access-x", [os.access(d + "/x", m) for m in (os.R_OK, os.W_OK, os.X_OK)])
+            rec("access-acl", [os.access(d + "/acl", m) for m in (os.R_OK, os.W_OK, os.X_OK)])
+            do("getxattr-user", os.getxattr, d + "/g", "user.tag", show=lambda v: v.decode())
+            do("setxattr-user", os.setxattr, d + "/g", "user.mine", b"1")
+            do("setxattr-trusted", os.setxattr, d + "/g", "trusted.mine", b"1")
+            do("listxattr", os.listxattr, d + "/g", show=sorted)
+            do("get-acl", acl_of, d + "/acl", show=str)
+            do("set-acl", os.setxattr, d + "/f", ACL_ACCESS,
+               acl_bytes([(A_UOBJ, 6, 0), (A_USER, 4, 4001), (A_GOBJ, 4, 0), (A_MASK, 4, 0), (A_OTHER, 0, 0)]))
+            do("utime-now", c_utimensat, d + "/g", UTIME_NOW, UTIME_NOW)
+            do("utime-set", c_utimensat, d + "/g", 10**18, 10**18)
+            do("getflags", getflags, d + "/g", show=str)
+            do("setflags-nodump", setflags, d + "/g", FL_NODUMP)
+            do("setflags-immutable", setflags, d + "/x", FL_IMMUTABLE)
+            do("create-in-sub", write_file, d + "/sub/new", b"new", 0o666)
+            rec("create-in-sub-stat", lst(d + "/sub/new"))
+            rec("create-in-sub-acl", acl_of(d + "/sub/new"))
+            do("mkdir-in-sub", os.mkdir, d + "/sub/newdir", 0o777)
+            rec("mkdir-in-sub-stat", lst(d + "/sub/newdir"))
+            do("link-into-sub", os.link, d + "/g", d + "/sub/hard")
+            do("rename-in-sub", os.rename, d + "/sub/victim", d + "/sub/renamed")
+            do("unlink-in-sub", os.unlink, d + "/sub/renamed")
+            do("sticky-create", write_file, d + "/sticky/mine", b"")
+            do("sticky-unlink-owners", os.unlink, d + "/sticky/owners")
+            do("chmod-f", os.chmod, d + "/f", 0o604)
+            rec("chmod-f-acl", acl_of(d + "/f"))
+            do("chgrp-f", os.chown, d + "/f", -1, group)
+            do("chown-f-self", os.chown, d + "/f", os.getuid(), -1)
+            do("chown-f-other", os.chown, d + "/f", 4242, -1)
+            rec("f-stat", lst(d + "/f"))
+            do("unlink-f", os.unlink, d + "/f")
+            do("rmdir-sub", os.rmdir, d + "/sub")
+
+        as_user(r, uid, gid, lambda rec, body=body, name=name: body(
+            lambda step, outcome: rec(name + "/" + step, outcome)), groups=groups)
+    for name, _, _, _ in who:
+        r.rec(name + "-listing", listing(name))
+        r.rec(name + "-sub-listing", listing(name + "/sub"))
+        for p in (name + "/x", name + "/g"):
+            try:
+                setflags(p, 0)
+            except OSError:
+                pass
+    os.chdir("..")
+
+
+def content_or_raise(path):
+    with open(path, "rb") as f:
+        return digest(f.read())
+
+
 SECTIONS = [sec_fresh, sec_open, sec_tmpfile, sec_holes, sec_truncate, sec_coherence, sec_unlinked, sec_rename,
             sec_links, sec_symlink, sec_dirs, sec_mknod, sec_modes, sec_times, sec_xattr,
-            sec_statfs, sec_fallocate, sec_user]
+            sec_statfs, sec_fallocate, sec_user, sec_acl, sec_flags, sec_matrix]
 
 
 def run(root, out, uid, gid):

@@ -6,7 +6,12 @@
 # rename, links, symlinks, directories, device nodes, setuid/setgid on chmod,
 # chown, write and truncate (root and a normal user), utimensat incl. times
 # before 1970 and after 2038, xattrs and security.capability, statvfs and its
-# deltas, a 500-entry directory, fallocate and punched holes, access()) runs
+# deltas, a 500-entry directory, fallocate and punched holes, access(), POSIX
+# ACLs (enforcement, mode and mask, default ACLs and the umask, malformed
+# values), inode flags and their ioctls (every FS_IOC_SETFLAGS bit, immutable,
+# append-only and no-atime files and directories, inheritance, FSGETXATTR,
+# GETVERSION), and one set of operations as root, as the files' owner, as a
+# member of their group and as another user) runs
 # on the kernel's ext3 driver and on recon-fuse, each on a copy of the same
 # fresh image, 1 KiB and 4 KiB blocks.  Every step's outcome must agree
 # (return value or errno, contents, stat fields, time relations, listings,

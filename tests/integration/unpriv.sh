@@ -7,8 +7,17 @@
 need_root
 ensure_test_user
 [ -u "$(command -v fusermount3)" ] || skip "fusermount3 is not setuid root"
-as_user test -r /dev/fuse -a -w /dev/fuse ||
-	skip "/dev/fuse is not usable by $TEST_USER (CI: chmod 666 /dev/fuse, as .ci/run does)"
+# /dev/fuse is mode 0666 on Debian (udev); a container may leave it 0600.
+# Then it is opened to others for this test's duration and its mode put back
+# after (under a lock, so two runs on one machine do not undo each other).
+exec 8>/tmp/recon-test-devfuse.lock
+flock 8
+if ! as_user test -r /dev/fuse -a -w /dev/fuse; then
+	fuse_mode=$(stat -c %a /dev/fuse)
+	chmod o+rw /dev/fuse || skip "cannot make /dev/fuse usable by $TEST_USER"
+	trap 'cleanup; chmod "$fuse_mode" /dev/fuse' EXIT
+	as_user test -r /dev/fuse -a -w /dev/fuse || die "/dev/fuse is still not usable by $TEST_USER"
+fi
 
 dir="$SCRATCH/user"
 mkdir -p "$dir/mnt"
@@ -20,7 +29,7 @@ debugfs -w -R "sif /secret mode 0100600" "$img" >/dev/null 2>&1
 chown -R "$TEST_UID:$TEST_GID" "$dir"
 chmod 644 "$img"
 
-# default_permissions: the kernel checks modes and owners (issue 2's user mount)
+# default_permissions: the kernel checks modes and owners
 # setpriv execs env, which execs recon-fuse: $! is the daemon, our child
 setpriv --reuid="$TEST_UID" --regid="$TEST_GID" --clear-groups env HOME="$SCRATCH" \
 	"$RECON_FUSE" -f -o default_permissions "$img" "$dir/mnt" >"$SCRATCH/daemon.log" 2>&1 &

@@ -162,7 +162,7 @@ static void test_channel(bool no_uring, unsigned cache_mb)
 	CHECK_ERR(io_channel_read_blk64(ch, 40, 1, b));
 	fill(a, 4096, 9);
 	struct rio_extent ext = { .blk = 40, .count = 1, .buf = a };
-	CHECK_ERR(rio_data_io(ch, true, &ext, 1));
+	CHECK_ERR(rio_data_io(ch, true, 0, &ext, 1));
 	CHECK_ERR(io_channel_read_blk64(ch, 40, 1, b));
 	CHECK(memcmp(a, b, 4096) == 0, "stale cached copy after data write");
 	/* dirty metadata copy must not be written back over data */
@@ -171,7 +171,7 @@ static void test_channel(bool no_uring, unsigned cache_mb)
 	fill(c, 4096, 11);
 	ext.blk = 41;
 	ext.buf = c;
-	CHECK_ERR(rio_data_io(ch, true, &ext, 1));
+	CHECK_ERR(rio_data_io(ch, true, 0, &ext, 1));
 	CHECK_ERR(rio_flush_device(ch));
 	CHECK(raw_read(path, 41 * 4096, b, 4096) == 0, "raw read");
 	CHECK(memcmp(b, c, 4096) == 0, "dirty metadata copy overwrote data");
@@ -252,7 +252,7 @@ static void make_files(ext2_filsys fs, const char *prefix, unsigned nfiles, unsi
 			ext[i].count = 1;
 			ext[i].buf = buf + (size_t)i * bs;
 		}
-		CHECK_ERR(rio_data_io(fs->io, true, ext, nblocks));
+		CHECK_ERR(rio_data_io(fs->io, true, ino, ext, nblocks));
 		free(ext);
 		CHECK_ERR(ext2fs_read_inode(fs, ino, &inode));
 		inode.i_size = nblocks * bs;
@@ -289,7 +289,7 @@ static void verify_files(ext2_filsys fs, unsigned nfiles, unsigned nblocks)
 			ext[i].count = 1;
 			ext[i].buf = buf + (size_t)i * bs;
 		}
-		CHECK_ERR(rio_data_io(fs->io, false, ext, nblocks));
+		CHECK_ERR(rio_data_io(fs->io, false, ino, ext, nblocks));
 		free(ext);
 		fill(want, (size_t)nblocks * bs, f + 100);
 		CHECK(memcmp(buf, want, (size_t)nblocks * bs) == 0, "data of %s", name);
@@ -404,7 +404,7 @@ static void crash_once(uint64_t seed, unsigned *kept_mask, bool no_uring)
 	}
 	CHECK(rio_flush_device(ch) == EIO, "flush after the cut");
 	struct rio_extent ext = { .blk = 20, .count = 1, .buf = a };
-	CHECK(rio_data_io(ch, true, &ext, 1) == EIO, "data write after the cut");
+	CHECK(rio_data_io(ch, true, 0, &ext, 1) == EIO, "data write after the cut");
 	struct rio_stats st;
 	CHECK_ERR(rio_get_stats(ch, &st));
 	CHECK(st.device_writes == 6, "device_writes %llu", (unsigned long long)st.device_writes);
@@ -728,7 +728,7 @@ static errcode_t sweep_workload(ext2_filsys fs, bool synced[SWEEP_ROUNDS])
 				ext[i] = (struct rio_extent){ p, 1, buf + (size_t)i * bs };
 			}
 			if (!err)
-				err = rio_data_io(fs->io, true, ext, nblk);
+				err = rio_data_io(fs->io, true, ino, ext, nblk);
 			if (!err)
 				err = ext2fs_read_inode(fs, ino, &inode);
 			if (!err) {
@@ -1019,6 +1019,88 @@ static void test_rollback(bool journal)
 	ext2fs_close2(fs, 0);
 }
 
+/* Transaction ids and pending frees (what fsync and the allocator's retry
+ * rely on): ids only grow and a forced commit makes the open one durable;
+ * blocks freed by the open transaction stay marked and are counted pending
+ * until its commit; an operation that takes many of them back and frees
+ * others is rolled back exactly (thousands of removals from the freed set). */
+static void test_txn_ids(void)
+{
+	enum { NB = 6000 };
+	char img[300];
+	snprintf(img, sizeof(img), "%s/ids.img", scratch);
+	make_image(img, "-t ext3 -b 1024", 32768);
+	set_txn_cfg(false, true, 0, 0, NULL);
+	ext2_filsys fs;
+	CHECK_ERR(ext2fs_open2(img, NULL, EXT2_FLAG_RW, 0, 0, rio_io_manager, &fs));
+	CHECK_ERR(ext2fs_read_bitmaps(fs));
+	uint64_t open = 9, durable = 9;
+	rio_txn_ids(fs->io, &open, &durable);
+	CHECK(open == 0 && durable == 0, "ids before attach: %llu %llu\n",
+	      (unsigned long long)open, (unsigned long long)durable);
+	CHECK_ERR(rio_txn_attach(fs));
+	rio_txn_ids(fs->io, &open, &durable);
+	CHECK(open == 1 && durable == 0, "ids at attach: %llu %llu\n",
+	      (unsigned long long)open, (unsigned long long)durable);
+	static blk64_t b[2 * NB];
+	blk64_t goal = fs->super->s_first_data_block;
+	for (int i = 0; i < 2 * NB; i++) {
+		CHECK_ERR(ext2fs_new_block2(fs, goal, NULL, &b[i]));
+		ext2fs_block_alloc_stats2(fs, b[i], +1);
+		goal = b[i] + 1;
+	}
+	CHECK_ERR(rio_txn_boundary(fs, true));
+	rio_txn_ids(fs->io, &open, &durable);
+	CHECK(open == 2 && durable == 1, "ids after a commit: %llu %llu\n",
+	      (unsigned long long)open, (unsigned long long)durable);
+	CHECK(rio_txn_pending_frees(fs->io) == 0, "nothing pending after a commit\n");
+	/* a forced commit with nothing to log still counts the open id durable */
+	CHECK_ERR(rio_txn_boundary(fs, true));
+	rio_txn_ids(fs->io, &open, &durable);
+	CHECK(open == 3 && durable == 2, "ids after an empty commit: %llu %llu\n",
+	      (unsigned long long)open, (unsigned long long)durable);
+
+	for (int i = 0; i < NB; i++)
+		ext2fs_block_alloc_stats2(fs, b[i], -1);
+	CHECK(rio_txn_pending_frees(fs->io) == NB, "pending %llu, want %d\n",
+	      (unsigned long long)rio_txn_pending_frees(fs->io), NB);
+	CHECK_ERR(rio_txn_savepoint(fs->io));
+	for (int i = 0; i < NB; i += 3)
+		ext2fs_block_alloc_stats2(fs, b[i], +1);       /* taken back */
+	for (int i = NB; i < 2 * NB; i++)
+		ext2fs_block_alloc_stats2(fs, b[i], -1);       /* freed by the operation */
+	CHECK(rio_txn_pending_frees(fs->io) == 2 * NB - (NB + 2) / 3, "pending %llu mid-operation\n",
+	      (unsigned long long)rio_txn_pending_frees(fs->io));
+	CHECK_ERR(rio_txn_rollback(fs->io));
+	CHECK(rio_txn_pending_frees(fs->io) == NB, "pending %llu after the rollback, want %d\n",
+	      (unsigned long long)rio_txn_pending_frees(fs->io), NB);
+	/* the caller's undo: libext2fs's view back to before the operation */
+	ext2_filsys f = fs;
+	void (*cur)(ext2_filsys, blk64_t, int) = NULL;
+	ext2fs_set_block_alloc_stats_callback(f, NULL, &cur);
+	for (int i = NB; i < 2 * NB; i++)
+		ext2fs_block_alloc_stats2(f, b[i], +1);
+	for (int i = 0; i < NB; i += 3)
+		ext2fs_block_alloc_stats2(f, b[i], -1);
+	ext2fs_set_block_alloc_stats_callback(f, cur, NULL);
+	for (int i = 1; i < NB; i += 3)
+		CHECK(ext2fs_test_block_bitmap2(fs->block_map, b[i]), "block %llu freed but reusable "
+		      "before its commit\n", (unsigned long long)b[i]);
+	CHECK_ERR(rio_txn_boundary(fs, true));
+	rio_txn_ids(fs->io, &open, &durable);
+	CHECK(open == 4 && durable == 3, "ids after the last commit: %llu %llu\n",
+	      (unsigned long long)open, (unsigned long long)durable);
+	CHECK(rio_txn_pending_frees(fs->io) == 0, "pending after the commit\n");
+	for (int i = 0; i < NB; i++)
+		CHECK(!ext2fs_test_block_bitmap2(fs->block_map, b[i]), "block %llu still held "
+		      "after the commit that freed it\n", (unsigned long long)b[i]);
+	for (int i = NB; i < 2 * NB; i++)                   /* owned by no inode */
+		ext2fs_block_alloc_stats2(fs, b[i], -1);
+	CHECK_ERR(rio_txn_detach(fs));
+	CHECK_ERR(ext2fs_close2(fs, 0));
+	CHECK(fsck_clean(img), "e2fsck after the ids scenario");
+}
+
 /* ---- injected corruption: rejected, read-only, nothing on disk ---- */
 
 static errcode_t corrupt_workload(ext2_filsys fs, int rounds)
@@ -1053,7 +1135,7 @@ static errcode_t corrupt_workload(ext2_filsys fs, int rounds)
 			ext[i] = (struct rio_extent){ p, 1, buf + (size_t)i * bs };
 		}
 		if (!err)
-			err = rio_data_io(fs->io, true, ext, 14);
+			err = rio_data_io(fs->io, true, ino, ext, 14);
 		if (!err)
 			err = ext2fs_read_inode(fs, ino, &inode);
 		if (!err) {
@@ -1165,7 +1247,7 @@ int main(int argc, char **argv)
 {
 	if (argc != 2) {
 		fprintf(stderr, "usage: test_rio channel|fallback|nocache|blockdev|eviction|fs|fs-fallback|crash|crash-fs|"
-			"journal-recover|txn-inplace|txn-journal|txn-checker|txn-async|txn-rollback|crash-sweep|crash-sweep-full|corrupt|corrupt-ext2|corrupt-log\n");
+			"journal-recover|txn-inplace|txn-journal|txn-checker|txn-async|txn-ids|txn-rollback|crash-sweep|crash-sweep-full|corrupt|corrupt-ext2|corrupt-log\n");
 		return 2;
 	}
 	snprintf(scratch, sizeof(scratch), "/tmp/rio-test-%s-XXXXXX", argv[1]);
@@ -1218,6 +1300,8 @@ int main(int argc, char **argv)
 			test_async_small(true);
 		if (!failures)
 			test_async_small(false);
+	} else if (!strcmp(t, "txn-ids")) {
+		test_txn_ids();
 	} else if (!strcmp(t, "txn-rollback")) {
 		test_rollback(true);
 		if (!failures)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Corruption campaign on kernel ext3 transitions (issue 3 / issue 5 part 1).
+"""Corruption campaign on ext3 transitions: recon-check against e2fsck.
 
 For each transition (BEFORE, AFTER) this makes copies of AFTER, each changed by
 one edit that imitates a file-system bug (debugfs -w or a direct byte edit),

@@ -13,7 +13,7 @@ WORK=$(mktemp -d /tmp/eval-gate.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 pairs=()
 for BS in 1024 4096; do
-    "$HERE/gen-kernel-transitions.sh" "$WORK/bs$BS" "$BS" "$K" "$SEED" 400 >/dev/null || { echo "FAIL: generator"; exit 1; }
+    "$HERE/gen-transitions.sh" "$WORK/bs$BS" "$BS" "$K" "$SEED" 400 >/dev/null || { echo "FAIL: generator"; exit 1; }
     for t in $(seq 1 "$K"); do
         pairs+=("$WORK/bs$BS/$(printf 't%03d.img' $((t - 1))):$WORK/bs$BS/$(printf 't%03d.img' "$t")")
     done

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Configuration, as issue 2 defines it, through the real binary: unknown keys
+# Configuration, as README.md and recon-fuse(8) define it, through the real binary: unknown keys
 # and bad values are refused at mount (non-zero exit, a message naming the
 # key); test-only keys are refused from a config file; booleans accept
 # on/off/true/false/1/0; precedence is defaults < file < -o, each shown by a
@@ -127,6 +127,45 @@ writable "config=$conf"; [ $? -eq 1 ] || fail "file ro = true: writable, want ER
 writable "config=$conf,rw"; [ $? -eq 0 ] || fail "file ro = true, -o rw: not writable (-o must win)"
 printf 'ro = false;\n' >"$conf"
 writable "config=$conf,ro"; [ $? -eq 1 ] || fail "file ro = false, -o ro: writable, want EROFS"
+
+# 6. the kernel's ext3 mount options (fstab lines written for it; mount.fuse3
+# passes them): accepted where they can be honoured, refused by name where not
+writable "acl,user_xattr,errors=remount-ro,data=ordered,commit=5,nodiratime,lazytime,barrier,nobarrier,barrier=1,noauto_da_alloc,auto_da_alloc,dirsync,async" ||
+	fail "the kernel's ext3 options were not all accepted"
+refused "norecovery,rw" norecovery "requires ro"
+writable "noacl,nouser_xattr,data=writeback,errors=continue,commit=0" || fail "noacl,nouser_xattr,data=writeback,errors=continue,commit=0 refused"
+refused "data=journal" "data=journal" "metadata only"
+refused "data=sometimes" data sometimes
+refused "errors=ignore" errors ignore
+refused "commit=soon" commit soon
+refused "commit=5000000" commit
+refused "acl=maybe" acl maybe
+# errors=panic stops the file system at a rejected commit (exit 2), as
+# on_violation=stop; errors=remount-ro turns it read-only
+mount_recon "$img" "$mnt" "errors=panic,deterministic,fault_corrupt=bbitmap@1" || fail "mount errors=panic"
+python3 -c 'import os,sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o644); os.write(fd, b"x"); os.fsync(fd)' "$mnt/panic" 2>/dev/null
+pid=$RECON_PID; RECON_PID=
+wait_daemon "$pid" $((30 * TMUL)); rc=$RECON_STATUS
+fusermount3 -uz "$mnt" 2>/dev/null
+[ "$rc" -eq 2 ] || fail "errors=panic: exit status $rc after a rejected commit, want 2"
+# noload with ro: an image that needs recovery is served as it is, unchanged
+mount_recon "$img" "$mnt" "commit_interval_ms=600000,async_commit=off" || fail "mount for noload"
+printf 'in the journal' >"$mnt/journalled"
+kill -9 "$RECON_PID"; wait "$RECON_PID" 2>/dev/null; forget_pid "$RECON_PID"; RECON_PID=
+fusermount3 -uz "$mnt" 2>/dev/null
+sum=$(md5sum <"$img")
+mount_recon "$img" "$mnt" "ro,noload" || fail "mount ro,noload"
+dumpe2fs -h "$img" 2>/dev/null | grep -q needs_recovery || fail "ro,noload: the image did not need recovery"
+grep -q "not replayed" "$RECON_LOG" || fail "ro,noload: no notice that the journal was not replayed"
+umount_recon "$mnt"
+[ "$(md5sum <"$img")" = "$sum" ] || fail "ro,noload changed the image"
+dumpe2fs -h "$img" 2>/dev/null | grep -q needs_recovery || fail "ro,noload: recovery done"
+# plain ro replays in memory: the image stays as it was
+mount_recon "$img" "$mnt" "ro" || fail "mount ro (replay)"
+grep -q "in memory" "$RECON_LOG" || fail "ro: the journal was not replayed in memory"
+umount_recon "$mnt"
+[ "$(md5sum <"$img")" = "$sum" ] || fail "ro (replay in memory) changed the image"
 
 # 5. exit codes: a missing device, a mount point that is not there, an image
 # that is not ext2/3

@@ -1,0 +1,176 @@
+/*
+ * fuse/mountcheck.c - what the mount checks before it reads anything through
+ * the superblock and the group descriptors, and before it allocates from the
+ * bitmaps: the kernel's mount-time checks (ext4_fill_super's geometry,
+ * ext4_check_descriptors, and the validation of each bitmap as it is
+ * loaded), plus e2fsck's descriptor check.  libext2fs trusts these fields:
+ * one edited field (s_first_data_block) makes it overflow its buffers.
+ */
+#include "rfs.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+static int bad(char *msg, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, len, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+int rfs_check_geometry(ext2_filsys fs, const char *dev, char *msg, size_t len)
+{
+	struct ext2_super_block *sb = fs->super;
+	uint64_t bs = fs->blocksize, blocks = ext2fs_blocks_count(sb);
+	bool bigalloc = ext2fs_has_feature_bigalloc(sb);
+	bool dynamic = sb->s_rev_level >= EXT2_DYNAMIC_REV;
+
+	if (sb->s_magic != EXT2_SUPER_MAGIC)
+		return bad(msg, len, "bad superblock magic 0x%x", sb->s_magic);
+	if (sb->s_rev_level > EXT2_DYNAMIC_REV)
+		return bad(msg, len, "unknown revision level %u", sb->s_rev_level);
+	if (sb->s_log_block_size > EXT2_MAX_BLOCK_LOG_SIZE - EXT2_MIN_BLOCK_LOG_SIZE ||
+	    bs != (uint64_t)EXT2_MIN_BLOCK_SIZE << sb->s_log_block_size)
+		return bad(msg, len, "bad block size (s_log_block_size %u)", sb->s_log_block_size);
+	if (!bigalloc && sb->s_log_cluster_size != sb->s_log_block_size)
+		return bad(msg, len, "cluster size differs from block size without bigalloc");
+	if (bigalloc && (sb->s_log_cluster_size < sb->s_log_block_size ||
+			 sb->s_log_cluster_size - sb->s_log_block_size > 16))
+		return bad(msg, len, "bad cluster size (s_log_cluster_size %u)", sb->s_log_cluster_size);
+	/* e2fsck's rule: the first data block follows the boot block */
+	if (!bigalloc && sb->s_first_data_block != (bs == 1024 ? 1u : 0u))
+		return bad(msg, len, "s_first_data_block %u, want %u for %llu-byte blocks",
+			   sb->s_first_data_block, bs == 1024 ? 1u : 0u, (unsigned long long)bs);
+	if (blocks <= sb->s_first_data_block)
+		return bad(msg, len, "s_first_data_block %u is beyond the block count %llu",
+			   sb->s_first_data_block, (unsigned long long)blocks);
+	/* a bitmap block maps a group (of clusters, with bigalloc) */
+	if (sb->s_clusters_per_group < 8 || sb->s_clusters_per_group > bs * 8 ||
+	    (!bigalloc && sb->s_blocks_per_group != sb->s_clusters_per_group) ||
+	    (bigalloc && sb->s_blocks_per_group !=
+			 (uint64_t)sb->s_clusters_per_group << (sb->s_log_cluster_size - sb->s_log_block_size)))
+		return bad(msg, len, "bad s_blocks_per_group %u (clusters per group %u)",
+			   sb->s_blocks_per_group, sb->s_clusters_per_group);
+	unsigned isize = dynamic ? sb->s_inode_size : EXT2_GOOD_OLD_INODE_SIZE;
+	if (isize < EXT2_GOOD_OLD_INODE_SIZE || isize > bs || (isize & (isize - 1)))
+		return bad(msg, len, "bad inode size %u", isize);
+	uint64_t ipb = bs / isize;
+	if (sb->s_inodes_per_group < ipb || sb->s_inodes_per_group > bs * 8 ||
+	    sb->s_inodes_per_group % ipb)
+		return bad(msg, len, "bad s_inodes_per_group %u", sb->s_inodes_per_group);
+	uint64_t groups = (blocks - sb->s_first_data_block + sb->s_blocks_per_group - 1) /
+			  sb->s_blocks_per_group;
+	if (groups != fs->group_desc_count)
+		return bad(msg, len, "%llu groups by the block count, %u descriptors",
+			   (unsigned long long)groups, fs->group_desc_count);
+	if ((uint64_t)sb->s_inodes_count != groups * sb->s_inodes_per_group)
+		return bad(msg, len, "s_inodes_count %u != %llu groups x %u inodes",
+			   sb->s_inodes_count, (unsigned long long)groups, sb->s_inodes_per_group);
+	uint32_t first_ino = dynamic ? sb->s_first_ino : EXT2_GOOD_OLD_FIRST_INO;
+	if (first_ino < EXT2_GOOD_OLD_FIRST_INO || first_ino >= sb->s_inodes_count)
+		return bad(msg, len, "bad s_first_ino %u", first_ino);
+	if (sb->s_reserved_gdt_blocks > bs / 4)
+		return bad(msg, len, "s_reserved_gdt_blocks %u is larger than a block's worth",
+			   sb->s_reserved_gdt_blocks);
+	if (ext2fs_has_feature_meta_bg(sb) && sb->s_first_meta_bg > fs->desc_blocks)
+		return bad(msg, len, "s_first_meta_bg %u is beyond the %lu descriptor blocks",
+			   sb->s_first_meta_bg, (unsigned long)fs->desc_blocks);
+	if (ext2fs_r_blocks_count(sb) > blocks)
+		return bad(msg, len, "more reserved blocks (%llu) than blocks (%llu)",
+			   (unsigned long long)ext2fs_r_blocks_count(sb), (unsigned long long)blocks);
+	blk64_t dev_blocks = 0;
+	if (dev && !ext2fs_get_device_size2(dev, (int)bs, &dev_blocks) && dev_blocks &&
+	    blocks > dev_blocks)
+		return bad(msg, len, "the block count %llu exceeds the device's %llu blocks",
+			   (unsigned long long)blocks, (unsigned long long)dev_blocks);
+
+	/* ext4_check_descriptors: without flex_bg each group's bitmaps and inode
+	 * table lie inside the group, and never on the superblock */
+	bool flex = ext2fs_has_feature_flex_bg(sb);
+	for (dgrp_t g = 0; g < fs->group_desc_count; g++) {
+		blk64_t first = ext2fs_group_first_block2(fs, g), last = ext2fs_group_last_block2(fs, g);
+		if (flex) {
+			first = sb->s_first_data_block;
+			last = blocks - 1;
+		}
+		blk64_t bb = ext2fs_block_bitmap_loc(fs, g), ib = ext2fs_inode_bitmap_loc(fs, g);
+		blk64_t it = ext2fs_inode_table_loc(fs, g);
+		if (bb < first || bb > last || bb == sb->s_first_data_block)
+			return bad(msg, len, "group %u: block bitmap at %llu, outside the group", g,
+				   (unsigned long long)bb);
+		if (ib < first || ib > last || ib == sb->s_first_data_block)
+			return bad(msg, len, "group %u: inode bitmap at %llu, outside the group", g,
+				   (unsigned long long)ib);
+		if (it < first || it > last || it == sb->s_first_data_block ||
+		    it + fs->inode_blocks_per_group - 1 > last)
+			return bad(msg, len, "group %u: inode table at %llu, outside the group", g,
+				   (unsigned long long)it);
+	}
+	/* e2fsck's check: nothing overlaps the superblocks, descriptors or
+	 * another group's tables */
+	errcode_t e = ext2fs_check_desc(fs);
+	if (e)
+		return bad(msg, len, "%s", error_message(e));
+	return 0;
+}
+
+/* Is every block of [b, b + n) marked in use? */
+static bool marked(ext2_filsys fs, blk64_t b, blk64_t n, blk64_t *first_clear)
+{
+	for (blk64_t i = 0; i < n; i++)
+		if (!ext2fs_test_block_bitmap2(fs->block_map, b + i)) {
+			*first_clear = b + i;
+			return false;
+		}
+	return true;
+}
+
+int rfs_check_bitmaps(ext2_filsys fs, char *msg, size_t len)
+{
+	struct ext2_super_block *sb = fs->super;
+	blk64_t old_blocks = ext2fs_has_feature_meta_bg(sb) ? sb->s_first_meta_bg :
+			     fs->desc_blocks + sb->s_reserved_gdt_blocks;
+	blk64_t clear = 0;
+
+	for (dgrp_t g = 0; g < fs->group_desc_count; g++) {
+		blk64_t super = 0, old_desc = 0, new_desc = 0;
+		blk_t used = 0;
+		if (ext2fs_super_and_bgd_loc2(fs, g, &super, &old_desc, &new_desc, &used))
+			return bad(msg, len, "group %u: cannot locate its superblock copy", g);
+		const char *what = NULL;
+		if ((super || g == 0) && !marked(fs, super, 1, &clear))
+			what = "superblock";
+		else if (old_desc && !marked(fs, old_desc, old_blocks, &clear))
+			what = "group descriptors";
+		else if (new_desc && !marked(fs, new_desc, 1, &clear))
+			what = "group descriptors";
+		else if (!marked(fs, ext2fs_block_bitmap_loc(fs, g), 1, &clear))
+			what = "block bitmap";
+		else if (!marked(fs, ext2fs_inode_bitmap_loc(fs, g), 1, &clear))
+			what = "inode bitmap";
+		else if (!marked(fs, ext2fs_inode_table_loc(fs, g), fs->inode_blocks_per_group, &clear))
+			what = "inode table";
+		if (what)
+			return bad(msg, len, "the block bitmap of group %u does not mark block %llu "
+				   "(%s) in use", g, (unsigned long long)clear, what);
+	}
+	return 0;
+}
+
+bool rfs_recount_free(ext2_filsys fs)
+{
+	uint64_t fb = 0, fi = 0;
+	for (dgrp_t g = 0; g < fs->group_desc_count; g++) {
+		fb += ext2fs_bg_free_blocks_count(fs, g);
+		fi += ext2fs_bg_free_inodes_count(fs, g);
+	}
+	if (fb == ext2fs_free_blocks_count(fs->super) && fi == fs->super->s_free_inodes_count)
+		return false;
+	if (fb > ext2fs_blocks_count(fs->super) || fi > fs->super->s_inodes_count)
+		return false;   /* garbage counters: the base check names them */
+	ext2fs_free_blocks_count_set(fs->super, fb);
+	fs->super->s_free_inodes_count = (uint32_t)fi;
+	return true;
+}

@@ -1,0 +1,86 @@
+#!/bin/bash
+# Freed space is reusable before anyone forces a commit, as on ext3 (an
+# allocation that fails while freed blocks wait for their commit commits and
+# retries): on a 64 MiB image, write 40 MiB, rm, write 40 MiB again, three
+# times, each write whole.  A fallocate that fails after an rm (the indirect
+# blocks do not fit) is undone in time proportional to what it did, not to
+# the disk: on 64, 128 and 256 MiB images it fails within a bound while a
+# concurrent statvfs keeps being answered; a fallocate that fits once the
+# freed blocks are back succeeds.  e2fsck -fn is clean after each.
+# Environment: REUSE_MAX_SECONDS (default 5; zeroing the blocks is most of it): the bar for the failed fallocate.
+. "$(dirname "$0")/lib.sh"
+need_root
+bar=${REUSE_MAX_SECONDS:-5}
+mnt="$SCRATCH/mnt"
+
+img="$SCRATCH/reuse.img"
+mkimg "$img" 1024 64M
+mount_recon "$img" "$mnt" || die "mount"
+for round in 1 2 3; do
+	dd if=/dev/zero of="$mnt/big" bs=1M count=40 status=none ||
+		fail "round $round: dd of 40 MiB after an rm failed"
+	size=$(stat -c %s "$mnt/big" 2>/dev/null || echo 0)
+	[ "$size" -eq $((40 << 20)) ] || fail "round $round: wrote $size bytes, want 40 MiB"
+	rm -f "$mnt/big"
+done
+umount_recon "$mnt"
+fsck_clean "$img" "64 MiB, dd/rm rounds"
+
+# falloc.py MNT BAR: fill a file, rm it, then (1) a fallocate of every free
+# block fails (the indirect blocks do not fit) within BAR seconds while a
+# thread's statvfs calls are answered; (2) half the space fallocates fine.
+cat >"$SCRATCH/falloc.py" <<'EOF'
+import errno, os, sys, threading, time
+from pylib import Checker, fallocate
+m, bar = sys.argv[1], float(sys.argv[2])
+c = Checker("enospc_reuse-falloc")
+os.chdir(m)
+sv = os.statvfs(".")
+fill = (sv.f_bfree * sv.f_frsize * 3) // 4
+with open("fill", "wb") as f:
+    chunk = b"\0" * (1 << 20)
+    left = fill
+    while left > 0:
+        left -= f.write(chunk[:min(left, len(chunk))])
+os.unlink("fill")            # freed in the open transaction: not yet reusable
+sv = os.statvfs(".")
+worst, stop = [0.0], threading.Event()
+def statter():
+    while not stop.is_set():
+        t = time.monotonic()
+        os.statvfs(".")
+        worst[0] = max(worst[0], time.monotonic() - t)
+        time.sleep(0.01)
+th = threading.Thread(target=statter)
+th.start()
+fd = os.open("pre", os.O_CREAT | os.O_RDWR, 0o644)
+t = time.monotonic()
+c.errno(errno.ENOSPC, fallocate, fd, 0, 0, sv.f_bfree * sv.f_frsize)
+took = time.monotonic() - t
+stop.set()
+th.join()
+print("failed fallocate of %d MiB: %.2f s; slowest statvfs meanwhile %.2f s"
+      % (sv.f_bfree * sv.f_frsize >> 20, took, worst[0]))
+c.ok(took < bar, "the failed fallocate took %.2f s (bar %.1f s)" % (took, bar))
+c.ok(worst[0] < bar, "a statvfs waited %.2f s (bar %.1f s)" % (worst[0], bar))
+c.eq(os.fstat(fd).st_size, 0, "the failed fallocate left the size")
+c.eq(os.fstat(fd).st_blocks, 0, "the failed fallocate left no blocks")
+sv2 = os.statvfs(".")
+c.eq(sv2.f_bfree, sv.f_bfree, "free blocks after the failed fallocate")
+half = (sv.f_bfree * sv.f_frsize) // 2
+c.succeeds(fallocate, fd, 0, 0, half)
+c.eq(os.fstat(fd).st_size, half, "half the free space fallocated")
+c.eq(os.pread(fd, 4096, half - 4096), b"\0" * 4096, "fallocated blocks read as zeros")
+os.close(fd)
+c.done()
+EOF
+for size in 64M 128M 256M; do
+	img="$SCRATCH/falloc-$size.img"
+	mkimg "$img" 1024 "$size"
+	mount_recon "$img" "$mnt" || { fail "$size: mount"; continue; }
+	python3 "$SCRATCH/falloc.py" "$mnt" "$bar" || fail "$size: failed fallocate after rm"
+	umount_recon "$mnt"
+	fsck_clean "$img" "$size, after the fallocates"
+	rm -f "$img"
+done
+finish

@@ -1,0 +1,250 @@
+#!/bin/bash
+# A read-only mount never writes, not even to replay a journal: the device is
+# opened read-only and a journal that needs recovery is replayed into memory,
+# so what the mount shows is the recovered state while the image stays
+# byte-for-byte the same.
+#  1. A journal transaction made by debugfs (jo/jw/jc) that rewrites a file's
+#     data block: the ro mount reads the replayed bytes; the image's checksum
+#     is unchanged; the image file has mode 0444 (a rw mount of it fails with
+#     a message pointing at -o ro).
+#  2. Images left by a power cut (-o fault_crash_after=N, as crash_sweep.sh):
+#     for points where the journal holds work that is not home yet (the
+#     kernel's noload view differs from its replayed view), the walked tree of
+#     our ro mount equals the kernel's after its replay, and the image is not
+#     written.
+#  3. A read-only loop device: ro mounts, rw is refused with a message.
+. "$(dirname "$0")/lib.sh"
+need_root
+command -v debugfs >/dev/null || skip "no debugfs"
+have_kernel_ext3 || skip "the kernel has no ext3 driver"
+mnt="$SCRATCH/mnt"
+kmnt="$SCRATCH/kmnt"
+mkdir -p "$mnt" "$kmnt"
+
+# walk.py ROOT: one line per name: path, type, mode, links, size, owner,
+# mtime, and the content's hash (files) or target (symlinks).
+cat >"$SCRATCH/walk.py" <<'EOF'
+import hashlib, os, stat, sys
+root = sys.argv[1]
+out = []
+for d, dirs, files in os.walk(root):
+    dirs.sort()
+    for n in sorted(dirs + files):
+        p = os.path.join(d, n)
+        rel = os.path.relpath(p, root)
+        if rel == "lost+found":
+            continue
+        st = os.lstat(p)
+        extra = ""
+        if stat.S_ISREG(st.st_mode):
+            with open(p, "rb") as f:
+                extra = hashlib.sha256(f.read()).hexdigest()[:16]
+        elif stat.S_ISLNK(st.st_mode):
+            extra = os.readlink(p)
+        out.append("%s %o %d %d %d:%d %d %s" % (rel, st.st_mode, st.st_nlink, st.st_size,
+                                               st.st_uid, st.st_gid, int(st.st_mtime), extra))
+print("\n".join(sorted(out)))
+EOF
+
+# ro_walk IMG OUT [OPTS]: mount IMG read-only, walk it into OUT, unmount;
+# the image's checksum must not change.
+ro_walk() {
+	local img=$1 out=$2 what=$3 before after
+	before=$(sha256sum <"$img")
+	if ! mount_recon "$img" "$mnt" "ro"; then
+		fail "$what: the read-only mount failed"
+		return 1
+	fi
+	python3 "$SCRATCH/walk.py" "$mnt" >"$out" || fail "$what: walking the ro mount"
+	umount_recon "$mnt"
+	after=$(sha256sum <"$img")
+	[ "$before" = "$after" ] || fail "$what: the read-only mount wrote to the image"
+	return 0
+}
+
+# ---- 1: a debugfs journal transaction, image mode 0444 ----
+img="$SCRATCH/jw.img"
+mkimg "$img" 1024 16M
+printf 'original content\n' >"$SCRATCH/orig"
+debugfs -w -R "write $SCRATCH/orig f" "$img" >/dev/null 2>&1 || die "debugfs write"
+blk=$(debugfs -R "blocks f" "$img" 2>/dev/null)
+{ printf 'replayed content\n'; head -c 1007 /dev/zero; } >"$SCRATCH/new"
+printf 'jo\njw -b %s %s\njc\n' "$blk" "$SCRATCH/new" >"$SCRATCH/jw.cmd"
+debugfs -w -f "$SCRATCH/jw.cmd" "$img" >/dev/null 2>&1
+dumpe2fs -h "$img" 2>/dev/null | grep -q needs_recovery || skip "debugfs left no journal to replay"
+chmod 0444 "$img"
+if ro_walk "$img" "$SCRATCH/jw.walk" "0444 image"; then
+	grep -q '^f ' "$SCRATCH/jw.walk" || fail "0444 image: f is missing from the ro mount"
+	want=$(head -c 17 "$SCRATCH/new" | sha256sum | cut -c1-16)
+	grep -q "^f .* $want\$" "$SCRATCH/jw.walk" ||
+		fail "0444 image: f does not read as the journal's copy of its block: $(grep '^f ' "$SCRATCH/jw.walk")"
+	grep -q 'replayed 1 journal transaction' "$RECON_LOG" ||
+		fail "0444 image: the daemon did not say it replayed: $(cat "$RECON_LOG")"
+fi
+# read-write: refused, with a message that says what to do
+if mount_recon "$img" "$mnt" "" 2>"$SCRATCH/rw.err"; then
+	fail "a read-write mount of a mode 0444 image succeeded"
+	umount_recon "$mnt"
+else
+	grep -q -- '-o ro' "$SCRATCH/rw.err" ||
+		fail "rw mount of a 0444 image: no pointer to -o ro: $(cat "$SCRATCH/rw.err")"
+fi
+chmod 0644 "$img"
+rm -f "$img"
+
+# ---- 2: power cuts ----
+base="$SCRATCH/base.img"
+mkimg "$base" 1024 32M -J size=1
+cat >"$SCRATCH/workload.py" <<'EOF'
+import os, sys
+from pylib import pattern
+mnt = sys.argv[1]
+def attempt(fn, *a):
+    try:
+        fn(*a)
+    except OSError:
+        pass
+def write(name, data):
+    fd = os.open(os.path.join(mnt, name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+for i in range(24):
+    d = "d%d" % (i % 3)
+    attempt(os.mkdir, os.path.join(mnt, d))
+    attempt(write, "%s/f%d" % (d, i), pattern("f%d" % i, [900, 7000, 20000][i % 3] + i))
+    if i % 4 == 3:
+        attempt(os.rename, os.path.join(mnt, "%s/f%d" % (d, i - 3)), os.path.join(mnt, "%s/r%d" % (d, i)))
+    if i % 5 == 4:
+        attempt(os.unlink, os.path.join(mnt, "%s/f%d" % (d, i - 1)))
+        attempt(os.symlink, "f%d" % i, os.path.join(mnt, "%s/s%d" % (d, i)))
+EOF
+# run_workload IMG OPTS: mount, workload, unmount (the daemon's status after a
+# power cut may be non-zero; a crash or hang is a failure).
+run_workload() {
+	local img=$1 opts=$2 pid
+	mount_recon "$img" "$mnt" "$opts" 2>/dev/null || return 0   # cut during the mount
+	pid=$RECON_PID
+	timeout -s KILL $((120 * TMUL)) python3 "$SCRATCH/workload.py" "$mnt" >/dev/null 2>&1
+	for ((i = 0; i < 50; i++)); do
+		fusermount3 -u "$mnt" 2>/dev/null && break
+		is_mounted "$mnt" || break
+		sleep 0.2
+	done
+	is_mounted "$mnt" && fusermount3 -uz "$mnt"
+	RECON_PID=
+	wait_daemon "$pid" $((60 * TMUL))
+	[ "$RECON_STATUS" -lt 124 ] || { fail "workload daemon ended with $RECON_STATUS ($opts)"; return 1; }
+	return 0
+}
+clean="$SCRATCH/clean.img"
+cp --sparse=always "$base" "$clean"
+run_workload "$clean" "deterministic,stats=$SCRATCH/clean.json" || die "the clean run failed"
+W=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["device_writes"])' \
+	"$SCRATCH/clean.json") || die "no device_writes in the clean run's stats"
+rm -f "$clean"
+points=${RO_POINTS:-16}
+mattered=0 compared=0
+for ((p = 1; p <= points && mattered < 3; p++)); do
+	n=$((p * W / (points + 1)))
+	img="$SCRATCH/cut.img"
+	cp --sparse=always "$base" "$img"
+	run_workload "$img" "deterministic,fault_crash_after=$n,fault_seed=$p" || continue
+	dumpe2fs -h "$img" 2>/dev/null | grep -q needs_recovery || continue
+	# the kernel's views: without replay (noload) and replayed
+	cp --sparse=always "$img" "$SCRATCH/k.img"
+	kmount "$SCRATCH/k.img" "$kmnt" "ro,noload" || { fail "N=$n: kernel noload mount"; continue; }
+	python3 "$SCRATCH/walk.py" "$kmnt" >"$SCRATCH/noload.walk"
+	kumount "$kmnt"
+	kmount "$SCRATCH/k.img" "$kmnt" || { fail "N=$n: kernel mount (replay)"; continue; }
+	python3 "$SCRATCH/walk.py" "$kmnt" >"$SCRATCH/kernel.walk"
+	kumount "$kmnt"
+	fsck_clean "$SCRATCH/k.img" "N=$n after the kernel's replay"
+	cmp -s "$SCRATCH/noload.walk" "$SCRATCH/kernel.walk" && continue   # nothing left to replay
+	mattered=$((mattered + 1))
+	chmod 0444 "$img"
+	ro_walk "$img" "$SCRATCH/ours.walk" "N=$n" || continue
+	compared=$((compared + 1))
+	if ! diff "$SCRATCH/kernel.walk" "$SCRATCH/ours.walk" >"$SCRATCH/walk.diff"; then
+		fail "N=$n: our ro mount differs from the kernel's replay (< kernel, > ours):"
+		head -20 "$SCRATCH/walk.diff" | sed 's/^/    /'
+	fi
+	chmod 0644 "$img"
+	mv "$img" "$SCRATCH/mattered.img"
+	cp "$SCRATCH/kernel.walk" "$SCRATCH/mattered.walk"
+done
+log "write requests $W; $mattered cut points left work in the journal; $compared compared"
+[ "$compared" -ge 1 ] || fail "no power-cut point left the journal with work to replay (tried $points)"
+
+# ---- 3: a read-only loop device ----
+cp --sparse=always "$base" "$SCRATCH/loop.img"
+if dev=$(losetup --find --show --read-only "$SCRATCH/loop.img"); then
+	LOOPS+=("$dev")
+	if mount_recon "$dev" "$mnt" "ro"; then
+		umount_recon "$mnt"
+	else
+		fail "a read-only loop device does not mount with -o ro"
+	fi
+	if mount_recon "$dev" "$mnt" "" 2>"$SCRATCH/rw.err"; then
+		fail "a read-write mount of a read-only loop device succeeded"
+		umount_recon "$mnt"
+	else
+		grep -q -- '-o ro' "$SCRATCH/rw.err" ||
+			fail "rw mount of a read-only loop device: no pointer to -o ro: $(cat "$SCRATCH/rw.err")"
+	fi
+else
+	log "no loop device: read-only loop case not run"
+fi
+
+# ---- 4: a normal user who may only read the image (root's, mode 0644) ----
+user_case() {
+	ensure_test_user
+	[ -u "$(command -v fusermount3)" ] || { log "fusermount3 not setuid: user case not run"; return; }
+	as_user test -r /dev/fuse -a -w /dev/fuse ||
+		{ log "/dev/fuse not usable by $TEST_USER: user case not run"; return; }
+	[ -f "$SCRATCH/mattered.img" ] || return
+	local dir="$SCRATCH/user" img before pid i
+	mkdir -p "$dir/mnt"
+	chown "$TEST_UID:$TEST_GID" "$dir/mnt"
+	img="$dir/root.img"
+	cp "$SCRATCH/mattered.img" "$img"
+	chmod 0644 "$img"
+	before=$(sha256sum <"$img")
+	for mode in ro rw; do
+		local opts=(-f)
+		[ "$mode" = ro ] && opts+=(-o ro)
+		setpriv --reuid="$TEST_UID" --regid="$TEST_GID" --clear-groups env HOME="$SCRATCH" \
+			"$RECON_FUSE" "${opts[@]}" "$img" "$dir/mnt" \
+			>"$SCRATCH/user-$mode.log" 2>&1 &
+		pid=$!
+		PIDS+=("$pid"); MOUNTS+=("$dir/mnt")
+		for ((i = 0; i < 200 * TMUL; i++)); do
+			is_mounted "$dir/mnt" && break
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.1
+		done
+		if [ "$mode" = ro ]; then
+			if is_mounted "$dir/mnt"; then
+				as_user python3 "$SCRATCH/walk.py" "$dir/mnt" >"$SCRATCH/user.walk" 2>&1
+				cmp -s "$SCRATCH/user.walk" "$SCRATCH/mattered.walk" ||
+					fail "user ro mount: the walk differs from the kernel's replay"
+				fusermount3 -u "$dir/mnt"
+			else
+				fail "a user who may only read the image cannot mount it ro: $(cat "$SCRATCH/user-ro.log")"
+			fi
+		elif is_mounted "$dir/mnt"; then
+			fail "a user who may only read the image mounted it read-write"
+			fusermount3 -u "$dir/mnt"
+		else
+			grep -q -- '-o ro' "$SCRATCH/user-rw.log" ||
+				fail "user rw mount: no pointer to -o ro: $(cat "$SCRATCH/user-rw.log")"
+		fi
+		wait_daemon "$pid" $((60 * TMUL)) || [ "$mode" = rw ] ||
+			fail "user ro mount: the daemon exited $RECON_STATUS"
+	done
+	[ "$(sha256sum <"$img")" = "$before" ] || fail "user mounts wrote to root's image"
+}
+user_case
+finish
