@@ -153,6 +153,10 @@ def workload(root):
         if attempt(os.write, fd, data) is not None and sync:
             attempt(os.fsync, fd)
         attempt(os.close, fd)
+    # first, data in the root directory's group, before anything is committed:
+    # with the direct I/O of write-only opens it reaches the disk at write(2),
+    # ahead of the metadata that a rejected commit would discard
+    write(os.path.join(root, "fuzz-top"), bases.pattern("top", 20000), True)
     w = os.path.join(root, WORK_DIR)
     attempt(os.mkdir, w)
     for i, size in enumerate((0, 3000, 40000, 70000)):
@@ -163,8 +167,6 @@ def workload(root):
     attempt(os.unlink, w + "/f2")
     attempt(os.mkdir, w + "/sub")
     write(w + "/sub/g", b"g" * 5000, True)
-    # in the root directory too: its group's blocks, not only the new directory's
-    write(os.path.join(root, "fuzz-top"), bases.pattern("top", 20000), True)
     for d in ("big", "d", ""):
         p = os.path.join(root, d, "fuzz-tmp")
         write(p, b"temporary", False)
@@ -244,6 +246,7 @@ class Daemon:
         self.p = subprocess.Popen(cmd, stdout=open(self.log, "w"), stderr=subprocess.STDOUT,
                                   env=env, preexec_fn=lambda: os.nice(0))
         self.status = None
+        self.killed = False
 
     def wait_mount(self):
         """'mounted', 'exited' or 'hang'."""
@@ -260,6 +263,7 @@ class Daemon:
 
     def kill(self):
         if self.p.poll() is None:
+            self.killed = True      # by us, for a hang: not a crash
             self.p.kill()
         self.p.wait()
         self.status = self.p.returncode
@@ -296,20 +300,28 @@ class Daemon:
         return text if SAN_RE.search(text) else None
 
     def crashed(self):
-        return (self.status is not None and self.status < 0) or self.sanitizer() is not None
+        died = self.status is not None and self.status < 0 and not self.killed
+        return died or self.sanitizer() is not None
 
 
-def client(h, mode, mnt):
-    """Run walk/workload in a child: (parsed output or None, 'ok'/'hang')."""
+def client(h, mode, mnt, daemon):
+    """Run walk/workload in a child: (parsed output or None, 'ok'/'hang').
+    On a timeout the daemon is killed first: a request it has read but not
+    answered keeps the child in an uninterruptible wait until the connection
+    goes away."""
+    p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--" + mode, mnt],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        r = subprocess.run([sys.executable, os.path.abspath(__file__), "--" + mode, mnt],
-                           capture_output=True, text=True, timeout=h.client_limit)
+        out, err = p.communicate(timeout=h.client_limit)
     except subprocess.TimeoutExpired:
+        daemon.kill()
+        p.kill()
+        p.communicate()
         return None, "hang"
     try:
-        return json.loads(r.stdout), "ok"
+        return json.loads(out), "ok"
     except ValueError:
-        return {"harness": "%s exited %d: %s" % (mode, r.returncode, r.stderr[-500:])}, "ok"
+        return {"harness": "%s exited %d: %s" % (mode, p.returncode, err[-500:])}, "ok"
 
 
 # ---------------------------------------------------------------------------
@@ -322,7 +334,7 @@ class Harness:
         slow = 4 if a.asan else 1
         self.mount_limit = 20 * slow
         self.umount_limit = 60 * slow
-        self.client_limit = 60 * slow
+        self.client_limit = 30 * slow
         self.fsck_limit = 60
 
     def fsck_replayed(self, img):
@@ -434,7 +446,7 @@ class Harness:
         walk0 = None
         d = mount("ro", "ro")
         if d:
-            walk0, st = client(self, "walk", mnt)
+            walk0, st = client(self, "walk", mnt, d)
             walk0 = self.harness_check(walk0, flags, note)
             if st == "hang":
                 flags.add("hang")
@@ -453,7 +465,7 @@ class Harness:
             d = mount("", "rw")
             if d:
                 rw_mounted = True
-                errs, st = client(self, "workload", mnt)
+                errs, st = client(self, "workload", mnt, d)
                 errs = self.harness_check(errs, flags, note)
                 if st == "hang":
                     flags.add("hang")
@@ -489,7 +501,7 @@ class Harness:
             if walk0:
                 d = mount("ro", "ro2")
                 if d:
-                    walk1, st = client(self, "walk", mnt)
+                    walk1, st = client(self, "walk", mnt, d)
                     walk1 = self.harness_check(walk1, flags, note)
                     if st == "hang":
                         flags.add("hang")
