@@ -364,4 +364,19 @@ void chk_htree_scan_dir(struct chk_fs *fs, struct txn *t, uint32_t dir, const st
 const char *chk_quote_name(struct txn *t, const char *n, unsigned len);
 
 /* ---- scan.c ---- */
+/* ---- the rooms of chk_check: diff.c, diff_dir.c, diff_htree.c ---- */
+/* diff_dir.c */
+void chk_diff_dirs(struct chk_fs *fs, struct txn *t, uint8_t *buf);
+uint8_t chk_new_type_of(struct chk_fs *fs, struct txn *t, uint64_t blk, uint32_t *owner, uint32_t *lblk);
+
+/* diff_htree.c */
+void chk_check_new_index_flags(struct chk_fs *fs, struct txn *t, struct u64map *walk);
+void chk_diff_htree(struct chk_fs *fs, struct txn *t, uint8_t *buf, struct u64map *walk);
+void chk_walk_indexes(struct chk_fs *fs, struct txn *t, struct u64map *walk);
+
+/* diff.c (shared with the two below) */
+void *chk_grow(void *arr, size_t *cap, size_t need, size_t elem);
+struct tblock *chk_tb_find(struct txn *t, uint64_t blk);
+bool chk_walkable(struct chk_fs *fs, uint32_t ino, const struct ext2_inode *in, bool inuse);
+
 #endif
