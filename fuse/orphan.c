@@ -277,10 +277,13 @@ int drop_link(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in)
 		return put_inode(r, ino, in);
 	if (LINUX_S_ISDIR(in->i_mode))
 		dindex_forget(r->di, ino);
+	/* open, or held by the kernel: freed when nothing holds it */
 	struct open_ino *o = *open_slot(r, ino);
 	if (o) {
-		o->orphan = true;
-		return orphan_add(r, ino, in);
+		int ret = orphan_add(r, ino, in);
+		if (!ret)
+			o->orphan = true;
+		return ret;
 	}
 	return rfs_free_inode(r, ino, in);
 }
