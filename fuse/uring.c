@@ -355,6 +355,18 @@ static void serve_request(struct server *s, struct entry *e)
 	current_entry = e;
 	fuse_session_process_buf(u->r->se, &fb);
 	current_entry = NULL;
+	if ((in.opcode == FUSE_FORGET || in.opcode == FUSE_BATCH_FORGET) &&
+	    atomic_load(&e->unique) == in.unique) {
+		/* A forget has no reply, but one the kernel sends itself (an
+		 * entry of READDIRPLUS it could not use) arrives on the ring
+		 * like any request: the entry must still be committed, or it
+		 * is never offered again and the queue runs dry. */
+		struct fuse_out_header oh = { .unique = in.unique };
+		struct iovec iov = { &oh, sizeof(oh) };
+		place_reply(e, &iov, 1);
+		atomic_store(&e->unique, 0);
+		queue_cmd(s, e, URING_CMD_COMMIT_AND_FETCH);
+	}
 }
 
 /* Replies that other threads placed: commit them from here. */

@@ -177,6 +177,21 @@ wait_daemon "$pid" $((30 * TMUL))
 is_mounted "$mnt" && { fail "still mounted after on_violation=stop"; fusermount3 -uz "$mnt"; }
 fsck_clean "$img" "after on_violation=stop"
 
+log "an entry the kernel refuses: its own FORGET arrives on the ring and must free the entry"
+mkimg "$img" 1024 16M
+echo hello >"$SCRATCH/hello"
+for i in 1 2 3 4 5 6; do echo "write $SCRATCH/hello f$i"; done | debugfs -w "$img" >/dev/null 2>&1
+for i in 12 13 14 15 16 17; do echo "sif <$i> mode 0110444"; done | debugfs -w "$img" >/dev/null 2>&1
+if mount_recon "$img" "$mnt" ro,fuse_uring=on; then
+	for i in 1 2 3; do
+		timeout -s KILL $((20 * TMUL)) ls -l "$mnt" >/dev/null 2>&1
+		[ $? -eq 137 ] && { fail "ls of a directory of bad inodes hung (round $i)"; break; }
+	done
+	umount_recon "$mnt"
+else
+	fail "mount ro,fuse_uring=on of the bad-mode image"
+fi
+
 log "auto takes the ring; off does not"
 mkimg "$img" 4096 32M
 mount_recon "$img" "$mnt" fuse_uring=off || die "mount with fuse_uring=off"
