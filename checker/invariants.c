@@ -737,7 +737,7 @@ static void inv_file_size(struct chk_fs *fs, struct txn *t, struct chk_verdict *
 		if (chk_txn_is_orphan(fs, t, ic->ino))
 			continue;          /* a truncate in progress may leave blocks past i_size */
 		uint64_t size = chk_inode_size64(n);
-		if (size <= (uint64_t)last * fs->bs)
+		if (size < (uint64_t)last * fs->bs)
 			V("INV_FILE_SIZE", ic->recs, ic->nrecs, "file %u: i_size %llu is below its last block %u",
 			  ic->ino, (unsigned long long)size, last);
 	}

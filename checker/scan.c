@@ -166,7 +166,7 @@ static void scan_inode(struct scan *s, uint32_t ino, const struct ext2_inode *in
 	} else if (ty != 0040000 && (in->i_flags & EXT2_INDEX_FL)) {
 		V("INV_HTREE_FLAG", "inode %u has the index flag but is not a directory", ino);
 	}
-	if (ty == 0100000 && any && !orphan && !reserved && chk_inode_size64(in) <= (uint64_t)last * fs->bs)
+	if (ty == 0100000 && any && !orphan && !reserved && chk_inode_size64(in) < (uint64_t)last * fs->bs)
 		V("INV_FILE_SIZE", "file %u: i_size %llu is below its last block %u", ino,
 		  (unsigned long long)chk_inode_size64(in), last);
 	if (ty == 0100000 && !reserved) {

@@ -8,6 +8,7 @@
  */
 #include "rfs.h"
 
+#include <arpa/inet.h>
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -18,6 +19,32 @@ static int bad(char *msg, size_t len, const char *fmt, ...)
 	vsnprintf(msg, len, fmt, ap);
 	va_end(ap);
 	return -1;
+}
+
+/* s_maxlen of the internal journal's superblock, or 0 when there is none or
+ * it cannot be read (the journal code reports those).  The kernel refuses a
+ * journal under 1024 blocks (JBD2_MIN_JOURNAL_BLOCKS), mke2fs never makes
+ * one: it could not hold an ordinary operation's transaction. */
+static uint32_t journal_length(ext2_filsys fs)
+{
+	struct ext2_super_block *sb = fs->super;
+	struct ext2_inode ji;
+	blk64_t pblk = 0;
+	unsigned char *buf = NULL;
+	uint32_t magic = 0, maxlen = 0;
+
+	if (!ext2fs_has_feature_journal(sb) || !sb->s_journal_inum ||
+	    sb->s_journal_inum > sb->s_inodes_count ||
+	    ext2fs_read_inode(fs, sb->s_journal_inum, &ji) ||
+	    ext2fs_bmap2(fs, sb->s_journal_inum, &ji, NULL, 0, 0, NULL, &pblk) || !pblk ||
+	    pblk >= ext2fs_blocks_count(sb) || ext2fs_get_mem(fs->blocksize, &buf))
+		return 0;
+	if (!io_channel_read_blk64(fs->io, pblk, 1, buf)) {
+		memcpy(&magic, buf, 4);
+		memcpy(&maxlen, buf + 16, 4);   /* journal_superblock_t.s_maxlen, big-endian */
+	}
+	ext2fs_free_mem(&buf);
+	return ntohl(magic) == 0xc03b3998 ? ntohl(maxlen) : 0;
 }
 
 int rfs_check_geometry(ext2_filsys fs, const char *dev, char *msg, size_t len)
@@ -113,6 +140,9 @@ int rfs_check_geometry(ext2_filsys fs, const char *dev, char *msg, size_t len)
 	errcode_t e = ext2fs_check_desc(fs);
 	if (e)
 		return bad(msg, len, "%s", error_message(e));
+	uint32_t jlen = journal_length(fs);
+	if (jlen && jlen < 1024)
+		return bad(msg, len, "the journal is %u blocks long; ext3 needs at least 1024", jlen);
 	return 0;
 }
 

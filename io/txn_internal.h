@@ -1,0 +1,150 @@
+/*
+ * io/txn_internal.h - what the files of io/'s transactions share (txn.c:
+ * boundaries, commit, the data guard and the public calls; overlay.c: the
+ * overlay and the block sets; fault.c: the test-only corruption injector).
+ * Internal to io/: nothing outside it includes this.
+ */
+#ifndef RECON_IO_TXN_INTERNAL_H
+#define RECON_IO_TXN_INTERNAL_H
+
+#include <pthread.h>
+#include <time.h>
+#include "rio_internal.h"
+#include "checker.h"
+
+/* One block of the overlay: its approved contents (base) and new contents. */
+struct ovl_ent {
+	uint64_t blk;
+	struct ovl_ent *hnext;
+	unsigned char *data;
+	unsigned char *base;
+	bool dropped;        /* committing only: became file data, not written home */
+	/* operation savepoints: created_gen is the savepoint generation the
+	 * entry was created under; undo holds its data as of savepoint undo_gen */
+	uint64_t created_gen, undo_gen;
+	unsigned char *undo;
+};
+
+/* A set of block numbers (open addressing; 0 marks an empty slot, so block 0
+ * is never stored: it is never freed, and the sets only serve frees). */
+struct blkset {
+	uint64_t *slot;
+	size_t cap, count;   /* cap: power of two or 0 */
+};
+
+enum corrupt_kind {
+	CK_NONE, CK_BBITMAP, CK_IBITMAP, CK_BGD_FREE_BLOCKS, CK_BGD_FREE_INODES, CK_BGD_USED_DIRS,
+	CK_SB_FREE_BLOCKS, CK_PTR_USED, CK_PTR_FREE, CK_PTR_META, CK_IND_PTR, CK_LINKS, CK_SIZE,
+	CK_IBLOCKS, CK_DTIME, CK_MODE, CK_DIRENT_INODE, CK_DIRENT_RECLEN, CK_DIRENT_NAMELEN,
+	CK_DIRENT_TYPE, CK_DOTDOT, CK_XATTR_REFCOUNT, CK_RANDOM,
+};
+
+static const char *const corrupt_names[] = {
+	[CK_BBITMAP] = "bbitmap", [CK_IBITMAP] = "ibitmap",
+	[CK_BGD_FREE_BLOCKS] = "bgd_free_blocks", [CK_BGD_FREE_INODES] = "bgd_free_inodes",
+	[CK_BGD_USED_DIRS] = "bgd_used_dirs", [CK_SB_FREE_BLOCKS] = "sb_free_blocks",
+	[CK_PTR_USED] = "ptr_used", [CK_PTR_FREE] = "ptr_free", [CK_PTR_META] = "ptr_meta",
+	[CK_IND_PTR] = "ind_ptr", [CK_LINKS] = "links", [CK_SIZE] = "size",
+	[CK_IBLOCKS] = "iblocks", [CK_DTIME] = "dtime", [CK_MODE] = "mode",
+	[CK_DIRENT_INODE] = "dirent_inode", [CK_DIRENT_RECLEN] = "dirent_reclen",
+	[CK_DIRENT_NAMELEN] = "dirent_namelen", [CK_DIRENT_TYPE] = "dirent_type",
+	[CK_DOTDOT] = "dotdot", [CK_XATTR_REFCOUNT] = "xattr_refcount", [CK_RANDOM] = "random",
+};
+
+struct cset;
+
+struct txn {
+	ext2_filsys fs;
+	struct rio_chan *rc;
+	unsigned bs;
+
+	/* the overlay */
+	struct ovl_ent **hash;
+	size_t nhash;
+	struct ovl_ent **ents;
+	size_t nents, capents;
+	uint64_t opened_ns;          /* first write of the open transaction */
+
+	/* committed-data rule: blocks freed by the open transaction stay marked
+	 * in libext2fs's bitmap (so nothing reallocates them) until its commit */
+	struct blkset freed;
+	/* blocks logged by the previous transaction: freeing one needs a revoke */
+	struct blkset logged_prev;
+	void (*old_stats)(ext2_filsys, blk64_t, int);
+	void (*old_stats_range)(ext2_filsys, blk64_t, blk_t, int);
+
+	bool journal;                /* logging through jbd (else write in place) */
+	bool was_valid;              /* VALID_FS at attach: restored at a clean detach only then */
+	struct jbd *jbd;
+	struct rio_raw_dev jctx;
+	struct jbd_dev jdev;
+	uint32_t max_blocks;
+
+	struct chk_fs *chk;
+	/* the data guard reads chk's owner map from the file-system thread
+	 * while the commit thread may advance it: advance takes it to write */
+	pthread_rwlock_t chk_lock;
+
+	/* the transaction being committed (at most one) and the commit thread */
+	struct cset *committing;
+	pthread_mutex_t cm;
+	pthread_cond_t cv;
+	struct cset *queued;
+	bool stop, thread_running;
+	pthread_t thread;
+
+	/* the savepoint of the operation in progress (0 = none) */
+	uint64_t sp_gen, sp_next;
+	uint64_t *sp_freed;          /* blocks freed since the savepoint */
+	size_t sp_nfreed, sp_capfreed;
+	uint64_t *sp_unfreed;        /* blocks taken back from the freed set since */
+	size_t sp_nunfreed, sp_capunfreed;
+	bool sp_lost;                /* out of memory while tracking: cannot roll back */
+
+	/* transaction ids: the open one, and the highest known durable (every
+	 * commit flushes the device, so all ids up to it are on disk) */
+	uint64_t tid_open, tid_durable;
+
+	enum corrupt_kind ckind;
+	uint64_t cwhen, cseen;       /* corrupt the cwhen-th matching transaction */
+	uint64_t rng;
+};
+
+static inline uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline uint64_t txn_random(struct txn *t)
+{
+	uint64_t z = (t->rng += 0x9E3779B97F4A7C15ull);
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+	return z ^ (z >> 31);
+}
+
+/* overlay.c */
+errcode_t blkset_add(struct blkset *s, uint64_t blk);
+void blkset_clear(struct blkset *s);
+bool blkset_has(const struct blkset *s, uint64_t blk);
+void blkset_remove(struct blkset *s, uint64_t blk);
+void block_stats_cb(ext2_filsys fs, blk64_t blk, int inuse);
+void block_stats_range_cb(ext2_filsys fs, blk64_t blk, blk_t num, int inuse);
+size_t bs_slot(uint64_t blk, size_t cap);
+bool ovl_changed(const struct txn *t, const struct ovl_ent *e);
+void ovl_clear(struct txn *t);
+struct ovl_ent *ovl_find(struct txn *t, uint64_t blk);
+void ovl_remove(struct txn *t, struct ovl_ent *e);
+void release_freed_marks(struct txn *t);
+void restore_freed_marks(struct txn *t);
+
+/* fault.c */
+void maybe_corrupt(struct txn *t);
+errcode_t parse_corrupt(struct txn *t, const char *spec);
+
+/* txn.c */
+struct ovl_ent *committing_find(struct txn *t, uint64_t blk);
+
+#endif
