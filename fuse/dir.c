@@ -45,6 +45,8 @@ struct rd_ctx {
 	size_t size, pos;
 	bool plus;
 	int err;
+	ext2_ino_t *held;          /* readdirplus: the entries counted by lookup_get */
+	size_t nheld, capheld;
 };
 
 static int rd_fill(void *vctx, const char *name, size_t len, ext2_ino_t ino, int ftype,
@@ -68,13 +70,20 @@ static int rd_fill(void *vctx, const char *name, size_t len, ext2_ino_t ino, int
 			in.i_mode = LINUX_S_IFDIR;
 		}
 		fill_entry(c->r, ino, &in, &e);
-		if (dot) {
-			/* the kernel takes no reference for these */
+		/* (a buffer too small only gives the size) */
+		if (fuse_add_direntry_plus(c->req, NULL, 0, nm, &e, next_off) > c->size - c->pos)
+			return 1;
+		/* the kernel takes a reference for each entry but "." and "..";
+		 * one not counted (no memory) goes without attributes */
+		bool counted = !dot && c->nheld < c->capheld && !lookup_get(c->r, ino);
+		if (!counted) {
 			e.ino = 0;
 			e.attr.st_ino = ino;
 		}
 		ent = fuse_add_direntry_plus(c->req, c->buf + c->pos, c->size - c->pos, nm, &e,
 					     next_off);
+		if (counted)
+			c->held[c->nheld++] = ino;
 	} else {
 		struct stat st = { .st_ino = ino };
 		struct ext2_inode in;
@@ -100,7 +109,15 @@ static void do_readdir(fuse_req_t req, fuse_ino_t fino, size_t size, off_t off, 
 	int ret;
 
 	c.buf = malloc(size);
-	if (!c.buf) {
+	if (plus) {
+		/* an entry takes at least its header (fuse_entry_out, 128
+		 * bytes, and fuse_dirent, 24) and an 8-byte aligned name */
+		c.capheld = size / (128 + 24 + 8) + 1;
+		c.held = malloc(c.capheld * sizeof(*c.held));
+	}
+	if (!c.buf || (plus && !c.held)) {
+		free(c.buf);
+		free(c.held);
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
@@ -109,9 +126,15 @@ static void do_readdir(fuse_req_t req, fuse_ino_t fino, size_t size, off_t off, 
 	unlock(r);
 	if (ret && c.pos == 0)
 		fuse_reply_err(req, -ret);
-	else
-		fuse_reply_buf(req, c.buf, c.pos);
+	else if (fuse_reply_buf(req, c.buf, c.pos) == -ENOENT && c.nheld) {
+		/* the kernel never got the entries: no references taken */
+		lock(r);
+		for (size_t i = 0; i < c.nheld; i++)
+			lookup_put(r, c.held[i], 1);
+		unlock(r);
+	}
 	free(c.buf);
+	free(c.held);
 }
 
 void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,

@@ -404,28 +404,15 @@ void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 }
 
 /* The last close of a file or directory unlinked while open frees it (it
- * waited on the orphan list).  Called with the lock held; 0 or -errno. */
+ * waited on the orphan list) unless the kernel still holds it.  Called with
+ * the lock held; 0 or -errno. */
 static int open_put(struct rfs *r, ext2_ino_t ino)
 {
-	int ret = 0;
 	struct open_ino **p = open_slot(r, ino);
-	if (*p && --(*p)->count == 0) {
-		struct open_ino *o = *p;
-		*p = o->next;
-		if (o->orphan && !r->ro) {
-			struct ext2_inode in;
-			op_savepoint(r);
-			ret = get_inode(r, ino, &in);
-			if (!ret && in.i_links_count == 0) {
-				ret = orphan_remove(r, ino, &in);
-				if (!ret)
-					ret = rfs_free_inode(r, ino, &in);
-			}
-			ret = wr_end(r, ret, false);
-		}
-		free(o);
-	}
-	return ret;
+	if (!*p || !(*p)->count)
+		return 0;
+	(*p)->count--;
+	return held_settle(r, p);
 }
 
 /* RELEASE and RELEASEDIR: the last close of an unlinked file or directory frees it */

@@ -483,16 +483,9 @@ void rfs_unmount(struct rfs *r)
 		pthread_mutex_unlock(&r->lock);
 		return;
 	}
-	{
-		/* files still open at unmount (lazy unmount): their inodes stay on
-		 * the orphan list, processed at the next mount */
-		for (unsigned i = 0; i < 1024; i++)
-			while (r->open_tab[i]) {
-				struct open_ino *o = r->open_tab[i];
-				r->open_tab[i] = o->next;
-				free(o);
-			}
-	}
+	/* unlinked inodes only the kernel held are freed; files still open
+	 * (lazy unmount) stay on the orphan list for the next mount */
+	held_release_all(r);
 	bool attached = r->attached;
 	/* after a turn to read-only nothing more commits: what was not durable
 	 * then is discarded, and the exit status says so */

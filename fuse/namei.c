@@ -18,6 +18,18 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Send an entry counted by lookup_get; if the kernel never got it (its
+ * caller went away), the reference it did not take is given back. */
+static void reply_entry_counted(fuse_req_t req, struct rfs *r, ext2_ino_t ino,
+				const struct fuse_entry_param *e)
+{
+	if (fuse_reply_entry(req, e) == -ENOENT) {
+		lock(r);
+		lookup_put(r, ino, 1);
+		unlock(r);
+	}
+}
+
 void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct rfs *r = R(req);
@@ -46,25 +58,36 @@ void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 			ret = get_inode(r, ino, &in);
 	}
 	if (!ret)
+		ret = lookup_get(r, ino);
+	if (!ret)
 		fill_entry(r, ino, &in, &e);
 	unlock(r);
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else
-		fuse_reply_entry(req, &e);
+		reply_entry_counted(req, r, ino, &e);
 }
 
 void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
-	(void)ino;
-	(void)nlookup;
+	struct rfs *r = R(req);
+
+	lock(r);
+	if (ino != FUSE_ROOT_ID)
+		lookup_put(r, to_ext(ino), nlookup);
+	unlock(r);
 	fuse_reply_none(req);
 }
 
 void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *f)
 {
-	(void)count;
-	(void)f;
+	struct rfs *r = R(req);
+
+	lock(r);
+	for (size_t i = 0; i < count; i++)
+		if (f[i].ino != FUSE_ROOT_ID)
+			lookup_put(r, to_ext(f[i].ino), f[i].nlookup);
+	unlock(r);
 	fuse_reply_none(req);
 }
 
@@ -314,6 +337,16 @@ undo:
 	return ret;
 }
 
+/* The kernel's reference to a node just made (committed already, so the
+ * reply goes out): out of memory it is not counted, and an unlink while the
+ * kernel holds it frees it at once, as before lookups were counted. */
+static void hold_new(struct rfs *r, ext2_ino_t ino)
+{
+	if (lookup_get(r, ino))
+		fprintf(stderr, "recon-fuse: out of memory counting the kernel's references to "
+			"inode %u\n", ino);
+}
+
 static void reply_new(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 		      dev_t rdev, const char *link)
 {
@@ -327,11 +360,13 @@ static void reply_new(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	if (!ret)
 		ret = wr_end(r, make_node(r, req, to_ext(parent), name, mode, rdev, link, &e, &ino),
 			     false);
+	if (!ret)
+		hold_new(r, ino);
 	unlock(r);
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else
-		fuse_reply_entry(req, &e);
+		reply_entry_counted(req, r, ino, &e);
 }
 
 void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
@@ -362,8 +397,10 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 	if (!ret)
 		ret = wr_end(r, make_node(r, req, to_ext(parent), name,
 					  (mode & 07777) | LINUX_S_IFREG, 0, NULL, &e, &ino), false);
-	if (!ret)
+	if (!ret) {
+		hold_new(r, ino);
 		open_get(r, ino);
+	}
 	unlock(r);
 	if (ret) {
 		fuse_reply_err(req, -ret);
@@ -371,14 +408,12 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 	}
 	set_open_mode(fi);
 	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
-		/* the opener went away: undo the open count */
+		/* the opener went away: undo the open count and the reference */
 		lock(r);
 		struct open_ino **p = open_slot(r, ino);
-		if (*p && --(*p)->count == 0) {
-			struct open_ino *o = *p;
-			*p = o->next;
-			free(o);
-		}
+		if (*p && (*p)->count)
+			(*p)->count--;
+		lookup_put(r, ino, 1);
 		unlock(r);
 	}
 }
@@ -678,10 +713,12 @@ void op_link(fuse_req_t req, fuse_ino_t fino, fuse_ino_t newparent, const char *
 	if (!ret)
 		fill_entry(r, ino, &in, &e);
 	ret = wr_end(r, ret, false);
+	if (!ret)
+		hold_new(r, ino);
 out:
 	unlock(r);
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else
-		fuse_reply_entry(req, &e);
+		reply_entry_counted(req, r, ino, &e);
 }

@@ -23,10 +23,98 @@
 
 struct open_ino **open_slot(struct rfs *r, ext2_ino_t ino)
 {
-	struct open_ino **p = &r->open_tab[ino % 1024];
+	struct open_ino **p = &r->open_tab[ino % OPEN_TAB_SIZE];
 	while (*p && (*p)->ino != ino)
 		p = &(*p)->next;
 	return p;
+}
+
+/* Free an unlinked inode nothing holds any more (off the orphan list, in a
+ * write lifecycle of its own).  Read-only: it stays listed for the next
+ * mount's orphan processing. */
+static int free_orphan(struct rfs *r, ext2_ino_t ino)
+{
+	struct ext2_inode in;
+
+	if (r->ro)
+		return 0;
+	int ret = wr_begin(r);
+	if (ret)
+		return ret == -EROFS ? 0 : ret;
+	ret = get_inode(r, ino, &in);
+	/* links again: the unlink was rolled back */
+	if (!ret && in.i_links_count == 0) {
+		ret = orphan_remove(r, ino, &in);
+		if (!ret)
+			ret = rfs_free_inode(r, ino, &in);
+	}
+	return wr_end(r, ret, false);
+}
+
+/* *p neither open nor held by the kernel: out of the table, and freed if it
+ * was unlinked.  Called with the lock held; 0 or -errno. */
+int held_settle(struct rfs *r, struct open_ino **p)
+{
+	struct open_ino *o = *p;
+	if (!o || o->count || o->nlookup)
+		return 0;
+	*p = o->next;
+	int ret = o->orphan ? free_orphan(r, o->ino) : 0;
+	free(o);
+	return ret;
+}
+
+/* The kernel got an entry for ino (before the reply is sent, so a FORGET
+ * cannot come first).  -ENOMEM: not counted, the caller fails the reply. */
+int lookup_get(struct rfs *r, ext2_ino_t ino)
+{
+	struct open_ino **p = open_slot(r, ino);
+	if (!*p) {
+		*p = calloc(1, sizeof(**p));
+		if (!*p)
+			return -ENOMEM;
+		(*p)->ino = ino;
+	}
+	(*p)->nlookup++;
+	return 0;
+}
+
+/* FORGET (or an entry reply the kernel never got): n references fewer.  No
+ * reply goes back, so a failed free only leaves the inode on the orphan list
+ * (the next mount frees it). */
+void lookup_put(struct rfs *r, ext2_ino_t ino, uint64_t n)
+{
+	struct open_ino **p = open_slot(r, ino);
+	if (!*p)
+		return;
+	(*p)->nlookup = (*p)->nlookup > n ? (*p)->nlookup - n : 0;
+	int ret = held_settle(r, p);
+	if (ret)
+		fprintf(stderr, "recon-fuse: cannot free unlinked inode %u: %s (it stays on the "
+			"orphan list)\n", ino, strerror(-ret));
+}
+
+/*
+ * Unmount: the kernel holds nothing any more, so the unlinked inodes only it
+ * held are freed now, as the kernel frees at the last iput (the image checks
+ * clean).  Inodes still open (a lazy unmount) stay on the orphan list for the
+ * next mount.  The table empties.
+ */
+void held_release_all(struct rfs *r)
+{
+	for (unsigned i = 0; i < OPEN_TAB_SIZE; i++)
+		while (r->open_tab[i]) {
+			struct open_ino *o = r->open_tab[i];
+			r->open_tab[i] = o->next;
+			if (o->orphan && !o->count) {
+				int ret = free_orphan(r, o->ino);
+				if (ret)
+					fprintf(stderr, "recon-fuse: cannot free unlinked inode %u at "
+						"unmount: %s (it stays on the orphan list)\n", o->ino,
+						strerror(-ret));
+			}
+			free(o);
+		}
 }
 
 static int orphan_add(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in)
@@ -189,10 +277,13 @@ int drop_link(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in)
 		return put_inode(r, ino, in);
 	if (LINUX_S_ISDIR(in->i_mode))
 		dindex_forget(r->di, ino);
+	/* open, or held by the kernel: freed when nothing holds it */
 	struct open_ino *o = *open_slot(r, ino);
 	if (o) {
-		o->orphan = true;
-		return orphan_add(r, ino, in);
+		int ret = orphan_add(r, ino, in);
+		if (!ret)
+			o->orphan = true;
+		return ret;
 	}
 	return rfs_free_inode(r, ino, in);
 }

@@ -14,14 +14,18 @@
 #include <sys/uio.h>
 #include <ext2fs/ext2fs.h>
 
-/* Open count of an inode; an inode unlinked while open sits on the on-disk
- * orphan list until its last release. */
+/* What holds an inode besides its links: its open file handles and the
+ * kernel's references (each entry reply adds one, FORGET takes nlookup).  An
+ * inode unlinked while held sits on the on-disk orphan list until both reach
+ * 0, as the kernel's VFS frees at the last iput.  An entry at 0 and 0 goes. */
 struct open_ino {
 	ext2_ino_t ino;
-	unsigned count;
+	unsigned count;            /* open file handles */
+	uint64_t nlookup;          /* the kernel's references */
 	bool orphan;
 	struct open_ino *next;
 };
+#define OPEN_TAB_SIZE 8192
 
 /* A block or inode allocation change made by the operation in progress,
  * undone in reverse order if the operation fails. */
@@ -40,7 +44,7 @@ struct rfs {
 	bool attached;             /* rio_txn_attach done: transactions in use */
 	struct fuse_session *se;
 	struct rfs_uring *uring;   /* FUSE requests over io_uring, when in use */
-	struct open_ino *open_tab[1024];
+	struct open_ino *open_tab[OPEN_TAB_SIZE];
 	uint64_t max_bytes;        /* largest file size the block map can address */
 
 	/* rollback of the operation in progress (lifecycle.c): a savepoint in io,
@@ -267,6 +271,10 @@ void set_open_mode(struct fuse_file_info *fi);
 errcode_t commit_midway(struct rfs *r);
 int drop_link(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in);
 struct open_ino **open_slot(struct rfs *r, ext2_ino_t ino);
+int held_settle(struct rfs *r, struct open_ino **p);
+int lookup_get(struct rfs *r, ext2_ino_t ino);
+void lookup_put(struct rfs *r, ext2_ino_t ino, uint64_t n);
+void held_release_all(struct rfs *r);
 int orphan_remove(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in);
 int punch_from(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t keep);
 

@@ -3,11 +3,10 @@
 # 4 KiB blocks; verified while mounted, then unmount (daemon exit 0, no
 # rejected commit), e2fsck -fn, remount and verify again.  Each seed also on
 # the kernel's ext3.  NS_SEEDS, NS_OPS, NS_PROCS, NS_BLOCKS override.
-# NS_FLAGS (default -s): -s keeps every inode another process may have looked
-# up alive (opens and xattrs in each process's own directory, no rmdir or
-# directory renames): without it the runs reach the known gap of
-# explore-open_race (the daemon frees an inode the kernel still holds) and
-# fail now and then.
+# NS_FLAGS (default none: the full mode, where opens, xattrs, rmdirs and
+# directory renames race another process's removal of the inode it looked
+# up, as explore-open_race does on purpose); -s keeps every inode another
+# process may have looked up alive.
 . "$(dirname "$0")/../integration/lib.sh"
 . "$(dirname "$0")/lib_explore.sh"
 need_root
@@ -17,7 +16,7 @@ have_kernel_ext3 || skip "no kernel ext3"
 SEEDS=${NS_SEEDS:-"11 12"}
 OPS=${NS_OPS:-1500}
 PROCS=${NS_PROCS:-4}
-FLAGS=${NS_FLAGS--s}
+FLAGS=${NS_FLAGS-}
 BLOCKS=${NS_BLOCKS:-"1024 4096"}
 
 stress_and_verify() {   # DIR SEED

@@ -1,10 +1,10 @@
 #!/bin/bash
 # An open racing the rename that removes the name it looked up
-# (open_race.py): on recon-fuse the OPEN can reach an inode that the rename
-# already freed (the daemon frees at the last unlink when no file handle is
-# open, while the kernel still holds the inode from LOOKUP), so writes land in
-# a freed or reused inode: EISDIR/EIO and leaked blocks (the checker rejects
-# the commit: INV_BBITMAP_SET).  The kernel's ext3 runs it clean.
+# (open_race.py): the OPEN reaches an inode the rename unlinked while the
+# kernel still held it from LOOKUP, so the daemon must keep it (on the orphan
+# list) until the kernel's FORGET and the last RELEASE; freed at the unlink,
+# writes would land in a freed or reused inode (EISDIR/EIO, leaked blocks the
+# checker rejects: INV_BBITMAP_SET).  Both drivers must run it clean.
 . "$(dirname "$0")/../integration/lib.sh"
 . "$(dirname "$0")/lib_explore.sh"
 need_root
