@@ -10,6 +10,10 @@
  * disk.  Indexes are kept for at most max_dirs directories (LRU).
  *
  * Errors: 0 or -errno, as declared in dirindex.h.
+ *
+ * One file (about 1,100 lines): the index, its gap tree and the block edits
+ * that keep both exact are one invariant; split, each part would have to
+ * export the others' internals.
  */
 #include "dirindex.h"
 

@@ -14,7 +14,9 @@
  * current or the previous transaction.
  *
  * The overlay and the block sets live in overlay.c, the test-only corruption
- * injector in fault.c; txn_internal.h names what the three share.
+ * injector in fault.c; txn_internal.h names what the three share.  What
+ * stays here (about 1,130 lines) is the commit path and the public calls,
+ * which share the commit thread's locking.
  */
 #include <errno.h>
 #include <signal.h>
