@@ -18,6 +18,16 @@
 #include <time.h>
 #include <unistd.h>
 
+/* An xattr change moves the inode's ctime, as the kernel's. */
+static int touch_ctime(struct rfs *r, ext2_ino_t ino)
+{
+	struct ext2_inode in;
+	if (get_inode(r, ino, &in))
+		return 0;   /* the change is made; a failing re-read leaves ctime */
+	in.i_ctime = stamp_now(r, ino, T_C);
+	return put_inode(r, ino, &in);
+}
+
 /* ---- xattrs ---- */
 
 /* Namespaces ext3 stores; user.* only with user_xattr and the ACL names
@@ -141,13 +151,8 @@ void op_setxattr(fuse_req_t req, fuse_ino_t fino, const char *name, const char *
 		ret = -errmap(e);
 	if (!ret)
 		ret = xattr_drop_empty_block(r, ino);
-	if (!ret) {
-		struct ext2_inode in;
-		if (!get_inode(r, ino, &in)) {
-			in.i_ctime = stamp_now(r, ino, T_C);
-			ret = put_inode(r, ino, &in);
-		}
-	}
+	if (!ret)
+		ret = touch_ctime(r, ino);
 end:
 	ret = wr_end(r, ret, false);
 out:
@@ -344,13 +349,8 @@ void op_removexattr(fuse_req_t req, fuse_ino_t fino, const char *name)
 		goto end;
 	}
 	ret = xattr_remove(r, ino, name);
-	if (!ret) {
-		struct ext2_inode in;
-		if (!get_inode(r, ino, &in)) {
-			in.i_ctime = stamp_now(r, ino, T_C);
-			ret = put_inode(r, ino, &in);
-		}
-	}
+	if (!ret)
+		ret = touch_ctime(r, ino);
 end:
 	ret = wr_end(r, ret, false);
 out:
