@@ -44,7 +44,14 @@ with open("fill", "wb") as f:
     while left > 0:
         left -= f.write(chunk[:min(left, len(chunk))])
 os.unlink("fill")            # freed in the open transaction: not yet reusable
-sv = os.statvfs(".")
+# the blocks count as free once the kernel forgets the inode (a FORGET
+# a moment after the unlink)
+deadline = time.monotonic() + 2
+while True:
+    sv = os.statvfs(".")
+    if sv.f_bfree * sv.f_frsize >= fill or time.monotonic() > deadline:
+        break
+    time.sleep(0.01)
 worst, stop = [0.0], threading.Event()
 def statter():
     while not stop.is_set():
