@@ -418,7 +418,10 @@ static int prepare_fs(struct rfs *r)
 		goto fail;
 	}
 	if (!r->ro) {
-		if (recounted) {
+		/* written only when the descriptors agree with the bitmaps: a
+		 * damaged descriptor's count must not reach the superblock before
+		 * the base check names it (the image is then served read-only) */
+		if (recounted && rfs_group_counts_agree(fs)) {
 			/* the primary superblock alone, as the kernel writes it */
 			ext2fs_mark_super_dirty(fs);
 			fs->flags |= EXT2_FLAG_SUPER_ONLY;

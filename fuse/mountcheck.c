@@ -11,6 +11,7 @@
 #include <arpa/inet.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 static int bad(char *msg, size_t len, const char *fmt, ...)
 {
@@ -203,4 +204,35 @@ bool rfs_recount_free(ext2_filsys fs)
 	ext2fs_free_blocks_count_set(fs->super, fb);
 	fs->super->s_free_inodes_count = (uint32_t)fi;
 	return true;
+}
+
+/* Free bits of a bitmap range, counted a group at a time from its raw bytes. */
+static uint64_t clear_bits(const unsigned char *buf, uint64_t nbits)
+{
+	uint64_t set = 0;
+	for (uint64_t i = 0; i < nbits / 8; i++)
+		set += (unsigned)__builtin_popcount(buf[i]);
+	for (uint64_t i = nbits / 8 * 8; i < nbits; i++)
+		set += (buf[i / 8] >> (i % 8)) & 1;
+	return nbits - set;
+}
+
+bool rfs_group_counts_agree(ext2_filsys fs)
+{
+	uint32_t bpg = fs->super->s_blocks_per_group, ipg = fs->super->s_inodes_per_group;
+	unsigned char *buf = malloc((bpg > ipg ? bpg : ipg) / 8 + 1);
+	bool agree = buf != NULL;
+
+	for (dgrp_t g = 0; agree && g < fs->group_desc_count; g++) {
+		blk64_t first = ext2fs_group_first_block2(fs, g);
+		uint64_t n = ext2fs_group_last_block2(fs, g) - first + 1;
+		if (ext2fs_get_block_bitmap_range2(fs->block_map, first, n, buf) ||
+		    clear_bits(buf, n) != ext2fs_bg_free_blocks_count(fs, g))
+			agree = false;
+		else if (ext2fs_get_inode_bitmap_range2(fs->inode_map, (uint64_t)g * ipg + 1, ipg, buf) ||
+			 clear_bits(buf, ipg) != ext2fs_bg_free_inodes_count(fs, g))
+			agree = false;
+	}
+	free(buf);
+	return agree;
 }

@@ -136,6 +136,9 @@ int rfs_check_bitmaps(ext2_filsys fs, char *msg, size_t len);
  * the kernel recomputes them at mount (they are hints the kernel may leave
  * stale on disk).  True if they changed (in memory only). */
 bool rfs_recount_free(ext2_filsys fs);
+/* Every group descriptor's free block and inode counts match the loaded
+ * bitmaps (only then may the recounted superblock be written). */
+bool rfs_group_counts_agree(ext2_filsys fs);
 
 /* Mount-time orphan processing (the first transaction, after the base
  * check; the caller commits it).  0 or -errno. */
