@@ -637,6 +637,28 @@ static errcode_t mem_flush(void *ctx)
 	return 0;
 }
 
+/* Open the journal through dev and replay what needs recovery; *replayed =
+ * transactions replayed.  Shared by the in-memory (read-only) and the
+ * on-disk replay. */
+static errcode_t replay_journal(ext2_filsys fs, struct jbd_dev *dev, unsigned *replayed,
+				char *msg, size_t msglen)
+{
+	struct jbd *j = NULL;
+	errcode_t err = jbd_open(fs, dev, &j, msg, msglen);
+	if (err)
+		return err;
+	if (jbd_needs_recovery(j)) {
+		unsigned n = 0;
+		err = jbd_recover(j, &n);
+		if (err && msg && !msg[0])
+			snprintf(msg, msglen, "journal replay failed: %s", error_message(err));
+		if (!err && replayed)
+			*replayed = n;
+	}
+	jbd_close(j);
+	return err;
+}
+
 /* A read-only channel: replay the journal into memory, as the recovered
  * state a read-write replay would have written (needs_recovery cleared in
  * the superblock, the log empty), and make this channel and every later
@@ -652,23 +674,9 @@ static errcode_t recover_in_memory(ext2_filsys fs, struct rio_chan *rc, unsigned
 	struct mem_replay_dev m = { rc, rp };
 	struct jbd_dev jdev = { .ctx = &m, .read_blk = mem_read_blk,
 				.write_blks = mem_write_blks, .flush = mem_flush };
-	struct jbd *j = NULL;
-	err = jbd_open(fs, &jdev, &j, msg, msglen);
+	err = replay_journal(fs, &jdev, replayed, msg, msglen);
 	if (err)
 		goto out;
-	if (jbd_needs_recovery(j)) {
-		unsigned n = 0;
-		err = jbd_recover(j, &n);
-		if (err) {
-			if (msg && !msg[0])
-				snprintf(msg, msglen, "journal replay failed: %s", error_message(err));
-			jbd_close(j);
-			goto out;
-		}
-		if (replayed)
-			*replayed = n;
-	}
-	jbd_close(j);
 	/* the superblock as the replay leaves it, needs_recovery cleared */
 	unsigned char *blk = malloc(rp->bs);
 	if (!blk) {
@@ -737,23 +745,9 @@ errcode_t rio_journal_recover(ext2_filsys fs, unsigned *replayed, char *msg, siz
 	struct rio_raw_dev ctx;
 	struct jbd_dev jdev;
 	rio_jbd_dev_init(&ctx, &jdev, rc, fs->blocksize);
-	struct jbd *j = NULL;
-	err = jbd_open(fs, &jdev, &j, msg, msglen);
+	err = replay_journal(fs, &jdev, replayed, msg, msglen);
 	if (err)
 		return err;
-	if (jbd_needs_recovery(j)) {
-		unsigned n = 0;
-		err = jbd_recover(j, &n);
-		if (err) {
-			if (msg && !msg[0])
-				snprintf(msg, msglen, "journal replay failed: %s", error_message(err));
-			jbd_close(j);
-			return err;
-		}
-		if (replayed)
-			*replayed = n;
-	}
-	jbd_close(j);
 	err = clear_recover_flag(fs, rc);
 	if (err && msg)
 		snprintf(msg, msglen, "clearing needs_recovery: %s", error_message(err));
