@@ -43,6 +43,20 @@ check() {
 is_asan() { ldd "$RECON_FUSE" 2>/dev/null | grep -q 'libasan'; }
 if is_asan; then TMUL=4; else TMUL=1; fi
 
+# open_dev_fuse_to_test_user: /dev/fuse is mode 0666 on Debian (udev); a
+# container may leave it 0600.  Then it is opened to others for the test's
+# duration and its mode put back at exit (under a lock, so two runs on one
+# machine do not undo each other).  Skips when it cannot be done.
+open_dev_fuse_to_test_user() {
+	exec 8>/tmp/recon-test-devfuse.lock
+	flock 8
+	as_user test -r /dev/fuse -a -w /dev/fuse && return 0
+	fuse_mode=$(stat -c %a /dev/fuse)
+	chmod o+rw /dev/fuse || skip "cannot make /dev/fuse usable by $TEST_USER"
+	trap 'cleanup; chmod "$fuse_mode" /dev/fuse' EXIT
+	as_user test -r /dev/fuse -a -w /dev/fuse || die "/dev/fuse is still not usable by $TEST_USER"
+}
+
 need_root() {
 	[ "$(id -u)" -eq 0 ] || skip "needs root (tests/run runs itself through sudo when not root)"
 	[ -c /dev/fuse ] || skip "no /dev/fuse"

@@ -11,15 +11,7 @@
 need_root
 ensure_test_user
 [ -u "$(command -v fusermount3)" ] || skip "fusermount3 is not setuid root"
-# /dev/fuse opened to others for the test's duration, as unpriv.sh does
-exec 8>/tmp/recon-test-devfuse.lock
-flock 8
-if ! as_user test -r /dev/fuse -a -w /dev/fuse; then
-	fuse_mode=$(stat -c %a /dev/fuse)
-	chmod o+rw /dev/fuse || skip "cannot make /dev/fuse usable by $TEST_USER"
-	trap 'cleanup; chmod "$fuse_mode" /dev/fuse' EXIT
-	as_user test -r /dev/fuse -a -w /dev/fuse || die "/dev/fuse is still not usable by $TEST_USER"
-fi
+open_dev_fuse_to_test_user
 
 dir="$SCRATCH/user"
 mkdir -p "$dir/mnt"
