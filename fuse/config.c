@@ -62,6 +62,7 @@ static const struct key_desc keys[] = {
 	{ "fault_crash_after", K_U64, F(fault_crash_after), true, "test: crash after N device writes" },
 	{ "fault_seed", K_U64, F(fault_seed), true, "test: fault injection seed" },
 	{ "fault_corrupt", K_STR, F(fault_corrupt), true, "test: corrupt KIND@N" },
+	{ "fault_data_eio", K_U64, F(fault_data_eio), true, "test: fail the Nth file-data write with EIO" },
 	{ "stats", K_STR, F(stats_file), true, "test: write the stats JSON to FILE at unmount" },
 	{ "no_uring", K_BOOL, F(no_uring), true, "test: force the pread/pwrite fallback" },
 };

@@ -64,6 +64,7 @@ struct recon_config {
 	uint64_t fault_crash_after;      /* 0 = off */
 	uint64_t fault_seed;
 	char *fault_corrupt;             /* "KIND@N" as given, validated */
+	uint64_t fault_data_eio;         /* 0 = off; counts file-data writes */
 	char *stats_file;                /* -o stats=FILE */
 	bool no_uring;                   /* -o no_uring: force the pread/pwrite fallback */
 };

@@ -39,6 +39,15 @@ int map_block(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t lblk
 	return check_blk(r, ino, *pblk);
 }
 
+/* The failed operation is rolled back, but a failed write may have left any
+ * part of an overwritten block on the disk. */
+static int data_io_failed(struct rfs *r, ext2_ino_t ino, bool write)
+{
+	if (write)
+		data_error_note(r, ino);
+	return -EIO;
+}
+
 /* Read or write whole blocks; phys[i] == 0 means a hole (read as zeros,
  * never written).  Contiguous runs go out as one extent. */
 int blocks_io(struct rfs *r, ext2_ino_t ino, bool write, const blk64_t *phys, unsigned n,
@@ -62,7 +71,7 @@ int blocks_io(struct rfs *r, ext2_ino_t ino, bool write, const blk64_t *phys, un
 		if (ne == 64) {
 			errcode_t e = rio_data_io(r->fs->io, write, ino, ext, ne);
 			if (e)
-				return -EIO;
+				return data_io_failed(r, ino, write);
 			ne = 0;
 		}
 		ext[ne].blk = phys[i];
@@ -71,7 +80,7 @@ int blocks_io(struct rfs *r, ext2_ino_t ino, bool write, const blk64_t *phys, un
 		ne++;
 	}
 	if (ne && rio_data_io(r->fs->io, write, ino, ext, ne))
-		return -EIO;
+		return data_io_failed(r, ino, write);
 	return 0;
 }
 

@@ -574,13 +574,18 @@ int rfs_fsync(struct rfs *r, ext2_ino_t ino)
 {
 	if (!r->attached)
 		return 0;   /* mounted read-only: nothing was ever written */
+	/* everything is made durable first; then a failed data write since the
+	 * last fsync of ino is reported, once */
+	bool data_err = data_error_take(r, ino);
+	int ret;
 	if (!r->ro) {
 		errcode_t e = rio_flush_device(r->fs->io);
-		int ret = wr_end(r, e ? -errmap(e) : 0, true);
+		ret = wr_end(r, e ? -errmap(e) : 0, true);
 		if (!r->ro)
-			return ret;
+			return ret ? ret : data_err ? -EIO : 0;
 	}
-	return lost_changes(r, ino);
+	ret = lost_changes(r, ino);
+	return ret ? ret : data_err ? -EIO : 0;
 }
 
 void rfs_tick(struct rfs *r)

@@ -199,6 +199,7 @@ static void set_rio_config(const struct recon_config *cfg)
 		.fault_crash_after = cfg->fault_crash_after,
 		.fault_seed = cfg->fault_seed,
 		.fault_corrupt = cfg->fault_corrupt,
+		.fault_data_eio = cfg->fault_data_eio,
 	};
 	rio_set_config(&rc);
 }

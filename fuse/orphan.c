@@ -29,6 +29,27 @@ struct open_ino **open_slot(struct rfs *r, ext2_ino_t ino)
 	return p;
 }
 
+/* A write of ino's data failed on the device: what the file holds there is
+ * unknown, so its next fsync must not promise it (as Linux reports a failed
+ * writeback to fsync).  The kernel holds an inode it writes through, so the
+ * entry is there; if not (out of memory at its LOOKUP), nobody can fsync it. */
+void data_error_note(struct rfs *r, ext2_ino_t ino)
+{
+	struct open_ino *o = *open_slot(r, ino);
+	if (o)
+		o->data_err = true;
+}
+
+/* True once after data_error_note: the error is reported to one fsync. */
+bool data_error_take(struct rfs *r, ext2_ino_t ino)
+{
+	struct open_ino *o = *open_slot(r, ino);
+	if (!o || !o->data_err)
+		return false;
+	o->data_err = false;
+	return true;
+}
+
 /* Free an unlinked inode nothing holds any more (off the orphan list, in a
  * write lifecycle of its own).  Read-only: it stays listed for the next
  * mount's orphan processing. */

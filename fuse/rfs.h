@@ -23,6 +23,7 @@ struct open_ino {
 	unsigned count;            /* open file handles */
 	uint64_t nlookup;          /* the kernel's references */
 	bool orphan;
+	bool data_err;             /* a write of its data failed: the next fsync says EIO */
 	struct open_ino *next;
 };
 #define OPEN_TAB_SIZE 8192
@@ -275,6 +276,8 @@ errcode_t commit_midway(struct rfs *r);
 int drop_link(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in);
 struct open_ino **open_slot(struct rfs *r, ext2_ino_t ino);
 int held_settle(struct rfs *r, struct open_ino **p);
+void data_error_note(struct rfs *r, ext2_ino_t ino);
+bool data_error_take(struct rfs *r, ext2_ino_t ino);
 int lookup_get(struct rfs *r, ext2_ino_t ino);
 void lookup_put(struct rfs *r, ext2_ino_t ino, uint64_t n);
 void held_release_all(struct rfs *r);

@@ -45,6 +45,8 @@ struct rio_config {
 	uint64_t fault_crash_after;       /* 0 = off; counts device write requests */
 	uint64_t fault_seed;
 	const char *fault_corrupt;        /* "KIND@N" or NULL */
+	uint64_t fault_data_eio;          /* 0 = off; the Nth rio_data_io write fails with EIO,
+					   * nothing of it issued (a device error on file data) */
 };
 void rio_set_config(const struct rio_config *cfg);
 

@@ -487,6 +487,9 @@ errcode_t rio_data_io(io_channel ch, bool write, ext2_ino_t ino, const struct ri
 		if (gerr)
 			return gerr;
 	}
+	if (write && rio_cfg.fault_data_eio &&
+	    __atomic_add_fetch(&rc->data_write_calls, 1, __ATOMIC_RELAXED) == rio_cfg.fault_data_eio)
+		return EIO;
 	struct dev_req *reqs = calloc(n, sizeof(*reqs));
 	if (!reqs)
 		return ENOMEM;

@@ -152,6 +152,7 @@ struct rio_chan {
 	 * because a commit's own flush writes through the seam */
 	pthread_mutex_t ovl_lock;
 	uint64_t meta_writes;
+	uint64_t data_write_calls;  /* rio_data_io writes, for fault_data_eio */
 	struct txn_totals totals;
 	/* set at detach: libext2fs's close must not fold our byte counts into
 	 * s_kbytes_written again and rewrite the superblock unchecked */

@@ -7,7 +7,8 @@
 # with a message, on fusermount -u and on SIGTERM, and the cache-invalidation
 # thread is joined before the FUSE channel closes (no "writing device" error
 # from a descriptor already closed).  e2fsck -fn is clean and the durable
-# file reads back; the discarded ones do not exist.
+# file reads back; the discarded ones do not exist.  A failed write of file
+# data is reported to the file's next fsync.
 # Environment: FSYNC_FAILURE_RUNS (default 4): runs that unmount (fusermount -u,
 # SIGTERM) right after a rejection, while the notifier is busy.
 . "$(dirname "$0")/lib.sh"
@@ -107,6 +108,54 @@ run_once() {
 	python3 "$SCRATCH/verify.py" "$mnt" || fail "$what: contents after the run"
 	umount_recon "$mnt"
 }
+
+# A device error on file data (fault_data_eio=3: the third data write fails,
+# nothing of it written).  The write gets EIO and is undone (an append leaves
+# size and blocks as they were); the file's next fsync reports EIO, once, as
+# Linux reports failed writeback; another file's fsync is not touched; the
+# file system stays writable, e2fsck -fn is clean, the data written before
+# and after reads back.
+cat >"$SCRATCH/data_eio.py" <<'EOF2'
+import errno, os, sys
+from pylib import Checker, pattern
+m, bs = sys.argv[1], int(sys.argv[2])
+c = Checker("fsync_failure-data_eio")
+os.chdir(m)
+fx = os.open("X", os.O_CREAT | os.O_RDWR, 0o644)
+fy = os.open("Y", os.O_CREAT | os.O_RDWR, 0o644)
+os.write(fx, pattern("X", 3 * bs))          # data write 1
+os.write(fy, pattern("Y", bs))              # data write 2
+c.succeeds(os.fsync, fx)
+c.succeeds(os.fsync, fy)
+before = os.fstat(fx)
+c.errno(errno.EIO, os.pwrite, fx, b"z" * bs, 3 * bs)   # data write 3 fails
+after = os.fstat(fx)
+c.eq([after.st_size, after.st_blocks], [before.st_size, before.st_blocks],
+     "the failed append is undone (size, blocks)")
+c.succeeds(os.fsync, fy)                    # Y's data was never touched
+c.errno(errno.EIO, os.fsync, fx)            # the failure is reported to fsync
+c.succeeds(os.fsync, fx)                    # once
+c.eq(os.pwrite(fx, b"w" * bs, 3 * bs), bs, "the file system stays writable")
+c.succeeds(os.fdatasync, fx)
+c.eq(os.pread(fx, 4 * bs, 0), pattern("X", 3 * bs) + b"w" * bs, "X reads back")
+os.close(fx)
+os.close(fy)
+c.done()
+EOF2
+img="$SCRATCH/eio.img"
+cp --sparse=always "$base" "$img"
+if mount_recon "$img" "$mnt" "fault_data_eio=3"; then
+	pid=$RECON_PID
+	timeout -s KILL $((60 * TMUL)) python3 "$SCRATCH/data_eio.py" "$mnt" 1024 ||
+		fail "data_eio: scenario"
+	fusermount3 -u "$mnt" || fail "data_eio: fusermount3 -u"
+	RECON_PID=
+	wait_daemon "$pid" $((60 * TMUL))
+	[ "$RECON_STATUS" -eq 0 ] || fail "data_eio: exit status $RECON_STATUS, want 0 (nothing lost that was not reported)"
+	fsck_clean "$img" "data_eio"
+else
+	fail "data_eio: mount"
+fi
 
 run_once "full" 1500 full umount
 run_once "full, SIGTERM" 1500 full term
