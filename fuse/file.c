@@ -84,6 +84,30 @@ int blocks_io(struct rfs *r, ext2_ino_t ino, bool write, const blk64_t *phys, un
 	return 0;
 }
 
+/* Zero n newly allocated blocks phys[] (contiguous runs as one extent)
+ * without sending zeros where the device can zero a range itself. */
+static int blocks_zero(struct rfs *r, ext2_ino_t ino, const blk64_t *phys, unsigned n)
+{
+	struct rio_extent ext[64];
+	unsigned ne = 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		if (ne && ext[ne - 1].blk + ext[ne - 1].count == phys[i]) {
+			ext[ne - 1].count++;
+			continue;
+		}
+		if (ne == 64) {
+			if (rio_data_zero(r->fs->io, ino, ext, ne))
+				return data_io_failed(r, ino, true);
+			ne = 0;
+		}
+		ext[ne++] = (struct rio_extent){ .blk = phys[i], .count = 1, .buf = NULL };
+	}
+	if (ne && rio_data_zero(r->fs->io, ino, ext, ne))
+		return data_io_failed(r, ino, true);
+	return 0;
+}
+
 /* Give logical block lblk a new physical block (contents are the caller's). */
 int alloc_block(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t lblk,
 		       blk64_t goal, blk64_t *pblk)
@@ -495,11 +519,8 @@ static int do_fallocate(struct rfs *r, fuse_req_t req, ext2_ino_t ino, off_t off
 		ret = wr_room_for(r, holes);
 	if (ret)
 		return ret;
-	/* new blocks are zeroed FALLOC_RUN at a time (contiguous ones in one
-	 * write) */
-	char *zero = calloc(FALLOC_RUN, bs);
-	if (!zero)
-		return -ENOMEM;
+	/* new blocks are zeroed FALLOC_RUN at a time (contiguous ones as one
+	 * range) */
 	blk64_t run[FALLOC_RUN];
 	unsigned nrun = 0;
 	for (blk64_t l = first; l <= last && !ret; l++) {
@@ -518,7 +539,7 @@ static int do_fallocate(struct rfs *r, fuse_req_t req, ext2_ino_t ino, off_t off
 		run[nrun++] = p;
 		if (nrun < FALLOC_RUN && l < last)
 			continue;
-		ret = blocks_io(r, ino, true, run, nrun, zero);
+		ret = blocks_zero(r, ino, run, nrun);
 		nrun = 0;
 		/* the indirect blocks it writes must fit the journal */
 		size_t used = 0, limit = 0;
@@ -528,11 +549,10 @@ static int do_fallocate(struct rfs *r, fuse_req_t req, ext2_ino_t ino, off_t off
 	}
 	if (nrun) {
 		/* zeroed even when an allocation failed: no stale data behind it */
-		int zret = blocks_io(r, ino, true, run, nrun, zero);
+		int zret = blocks_zero(r, ino, run, nrun);
 		if (!ret)
 			ret = zret;
 	}
-	free(zero);
 	if (ret)
 		trim_past_eof(r, ino, &in);
 	if (!ret && (uint64_t)off + len > EXT2_I_SIZE(&in))

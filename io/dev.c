@@ -431,6 +431,45 @@ void rio_dev_data_written(struct dev *d, size_t len)
 	atomic_store(&d->data_unkicked, 0);
 }
 
+/* Zeros written when the device cannot zero a range itself. */
+#define DEV_ZERO_CHUNK (1u << 20)
+
+static errcode_t dev_write_zeros(struct dev *d, uint64_t off, uint64_t len)
+{
+	size_t chunk = len < DEV_ZERO_CHUNK ? (size_t)len : DEV_ZERO_CHUNK;
+	void *zero = calloc(1, chunk);
+	if (!zero)
+		return ENOMEM;
+	errcode_t err = 0;
+	while (len && !err) {
+		size_t n = len < chunk ? (size_t)len : chunk;
+		err = rio_dev_pwrite(d, off, zero, n);
+		off += n;
+		len -= n;
+	}
+	free(zero);
+	return err;
+}
+
+errcode_t rio_dev_zero(struct dev *d, uint64_t off, uint64_t len)
+{
+	static const int modes[] = { FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE,
+				     FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE };
+	int m;
+	while (!d->crash_after && (m = atomic_load(&d->zero_mode)) < 2) {
+		if (fallocate(d->fd, modes[m], (off_t)off, (off_t)len) == 0) {
+			struct dev_req r = { .write = true, .off = off, .len = len };
+			dev_count(d, &r);
+			return 0;
+		}
+		if (errno != EOPNOTSUPP && errno != ENOSYS && errno != EINVAL)
+			return errno;   /* an I/O error, or the host is full */
+		/* this device cannot: the next way, for good */
+		atomic_compare_exchange_strong(&d->zero_mode, &m, m + 1);
+	}
+	return dev_write_zeros(d, off, len);
+}
+
 bool rio_dev_crashed(struct dev *d)
 {
 	if (!d->crash_after)

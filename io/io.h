@@ -89,6 +89,12 @@ struct rio_extent {
 errcode_t rio_data_io(io_channel ch, bool write, ext2_ino_t ino, const struct rio_extent *ext,
 		      unsigned n);
 
+/* rio_data_io's write of zeros to the extents (their buf is not used),
+ * without sending the zeros where the device can zero a range itself
+ * (fallocate FALLOC_FL_ZERO_RANGE on an image file or a block device). The
+ * data guard and the errors are rio_data_io's. */
+errcode_t rio_data_zero(io_channel ch, ext2_ino_t ino, const struct rio_extent *ext, unsigned n);
+
 /* Write back every dirty metadata block (sorted, batched), then make data and
  * metadata durable (fdatasync).  io_channel_flush() does the same. */
 errcode_t rio_flush_device(io_channel ch);

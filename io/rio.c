@@ -470,26 +470,60 @@ errcode_t rio_get_stats(io_channel ch, struct rio_stats *out)
 	return 0;
 }
 
+/* Before a write of file data is issued: the data guard, the injected
+ * fault, then no cached or pending metadata copy of the blocks may survive
+ * (written back over the data later, or read stale). */
+static errcode_t data_write_begin(io_channel ch, ext2_ino_t ino, const struct rio_extent *ext,
+				  unsigned n)
+{
+	struct rio_chan *rc = rio_chan_of(ch);
+	struct txn *t = rc->txn;
+	if (!(rc->flags & IO_FLAG_RW))
+		return EXT2_ET_RO_FILSYS;
+	if (t) {
+		errcode_t gerr = rio_txn_data_guard(t, ino, ext, n);
+		if (gerr)
+			return gerr;
+	}
+	if (rio_cfg.fault_data_eio &&
+	    __atomic_add_fetch(&rc->data_write_calls, 1, __ATOMIC_RELAXED) == rio_cfg.fault_data_eio)
+		return EIO;
+	size_t bs = (size_t)ch->block_size;
+	for (unsigned i = 0; i < n; i++) {
+		rio_cache_invalidate(&rc->cache, ext[i].blk * bs, (size_t)ext[i].count * bs);
+		if (t)
+			rio_ovl_data_written(t, ext[i].blk * bs, (size_t)ext[i].count * bs);
+	}
+	return 0;
+}
+
+errcode_t rio_data_zero(io_channel ch, ext2_ino_t ino, const struct rio_extent *ext, unsigned n)
+{
+	if (!ch || ch->magic != EXT2_ET_MAGIC_IO_CHANNEL || ch->manager != rio_io_manager)
+		return EXT2_ET_MAGIC_IO_CHANNEL;
+	if (n == 0)
+		return 0;
+	errcode_t err = data_write_begin(ch, ino, ext, n);
+	size_t bs = (size_t)ch->block_size;
+	for (unsigned i = 0; i < n && !err; i++)
+		err = rio_dev_zero(&rio_chan_of(ch)->dev, ext[i].blk * bs, (uint64_t)ext[i].count * bs);
+	return err;
+}
+
 errcode_t rio_data_io(io_channel ch, bool write, ext2_ino_t ino, const struct rio_extent *ext,
 		      unsigned n)
 {
 	if (!ch || ch->magic != EXT2_ET_MAGIC_IO_CHANNEL || ch->manager != rio_io_manager)
 		return EXT2_ET_MAGIC_IO_CHANNEL;
 	struct rio_chan *rc = rio_chan_of(ch);
-	if (write && !(rc->flags & IO_FLAG_RW))
-		return EXT2_ET_RO_FILSYS;
 	if (n == 0)
 		return 0;
 	struct txn *t = rc->txn;
-	/* before anything is issued or any cached copy dropped */
-	if (write && t) {
-		errcode_t gerr = rio_txn_data_guard(t, ino, ext, n);
-		if (gerr)
-			return gerr;
+	if (write) {
+		errcode_t werr = data_write_begin(ch, ino, ext, n);
+		if (werr)
+			return werr;
 	}
-	if (write && rio_cfg.fault_data_eio &&
-	    __atomic_add_fetch(&rc->data_write_calls, 1, __ATOMIC_RELAXED) == rio_cfg.fault_data_eio)
-		return EIO;
 	struct dev_req *reqs = calloc(n, sizeof(*reqs));
 	if (!reqs)
 		return ENOMEM;
@@ -499,13 +533,6 @@ errcode_t rio_data_io(io_channel ch, bool write, ext2_ino_t ino, const struct ri
 		reqs[i].off = ext[i].blk * bs;
 		reqs[i].len = (size_t)ext[i].count * bs;
 		reqs[i].buf = ext[i].buf;
-		/* a block once cached (or pending) as metadata must not be written
-		 * back over the data, nor read stale later */
-		if (write) {
-			rio_cache_invalidate(&rc->cache, reqs[i].off, reqs[i].len);
-			if (t)
-				rio_ovl_data_written(t, reqs[i].off, reqs[i].len);
-		}
 	}
 	errcode_t err = rio_dev_submit(&rc->dev, reqs, n);
 	if (!err && write)

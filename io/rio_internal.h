@@ -63,6 +63,7 @@ struct dev {
 	/* file data written since the last early-writeback kick */
 	atomic_uint_fast64_t data_unkicked;
 	atomic_bool no_kick;      /* sync_file_range refused: stop trying */
+	atomic_int zero_mode;     /* rio_dev_zero: 0 ZERO_RANGE, 1 PUNCH_HOLE, 2 writes */
 
 	/* power-cut fault injection: fault_lock serialises writes and flushes
 	 * while armed, so the pending list is exact */
@@ -88,6 +89,10 @@ errcode_t rio_dev_flush(struct dev *d);
  * flush finds less to write.  A hint only: durability still comes from
  * rio_dev_flush alone. */
 void      rio_dev_data_written(struct dev *d, size_t len);
+/* Make [off, off + len) read as zeros: FALLOC_FL_ZERO_RANGE, else
+ * PUNCH_HOLE|KEEP_SIZE, else (and while the power-cut fault is armed, which
+ * must see every write) written zeros.  Not durable until rio_dev_flush. */
+errcode_t rio_dev_zero(struct dev *d, uint64_t off, uint64_t len);
 bool      rio_dev_crashed(struct dev *d);
 
 /* ---- metadata block cache ---- */
