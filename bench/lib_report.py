@@ -12,7 +12,8 @@ import sys
 
 DRIVER_NAME = {"kernel": "kernel ext3", "fuse2fs": "fuse2fs", "recon": "recon-fuse",
                "recon-nochk": "recon checker off", "recon-nojnl": "recon journal off",
-               "recon-nochk-nojnl": "recon checker+journal off", "recon-uring": "recon over io_uring"}
+               "recon-nochk-nojnl": "recon checker+journal off", "recon-uring": "recon over io_uring",
+               "recon-base": "recon-fuse, base commit"}
 UNTIMED = ("rtt_us", "peak_rss_mb", "checker_cpu_s")   # per-round figures, not phases
 
 
@@ -89,6 +90,11 @@ def main():
         ratios.append(("recon/kernel", "recon", "kernel"))
     if "recon" not in drivers and "fuse2fs" in drivers and "kernel" in drivers:
         ratios.append(("fuse2fs/kernel", "fuse2fs", "kernel"))
+    # what a change costs: recon against another commit's build
+    if "recon-base" in drivers and "kernel" in drivers:
+        ratios.append(("base/kernel", "recon-base", "kernel"))
+    if "recon" in drivers and "recon-base" in drivers:
+        ratios.append(("recon/base", "recon", "recon-base"))
     # the checker's cost: checker on / off, journal on and journal off
     if "recon" in drivers and "recon-nochk" in drivers:
         ratios.append(("checker on/off (journal on)", "recon", "recon-nochk"))
