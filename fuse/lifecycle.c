@@ -532,6 +532,10 @@ bool wr_retry_enospc(struct rfs *r, int ret, bool *retried)
 	}
 	r->sp_active = false;
 	r->nstamp = 0;
+	/* what the reaper has still to free counts as free space too */
+	reap_all(r);
+	if (r->ro)
+		return false;
 	if (!rio_txn_pending_frees(r->fs->io))
 		return false;
 	errcode_t e = rio_txn_boundary(r->fs, true);

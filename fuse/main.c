@@ -535,17 +535,31 @@ static pthread_t ticker;
 static bool ticker_running;
 static pthread_mutex_t ticker_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t ticker_cv = PTHREAD_COND_INITIALIZER;
-static bool ticker_stop;
+static atomic_bool ticker_stop;
+static bool reap_kicked;   /* under ticker_mu */
+
+/* Called with the file-system lock held (held_settle): the thread takes
+ * ticker_mu only while it does not hold that lock, so no cycle. */
+static void ticker_reap_kick(struct rfs *r)
+{
+	(void)r;
+	pthread_mutex_lock(&ticker_mu);
+	reap_kicked = true;
+	pthread_cond_signal(&ticker_cv);
+	pthread_mutex_unlock(&ticker_mu);
+}
 
 /* Calls the transaction boundary every commit_interval_ms, so a transaction
- * left open by the last operation before an idle period still commits. */
+ * left open by the last operation before an idle period still commits; and
+ * is the reaper: frees queued unlinked inodes a step at a time, the lock
+ * let go between steps so requests are served meanwhile. */
 static void *ticker_main(void *arg)
 {
 	struct rfs *r = arg;
 	unsigned ms = r->cfg->commit_interval_ms;
 
 	pthread_mutex_lock(&ticker_mu);
-	while (!ticker_stop) {
+	while (!atomic_load(&ticker_stop)) {
 		struct timespec ts;
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ts.tv_sec += ms / 1000;
@@ -554,11 +568,18 @@ static void *ticker_main(void *arg)
 			ts.tv_sec++;
 			ts.tv_nsec -= 1000000000;
 		}
-		pthread_cond_timedwait(&ticker_cv, &ticker_mu, &ts);
-		if (ticker_stop)
+		if (!reap_kicked)
+			pthread_cond_timedwait(&ticker_cv, &ticker_mu, &ts);
+		bool reap = reap_kicked;
+		reap_kicked = false;
+		if (atomic_load(&ticker_stop))
 			break;
 		pthread_mutex_unlock(&ticker_mu);
-		rfs_tick(r);
+		if (reap)
+			while (!atomic_load(&ticker_stop) && rfs_reap(r))
+				;
+		else
+			rfs_tick(r);
 		pthread_mutex_lock(&ticker_mu);
 	}
 	pthread_mutex_unlock(&ticker_mu);
@@ -574,15 +595,23 @@ static void start_ticker(struct rfs *r)
 	pthread_sigmask(SIG_BLOCK, &all, &old);
 	ticker_running = pthread_create(&ticker, NULL, ticker_main, r) == 0;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (ticker_running) {
+		pthread_mutex_lock(&r->lock);
+		r->reap_kick = ticker_reap_kick;
+		pthread_mutex_unlock(&r->lock);
+	}
 }
 
 static void stop_ticker(struct rfs *r)
 {
-	(void)r;
 	if (!ticker_running)
 		return;
+	/* what is still queued is freed at unmount (held_release_all) */
+	pthread_mutex_lock(&r->lock);
+	r->reap_kick = NULL;
+	pthread_mutex_unlock(&r->lock);
 	pthread_mutex_lock(&ticker_mu);
-	ticker_stop = true;
+	atomic_store(&ticker_stop, true);
 	pthread_cond_signal(&ticker_cv);
 	pthread_mutex_unlock(&ticker_mu);
 	pthread_join(ticker, NULL);

@@ -72,15 +72,127 @@ static int free_orphan(struct rfs *r, ext2_ino_t ino)
 	return wr_end(r, ret, false);
 }
 
+/* ---- the reaper ----
+ * Freeing a huge file takes seconds, and with one worker every other
+ * request would wait for it.  When the reaper thread runs, an unlinked inode
+ * nothing holds any more is queued instead, and the thread frees it a step
+ * at a time, each step an operation of its own under the lock, so requests
+ * are served in between.  As ext3's truncate of an orphan, the blocks go
+ * from the end with i_size following, the inode on the orphan list until the
+ * step that frees it: a crash at any point leaves it to the next mount's
+ * orphan processing. */
+#define REAP_STEP_BLOCKS 32768   /* a group's worth: tens of ms per step */
+
+static bool reap_queued(struct rfs *r, ext2_ino_t ino)
+{
+	for (size_t i = 0; i < r->nreap; i++)
+		if (r->reapq[i] == ino)
+			return true;
+	return false;
+}
+
+static int reap_push(struct rfs *r, ext2_ino_t ino)
+{
+	if (r->nreap == r->capreap) {
+		size_t cap = r->capreap ? r->capreap * 2 : 16;
+		ext2_ino_t *q = realloc(r->reapq, cap * sizeof(*q));
+		if (!q)
+			return -ENOMEM;
+		r->reapq = q;
+		r->capreap = cap;
+	}
+	r->reapq[r->nreap++] = ino;
+	return 0;
+}
+
+/* One step for ino: REAP_STEP_BLOCKS logical blocks off its end, or, when
+ * no more than that are left in use, the inode and all it holds.  *more when
+ * ino needs another step. */
+static int reap_step(struct rfs *r, ext2_ino_t ino, bool *more)
+{
+	ext2_filsys fs = r->fs;
+	uint64_t bs = fs->blocksize;
+	struct ext2_inode in;
+
+	*more = false;
+	if (r->ro)
+		return 0;   /* stays listed for the next mount */
+	int ret = wr_begin(r);
+	if (ret)
+		return ret == -EROFS ? 0 : ret;
+	ret = get_inode(r, ino, &in);
+	if (!ret && in.i_links_count == 0) {
+		blk64_t cur = (EXT2_I_SIZE(&in) + bs - 1) / bs;
+		blk64_t held = ext2fs_get_stat_i_blocks(fs, &in) / (bs / 512);
+		if (held > REAP_STEP_BLOCKS && cur > REAP_STEP_BLOCKS) {
+			blk64_t keep = cur - REAP_STEP_BLOCKS;
+			ret = punch_from(r, ino, &in, keep);
+			if (!ret && keep * bs < EXT2_I_SIZE(&in))
+				ext2fs_inode_size_set(fs, &in, keep * bs);
+			if (!ret)
+				ret = put_inode(r, ino, &in);
+			*more = !ret;
+		} else {
+			ret = orphan_remove(r, ino, &in);
+			if (!ret)
+				ret = rfs_free_inode(r, ino, &in);
+		}
+	}
+	ret = wr_end(r, ret, false);
+	if (ret)
+		*more = false;
+	return ret;
+}
+
+static void reap_first(struct rfs *r)
+{
+	bool more = false;
+	ext2_ino_t ino = r->reapq[0];
+	int ret = reap_step(r, ino, &more);
+	if (more)
+		return;
+	if (ret && ret != -EROFS)
+		fprintf(stderr, "recon-fuse: cannot free unlinked inode %u: %s (it stays on the "
+			"orphan list)\n", ino, strerror(-ret));
+	memmove(r->reapq, r->reapq + 1, (--r->nreap) * sizeof(*r->reapq));
+}
+
+bool rfs_reap(struct rfs *r)
+{
+	lock(r);
+	if (r->nreap && r->fs)
+		reap_first(r);
+	bool pending = r->nreap && r->fs && !r->ro;
+	unlock(r);
+	/* a mutex is not fair: a request waiting for the lock gets it before
+	 * the next step (for a while: a steady stream must not stop the reaper) */
+	for (int i = 0; i < 1000 && atomic_load(&r->lock_waiters); i++)
+		usleep(10);
+	return pending;
+}
+
+void reap_all(struct rfs *r)
+{
+	while (r->nreap && !r->ro)
+		reap_first(r);
+}
+
 /* *p neither open nor held by the kernel: out of the table, and freed if it
- * was unlinked.  Called with the lock held; 0 or -errno. */
+ * was unlinked (by the reaper when it runs).  Called with the lock held;
+ * 0 or -errno. */
 int held_settle(struct rfs *r, struct open_ino **p)
 {
 	struct open_ino *o = *p;
 	if (!o || o->count || o->nlookup)
 		return 0;
 	*p = o->next;
-	int ret = o->orphan ? free_orphan(r, o->ino) : 0;
+	int ret = 0;
+	if (o->orphan) {
+		if (r->reap_kick && !r->ro && reap_push(r, o->ino) == 0)
+			r->reap_kick(r);
+		else
+			ret = free_orphan(r, o->ino);
+	}
 	free(o);
 	return ret;
 }
@@ -123,6 +235,10 @@ void lookup_put(struct rfs *r, ext2_ino_t ino, uint64_t n)
  */
 void held_release_all(struct rfs *r)
 {
+	reap_all(r);
+	free(r->reapq);
+	r->reapq = NULL;
+	r->nreap = r->capreap = 0;
 	for (unsigned i = 0; i < OPEN_TAB_SIZE; i++)
 		while (r->open_tab[i]) {
 			struct open_ino *o = r->open_tab[i];
@@ -173,11 +289,11 @@ int orphan_remove(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in)
 	return 0;
 }
 
-/* Is ino on the orphan list already (unlinked while open)? */
+/* Is ino on the orphan list already (unlinked while open, or being reaped)? */
 static bool orphan_listed(struct rfs *r, ext2_ino_t ino)
 {
 	struct open_ino *o = *open_slot(r, ino);
-	return o && o->orphan;
+	return (o && o->orphan) || reap_queued(r, ino);
 }
 
 /* A commit inside an operation (between chunks of a huge punch): what came

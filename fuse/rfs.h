@@ -39,6 +39,7 @@ struct alloc_rec {
 struct rfs {
 	ext2_filsys fs;
 	pthread_mutex_t lock;      /* libext2fs is not thread-safe: every call under it */
+	atomic_uint lock_waiters;  /* threads in lock(): the reaper lets them go first */
 	struct dindex *di;
 	struct recon_config *cfg;
 	bool ro;                   /* mounted read-only, or went read-only */
@@ -65,6 +66,12 @@ struct rfs {
 	pthread_t notifier;
 	atomic_bool notifier_stop;  /* set at exit: no more notifications */
 	atomic_bool notifier_done;
+	/* unlinked inodes nothing holds, freed a step at a time by the reaper
+	 * thread (orphan.c) while requests go on; reap_kick wakes it (NULL: no
+	 * reaper, inodes are freed at once) */
+	ext2_ino_t *reapq;
+	size_t nreap, capreap;
+	void (*reap_kick)(struct rfs *r);
 	bool stopped;              /* on_violation=stop fired: exit status 2 */
 	bool lost;                 /* changes were discarded: exit status 3 */
 
@@ -184,7 +191,9 @@ static inline fuse_ino_t to_fuse(ext2_ino_t i)
 
 static inline void lock(struct rfs *r)
 {
+	atomic_fetch_add(&r->lock_waiters, 1);
 	pthread_mutex_lock(&r->lock);
+	atomic_fetch_sub(&r->lock_waiters, 1);
 }
 
 static inline void unlock(struct rfs *r)
@@ -281,6 +290,12 @@ bool data_error_take(struct rfs *r, ext2_ino_t ino);
 int lookup_get(struct rfs *r, ext2_ino_t ino);
 void lookup_put(struct rfs *r, ext2_ino_t ino, uint64_t n);
 void held_release_all(struct rfs *r);
+/* The reaper thread's step, called without the lock: frees part of the
+ * first queued inode (a step, bounded, an operation of its own under the
+ * lock).  True while more is queued. */
+bool rfs_reap(struct rfs *r);
+/* Free every queued inode now (lock held): before an ENOSPC is final. */
+void reap_all(struct rfs *r);
 int orphan_remove(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in);
 int punch_from(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t keep);
 

@@ -52,7 +52,7 @@ c.errno(errno.ENOSPC, os.mkdir, "u/onemore")
 c.done()
 EOF
 	python3 - "$mnt" "$bs" <<'EOF' || fail "as root ($bs)"
-import errno, os, sys
+import errno, os, sys, time
 from pylib import *
 m, bs = sys.argv[1], int(sys.argv[2])
 c = Checker("enospc-root-%d" % bs)
@@ -95,8 +95,9 @@ c.ok(200 < created < 256, "inodes created before ENOSPC: %d" % created)
 c.errno(errno.ENOSPC, os.mkdir, "inodes/dir")
 c.errno(errno.ENOSPC, os.symlink, "x", "inodes/sym")
 os.unlink("inodes/i0")
-# the unlinked inode is freed at the kernel's FORGET for it, which may come
-# after the next request: the create may wait for it briefly
+# the unlinked inode is freed after the kernel's FORGET for it (which may
+# come after the next request) by the reaper thread: the create may wait
+# for it briefly
 def create_again():
     for _ in range(200):
         try:

@@ -37,20 +37,21 @@ from pylib import Checker, fallocate
 m, bar = sys.argv[1], float(sys.argv[2])
 c = Checker("enospc_reuse-falloc")
 os.chdir(m)
-sv = os.statvfs(".")
-fill = (sv.f_bfree * sv.f_frsize * 3) // 4
+sv0 = os.statvfs(".")
+fill = (sv0.f_bfree * sv0.f_frsize * 3) // 4
 with open("fill", "wb") as f:
     chunk = b"\xa5" * (1 << 20)    # not zeros: the fallocate below must zero what it reuses
     left = fill
     while left > 0:
         left -= f.write(chunk[:min(left, len(chunk))])
 os.unlink("fill")            # freed in the open transaction: not yet reusable
-# the blocks count as free once the kernel forgets the inode (a FORGET
-# a moment after the unlink)
-deadline = time.monotonic() + 2
+# the blocks count as free once the kernel forgets the inode (a FORGET a
+# moment after the unlink) and the reaper thread has freed them, a group's
+# worth at a time: wait until all are back
+deadline = time.monotonic() + 5
 while True:
     sv = os.statvfs(".")
-    if sv.f_bfree * sv.f_frsize >= fill or time.monotonic() > deadline:
+    if sv.f_bfree >= sv0.f_bfree or time.monotonic() > deadline:
         break
     time.sleep(0.01)
 worst, stop = [0.0], threading.Event()

@@ -1,0 +1,93 @@
+#!/bin/bash
+# Deleting a huge file does not stall the mount: the reaper thread frees an
+# unlinked inode a group's worth of blocks at a time, letting the lock go in
+# between, so other requests (statvfs, a small file's write and fsync) are
+# answered meanwhile, and all the space comes back.  The inode stays on the
+# orphan list until its last step: an unmount in the middle frees the rest
+# at once, a kill -9 in the middle leaves it to the next mount's orphan
+# processing; e2fsck -fn is clean after each.  1 KiB blocks (four times the
+# blocks of 4 KiB ones per byte).
+# Environment: BIG_DELETE_GIB (default 4): the file's size; BIG_DELETE_BAR
+# (default 0.5 s; freeing 4 GiB at once stalled requests over 1 s).
+. "$(dirname "$0")/lib.sh"
+need_root
+gib=${BIG_DELETE_GIB:-4}
+bar=${BIG_DELETE_BAR:-0.5}
+mnt="$SCRATCH/mnt"
+img="$SCRATCH/big.img"
+
+# stall.py MNT BAR: unlink "big" while a thread times statvfs and a small
+# write + fsync; both stay under BAR; the space comes back.
+cat >"$SCRATCH/stall.py" <<'EOF'
+import os, sys, threading, time
+from pylib import Checker, pattern
+m, bar = sys.argv[1], float(sys.argv[2])
+c = Checker("big_delete")
+os.chdir(m)
+before = os.statvfs(".").f_bfree
+size = os.stat("big").st_blocks * 512 // os.statvfs(".").f_frsize
+worst, stop = {"statvfs": 0.0, "write+fsync": 0.0}, threading.Event()
+def timed(name, fn):
+    t = time.monotonic()
+    fn()
+    worst[name] = max(worst[name], time.monotonic() - t)
+def small():
+    with open("small", "wb") as f:
+        f.write(pattern("small", 3000))
+        f.flush()
+        os.fsync(f.fileno())
+def busy():
+    while not stop.is_set():
+        timed("statvfs", lambda: os.statvfs("."))
+        timed("write+fsync", small)
+        time.sleep(0.005)
+th = threading.Thread(target=busy)
+th.start()
+t = time.monotonic()
+os.unlink("big")
+while os.statvfs(".").f_bfree < before + size * 99 // 100 and time.monotonic() - t < 120:
+    time.sleep(0.01)
+took = time.monotonic() - t
+stop.set()
+th.join()
+print("freed %d blocks in %.2f s; slowest statvfs %.3f s, write+fsync %.3f s"
+      % (size, took, worst["statvfs"], worst["write+fsync"]))
+c.ok(os.statvfs(".").f_bfree >= before + size * 99 // 100, "the space came back (%.1f s)" % took)
+for name, w in worst.items():
+    c.ok(w < bar, "the slowest %s during the delete took %.3f s (bar %.2f s)" % (name, w, bar))
+c.eq(open("small", "rb").read(), pattern("small", 3000), "the small file reads back")
+c.done()
+EOF
+
+mkimg "$img" 1024 $((gib + 1))G
+mount_recon "$img" "$mnt" || die "mount"
+fallocate -l "${gib}G" "$mnt/big" || fail "fallocate of $gib GiB"
+python3 "$SCRATCH/stall.py" "$mnt" "$bar" || fail "requests stalled by the delete"
+umount_recon "$mnt"
+fsck_clean "$img" "after the delete"
+
+# unmount while the reaper is in the middle: the rest is freed at unmount
+mount_recon "$img" "$mnt" || die "mount (unmount in the middle)"
+fallocate -l "${gib}G" "$mnt/big" || fail "fallocate (unmount in the middle)"
+rm "$mnt/big"
+umount_recon "$mnt"
+fsck_clean "$img" "after an unmount in the middle of a delete"
+free=$(dumpe2fs -h "$img" 2>/dev/null | awk -F: '/^Free blocks/ { print $2 + 0 }')
+[ "${free:-0}" -gt $((gib << 20)) ] || fail "unmount in the middle: $free blocks free, want the file's back"
+
+# kill -9 while the reaper is in the middle: the next mount frees the rest
+# (the inode is on the orphan list)
+mount_recon "$img" "$mnt" || die "mount (kill in the middle)"
+fallocate -l "${gib}G" "$mnt/big" || fail "fallocate (kill in the middle)"
+# the unlink made durable (fsync of the directory), then killed mid-way
+rm "$mnt/big"
+python3 -c 'import os, sys; fd = os.open(sys.argv[1], os.O_RDONLY); os.fsync(fd)' "$mnt"
+sleep 0.3
+kill -9 "$RECON_PID"; wait "$RECON_PID" 2>/dev/null; forget_pid "$RECON_PID"; RECON_PID=
+fusermount3 -uz "$mnt" 2>/dev/null
+mount_recon "$img" "$mnt" || die "mount after the kill"
+umount_recon "$mnt"
+fsck_clean "$img" "after a kill in the middle of a delete and a remount"
+free=$(dumpe2fs -h "$img" 2>/dev/null | awk -F: '/^Free blocks/ { print $2 + 0 }')
+[ "${free:-0}" -gt $((gib << 20)) ] || fail "kill in the middle: $free blocks free after the remount, want the file's back"
+finish
