@@ -988,7 +988,7 @@ static void inv_htree_flag(struct chk_fs *fs, struct txn *t, struct chk_verdict 
 /* ------------------------------------------------------------ the table */
 
 static const struct inv_row table[] = {
-	{ { "INV_SB_FROZEN", "superblock fields other than times, mount count, state, free counts, orphan head, error fields, last-mounted and mount-set features never change" }, inv_sb_frozen },
+	{ { "INV_SB_FROZEN", "superblock fields other than times, mount count, state, free counts, orphan head, error fields, last-mounted and mount-set features never change (and the scan finds the quota inode numbers valid, as e2fsck)" }, inv_sb_frozen },
 	{ { "INV_SB_FEATURES", "features change only as a mount may: ext_attr, large_file, dir_nlink set; needs_recovery set or cleared" }, inv_sb_features },
 	{ { "INV_SB_STATE", "s_state keeps to valid/error/orphan bits; s_max_mnt_count only set from 0; s_flags only gains a hash-signedness flag" }, inv_sb_state },
 	{ { "INV_SB_FREE_BLOCKS", "a written s_free_blocks_count equals the sum of the groups' free block counts" }, inv_sb_free_blocks },

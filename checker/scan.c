@@ -354,6 +354,27 @@ static void scan_journal_sb(struct scan *s)
 		V("INV_JOURNAL_SB", "journal superblock (block %llu): %s", (unsigned long long)b0, why);
 }
 
+/* The frozen superblock fields whose validity no transaction can change:
+ * the quota inode numbers, as e2fsck judges them (0, or an inode that is
+ * neither another reserved one nor past the inode count). */
+static void scan_sb_fields(struct scan *s)
+{
+	struct chk_fs *fs = s->fs;
+	struct chk_verdict *v = s->v;
+	const struct { uint32_t ino; const char *name; } quota[] = {
+		{ fs->sb->s_usr_quota_inum, "s_usr_quota_inum" },
+		{ fs->sb->s_grp_quota_inum, "s_grp_quota_inum" },
+		{ fs->sb->s_prj_quota_inum, "s_prj_quota_inum" },
+	};
+	for (size_t i = 0; i < sizeof(quota) / sizeof(quota[0]); i++) {
+		uint32_t ino = quota[i].ino;
+		bool reserved = ino == EXT2_BAD_INO || ino == EXT2_ROOT_INO ||
+				(ino >= EXT2_BOOT_LOADER_INO && ino < EXT2_GOOD_OLD_FIRST_INO);
+		if (ino && (reserved || ino > fs->inodes_count))
+			V("INV_SB_FROZEN", "%s %u names no valid quota inode", quota[i].name, ino);
+	}
+}
+
 int chk_scan(struct chk_fs *fs, struct chk_verdict **out)
 {
 	uint64_t t0 = chk_thread_ns();
@@ -421,6 +442,7 @@ int chk_scan(struct chk_fs *fs, struct chk_verdict **out)
 	scan_entries(&s);
 	scan_xattrs(&s);
 	scan_journal_sb(&s);
+	scan_sb_fields(&s);
 	for (size_t i = 0; i < s.t->nprobs; i++)
 		chk_verdict_add_violation(v, s.t->probs[i].inv, NULL, 0, "%s", s.t->probs[i].detail);
 	if (s.t->err)

@@ -277,6 +277,102 @@ static int base_check(struct rfs *r)
 	return 1;
 }
 
+/* Drop a message's lines about the superblock's free counts: the mount
+ * recounts those from the descriptors, as the kernel does. */
+static void drop_free_count_lines(char *report)
+{
+	char *out = report;
+	for (char *line = report; *line;) {
+		char *end = strchr(line, '\n');
+		size_t len = end ? (size_t)(end - line) + 1 : strlen(line);
+		if (strncmp(line, "INV_SB_FREE_BLOCKS:", 19) && strncmp(line, "INV_SB_FREE_INODES:", 19)) {
+			memmove(out, line, len);
+			out += len;
+		}
+		line += len;
+	}
+	*out = 0;
+	if (out > report && out[-1] == '\n')
+		out[-1] = 0;
+}
+
+/*
+ * A read-write mount writes a journal's replay only once it has judged the
+ * state the replay leaves: replayed into memory, that state gets the base
+ * check first.  A journal whose replay would leave the image inconsistent (a
+ * damaged log block, or an image that was so before) is not written: the
+ * image is served read-only from the replay in memory, unchanged on disk.
+ * Costs one more whole-image check, at the mounts that need recovery.
+ * Entered with the device closed.  0: replay it on disk (*fsp opened
+ * read-write); 1: serve it read-only (*fsp reads the replay in memory); -1:
+ * error, reported.
+ */
+static int rehearse_replay(struct rfs *r, ext2_filsys *fsp)
+{
+	const char *dev = r->cfg->device;
+	ext2_filsys fs = NULL;
+	char msg[256] = "", why_bad[256];
+	unsigned replayed = 0;
+	char *report = NULL;
+
+	errcode_t e = open_fs(dev, false, &fs);
+	if (!e)
+		e = rio_journal_recover(fs, &replayed, msg, sizeof(msg));
+	if (e) {
+		fprintf(stderr, "recon-fuse: journal recovery of %s failed: %s%s%s; run e2fsck\n", dev,
+			error_message(e), *msg ? ": " : "", msg);
+		goto fail;
+	}
+	fs->flags &= ~(EXT2_FLAG_DIRTY | EXT2_FLAG_SUPER_ONLY);
+	ext2fs_close_free(&fs);
+	e = open_fs(dev, false, &fs);
+	if (e) {
+		fprintf(stderr, "recon-fuse: cannot reopen %s after recovery: %s\n", dev,
+			error_message(e));
+		goto fail;
+	}
+	if (rfs_check_geometry(fs, dev, why_bad, sizeof(why_bad))) {
+		fprintf(stderr, "recon-fuse: %s: after journal recovery, the superblock or group "
+			"descriptors are damaged: %s; run e2fsck\n", dev, why_bad);
+		goto fail;
+	}
+	e = rio_image_check(fs, &report);
+	if (e && e != EXT2_ET_UNSUPP_FEATURE) {
+		fprintf(stderr, "recon-fuse: cannot check %s after replaying its journal in memory: "
+			"%s; mount it read-only with -o ro, or run e2fsck\n", dev, error_message(e));
+		goto fail;
+	}
+	if (report)
+		drop_free_count_lines(report);
+	if (!report || !*report) {
+		/* an image the checker does not model gets the refusals of
+		 * the read-write path */
+		free(report);
+		ext2fs_close_free(&fs);
+		rio_replay_forget();
+		e = open_fs(dev, true, fsp);
+		if (e) {
+			fprintf(stderr, "recon-fuse: cannot open %s: %s\n", dev, error_message(e));
+			return -1;
+		}
+		return 0;
+	}
+	fprintf(stderr, "recon-fuse: %s: its journal, replayed, would leave it inconsistent; the "
+		"replay stays in memory, the image is not written and is mounted read-only (run "
+		"e2fsck -f; -o rw_unchecked replays and mounts read-write anyway, at your risk):\n%s\n",
+		dev, report);
+	syslog(LOG_WARNING, "recon-fuse: %s: journal replay would leave it inconsistent; mounted "
+	       "read-only", dev);
+	free(report);
+	*fsp = fs;
+	return 1;
+fail:
+	if (fs)
+		ext2fs_close_free(&fs);
+	rio_replay_forget();
+	return -1;
+}
+
 /* Open, replay the journal if needed, check features and state.  On success
  * r->fs is open (read-write unless r->ro). */
 static int prepare_fs(struct rfs *r)
@@ -315,6 +411,17 @@ static int prepare_fs(struct rfs *r)
 			ext2fs_close_free(&fs);
 			return -1;
 		}
+	}
+	if (ext2fs_has_feature_journal_needs_recovery(sb) && !cfg->noload && !r->ro &&
+	    !cfg->rw_unchecked) {
+		/* after the rehearsal, the file system to replay onto (still
+		 * needing recovery) or the replay in memory, served read-only */
+		ext2fs_close_free(&fs);
+		int rh = rehearse_replay(r, &fs);
+		if (rh < 0)
+			return -1;
+		r->ro = rh > 0;
+		sb = fs->super;
 	}
 	if (ext2fs_has_feature_journal_needs_recovery(sb) && cfg->noload) {
 		if (!r->ro) {

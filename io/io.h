@@ -111,6 +111,19 @@ size_t rio_dirty_blocks(io_channel ch);
  * failure (unsupported or corrupt journal). */
 errcode_t rio_journal_recover(ext2_filsys fs, unsigned *replayed, char *msg, size_t msglen);
 
+/* Opened read-only, rio_journal_recover() replays into memory instead: the
+ * device is not written, and this and every later read-only open of the same
+ * device read the recovered state.  rio_replay_forget() drops that state
+ * (the read-only file systems using it must be closed first), as before the
+ * device is opened read-write and the journal replayed onto it. */
+void rio_replay_forget(void);
+
+/* Judge a file system opened read-only (no transactions) as a whole, as
+ * rio_txn_base_check() does, on what it serves (the in-memory replay
+ * included): whether the state a replay would write is one to write.  Same
+ * report and errors as rio_txn_base_check(). */
+errcode_t rio_image_check(ext2_filsys fs, char **report);
+
 /* ---- transactions ----
  * Until rio_txn_attach(), metadata writes go through the cache as plain
  * write-back (mount-time work such as journal replay happens before).

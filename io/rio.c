@@ -739,6 +739,14 @@ out:
 	return err;
 }
 
+void rio_replay_forget(void)
+{
+	pthread_mutex_lock(&replay_mu);
+	replay_unref(replay_installed);
+	replay_installed = NULL;
+	pthread_mutex_unlock(&replay_mu);
+}
+
 errcode_t rio_journal_recover(ext2_filsys fs, unsigned *replayed, char *msg, size_t msglen)
 {
 	if (replayed)

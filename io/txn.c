@@ -961,34 +961,15 @@ const char *rio_txn_last_violation(io_channel ch)
 	return rio_chan_of(ch)->totals.last_violation;
 }
 
-errcode_t rio_txn_base_check(ext2_filsys fs, char **report)
+/* chk_scan of chk into *report (NULL when consistent): the first
+ * violations, one a line, and how many more. */
+static errcode_t scan_report(struct chk_fs *chk, char **report)
 {
-	struct rio_chan *rc = chan_of_fs(fs);
-	*report = NULL;
-	if (!rc)
-		return EXT2_ET_MAGIC_IO_CHANNEL;
-	struct txn *t = rc->txn;
-	if (!t)
-		return EXT2_ET_INVALID_ARGUMENT;
-	struct chk_fs *chk = t->chk, *own = NULL;
-	int ret = 0;
-	if (!chk) {
-		/* checker=off: a shadow state of its own, for this check alone */
-		char msg[256] = "";
-		struct chk_options opt = { .cache_bytes = (size_t)rio_cfg.checker_cache_mb << 20 };
-		ret = chk_attach(&own, approved_read_cb, rc, &opt, msg, sizeof(msg));
-		if (ret < 0) {
-			fprintf(stderr, "recon-fuse: checker: %s\n", msg[0] ? msg : strerror(-ret));
-			return ret == -EINVAL ? EXT2_ET_UNSUPP_FEATURE : (errcode_t)-ret;
-		}
-		chk = own;
-	}
 	struct chk_verdict *v = NULL;
-	ret = chk_scan(chk, &v);
+	int ret = chk_scan(chk, &v);
 	errcode_t err = ret < 0 ? (errcode_t)-ret : 0;
 	size_t n = v ? chk_verdict_nviolations(v) : 0;
 	if (!err && n) {
-		/* the first few, one a line, and how many more */
 		size_t cap = 4096, used = 0;
 		char *buf = malloc(cap);
 		if (!buf)
@@ -1006,6 +987,67 @@ errcode_t rio_txn_base_check(ext2_filsys fs, char **report)
 		*report = buf;
 	}
 	chk_verdict_free(v);
+	return err;
+}
+
+/* A shadow state of its own, for one check; EXT2_ET_UNSUPP_FEATURE for an
+ * image the checker does not model. */
+static errcode_t attach_own(struct rio_chan *rc, chk_read_fn read, struct chk_fs **out)
+{
+	char msg[256] = "";
+	struct chk_options opt = { .cache_bytes = (size_t)rio_cfg.checker_cache_mb << 20 };
+	int ret = chk_attach(out, read, rc, &opt, msg, sizeof(msg));
+	if (ret < 0) {
+		fprintf(stderr, "recon-fuse: checker: %s\n", msg[0] ? msg : strerror(-ret));
+		return ret == -EINVAL ? EXT2_ET_UNSUPP_FEATURE : (errcode_t)-ret;
+	}
+	return 0;
+}
+
+errcode_t rio_txn_base_check(ext2_filsys fs, char **report)
+{
+	struct rio_chan *rc = chan_of_fs(fs);
+	*report = NULL;
+	if (!rc)
+		return EXT2_ET_MAGIC_IO_CHANNEL;
+	struct txn *t = rc->txn;
+	if (!t)
+		return EXT2_ET_INVALID_ARGUMENT;
+	struct chk_fs *chk = t->chk, *own = NULL;
+	if (!chk) {
+		/* checker=off: a shadow state of its own, for this check alone */
+		errcode_t err = attach_own(rc, approved_read_cb, &own);
+		if (err)
+			return err;
+		chk = own;
+	}
+	errcode_t err = scan_report(chk, report);
+	chk_detach(own);
+	return err;
+}
+
+/* What a read-only channel serves: the device with the in-memory replay. */
+static int served_read_cb(void *ctx, uint64_t offset, void *buf, size_t len)
+{
+	errcode_t err = rio_meta_read(ctx, offset, len, buf);
+	if (!err)
+		return 0;
+	return err < 256 ? -(int)err : -EIO;
+}
+
+errcode_t rio_image_check(ext2_filsys fs, char **report)
+{
+	struct rio_chan *rc = chan_of_fs(fs);
+	*report = NULL;
+	if (!rc)
+		return EXT2_ET_MAGIC_IO_CHANNEL;
+	if (rc->txn)
+		return EXT2_ET_INVALID_ARGUMENT;
+	struct chk_fs *own = NULL;
+	errcode_t err = attach_own(rc, served_read_cb, &own);
+	if (err)
+		return err;
+	err = scan_report(own, report);
 	chk_detach(own);
 	return err;
 }

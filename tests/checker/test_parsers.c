@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <ext2fs/ext2_fs.h>
 
 #include "checker.h"
 #include "fuzz_image.h"
@@ -259,6 +260,14 @@ static bool c_sb_reserved_gdt_huge(const struct fz_image *im, uint8_t *img)
 	return true;
 }
 
+/* A quota inode number naming the root (e2fsck: "Invalid user quota inode"). */
+static bool c_sb_quota_inum_root(const struct fz_image *im, uint8_t *img)
+{
+	(void)im;
+	st32(img + 1024 + offsetof(struct ext2_super_block, s_usr_quota_inum), EXT2_ROOT_INO);
+	return true;
+}
+
 static const struct pcase cases[] = {
 	{ "leaf-name-past-block", "INV_DIRENT_TILING", "INV_DIRENT_TILING", c_leaf_name_past_block },
 	{ "leaf-rec-len-unaligned", "INV_DIRENT_TILING", "INV_DIRENT_TILING", c_leaf_rec_len_unaligned },
@@ -269,6 +278,7 @@ static const struct pcase cases[] = {
 	{ "ind-repeated", "INV_BLOCK_OWNED_ONCE", "INV_BLOCK_OWNED_ONCE", c_ind_repeated },
 	{ "sb-blocks-past-device", "INV_SB_FROZEN", NULL, c_sb_blocks_past_device },
 	{ "sb-reserved-gdt-huge", "INV_SB_FROZEN", NULL, c_sb_reserved_gdt_huge },
+	{ "sb-quota-inum-root", "INV_SB_FROZEN", "INV_SB_FROZEN", c_sb_quota_inum_root },
 };
 
 #define TIME_BOUND 20.0                   /* seconds per case, ASan build on a loaded machine */

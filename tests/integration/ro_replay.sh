@@ -7,6 +7,11 @@
 #     data block: the ro mount reads the replayed bytes; the image's checksum
 #     is unchanged; the image file has mode 0444 (a rw mount of it fails with
 #     a message pointing at -o ro).
+#     Read-write, the replay is judged consistent and written.
+#  1b. A journal whose replay would leave the image inconsistent (the
+#     superblock's copy names the root as quota inode): a read-write mount
+#     replays into memory, judges it, serves it read-only and writes nothing;
+#     -o rw_unchecked replays it onto the disk.
 #  2. Images left by a power cut (-o fault_crash_after=N, as crash_sweep.sh):
 #     for points where the journal holds work that is not home yet (the
 #     kernel's noload view differs from its replayed view), the walked tree of
@@ -90,6 +95,47 @@ else
 		fail "rw mount of a 0444 image: no pointer to -o ro: $(cat "$SCRATCH/rw.err")"
 fi
 chmod 0644 "$img"
+# the same image read-write: the replay, judged consistent, is written
+if mount_recon "$img" "$mnt" ""; then
+	[ "$(head -c 17 "$mnt/f")" = "replayed content" ] || fail "rw replay: f does not read as the journal's copy"
+	umount_recon "$mnt"
+	dumpe2fs -h "$img" 2>/dev/null | grep -q needs_recovery && fail "rw replay: needs_recovery left set"
+	fsck_clean "$img" "the image after a read-write replay"
+else
+	fail "the rw mount of a journal that needs recovery failed: $(cat "$RECON_LOG")"
+fi
+rm -f "$img"
+
+# ---- 1b: a journal whose replay would leave the image inconsistent ----
+# A transaction holding the superblock with s_usr_quota_inum naming the
+# root (a damaged log block; e2fsck: "Invalid user quota inode"): a
+# read-write mount replays it in memory, judges it and serves it read-only,
+# the image unchanged; -o rw_unchecked replays it anyway.
+img="$SCRATCH/badjw.img"
+mkimg "$img" 1024 16M
+dd if="$img" of="$SCRATCH/sb" bs=1024 skip=1 count=1 status=none
+printf '\002\000\000\000' | dd of="$SCRATCH/sb" bs=1 seek=$((0x240)) conv=notrunc status=none
+printf 'jo\njw -b 1 %s\njc\n' "$SCRATCH/sb" >"$SCRATCH/jw.cmd"
+debugfs -w -f "$SCRATCH/jw.cmd" "$img" >/dev/null 2>&1
+dumpe2fs -h "$img" 2>/dev/null | grep -q needs_recovery || skip "debugfs left no journal to replay"
+before=$(sha256sum <"$img")
+if mount_recon "$img" "$mnt" ""; then
+	touch "$mnt/new" 2>"$SCRATCH/touch.err" && fail "bad journal: the mount is writable"
+	grep -q "Read-only" "$SCRATCH/touch.err" || fail "bad journal: creating a file: $(cat "$SCRATCH/touch.err")"
+	umount_recon "$mnt"
+	grep -q "would leave it inconsistent" "$RECON_LOG" && grep -q "s_usr_quota_inum 2" "$RECON_LOG" ||
+		fail "bad journal: the daemon does not say why it is read-only: $(cat "$RECON_LOG")"
+else
+	fail "bad journal: the rw mount failed: $(cat "$RECON_LOG")"
+fi
+[ "$(sha256sum <"$img")" = "$before" ] || fail "bad journal: the read-write mount wrote its replay"
+if mount_recon "$img" "$mnt" "rw_unchecked"; then
+	: >"$mnt/new" || fail "bad journal, rw_unchecked: cannot create a file"
+	umount_recon "$mnt"
+	dumpe2fs -h "$img" 2>/dev/null | grep -q needs_recovery && fail "rw_unchecked: needs_recovery left set"
+else
+	fail "bad journal: the rw_unchecked mount failed: $(cat "$RECON_LOG")"
+fi
 rm -f "$img"
 
 # ---- 2: power cuts ----
