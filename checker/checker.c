@@ -17,6 +17,17 @@
 
 /* ------------------------------------------------------------------ maps */
 
+/* The slot of a key: all its bits mixed into the low ones (keys are block
+ * numbers, often a group's stride apart, which a plain multiply would send
+ * to a handful of slots). */
+static size_t u64map_slot(uint64_t k, size_t mask)
+{
+	k ^= k >> 33;
+	k *= 0xff51afd7ed558ccdull;
+	k ^= k >> 33;
+	return (size_t)k & mask;
+}
+
 static int u64map_grow(struct u64map *m)
 {
 	size_t ncap = m->cap ? m->cap * 2 : 64;
@@ -30,7 +41,7 @@ static int u64map_grow(struct u64map *m)
 	for (size_t i = 0; i < m->cap; i++) {
 		if (!m->keys[i])
 			continue;
-		size_t j = (m->keys[i] * 0x9E3779B97F4A7C15ull) & (ncap - 1);
+		size_t j = u64map_slot(m->keys[i], ncap - 1);
 		while (nk[j])
 			j = (j + 1) & (ncap - 1);
 		nk[j] = m->keys[i];
@@ -52,7 +63,7 @@ int chk_u64map_put(struct u64map *m, uint64_t key, uint32_t val)
 			return r;
 	}
 	uint64_t k = key + 1;
-	size_t j = (k * 0x9E3779B97F4A7C15ull) & (m->cap - 1);
+	size_t j = u64map_slot(k, m->cap - 1);
 	while (m->keys[j] && m->keys[j] != k)
 		j = (j + 1) & (m->cap - 1);
 	if (!m->keys[j])
@@ -67,7 +78,7 @@ bool chk_u64map_get(const struct u64map *m, uint64_t key, uint32_t *val)
 	if (!m->cap)
 		return false;
 	uint64_t k = key + 1;
-	size_t j = (k * 0x9E3779B97F4A7C15ull) & (m->cap - 1);
+	size_t j = u64map_slot(k, m->cap - 1);
 	while (m->keys[j]) {
 		if (m->keys[j] == k) {
 			if (val)
@@ -85,7 +96,7 @@ void chk_u64map_del(struct u64map *m, uint64_t key)
 	if (!m->cap)
 		return;
 	uint64_t k = key + 1;
-	size_t mask = m->cap - 1, j = (k * 0x9E3779B97F4A7C15ull) & mask;
+	size_t mask = m->cap - 1, j = u64map_slot(k, mask);
 	while (m->keys[j] && m->keys[j] != k)
 		j = (j + 1) & mask;
 	if (!m->keys[j])
@@ -95,7 +106,7 @@ void chk_u64map_del(struct u64map *m, uint64_t key)
 		j = (j + 1) & mask;
 		if (!m->keys[j])
 			break;
-		size_t home = (m->keys[j] * 0x9E3779B97F4A7C15ull) & mask;
+		size_t home = u64map_slot(m->keys[j], mask);
 		/* move j into the hole if its home is not in (hole, j] */
 		bool in_range = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
 		if (!in_range) {
@@ -651,6 +662,28 @@ static int parse_super(struct chk_fs *fs, char *err, size_t errlen)
 	return 0;
 }
 
+/* Set bits dst[at .. at + n) that are set in src[0 .. n); dst starts clear
+ * (attach).  Skips zero words: an empty terabyte is mostly zero bits. */
+static void set_bits_from(uint8_t *dst, uint64_t at, const uint8_t *src, uint64_t n)
+{
+	uint64_t i = 0;
+	if ((at & 7) == 0) {
+		memcpy(dst + at / 8, src, n / 8);
+		i = n / 8 * 8;
+	}
+	for (; i + 64 <= n; i += 64) {
+		uint64_t w;
+		memcpy(&w, src + i / 8, sizeof(w));
+		if (w)
+			for (unsigned k = 0; k < 64; k++)
+				if (bit_get(src, i + k))
+					bit_put(dst, at + i + k, true);
+	}
+	for (; i < n; i++)
+		if (bit_get(src, i))
+			bit_put(dst, at + i, true);
+}
+
 static int load_group(struct chk_fs *fs, uint32_t g, uint8_t *buf, char *err, size_t errlen)
 {
 	const struct ext2_group_desc *d = &fs->gd[g];
@@ -666,13 +699,11 @@ static int load_group(struct chk_fs *fs, uint32_t g, uint8_t *buf, char *err, si
 	int r = chk_read_block(fs, d->bg_block_bitmap, buf);
 	if (r)
 		return fail(err, errlen, r, "group %u: cannot read block bitmap %u", g, d->bg_block_bitmap);
-	for (uint64_t b = start; b < end; b++)
-		bit_put(fs->bbits, b, bit_get(buf, b - start));
+	set_bits_from(fs->bbits, start, buf, end - start);
 	r = chk_read_block(fs, d->bg_inode_bitmap, buf);
 	if (r)
 		return fail(err, errlen, r, "group %u: cannot read inode bitmap %u", g, d->bg_inode_bitmap);
-	for (uint32_t i = 0; i < fs->ipg; i++)
-		bit_put(fs->ibits, (uint64_t)g * fs->ipg + i + 1, bit_get(buf, i));
+	set_bits_from(fs->ibits, (uint64_t)g * fs->ipg + 1, buf, fs->ipg);
 	return 0;
 }
 

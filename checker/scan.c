@@ -191,6 +191,22 @@ static void scan_inode(struct scan *s, uint32_t ino, const struct ext2_inode *in
 		V("INV_IBITMAP_SET", "inode %u is marked in use but has no links and is not an orphan", ino);
 }
 
+/* Blocks b .. b+63 (b a multiple of 64) clear in the bitmap and owned by
+ * nobody. */
+static bool all_free(const struct chk_fs *fs, uint64_t b)
+{
+	uint64_t w;
+	memcpy(&w, fs->bbits + b / 8, sizeof(w));
+	if (w)
+		return false;
+	for (unsigned k = 0; k < 64; k += 8) {
+		memcpy(&w, fs->btype + b + k, sizeof(w));
+		if (w)
+			return false;
+	}
+	return true;
+}
+
 static void scan_bitmaps(struct scan *s)
 {
 	struct chk_fs *fs = s->fs;
@@ -200,6 +216,11 @@ static void scan_bitmaps(struct scan *s)
 		uint64_t start = fs->first_data_block + (uint64_t)g * fs->bpg, free_b = 0;
 		uint64_t end = start + fs->bpg < fs->blocks_count ? start + fs->bpg : fs->blocks_count;
 		for (uint64_t b = start; b < end; b++) {
+			if ((b & 63) == 0 && b + 64 <= end && all_free(fs, b)) {
+				free_b += 64;     /* an empty stretch, the common case of a big disk */
+				b += 63;
+				continue;
+			}
 			bool bit = bit_get(fs->bbits, b), owned = fs->btype[b] != BT_FREE;
 			if (!bit)
 				free_b++;
@@ -214,6 +235,13 @@ static void scan_bitmaps(struct scan *s)
 		uint64_t free_i = 0, dirs = 0;
 		for (uint32_t i = 0; i < fs->ipg; i++) {
 			uint32_t ino = g * fs->ipg + i + 1;
+			uint64_t w;
+			if ((ino & 63) == 0 && i + 64 <= fs->ipg &&
+			    (memcpy(&w, fs->ibits + ino / 8, sizeof(w)), w == 0)) {
+				free_i += 64;
+				i += 63;
+				continue;
+			}
 			if (!bit_get(fs->ibits, ino))
 				free_i++;
 			else if ((s->mode[ino] & 0170000) == 0040000)

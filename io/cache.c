@@ -20,6 +20,11 @@ struct cache_ent {
 /* Reads or writes spanning more than this share of the cache go straight to
  * the device, so that one inode-table scan does not flush the whole cache. */
 #define CACHE_BYPASS_DIVISOR 4
+/* Reads of more blocks than this go straight to the device too: such reads
+ * are the checker's whole-table passes at mount, which read each block once
+ * (copying every block into the cache and out again, and evicting it, cost
+ * more than the reads themselves on a terabyte disk). */
+#define CACHE_BYPASS_READ_BLOCKS 64
 
 static size_t hash_slot(const struct cache *c, uint64_t blk)
 {
@@ -169,8 +174,9 @@ static errcode_t cache_read_locked(struct cache *c, struct dev *d, uint64_t off,
 	uint64_t bs = c->blksize;
 	uint64_t first = off / bs, last = (off + len - 1) / bs;
 	uint64_t nblk = last - first + 1;
-	if (c->capacity == 0 || nblk > c->capacity / CACHE_BYPASS_DIVISOR) {
-		errcode_t err = rio_dev_pread(d, off, buf, len);
+	if (c->capacity == 0 || nblk > c->capacity / CACHE_BYPASS_DIVISOR ||
+	    nblk > CACHE_BYPASS_READ_BLOCKS) {
+		errcode_t err = rio_dev_pread_sparse(d, off, buf, len);
 		if (err)
 			return err;
 		patch_cached(c, off, len, buf);

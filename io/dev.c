@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "rio_internal.h"
 
@@ -15,6 +16,8 @@ errcode_t rio_dev_open(struct dev *d, int fd, bool quiet)
 {
 	memset(d, 0, sizeof(*d));
 	d->fd = fd;
+	struct stat st;
+	d->regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
 	pthread_mutex_init(&d->fault_lock, NULL);
 	d->crash_after = rio_cfg.fault_crash_after;
 	/* splitmix64 state; seed 0 still gives a usable sequence */
@@ -387,6 +390,43 @@ errcode_t rio_dev_pread(struct dev *d, uint64_t off, void *buf, size_t len)
 {
 	struct dev_req r = { .write = false, .off = off, .len = len, .buf = buf };
 	return rio_dev_submit(d, &r, 1);
+}
+
+errcode_t rio_dev_pread_sparse(struct dev *d, uint64_t off, void *buf, size_t len)
+{
+	unsigned char *p = buf;
+	uint64_t end = off + len, at = off;
+	if (!d->regular)
+		return rio_dev_pread(d, off, buf, len);
+	while (at < end) {
+		off_t data = lseek(d->fd, (off_t)at, SEEK_DATA);
+		if (data < 0) {
+			struct stat st;
+			/* ENXIO: no data from here to the end of the file */
+			if (errno == ENXIO && fstat(d->fd, &st) == 0 && (uint64_t)st.st_size >= end) {
+				memset(p + (at - off), 0, end - at);
+				return 0;
+			}
+			return rio_dev_pread(d, at, p + (at - off), end - at);
+		}
+		if ((uint64_t)data >= end) {
+			memset(p + (at - off), 0, end - at);
+			return 0;
+		}
+		if ((uint64_t)data > at) {
+			memset(p + (at - off), 0, (uint64_t)data - at);
+			at = (uint64_t)data;
+		}
+		off_t hole = lseek(d->fd, (off_t)at, SEEK_HOLE);
+		uint64_t stop = hole < 0 || (uint64_t)hole > end ? end : (uint64_t)hole;
+		if (stop <= at)
+			stop = end;
+		errcode_t err = rio_dev_pread(d, at, p + (at - off), stop - at);
+		if (err)
+			return err;
+		at = stop;
+	}
+	return 0;
 }
 
 errcode_t rio_dev_pwrite(struct dev *d, uint64_t off, const void *buf, size_t len)

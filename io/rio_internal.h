@@ -64,6 +64,7 @@ struct dev {
 	atomic_uint_fast64_t data_unkicked;
 	atomic_bool no_kick;      /* sync_file_range refused: stop trying */
 	atomic_int zero_mode;     /* rio_dev_zero: 0 ZERO_RANGE, 1 PUNCH_HOLE, 2 writes */
+	bool regular;             /* an image file: it may have holes */
 
 	/* power-cut fault injection: fault_lock serialises writes and flushes
 	 * while armed, so the pending list is exact */
@@ -81,6 +82,10 @@ void      rio_dev_close(struct dev *d);
 /* Submit all requests together and wait for all; every request is counted. */
 errcode_t rio_dev_submit(struct dev *d, struct dev_req *reqs, size_t n);
 errcode_t rio_dev_pread(struct dev *d, uint64_t off, void *buf, size_t len);
+/* The same for a long read: the holes of an image file (SEEK_DATA/SEEK_HOLE)
+ * read as zeros without the host copying them; anything else as
+ * rio_dev_pread(). */
+errcode_t rio_dev_pread_sparse(struct dev *d, uint64_t off, void *buf, size_t len);
 errcode_t rio_dev_pwrite(struct dev *d, uint64_t off, const void *buf, size_t len);
 /* Make every completed write durable (fdatasync). */
 errcode_t rio_dev_flush(struct dev *d);

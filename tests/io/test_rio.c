@@ -188,6 +188,58 @@ static void test_channel(bool no_uring, unsigned cache_mb)
 	CHECK_ERR(io_channel_close(ch));
 }
 
+/* Long reads bypass the cache and read an image file's holes as zeros
+ * without reading them: data, holes (leading, inner, trailing), a hole
+ * inside a read's first and last block, dirty cached blocks over both, and a
+ * read past the end of the file. */
+static void test_sparse(void)
+{
+	char path[300];
+	snprintf(path, sizeof(path), "%s/sparse.img", scratch);
+	const size_t size = 16u << 20;
+	if (run("rm -f %s && truncate -s 16M %s", path, path) != 0)
+		exit(77);
+	unsigned char *want = calloc(1, size), *got = malloc(size), blk[4096];
+	CHECK(want && got, "out of memory");
+	int fd = open(path, O_WRONLY);
+	CHECK(fd >= 0, "open %s", path);
+	static const struct { uint64_t off, len; } data[] = {
+		{ 1u << 20, 4096 }, { (1u << 20) + 65536, 3 * 65536 }, { 5u << 20, 1u << 20 },
+		{ (9u << 20) + 512, 100 }, { 12u << 20, 8192 },
+	};
+	for (size_t i = 0; i < sizeof(data) / sizeof(data[0]); i++) {
+		fill(want + data[i].off, data[i].len, (unsigned)i + 20);
+		CHECK(pwrite(fd, want + data[i].off, data[i].len, (off_t)data[i].off) == (ssize_t)data[i].len,
+		      "pwrite");
+	}
+	close(fd);
+	set_cfg(false, 8, 0, 0);
+	io_channel ch;
+	CHECK_ERR(rio_io_manager->open(path, IO_FLAG_RW, &ch));
+	CHECK_ERR(io_channel_set_blksize(ch, 4096));
+	/* dirty cached blocks in a hole and over data, not yet on the disk */
+	fill(blk, 4096, 40);
+	CHECK_ERR(io_channel_write_blk64(ch, 700, 1, blk));
+	memcpy(want + 700 * 4096, blk, 4096);
+	fill(blk, 4096, 41);
+	CHECK_ERR(io_channel_write_blk64(ch, (5u << 20) / 4096 + 3, 1, blk));
+	memcpy(want + (5u << 20) + 3 * 4096, blk, 4096);
+	static const struct { uint64_t blk; unsigned n; } reads[] = {
+		{ 0, 4096 }, { 0, 300 }, { 250, 600 }, { 1280, 300 }, { 2300, 200 }, { 3000, 1096 },
+	};
+	for (size_t i = 0; i < sizeof(reads) / sizeof(reads[0]); i++) {
+		memset(got, 0xee, size);
+		CHECK_ERR(io_channel_read_blk64(ch, reads[i].blk, (int)reads[i].n, got));
+		CHECK(memcmp(got, want + reads[i].blk * 4096, (size_t)reads[i].n * 4096) == 0,
+		      "long read of %u blocks at %llu differs from the file", reads[i].n,
+		      (unsigned long long)reads[i].blk);
+	}
+	CHECK(io_channel_read_blk64(ch, 4000, 200, got) != 0, "a long read past the end succeeded");
+	CHECK_ERR(io_channel_close(ch));
+	free(want);
+	free(got);
+}
+
 /* A small cache forces evictions (dirty ones written back) */
 static void test_eviction(void)
 {
@@ -1246,7 +1298,7 @@ static void test_corrupt(bool journal)
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
-		fprintf(stderr, "usage: test_rio channel|fallback|nocache|blockdev|eviction|fs|fs-fallback|crash|crash-fs|"
+		fprintf(stderr, "usage: test_rio channel|fallback|nocache|blockdev|eviction|sparse|fs|fs-fallback|crash|crash-fs|"
 			"journal-recover|txn-inplace|txn-journal|txn-checker|txn-async|txn-ids|txn-rollback|crash-sweep|crash-sweep-full|corrupt|corrupt-ext2|corrupt-log\n");
 		return 2;
 	}
@@ -1267,6 +1319,8 @@ int main(int argc, char **argv)
 		test_blockdev();
 	else if (!strcmp(t, "eviction"))
 		test_eviction();
+	else if (!strcmp(t, "sparse"))
+		test_sparse();
 	else if (!strcmp(t, "fs")) {
 		test_fs("-t ext3 -b 1024", false, 8);
 		if (!failures)
