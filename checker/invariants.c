@@ -151,10 +151,11 @@ static void inv_sb_free_inodes(struct chk_fs *fs, struct txn *t, struct chk_verd
 
 /* ------------------------------------------------------------ descriptors */
 
-/* Without group descriptor checksums (all the checker serves) the kernel and
- * e2fsck ignore the UNINIT flags, so a damaged image may carry them; the
- * allocator of libext2fs clears them as it allocates in the group.  Clearing
- * one is no change of meaning, setting one is refused. */
+/* Without group descriptor checksums (all the checker serves) the kernel
+ * ignores the UNINIT flags and bg_itable_unused, so a damaged image may carry
+ * them; the allocator of libext2fs clears the flags as it allocates in the
+ * group, the mount clears all three (e2fsck's fix: it still reads
+ * bg_itable_unused).  Clearing is no change of meaning, setting is refused. */
 static uint16_t bgd_flags_changed(uint16_t o, uint16_t n)
 {
 	uint16_t cleared_uninit = o & ~n & (EXT2_BG_BLOCK_UNINIT | EXT2_BG_INODE_UNINIT);
@@ -170,7 +171,8 @@ static void inv_bgd_frozen(struct chk_fs *fs, struct txn *t, struct chk_verdict 
 		if (o->bg_block_bitmap != n->bg_block_bitmap || o->bg_inode_bitmap != n->bg_inode_bitmap ||
 		    o->bg_inode_table != n->bg_inode_table ||
 		    bgd_flags_changed(o->bg_flags, n->bg_flags) ||
-		    o->bg_exclude_bitmap_lo != n->bg_exclude_bitmap_lo || o->bg_itable_unused != n->bg_itable_unused ||
+		    o->bg_exclude_bitmap_lo != n->bg_exclude_bitmap_lo ||
+		    (o->bg_itable_unused != n->bg_itable_unused && n->bg_itable_unused) ||
 		    o->bg_block_bitmap_csum_lo != n->bg_block_bitmap_csum_lo ||
 		    o->bg_inode_bitmap_csum_lo != n->bg_inode_bitmap_csum_lo || o->bg_checksum != n->bg_checksum) {
 			size_t r[16], k = gd_rec_list(t, g, r, 16);
@@ -993,7 +995,7 @@ static const struct inv_row table[] = {
 	{ { "INV_SB_STATE", "s_state keeps to valid/error/orphan bits; s_max_mnt_count only set from 0; s_flags only gains a hash-signedness flag" }, inv_sb_state },
 	{ { "INV_SB_FREE_BLOCKS", "a written s_free_blocks_count equals the sum of the groups' free block counts" }, inv_sb_free_blocks },
 	{ { "INV_SB_FREE_INODES", "a written s_free_inodes_count equals the sum of the groups' free inode counts" }, inv_sb_free_inodes },
-	{ { "INV_BGD_FROZEN", "group descriptor locations (bitmaps, inode table) and ext4-only fields never change (the kernel may mark a table zeroed; meaningless UNINIT flags may be cleared)" }, inv_bgd_frozen },
+	{ { "INV_BGD_FROZEN", "group descriptor locations (bitmaps, inode table) and ext4-only fields never change (the kernel may mark a table zeroed; meaningless UNINIT flags and bg_itable_unused may be cleared)" }, inv_bgd_frozen },
 	{ { "INV_BGD_FREE_BLOCKS", "bg_free_blocks_count changes by exactly the block bitmap flips of its group" }, inv_bgd_free_blocks },
 	{ { "INV_BGD_FREE_INODES", "bg_free_inodes_count changes by exactly the inode bitmap flips of its group" }, inv_bgd_free_inodes },
 	{ { "INV_BGD_USED_DIRS", "bg_used_dirs_count changes by exactly the directories coming into and out of use" }, inv_bgd_used_dirs },

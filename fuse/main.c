@@ -555,6 +555,8 @@ static int prepare_fs(struct rfs *r)
 				return reopen_ro(r);
 		}
 		r->attached = true;
+		/* in the first transaction, checked as any other */
+		(void)rfs_clear_uninit(fs);
 		if (rfs_txn_hooks(r))
 			fprintf(stderr, "recon-fuse: out of memory: the kernel's caches will not be "
 				"invalidated after a rejected commit (they expire within 1 s)\n");

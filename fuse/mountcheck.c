@@ -190,6 +190,24 @@ int rfs_check_bitmaps(ext2_filsys fs, char *msg, size_t len)
 	return 0;
 }
 
+bool rfs_clear_uninit(ext2_filsys fs)
+{
+	bool changed = false;
+	if (ext2fs_has_group_desc_csum(fs))
+		return false;
+	for (dgrp_t g = 0; g < fs->group_desc_count; g++) {
+		if (!ext2fs_bg_itable_unused(fs, g) &&
+		    !ext2fs_bg_flags_test(fs, g, EXT2_BG_BLOCK_UNINIT | EXT2_BG_INODE_UNINIT))
+			continue;
+		ext2fs_bg_itable_unused_set(fs, g, 0);
+		ext2fs_bg_flags_clear(fs, g, EXT2_BG_BLOCK_UNINIT | EXT2_BG_INODE_UNINIT);
+		changed = true;
+	}
+	if (changed)
+		ext2fs_mark_super_dirty(fs);
+	return changed;
+}
+
 bool rfs_recount_free(ext2_filsys fs)
 {
 	uint64_t fb = 0, fi = 0;

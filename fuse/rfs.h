@@ -147,6 +147,12 @@ bool rfs_recount_free(ext2_filsys fs);
 /* Every group descriptor's free block and inode counts match the loaded
  * bitmaps (only then may the recounted superblock be written). */
 bool rfs_group_counts_agree(ext2_filsys fs);
+/* Without the group-descriptor checksum feature the UNINIT flags and
+ * bg_itable_unused mean nothing to the kernel, but e2fsck still reads
+ * bg_itable_unused and would call every inode allocated past it unused:
+ * clear them (in memory; the caller commits), as e2fsck's own fix does.
+ * True if any group changed. */
+bool rfs_clear_uninit(ext2_filsys fs);
 
 /* Mount-time orphan processing (the first transaction, after the base
  * check; the caller commits it).  0 or -errno. */
