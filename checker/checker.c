@@ -574,12 +574,39 @@ static bool attach_visit(void *ctx, uint64_t blk, uint8_t type, uint32_t lblk)
 	return true;
 }
 
+/* A group's bitmaps and table get their type alone: their group (and a
+ * table block's index) is computed from the descriptors when asked
+ * (chk_layout_group), so that the owner and index maps stay untouched, and
+ * unpaged, across a big disk's empty groups. */
 static void mark_static(struct chk_fs *fs, uint64_t blk, uint8_t t, uint32_t owner)
 {
 	if (blk < fs->blocks_count) {
 		fs->btype[blk] = t;
-		fs->bowner[blk] = owner;
+		if (t != BT_BBITMAP && t != BT_IBITMAP && t != BT_ITABLE)
+			fs->bowner[blk] = owner;
 	}
+}
+
+uint32_t chk_layout_group(const struct chk_fs *fs, uint64_t blk, uint8_t type, uint32_t *idx)
+{
+	uint64_t own = blk >= fs->first_data_block ? (blk - fs->first_data_block) / fs->bpg : 0;
+	/* its own group first: elsewhere only on images the mount refuses */
+	for (uint32_t k = 0; k < fs->ngroups; k++) {
+		uint32_t g = (uint32_t)((own + k) % fs->ngroups);
+		const struct ext2_group_desc *d = &fs->gd[g];
+		if ((type == BT_BBITMAP && d->bg_block_bitmap == blk) ||
+		    (type == BT_IBITMAP && d->bg_inode_bitmap == blk))
+			return g;
+		if (type == BT_ITABLE && blk >= d->bg_inode_table &&
+		    blk < (uint64_t)d->bg_inode_table + fs->itable_blocks) {
+			if (idx)
+				*idx = (uint32_t)(blk - d->bg_inode_table);
+			return g;
+		}
+	}
+	if (idx)
+		*idx = 0;
+	return 0;
 }
 
 static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
@@ -723,11 +750,8 @@ static void mark_layout(struct chk_fs *fs)
 		/* owner of bitmap and inode table blocks = their group */
 		mark_static(fs, fs->gd[g].bg_block_bitmap, BT_BBITMAP, g);
 		mark_static(fs, fs->gd[g].bg_inode_bitmap, BT_IBITMAP, g);
-		for (uint32_t i = 0; i < fs->itable_blocks; i++) {
+		for (uint32_t i = 0; i < fs->itable_blocks; i++)
 			mark_static(fs, fs->gd[g].bg_inode_table + i, BT_ITABLE, g);
-			if (fs->gd[g].bg_inode_table + i < fs->blocks_count)
-				fs->blblk[fs->gd[g].bg_inode_table + i] = i;
-		}
 	}
 	/* With 4 KiB blocks block 0 holds the superblock at byte 1024. */
 }
@@ -742,6 +766,24 @@ static void mark_layout(struct chk_fs *fs)
  * one large read per group and only the indirect blocks of in-use inodes
  * (directory and data blocks are typed from their owner without reading).
  */
+bool chk_any_bit(const uint8_t *b, uint64_t from, uint64_t n)
+{
+	uint64_t i = from, end = from + n;
+	for (; i < end && (i & 63); i++)
+		if (bit_get(b, i))
+			return true;
+	for (; i + 64 <= end; i += 64) {
+		uint64_t w;
+		memcpy(&w, b + i / 8, sizeof(w));
+		if (w)
+			return true;
+	}
+	for (; i < end; i++)
+		if (bit_get(b, i))
+			return true;
+	return false;
+}
+
 static int scan_inodes(struct chk_fs *fs, char *err, size_t errlen)
 {
 	size_t tbytes = (size_t)fs->itable_blocks * fs->bs;
@@ -750,6 +792,8 @@ static int scan_inodes(struct chk_fs *fs, char *err, size_t errlen)
 		return -ENOMEM;
 	int r = 0;
 	for (uint32_t g = 0; g < fs->ngroups && !r; g++) {
+		if (!chk_any_bit(fs->ibits, (uint64_t)g * fs->ipg + 1, fs->ipg))
+			continue;         /* nothing in use: nothing to type */
 		r = fs->read(fs->ctx, (uint64_t)fs->gd[g].bg_inode_table * fs->bs, tab, tbytes);
 		if (r) {
 			r = fail(err, errlen, r < 0 ? r : -EIO, "group %u: cannot read inode table", g);
@@ -803,6 +847,7 @@ int chk_attach(struct chk_fs **out, chk_read_fn read, void *ctx,
 	if (!fs)
 		return fail(err, errlen, -ENOMEM, "out of memory");
 	fs->read = read;
+	fs->zero = opt ? opt->zero : NULL;
 	fs->ctx = ctx;
 	fs->sb = (const void *)fs->sb_raw;
 	fs->cache.head = fs->cache.tail = CACHE_NIL;
@@ -921,7 +966,9 @@ void chk_block_info(const struct chk_fs *fs, uint64_t blk, struct chk_block_info
 		return;
 	uint8_t t = fs->btype[blk];
 	out->type = t < BT_NTYPES && names[t] ? names[t] : "?";
-	out->owner = t == BT_FREE ? 0 : fs->bowner[blk];
+	out->owner = t == BT_FREE ? 0 :
+		     t == BT_BBITMAP || t == BT_IBITMAP || t == BT_ITABLE ? chk_layout_group(fs, blk, t, NULL) :
+		     fs->bowner[blk];
 	out->lblk = t == BT_DATA || t == BT_DIR ? fs->blblk[blk] : 0;
 }
 

@@ -29,8 +29,14 @@
  */
 typedef int (*chk_read_fn)(void *ctx, uint64_t offset, void *buf, size_t len);
 
+/* Optional: 1 when len bytes at offset read as zeros and the caller knows it
+ * without reading them (a hole in an image file), else 0.  Whole-image
+ * passes then skip empty inode tables of empty groups. */
+typedef int (*chk_zero_fn)(void *ctx, uint64_t offset, size_t len);
+
 struct chk_options {
 	size_t cache_bytes;   /* metadata block cache (LRU); 0 = default 128 MiB */
+	chk_zero_fn zero;     /* may be NULL */
 	bool   lazy;          /* reserved: build the type/owner map lazily (unused: always full scan) */
 };
 

@@ -548,7 +548,7 @@ static void diff_inode(struct chk_fs *fs, struct txn *t, struct ichange *ic)
 
 static void diff_itable(struct chk_fs *fs, struct txn *t, struct tblock *b)
 {
-	uint32_t g = fs->bowner[b->blk], idx = fs->blblk[b->blk];
+	uint32_t idx, g = chk_layout_group(fs, b->blk, BT_ITABLE, &idx);
 	for (uint32_t k = 0; k < fs->inodes_per_block; k++) {
 		uint32_t slot = idx * fs->inodes_per_block + k;
 		if (slot >= fs->ipg)
@@ -822,11 +822,11 @@ static void classify_and_diff(struct chk_fs *fs, struct txn *t)
 		uint32_t g;
 		switch (b->otype) {
 		case BT_BBITMAP:
-			g = fs->bowner[b->blk];
+			g = chk_layout_group(fs, b->blk, BT_BBITMAP, NULL);
 			diff_bbitmap(fs, t, g, b);
 			break;
 		case BT_IBITMAP:
-			g = fs->bowner[b->blk];
+			g = chk_layout_group(fs, b->blk, BT_IBITMAP, NULL);
 			diff_ibitmap(fs, t, g, b);
 			break;
 		case BT_SB:
@@ -1056,7 +1056,9 @@ int chk_txn_apply(struct chk_fs *fs, struct txn *t)
 		struct tblock *b = &t->blocks[i];
 		if (!b->changed || b->blk >= fs->blocks_count)
 			continue;
-		uint32_t g = fs->bowner[b->blk];
+		if (b->otype != BT_BBITMAP && b->otype != BT_IBITMAP)
+			continue;
+		uint32_t g = chk_layout_group(fs, b->blk, b->otype, NULL);
 		if (b->otype == BT_BBITMAP) {
 			uint64_t start = fs->first_data_block + (uint64_t)g * fs->bpg;
 			for (uint64_t k = 0; k < fs->bpg && start + k < fs->blocks_count; k++)

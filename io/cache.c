@@ -253,6 +253,18 @@ out:
 	return err;
 }
 
+bool rio_cache_holds_any(struct cache *c, uint64_t off, size_t len)
+{
+	if (len == 0)
+		return false;
+	bool any = false;
+	pthread_mutex_lock(&c->lock);
+	for (uint64_t b = off / c->blksize; b <= (off + len - 1) / c->blksize && !any; b++)
+		any = lookup(c, b) != NULL;
+	pthread_mutex_unlock(&c->lock);
+	return any;
+}
+
 errcode_t rio_cache_read(struct cache *c, struct dev *d, uint64_t off, size_t len, void *buf)
 {
 	if (len == 0)

@@ -392,6 +392,17 @@ errcode_t rio_dev_pread(struct dev *d, uint64_t off, void *buf, size_t len)
 	return rio_dev_submit(d, &r, 1);
 }
 
+bool rio_dev_is_hole(struct dev *d, uint64_t off, size_t len)
+{
+	if (!d->regular || len == 0)
+		return false;
+	off_t data = lseek(d->fd, (off_t)off, SEEK_DATA);
+	if (data >= 0)
+		return (uint64_t)data >= off + len;
+	struct stat st;
+	return errno == ENXIO && fstat(d->fd, &st) == 0 && (uint64_t)st.st_size >= off + len;
+}
+
 errcode_t rio_dev_pread_sparse(struct dev *d, uint64_t off, void *buf, size_t len)
 {
 	unsigned char *p = buf;

@@ -193,6 +193,11 @@ errcode_t rio_approved_read(struct rio_chan *rc, uint64_t off, size_t len, void 
 	return rio_cache_read(&rc->cache, &rc->dev, off, len, buf);
 }
 
+bool rio_approved_zero(struct rio_chan *rc, uint64_t off, size_t len)
+{
+	return !rio_cache_holds_any(&rc->cache, off, len) && rio_dev_is_hole(&rc->dev, off, len);
+}
+
 errcode_t rio_meta_read(struct rio_chan *rc, uint64_t off, size_t len, void *buf)
 {
 	/* libext2fs re-reads the indirect blocks and bitmaps it is changing

@@ -86,6 +86,8 @@ errcode_t rio_dev_pread(struct dev *d, uint64_t off, void *buf, size_t len);
  * read as zeros without the host copying them; anything else as
  * rio_dev_pread(). */
 errcode_t rio_dev_pread_sparse(struct dev *d, uint64_t off, void *buf, size_t len);
+/* [off, off+len) is a hole of an image file (false when unsure). */
+bool rio_dev_is_hole(struct dev *d, uint64_t off, size_t len);
 errcode_t rio_dev_pwrite(struct dev *d, uint64_t off, const void *buf, size_t len);
 /* Make every completed write durable (fdatasync). */
 errcode_t rio_dev_flush(struct dev *d);
@@ -187,6 +189,8 @@ errcode_t rio_cache_init(struct cache *c, size_t budget_bytes, unsigned blksize)
 void      rio_cache_destroy(struct cache *c);
 /* Byte-range read and write-back write through the cache. */
 errcode_t rio_cache_read(struct cache *c, struct dev *d, uint64_t off, size_t len, void *buf);
+/* Any block of [off, off+len) cached. */
+bool      rio_cache_holds_any(struct cache *c, uint64_t off, size_t len);
 errcode_t rio_cache_write(struct cache *c, struct dev *d, uint64_t off, size_t len, const void *buf);
 /* Write every dirty block (sorted, one batch); does not flush the device. */
 errcode_t rio_cache_writeback(struct cache *c, struct dev *d);
@@ -204,6 +208,9 @@ void      rio_cache_update_clean(struct cache *c, uint64_t blk, const void *data
 errcode_t rio_meta_read(struct rio_chan *rc, uint64_t off, size_t len, void *buf);
 /* Approved state only: cache, then device (no overlay). */
 errcode_t rio_approved_read(struct rio_chan *rc, uint64_t off, size_t len, void *buf);
+/* The approved bytes of [off, off+len) are known to be zeros without reading
+ * them: nothing of it cached, a hole on the device. */
+bool rio_approved_zero(struct rio_chan *rc, uint64_t off, size_t len);
 
 /* The journal's raw device path: whole blocks straight to the device,
  * dropping cached copies of what it writes. */

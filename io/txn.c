@@ -627,6 +627,11 @@ static struct rio_chan *chan_of_fs(ext2_filsys fs)
 	return rio_chan_of(fs->io);
 }
 
+static int approved_zero_cb(void *ctx, uint64_t offset, size_t len)
+{
+	return rio_approved_zero(ctx, offset, len);
+}
+
 static int approved_read_cb(void *ctx, uint64_t offset, void *buf, size_t len)
 {
 	errcode_t err = rio_approved_read(ctx, offset, len, buf);
@@ -775,7 +780,8 @@ errcode_t rio_txn_attach(ext2_filsys fs)
 
 	if (rio_cfg.checker) {
 		char msg[256] = "";
-		struct chk_options opt = { .cache_bytes = (size_t)rio_cfg.checker_cache_mb << 20 };
+		struct chk_options opt = { .cache_bytes = (size_t)rio_cfg.checker_cache_mb << 20,
+					   .zero = approved_zero_cb };
 		int ret = chk_attach(&t->chk, approved_read_cb, rc, &opt, msg, sizeof(msg));
 		if (ret < 0) {
 			fprintf(stderr, "recon-fuse: checker: %s\n", msg[0] ? msg : strerror(-ret));
@@ -992,10 +998,12 @@ static errcode_t scan_report(struct chk_fs *chk, char **report)
 
 /* A shadow state of its own, for one check; EXT2_ET_UNSUPP_FEATURE for an
  * image the checker does not model. */
-static errcode_t attach_own(struct rio_chan *rc, chk_read_fn read, struct chk_fs **out)
+static errcode_t attach_own(struct rio_chan *rc, chk_read_fn read, chk_zero_fn zero,
+			    struct chk_fs **out)
 {
 	char msg[256] = "";
-	struct chk_options opt = { .cache_bytes = (size_t)rio_cfg.checker_cache_mb << 20 };
+	struct chk_options opt = { .cache_bytes = (size_t)rio_cfg.checker_cache_mb << 20,
+				   .zero = zero };
 	int ret = chk_attach(out, read, rc, &opt, msg, sizeof(msg));
 	if (ret < 0) {
 		fprintf(stderr, "recon-fuse: checker: %s\n", msg[0] ? msg : strerror(-ret));
@@ -1016,7 +1024,7 @@ errcode_t rio_txn_base_check(ext2_filsys fs, char **report)
 	struct chk_fs *chk = t->chk, *own = NULL;
 	if (!chk) {
 		/* checker=off: a shadow state of its own, for this check alone */
-		errcode_t err = attach_own(rc, approved_read_cb, &own);
+		errcode_t err = attach_own(rc, approved_read_cb, approved_zero_cb, &own);
 		if (err)
 			return err;
 		chk = own;
@@ -1044,7 +1052,7 @@ errcode_t rio_image_check(ext2_filsys fs, char **report)
 	if (rc->txn)
 		return EXT2_ET_INVALID_ARGUMENT;
 	struct chk_fs *own = NULL;
-	errcode_t err = attach_own(rc, served_read_cb, &own);
+	errcode_t err = attach_own(rc, served_read_cb, NULL, &own);
 	if (err)
 		return err;
 	err = scan_report(own, report);
