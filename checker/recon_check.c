@@ -46,6 +46,18 @@ static int image_read(void *ctx, uint64_t offset, void *buf, size_t len)
 	return 0;
 }
 
+/* A hole of the image file reads as zeros: the scan need not read it. */
+static int image_zero(void *ctx, uint64_t offset, size_t len)
+{
+	const struct image *im = ctx;
+	if (offset > im->size || len > im->size - offset)
+		return 0;
+	off_t data = lseek(im->fd, (off_t)offset, SEEK_DATA);
+	if (data >= 0)
+		return (uint64_t)data >= offset + len;
+	return errno == ENXIO;    /* no data from offset to the end of the file */
+}
+
 static int open_image(struct image *im, const char *path)
 {
 	im->path = path;
@@ -107,7 +119,7 @@ static void print_verdict(const struct chk_verdict *v, bool verbose)
 static int attach_image(struct image *im, struct chk_fs **fs)
 {
 	char err[256];
-	struct chk_options opt = { .cache_bytes = 64u << 20, .lazy = false };
+	struct chk_options opt = { .cache_bytes = 64u << 20, .zero = image_zero };
 	int r = chk_attach(fs, image_read, im, &opt, err, sizeof(err));
 	if (r) {
 		fprintf(stderr, "recon-check: %s: %s\n", im->path, err[0] ? err : strerror(-r));
