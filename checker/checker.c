@@ -756,16 +756,6 @@ static void mark_layout(struct chk_fs *fs)
 	/* With 4 KiB blocks block 0 holds the superblock at byte 1024. */
 }
 
-/*
- * Why a full scan at attach rather than a map built lazily from reads: the
- * invariants "no block is owned twice" and "a bitmap bit flips exactly when a
- * pointer appears" must know, for any block a transaction newly points to,
- * whether some inode not touched by the transaction already owns it.  A map
- * filled from the daemon's reads only knows the inodes it happened to read,
- * so it could approve a double allocation.  The scan reads inode tables in
- * one large read per group and only the indirect blocks of in-use inodes
- * (directory and data blocks are typed from their owner without reading).
- */
 bool chk_any_bit(const uint8_t *b, uint64_t from, uint64_t n)
 {
 	uint64_t i = from, end = from + n;
@@ -784,6 +774,16 @@ bool chk_any_bit(const uint8_t *b, uint64_t from, uint64_t n)
 	return false;
 }
 
+/*
+ * Why a full scan at attach rather than a map built lazily from reads: the
+ * invariants "no block is owned twice" and "a bitmap bit flips exactly when a
+ * pointer appears" must know, for any block a transaction newly points to,
+ * whether some inode not touched by the transaction already owns it.  A map
+ * filled from the daemon's reads only knows the inodes it happened to read,
+ * so it could approve a double allocation.  The scan reads inode tables in
+ * one large read per group and only the indirect blocks of in-use inodes
+ * (directory and data blocks are typed from their owner without reading).
+ */
 static int scan_inodes(struct chk_fs *fs, char *err, size_t errlen)
 {
 	size_t tbytes = (size_t)fs->itable_blocks * fs->bs;

@@ -392,15 +392,24 @@ errcode_t rio_dev_pread(struct dev *d, uint64_t off, void *buf, size_t len)
 	return rio_dev_submit(d, &r, 1);
 }
 
+/* The first byte of data at or after `at` in an image file, end when there
+ * is none before end (a hole up to there), or UINT64_MAX when the host
+ * cannot tell. */
+static uint64_t next_data(struct dev *d, uint64_t at, uint64_t end)
+{
+	off_t data = lseek(d->fd, (off_t)at, SEEK_DATA);
+	if (data >= 0)
+		return (uint64_t)data < end ? (uint64_t)data : end;
+	struct stat st;
+	/* ENXIO: no data from here to the end of the file */
+	if (errno == ENXIO && fstat(d->fd, &st) == 0 && (uint64_t)st.st_size >= end)
+		return end;
+	return UINT64_MAX;
+}
+
 bool rio_dev_is_hole(struct dev *d, uint64_t off, size_t len)
 {
-	if (!d->regular || len == 0)
-		return false;
-	off_t data = lseek(d->fd, (off_t)off, SEEK_DATA);
-	if (data >= 0)
-		return (uint64_t)data >= off + len;
-	struct stat st;
-	return errno == ENXIO && fstat(d->fd, &st) == 0 && (uint64_t)st.st_size >= off + len;
+	return d->regular && len && next_data(d, off, off + len) == off + len;
 }
 
 errcode_t rio_dev_pread_sparse(struct dev *d, uint64_t off, void *buf, size_t len)
@@ -410,28 +419,14 @@ errcode_t rio_dev_pread_sparse(struct dev *d, uint64_t off, void *buf, size_t le
 	if (!d->regular)
 		return rio_dev_pread(d, off, buf, len);
 	while (at < end) {
-		off_t data = lseek(d->fd, (off_t)at, SEEK_DATA);
-		if (data < 0) {
-			struct stat st;
-			/* ENXIO: no data from here to the end of the file */
-			if (errno == ENXIO && fstat(d->fd, &st) == 0 && (uint64_t)st.st_size >= end) {
-				memset(p + (at - off), 0, end - at);
-				return 0;
-			}
+		uint64_t data = next_data(d, at, end);
+		if (data == UINT64_MAX)
 			return rio_dev_pread(d, at, p + (at - off), end - at);
-		}
-		if ((uint64_t)data >= end) {
-			memset(p + (at - off), 0, end - at);
-			return 0;
-		}
-		if ((uint64_t)data > at) {
-			memset(p + (at - off), 0, (uint64_t)data - at);
-			at = (uint64_t)data;
-		}
+		memset(p + (at - off), 0, data - at);
+		if ((at = data) == end)
+			break;
 		off_t hole = lseek(d->fd, (off_t)at, SEEK_HOLE);
-		uint64_t stop = hole < 0 || (uint64_t)hole > end ? end : (uint64_t)hole;
-		if (stop <= at)
-			stop = end;
+		uint64_t stop = hole < 0 || (uint64_t)hole > end || (uint64_t)hole <= at ? end : (uint64_t)hole;
 		errcode_t err = rio_dev_pread(d, at, p + (at - off), stop - at);
 		if (err)
 			return err;

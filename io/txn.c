@@ -640,6 +640,22 @@ static int approved_read_cb(void *ctx, uint64_t offset, void *buf, size_t len)
 	return err < 256 ? -(int)err : -EIO;
 }
 
+/* Attach a checker to what rc serves through read; EXT2_ET_UNSUPP_FEATURE
+ * for an image the checker does not model. */
+static errcode_t attach_checker(struct rio_chan *rc, chk_read_fn read, chk_zero_fn zero,
+			    struct chk_fs **out)
+{
+	char msg[256] = "";
+	struct chk_options opt = { .cache_bytes = (size_t)rio_cfg.checker_cache_mb << 20,
+				   .zero = zero };
+	int ret = chk_attach(out, read, rc, &opt, msg, sizeof(msg));
+	if (ret < 0) {
+		fprintf(stderr, "recon-fuse: checker: %s\n", msg[0] ? msg : strerror(-ret));
+		return ret == -EINVAL ? EXT2_ET_UNSUPP_FEATURE : (errcode_t)-ret;
+	}
+	return 0;
+}
+
 void rio_txn_free(struct txn *t)
 {
 	if (!t)
@@ -779,14 +795,9 @@ errcode_t rio_txn_attach(ext2_filsys fs)
 		memcpy(fs->orig_super, fs->super, SUPERBLOCK_SIZE);
 
 	if (rio_cfg.checker) {
-		char msg[256] = "";
-		struct chk_options opt = { .cache_bytes = (size_t)rio_cfg.checker_cache_mb << 20,
-					   .zero = approved_zero_cb };
-		int ret = chk_attach(&t->chk, approved_read_cb, rc, &opt, msg, sizeof(msg));
-		if (ret < 0) {
-			fprintf(stderr, "recon-fuse: checker: %s\n", msg[0] ? msg : strerror(-ret));
+		err = attach_checker(rc, approved_read_cb, approved_zero_cb, &t->chk);
+		if (err) {
 			t->chk = NULL;
-			err = (errcode_t)-ret;
 			goto unmark;
 		}
 	}
@@ -996,22 +1007,6 @@ static errcode_t scan_report(struct chk_fs *chk, char **report)
 	return err;
 }
 
-/* A shadow state of its own, for one check; EXT2_ET_UNSUPP_FEATURE for an
- * image the checker does not model. */
-static errcode_t attach_own(struct rio_chan *rc, chk_read_fn read, chk_zero_fn zero,
-			    struct chk_fs **out)
-{
-	char msg[256] = "";
-	struct chk_options opt = { .cache_bytes = (size_t)rio_cfg.checker_cache_mb << 20,
-				   .zero = zero };
-	int ret = chk_attach(out, read, rc, &opt, msg, sizeof(msg));
-	if (ret < 0) {
-		fprintf(stderr, "recon-fuse: checker: %s\n", msg[0] ? msg : strerror(-ret));
-		return ret == -EINVAL ? EXT2_ET_UNSUPP_FEATURE : (errcode_t)-ret;
-	}
-	return 0;
-}
-
 errcode_t rio_txn_base_check(ext2_filsys fs, char **report)
 {
 	struct rio_chan *rc = chan_of_fs(fs);
@@ -1024,7 +1019,7 @@ errcode_t rio_txn_base_check(ext2_filsys fs, char **report)
 	struct chk_fs *chk = t->chk, *own = NULL;
 	if (!chk) {
 		/* checker=off: a shadow state of its own, for this check alone */
-		errcode_t err = attach_own(rc, approved_read_cb, approved_zero_cb, &own);
+		errcode_t err = attach_checker(rc, approved_read_cb, approved_zero_cb, &own);
 		if (err)
 			return err;
 		chk = own;
@@ -1052,7 +1047,7 @@ errcode_t rio_image_check(ext2_filsys fs, char **report)
 	if (rc->txn)
 		return EXT2_ET_INVALID_ARGUMENT;
 	struct chk_fs *own = NULL;
-	errcode_t err = attach_own(rc, served_read_cb, NULL, &own);
+	errcode_t err = attach_checker(rc, served_read_cb, NULL, &own);
 	if (err)
 		return err;
 	err = scan_report(own, report);
