@@ -899,6 +899,10 @@ int chk_attach(struct chk_fs **out, chk_read_fn read, void *ctx,
 		}
 		memcpy((uint8_t *)fs->gd + (size_t)i * fs->bs, buf, fs->bs);
 	}
+	for (uint32_t g = 0; g < fs->ngroups; g++) {
+		fs->gd_free_blocks += fs->gd[g].bg_free_blocks_count;
+		fs->gd_free_inodes += fs->gd[g].bg_free_inodes_count;
+	}
 	for (uint32_t g = 0; g < fs->ngroups; g++)
 		if ((r = load_group(fs, g, buf, err, errlen))) {
 			free(buf);

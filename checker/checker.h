@@ -177,7 +177,8 @@ struct chk_stats {
 	uint64_t transactions;      /* chk_check calls */
 	uint64_t blocks_checked;    /* distinct blocks diffed */
 	uint64_t cache_hits, cache_misses;
-	uint64_t cpu_ns;            /* thread CPU time spent in chk_check/chk_advance */
+	uint64_t cpu_ns;            /* thread CPU time spent in chk_check, chk_advance and chk_scan */
+	uint64_t scan_cpu_ns;       /* the part of it spent in chk_scan */
 	uint64_t violations;        /* rejected verdicts */
 };
 void chk_get_stats(const struct chk_fs *fs, struct chk_stats *out);

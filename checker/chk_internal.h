@@ -120,6 +120,7 @@ struct chk_fs {
 	uint32_t journal_ino;
 
 	struct ext2_group_desc *gd;      /* approved descriptors, ngroups */
+	uint64_t gd_free_blocks, gd_free_inodes;   /* their sums, kept by chk_txn_apply */
 	uint8_t *bbits;                  /* shadow block bitmap, by block number */
 	uint8_t *ibits;                  /* shadow inode bitmap, by inode number */
 
@@ -302,12 +303,15 @@ struct txn {
 	bool sb_changed;
 	uint8_t sb_old[1024] __attribute__((aligned(8)));
 	uint8_t sb_new[1024] __attribute__((aligned(8)));
-	struct ext2_group_desc *gd_new;      /* ngroups (+ GDT tail) */
-	bool *gd_changed;
-	size_t *gd_recs;                     /* per group: index of first bgd record, or SIZE_MAX */
-	int32_t *bflip_delta;                /* per group: bits set - bits cleared */
-	int32_t *iflip_delta;
-	int32_t *dirs_delta;                 /* per group: directories into use - out of use */
+	/* the descriptor blocks the transaction changed (gdt_blocks slots, NULL
+	 * = as approved: read through chk_gd_new) and the groups it touched:
+	 * a descriptor changed, bitmap bits flipped or a directory came into or
+	 * out of use.  Per-commit work follows these, not the group count. */
+	uint8_t **gdb_new;
+	uint32_t ngdb;
+	struct gtouch *gt;
+	size_t ngt, capgt;
+	struct u64map gtidx;                 /* group -> index in gt */
 	size_t *sb_recs;
 	size_t nsb_recs, capsb_recs;
 	/* orphan list of the new state (computed on demand) */
@@ -322,6 +326,22 @@ struct txn {
 	int dx_hver;                         /* hash version, -1 if the index is unusable */
 	int err;
 };
+
+/* A group the transaction touched. */
+struct gtouch {
+	uint32_t g;
+	bool changed;                        /* its descriptor differs from the approved one */
+	size_t rec;                          /* index of its first bgd record, or SIZE_MAX */
+	int32_t bflip, iflip;                /* bitmap bits set - bits cleared */
+	int32_t dirs;                        /* directories into use - out of use */
+};
+/* g's entry, created on first use (NULL and t->err set when out of memory) */
+struct gtouch *chk_txn_group(struct txn *t, uint32_t g);
+/* g's descriptor in the proposed state */
+const struct ext2_group_desc *chk_gd_new(const struct chk_fs *fs, const struct txn *t, uint32_t g);
+/* the touched groups in ascending order (indexes stay valid until the next
+ * chk_txn_group that creates an entry) */
+void chk_txn_groups_sort(struct txn *t);
 
 /* the block's proposed contents: transaction's or approved (buf is scratch) */
 const uint8_t *chk_txn_new_block(struct chk_fs *fs, struct txn *t, uint64_t blk, uint8_t *buf);

@@ -230,6 +230,46 @@ oom:
 	return NULL;
 }
 
+struct gtouch *chk_txn_group(struct txn *t, uint32_t g)
+{
+	uint32_t i;
+	if (chk_u64map_get(&t->gtidx, g, &i))
+		return &t->gt[i];
+	struct gtouch *na = chk_grow(t->gt, &t->capgt, t->ngt + 1, sizeof(*na));
+	if (!na || chk_u64map_put(&t->gtidx, g, (uint32_t)t->ngt)) {
+		if (na)
+			t->gt = na;
+		t->err = -ENOMEM;
+		return NULL;
+	}
+	t->gt = na;
+	t->gt[t->ngt] = (struct gtouch){ .g = g, .rec = SIZE_MAX };
+	return &t->gt[t->ngt++];
+}
+
+const struct ext2_group_desc *chk_gd_new(const struct chk_fs *fs, const struct txn *t, uint32_t g)
+{
+	const uint8_t *b = t->gdb_new[g / fs->desc_per_block];
+	if (!b)
+		return &fs->gd[g];
+	return (const struct ext2_group_desc *)b + g % fs->desc_per_block;
+}
+
+static int gt_cmp(const void *a, const void *b)
+{
+	uint32_t x = ((const struct gtouch *)a)->g, y = ((const struct gtouch *)b)->g;
+	return x < y ? -1 : x > y;
+}
+
+void chk_txn_groups_sort(struct txn *t)
+{
+	qsort(t->gt, t->ngt, sizeof(*t->gt), gt_cmp);
+	/* same keys, new indexes: the map has room for every one of them */
+	for (size_t i = 0; i < t->ngt; i++)
+		if (chk_u64map_put(&t->gtidx, t->gt[i].g, (uint32_t)i))
+			t->err = -ENOMEM;
+}
+
 void chk_txn_problem(struct txn *t, const char *inv, size_t rec, const char *fmt, ...)
 {
 	if (t->nprobs >= 2000)
@@ -272,12 +312,12 @@ void chk_txn_free(struct txn *t)
 	chk_u64map_free(&t->ichidx);
 	free(t->dch);
 	free(t->probs);
-	free(t->gd_new);
-	free(t->gd_changed);
-	free(t->gd_recs);
-	free(t->bflip_delta);
-	free(t->iflip_delta);
-	free(t->dirs_delta);
+	if (t->gdb_new)
+		for (uint32_t i = 0; i < t->ngdb; i++)
+			free(t->gdb_new[i]);
+	free(t->gdb_new);
+	free(t->gt);
+	chk_u64map_free(&t->gtidx);
 	free(t->sb_recs);
 	chk_u64map_free(&t->orphans);
 	chk_u64map_free(&t->dirblks);
@@ -404,25 +444,46 @@ static const struct field gd_fields[] = {
 	GDF(bg_inode_bitmap_csum_lo), GDF(bg_itable_unused), GDF(bg_checksum),
 };
 
+/* Only the descriptor blocks in the transaction are looked at: the cost
+ * follows what changed, not the number of groups. */
 static void diff_gdt(struct chk_fs *fs, struct txn *t)
 {
-	for (uint32_t i = 0; i < fs->gdt_blocks; i++) {
-		struct tblock *b = chk_tb_find(t, fs->first_data_block + 1 + i);
-		if (b && b->changed)
-			memcpy((uint8_t *)t->gd_new + (size_t)i * fs->bs, b->new, fs->bs);
-	}
-	for (uint32_t g = 0; g < fs->ngroups; g++) {
-		const uint8_t *o = (const void *)&fs->gd[g], *n = (const void *)&t->gd_new[g];
-		if (!memcmp(o, n, sizeof(struct ext2_group_desc)))
+	uint64_t first = (uint64_t)fs->first_data_block + 1;
+	for (size_t k = 0; k < t->nblocks && !t->err; k++) {
+		struct tblock *b = &t->blocks[k];
+		if (!b->changed || b->blk < first || b->blk >= first + fs->gdt_blocks)
 			continue;
-		t->gd_changed[g] = true;
-		for (size_t i = 0; i < sizeof(gd_fields) / sizeof(gd_fields[0]); i++) {
-			const struct field *f = &gd_fields[i];
-			if (memcmp(o + f->off, n + f->off, f->size)) {
-				size_t r = chk_verdict_add_record(t->v, CHK_BGD, g, f->name,
-							      get_le(o + f->off, f->size), get_le(n + f->off, f->size));
-				if (t->gd_recs[g] == SIZE_MAX)
-					t->gd_recs[g] = r;
+		uint32_t i = (uint32_t)(b->blk - first);
+		if (!t->gdb_new[i]) {
+			t->gdb_new[i] = malloc(fs->bs);
+			if (!t->gdb_new[i]) {
+				t->err = -ENOMEM;
+				return;
+			}
+		}
+		memcpy(t->gdb_new[i], b->new, fs->bs);
+	}
+	for (uint32_t i = 0; i < fs->gdt_blocks && !t->err; i++) {
+		if (!t->gdb_new[i])
+			continue;
+		uint32_t end = (i + 1) * fs->desc_per_block;
+		for (uint32_t g = i * fs->desc_per_block; g < end && g < fs->ngroups; g++) {
+			const uint8_t *o = (const void *)&fs->gd[g], *n = (const void *)chk_gd_new(fs, t, g);
+			if (!memcmp(o, n, sizeof(struct ext2_group_desc)))
+				continue;
+			struct gtouch *gt = chk_txn_group(t, g);
+			if (!gt)
+				return;
+			gt->changed = true;
+			for (size_t f = 0; f < sizeof(gd_fields) / sizeof(gd_fields[0]); f++) {
+				const struct field *fl = &gd_fields[f];
+				if (memcmp(o + fl->off, n + fl->off, fl->size)) {
+					size_t r = chk_verdict_add_record(t->v, CHK_BGD, g, fl->name,
+									  get_le(o + fl->off, fl->size),
+									  get_le(n + fl->off, fl->size));
+					if (gt->rec == SIZE_MAX)
+						gt->rec = r;
+				}
 			}
 		}
 	}
@@ -466,7 +527,9 @@ static void diff_bbitmap(struct chk_fs *fs, struct txn *t, uint32_t g, struct tb
 			}
 			uint64_t blk = start + i;
 			size_t r = chk_verdict_add_record(t->v, CHK_BBITMAP, blk, "-", ob, nbit);
-			t->bflip_delta[g] += nbit ? 1 : -1;
+			struct gtouch *gt = chk_txn_group(t, g);
+			if (gt)
+				gt->bflip += nbit ? 1 : -1;
 			struct bchange *c = bch_get(fs, t, blk);
 			if (c)
 				c->flip_rec = r;
@@ -489,7 +552,9 @@ static void diff_ibitmap(struct chk_fs *fs, struct txn *t, uint32_t g, struct tb
 			continue;
 		uint32_t ino = g * fs->ipg + i + 1;
 		size_t r = chk_verdict_add_record(t->v, CHK_IBITMAP, ino, "-", ob, nbit);
-		t->iflip_delta[g] += nbit ? 1 : -1;
+		struct gtouch *gt = chk_txn_group(t, g);
+		if (gt)
+			gt->iflip += nbit ? 1 : -1;
 		struct ichange *ic = chk_txn_inode(fs, t, ino);
 		if (ic) {
 			ic->bit_rec = r;
@@ -900,20 +965,12 @@ int chk_check(struct chk_fs *fs, const struct chk_write *w, size_t n, struct chk
 	}
 	v->txn = t;
 	t->v = v;
-	size_t ng = (size_t)fs->gdt_blocks * fs->desc_per_block;
-	t->gd_new = malloc(ng * sizeof(*t->gd_new));
-	t->gd_changed = calloc(fs->ngroups, sizeof(bool));
-	t->gd_recs = malloc(fs->ngroups * sizeof(size_t));
-	t->bflip_delta = calloc(fs->ngroups, sizeof(int32_t));
-	t->iflip_delta = calloc(fs->ngroups, sizeof(int32_t));
-	t->dirs_delta = calloc(fs->ngroups, sizeof(int32_t));
-	if (!t->gd_new || !t->gd_changed || !t->gd_recs || !t->bflip_delta || !t->iflip_delta || !t->dirs_delta) {
+	t->ngdb = fs->gdt_blocks;
+	t->gdb_new = calloc(fs->gdt_blocks ? fs->gdt_blocks : 1, sizeof(*t->gdb_new));
+	if (!t->gdb_new) {
 		chk_verdict_free(v);
 		return -ENOMEM;
 	}
-	memcpy(t->gd_new, fs->gd, ng * sizeof(*t->gd_new));
-	for (uint32_t g = 0; g < fs->ngroups; g++)
-		t->gd_recs[g] = SIZE_MAX;
 	uint64_t dev_bytes = (uint64_t)fs->blocks_count * fs->bs;
 	for (size_t i = 0; i < n && !t->err; i++) {
 		if (!w[i].len)
@@ -1068,7 +1125,17 @@ int chk_txn_apply(struct chk_fs *fs, struct txn *t)
 				bit_put(fs->ibits, (uint64_t)g * fs->ipg + k + 1, bit_get(b->new, k));
 		}
 	}
-	memcpy(fs->gd, t->gd_new, (size_t)fs->gdt_blocks * fs->desc_per_block * sizeof(*fs->gd));
+	for (uint32_t i = 0; i < fs->gdt_blocks; i++) {
+		if (!t->gdb_new[i])
+			continue;
+		const struct ext2_group_desc *n = (const void *)t->gdb_new[i];
+		struct ext2_group_desc *o = fs->gd + (size_t)i * fs->desc_per_block;
+		for (uint32_t k = 0; k < fs->desc_per_block && i * fs->desc_per_block + k < fs->ngroups; k++) {
+			fs->gd_free_blocks += (uint64_t)n[k].bg_free_blocks_count - o[k].bg_free_blocks_count;
+			fs->gd_free_inodes += (uint64_t)n[k].bg_free_inodes_count - o[k].bg_free_inodes_count;
+		}
+		memcpy(o, n, fs->bs);
+	}
 	memcpy(fs->sb_raw, t->sb_new, 1024);
 	/* cache: keep metadata, forget data */
 	for (size_t i = 0; i < t->nblocks; i++) {

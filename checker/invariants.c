@@ -37,7 +37,9 @@ static bool is_dir(const struct ext2_inode *in) { return imode_type(in) == 00400
 static size_t gd_rec_list(struct txn *t, uint32_t g, size_t *out, size_t max)
 {
 	size_t n = 0;
-	for (size_t r = t->gd_recs[g]; r != SIZE_MAX && r < t->v->nrecs && n < max; r++) {
+	uint32_t i;
+	size_t first = chk_u64map_get(&t->gtidx, g, &i) ? t->gt[i].rec : SIZE_MAX;
+	for (size_t r = first; r != SIZE_MAX && r < t->v->nrecs && n < max; r++) {
 		if (t->v->recs[r].type != CHK_BGD || t->v->recs[r].id != g)
 			break;
 		out[n++] = r;
@@ -124,9 +126,12 @@ static void inv_sb_free_blocks(struct chk_fs *fs, struct txn *t, struct chk_verd
 	const struct ext2_super_block *o = (const void *)t->sb_old, *n = (const void *)t->sb_new;
 	if (o->s_free_blocks_count == n->s_free_blocks_count)
 		return;
-	uint64_t sum = 0;
-	for (uint32_t g = 0; g < fs->ngroups; g++)
-		sum += t->gd_new[g].bg_free_blocks_count;
+	/* the approved sum, moved by the groups whose descriptors changed */
+	uint64_t sum = fs->gd_free_blocks;
+	for (size_t i = 0; i < t->ngt; i++)
+		if (t->gt[i].changed)
+			sum += (uint64_t)chk_gd_new(fs, t, t->gt[i].g)->bg_free_blocks_count -
+			       fs->gd[t->gt[i].g].bg_free_blocks_count;
 	if (sum != n->s_free_blocks_count) {
 		size_t r = sb_rec_find(t, "s_free_blocks_count");
 		V("INV_SB_FREE_BLOCKS", &r, 1, "s_free_blocks_count %u != sum of group free block counts %llu",
@@ -139,9 +144,11 @@ static void inv_sb_free_inodes(struct chk_fs *fs, struct txn *t, struct chk_verd
 	const struct ext2_super_block *o = (const void *)t->sb_old, *n = (const void *)t->sb_new;
 	if (o->s_free_inodes_count == n->s_free_inodes_count)
 		return;
-	uint64_t sum = 0;
-	for (uint32_t g = 0; g < fs->ngroups; g++)
-		sum += t->gd_new[g].bg_free_inodes_count;
+	uint64_t sum = fs->gd_free_inodes;
+	for (size_t i = 0; i < t->ngt; i++)
+		if (t->gt[i].changed)
+			sum += (uint64_t)chk_gd_new(fs, t, t->gt[i].g)->bg_free_inodes_count -
+			       fs->gd[t->gt[i].g].bg_free_inodes_count;
 	if (sum != n->s_free_inodes_count) {
 		size_t r = sb_rec_find(t, "s_free_inodes_count");
 		V("INV_SB_FREE_INODES", &r, 1, "s_free_inodes_count %u != sum of group free inode counts %llu",
@@ -164,10 +171,12 @@ static uint16_t bgd_flags_changed(uint16_t o, uint16_t n)
 
 static void inv_bgd_frozen(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
-	for (uint32_t g = 0; g < fs->ngroups; g++) {
-		if (!t->gd_changed[g])
+	chk_txn_groups_sort(t);
+	for (size_t i = 0; i < t->ngt; i++) {
+		uint32_t g = t->gt[i].g;
+		if (!t->gt[i].changed)
 			continue;
-		const struct ext2_group_desc *o = &fs->gd[g], *n = &t->gd_new[g];
+		const struct ext2_group_desc *o = &fs->gd[g], *n = chk_gd_new(fs, t, g);
 		if (o->bg_block_bitmap != n->bg_block_bitmap || o->bg_inode_bitmap != n->bg_inode_bitmap ||
 		    o->bg_inode_table != n->bg_inode_table ||
 		    bgd_flags_changed(o->bg_flags, n->bg_flags) ||
@@ -183,24 +192,29 @@ static void inv_bgd_frozen(struct chk_fs *fs, struct txn *t, struct chk_verdict 
 
 static void inv_bgd_free_blocks(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
-	for (uint32_t g = 0; g < fs->ngroups; g++) {
-		int64_t d = (int64_t)t->gd_new[g].bg_free_blocks_count - fs->gd[g].bg_free_blocks_count;
-		if (d != -(int64_t)t->bflip_delta[g]) {
+	/* an untouched group has neither a changed count nor flipped bits */
+	chk_txn_groups_sort(t);
+	for (size_t i = 0; i < t->ngt; i++) {
+		uint32_t g = t->gt[i].g;
+		int64_t d = (int64_t)chk_gd_new(fs, t, g)->bg_free_blocks_count - fs->gd[g].bg_free_blocks_count;
+		if (d != -(int64_t)t->gt[i].bflip) {
 			size_t r[16], k = gd_rec_list(t, g, r, 16);
 			V("INV_BGD_FREE_BLOCKS", r, k, "group %u: bg_free_blocks_count changed by %lld but %d bitmap bits were set net",
-			  g, (long long)d, t->bflip_delta[g]);
+			  g, (long long)d, t->gt[i].bflip);
 		}
 	}
 }
 
 static void inv_bgd_free_inodes(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
-	for (uint32_t g = 0; g < fs->ngroups; g++) {
-		int64_t d = (int64_t)t->gd_new[g].bg_free_inodes_count - fs->gd[g].bg_free_inodes_count;
-		if (d != -(int64_t)t->iflip_delta[g]) {
+	chk_txn_groups_sort(t);
+	for (size_t i = 0; i < t->ngt; i++) {
+		uint32_t g = t->gt[i].g;
+		int64_t d = (int64_t)chk_gd_new(fs, t, g)->bg_free_inodes_count - fs->gd[g].bg_free_inodes_count;
+		if (d != -(int64_t)t->gt[i].iflip) {
 			size_t r[16], k = gd_rec_list(t, g, r, 16);
 			V("INV_BGD_FREE_INODES", r, k, "group %u: bg_free_inodes_count changed by %lld but %d inode bits were set net",
-			  g, (long long)d, t->iflip_delta[g]);
+			  g, (long long)d, t->gt[i].iflip);
 		}
 	}
 }
@@ -210,15 +224,20 @@ static void inv_bgd_used_dirs(struct chk_fs *fs, struct txn *t, struct chk_verdi
 	for (size_t i = 0; i < t->nich; i++) {
 		struct ichange *ic = t->ich[i];
 		bool od = ic->old_inuse && is_dir(I_OLD(ic)), nd = ic->new_inuse && is_dir(I_NEW(ic));
-		if (od != nd)
-			t->dirs_delta[chk_group_of_inode(fs, ic->ino)] += nd ? 1 : -1;
+		if (od != nd) {
+			struct gtouch *gt = chk_txn_group(t, chk_group_of_inode(fs, ic->ino));
+			if (gt)
+				gt->dirs += nd ? 1 : -1;
+		}
 	}
-	for (uint32_t g = 0; g < fs->ngroups; g++) {
-		int64_t d = (int64_t)t->gd_new[g].bg_used_dirs_count - fs->gd[g].bg_used_dirs_count;
-		if (d != t->dirs_delta[g]) {
+	chk_txn_groups_sort(t);
+	for (size_t i = 0; i < t->ngt; i++) {
+		uint32_t g = t->gt[i].g;
+		int64_t d = (int64_t)chk_gd_new(fs, t, g)->bg_used_dirs_count - fs->gd[g].bg_used_dirs_count;
+		if (d != t->gt[i].dirs) {
 			size_t r[16], k = gd_rec_list(t, g, r, 16);
 			V("INV_BGD_USED_DIRS", r, k, "group %u: bg_used_dirs_count changed by %lld but %d directories came into use net",
-			  g, (long long)d, t->dirs_delta[g]);
+			  g, (long long)d, t->gt[i].dirs);
 		}
 	}
 }

@@ -497,7 +497,9 @@ out:
 	free(tab);
 	chk_u64map_free(&s.xrefs);
 	chk_u64map_free(&s.names);
-	fs->stats.cpu_ns += chk_thread_ns() - t0;
+	uint64_t spent = chk_thread_ns() - t0;
+	fs->stats.cpu_ns += spent;
+	fs->stats.scan_cpu_ns += spent;
 	if (r) {
 		chk_verdict_free(s.v);
 		return r;

@@ -59,6 +59,7 @@ static void block_stats_range_hook(ext2_filsys fs, blk64_t blk, blk_t num, int i
 void inode_stats(struct rfs *r, ext2_ino_t ino, int inuse, bool isdir)
 {
 	ext2fs_inode_alloc_stats2(r->fs, ino, inuse, isdir);
+	rio_txn_inode_changed(r->fs, ino);   /* libext2fs has no callback for it */
 	note_alloc(r, ino, inuse, true, isdir);
 }
 
@@ -198,10 +199,13 @@ static int op_rollback(struct rfs *r)
 	ext2fs_set_block_alloc_stats_range_callback(fs, NULL, &cur_range);
 	for (size_t i = r->nundo; i-- > 0;) {
 		struct alloc_rec *a = &r->undo[i];
-		if (a->inode)
+		if (a->inode) {
 			ext2fs_inode_alloc_stats2(fs, (ext2_ino_t)a->num, -a->inuse, a->isdir);
-		else
+			rio_txn_inode_changed(fs, (ext2_ino_t)a->num);
+		} else {
 			ext2fs_block_alloc_stats2(fs, a->num, -a->inuse);
+			rio_txn_block_changed(fs, a->num);
+		}
 	}
 	ext2fs_set_block_alloc_stats_callback(fs, cur, NULL);
 	ext2fs_set_block_alloc_stats_range_callback(fs, cur_range, NULL);

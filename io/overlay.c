@@ -338,6 +338,7 @@ static void sp_note(struct txn *t, uint64_t **v, size_t *n, size_t *cap, uint64_
 
 static void note_block_stats(struct txn *t, ext2_filsys fs, blk64_t blk, int inuse)
 {
+	flush_mark_block(t, blk);
 	if (inuse < 0) {
 		/* keep it marked so no allocator hands it out before the commit
 		 * that frees it is durable; if we cannot remember it, leave it

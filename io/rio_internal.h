@@ -132,7 +132,7 @@ struct txn_violation {
  * stats file is written at unmount). */
 struct txn_totals {
 	uint64_t transactions, blocks_checked, blocks_journalled;
-	uint64_t chk_cpu_ns, chk_hits, chk_misses;
+	uint64_t chk_cpu_ns, chk_scan_ns, chk_hits, chk_misses;
 	struct txn_violation *viol;
 	size_t nviol, capviol;
 	char  *last_violation;

@@ -1,7 +1,8 @@
 /*
  * io/txn_internal.h - what the files of io/'s transactions share (txn.c:
  * boundaries, commit, the data guard and the public calls; overlay.c: the
- * overlay and the block sets; fault.c: the test-only corruption injector).
+ * overlay and the block sets; flush.c: libext2fs's allocation state into the
+ * overlay at a commit; fault.c: the test-only corruption injector).
  * Internal to io/: nothing outside it includes this.
  */
 #ifndef RECON_IO_TXN_INTERNAL_H
@@ -73,6 +74,13 @@ struct txn {
 	void (*old_stats)(ext2_filsys, blk64_t, int);
 	void (*old_stats_range)(ext2_filsys, blk64_t, blk_t, int);
 
+	/* flush.c: the groups whose block or inode bitmap changed in memory
+	 * since the last commit (a bit per group), and the descriptor blocks
+	 * as last written (NULL: not yet) */
+	uint64_t *bb_dirty, *ib_dirty;
+	unsigned char *desc_written;
+	bool verify_flush;           /* RECON_VERIFY_FLUSH: check every group at each commit */
+
 	bool journal;                /* logging through jbd (else write in place) */
 	bool was_valid;              /* VALID_FS at attach: restored at a clean detach only then */
 	struct jbd *jbd;
@@ -139,6 +147,13 @@ struct ovl_ent *ovl_find(struct txn *t, uint64_t blk);
 void ovl_remove(struct txn *t, struct ovl_ent *e);
 void release_freed_marks(struct txn *t);
 void restore_freed_marks(struct txn *t);
+
+/* flush.c */
+errcode_t flush_init(struct txn *t);
+void flush_free(struct txn *t);
+void flush_mark_block(struct txn *t, blk64_t blk);
+void flush_mark_inode(struct txn *t, ext2_ino_t ino);
+errcode_t flush_fs_state(struct txn *t);
 
 /* fault.c */
 void maybe_corrupt(struct txn *t);

@@ -214,14 +214,15 @@ else
 	fail "-o rw_unchecked refused"
 fi
 
-# 7. garbage superblock re-read after a rejection (no cache: reads reach the disk)
+# 7. garbage superblock re-read after a rejection (no cache: reads reach the disk;
+#    the rejection is the flipped bitmap bit of the fsynced write)
 mkimg "$img" 1024 16M
 if mount_recon "$img" "$mnt" "block_cache_mb=0,fault_corrupt=bbitmap@1"; then
 	head -c 1024 /dev/urandom | dd of="$img" bs=1024 seek=1 conv=notrunc status=none
 	python3 - "$mnt" <<'EOF' 2>/dev/null && fail "garbage superblock: the fsync after it succeeded"
 import os, sys
 with open(os.path.join(sys.argv[1], "x"), "wb") as f:
-    f.write(b"x"); os.fsync(f.fileno())
+    f.write(b"x"); f.flush(); os.fsync(f.fileno())
 EOF
 	ls "$mnt" >/dev/null 2>&1 || fail "garbage superblock: the mount no longer answers"
 	umount_recon "$mnt" 3

@@ -112,6 +112,7 @@ static errcode_t new_file(ext2_filsys fs, const char *name, unsigned nblocks, un
 	if (err)
 		return err;
 	ext2fs_inode_alloc_stats2(fs, ino, +1, 0);
+	rio_txn_inode_changed(fs, ino);
 	struct ext2_inode inode;
 	memset(&inode, 0, sizeof(inode));
 	inode.i_mode = 0100644;
@@ -171,8 +172,10 @@ static errcode_t remove_file(ext2_filsys fs, const char *name)
 		inode.i_dtime = 1700000001;
 		err = ext2fs_write_inode(fs, ino, &inode);
 	}
-	if (!err)
+	if (!err) {
 		ext2fs_inode_alloc_stats2(fs, ino, -1, 0);
+		rio_txn_inode_changed(fs, ino);
+	}
 	return err;
 }
 
