@@ -263,7 +263,8 @@ static int gt_cmp(const void *a, const void *b)
 
 void chk_txn_groups_sort(struct txn *t)
 {
-	qsort(t->gt, t->ngt, sizeof(*t->gt), gt_cmp);
+	if (t->ngt > 1)
+		qsort(t->gt, t->ngt, sizeof(*t->gt), gt_cmp);
 	/* same keys, new indexes: the map has room for every one of them */
 	for (size_t i = 0; i < t->ngt; i++)
 		if (chk_u64map_put(&t->gtidx, t->gt[i].g, (uint32_t)i))
