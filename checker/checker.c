@@ -243,7 +243,8 @@ int chk_read_block(struct chk_fs *fs, uint64_t blk, void *buf)
 
 void chk_note_read(struct chk_fs *fs, uint64_t blk, const void *buf)
 {
-	if (blk < fs->blocks_count && fs->btype[blk] != BT_FREE && fs->btype[blk] != BT_DATA)
+	uint8_t t = chk_btype(fs, blk);
+	if (t != BT_FREE && t != BT_DATA)
 		chk_cache_put(fs, blk, buf);
 }
 
@@ -271,13 +272,6 @@ bool chk_group_has_super(const struct chk_fs *fs, uint32_t g)
 	if (!fs->sparse || g <= 1)
 		return true;
 	return is_power_of(g, 3) || is_power_of(g, 5) || is_power_of(g, 7);
-}
-
-uint8_t chk_static_type(const struct chk_fs *fs, uint64_t blk)
-{
-	if (blk >= fs->blocks_count)
-		return BT_FREE;
-	return bt_static(fs->btype[blk]) ? fs->btype[blk] : BT_FREE;
 }
 
 int chk_read_inode(struct chk_fs *fs, uint32_t ino, void *buf)
@@ -464,7 +458,7 @@ static int walk_level(struct walk_ctx *w, uint64_t blk, int level, uint32_t base
 	if (!w->visit(w->vctx, blk, t, base))
 		return 0;
 	/* do not follow pointers out of range or into static metadata */
-	if (blk < fs->first_data_block || blk >= fs->blocks_count || bt_static(fs->btype[blk]))
+	if (blk < fs->first_data_block || blk >= fs->blocks_count || bt_static(chk_btype(fs, blk)))
 		return 0;
 	if (chk_u64map_get(&w->descended, blk, NULL))
 		return 0;
@@ -555,36 +549,25 @@ static bool attach_visit(void *ctx, uint64_t blk, uint8_t type, uint32_t lblk)
 {
 	struct attach_visit_ctx *a = ctx;
 	struct chk_fs *fs = a->fs;
-	if (blk < fs->first_data_block || blk >= fs->blocks_count || bt_static(fs->btype[blk])) {
-		note_bad(fs, &fs->badptrs, &fs->nbadptr, blk, a->ino,
-			 blk < fs->blocks_count ? fs->btype[blk] : 0);
+	uint8_t t = chk_btype(fs, blk);
+	if (blk < fs->first_data_block || blk >= fs->blocks_count || bt_static(t)) {
+		note_bad(fs, &fs->badptrs, &fs->nbadptr, blk, a->ino, t);
 		return false;
 	}
-	if (fs->btype[blk] != BT_FREE) {
-		note_bad(fs, &fs->dups, &fs->ndups, blk, fs->bowner[blk], a->ino);
+	if (t != BT_FREE) {
+		note_bad(fs, &fs->dups, &fs->ndups, blk, chk_bowner(fs, blk), a->ino);
 		return false;
 	}
-	fs->btype[blk] = type;
-	fs->bowner[blk] = a->ino;
-	fs->blblk[blk] = lblk;
+	if (chk_bmap_reserve(fs, blk)) {
+		a->err = -ENOMEM;
+		return false;
+	}
+	chk_bmap_set(fs, blk, type, a->ino, lblk);
 	if (bt_indirect(type))
 		fs->nmeta[a->ino]++;
 	else
 		fs->ndata[a->ino]++;
 	return true;
-}
-
-/* A group's bitmaps and table get their type alone: their group (and a
- * table block's index) is computed from the descriptors when asked
- * (chk_layout_group), so that the owner and index maps stay untouched, and
- * unpaged, across a big disk's empty groups. */
-static void mark_static(struct chk_fs *fs, uint64_t blk, uint8_t t, uint32_t owner)
-{
-	if (blk < fs->blocks_count) {
-		fs->btype[blk] = t;
-		if (t != BT_BBITMAP && t != BT_IBITMAP && t != BT_ITABLE)
-			fs->bowner[blk] = owner;
-	}
 }
 
 uint32_t chk_layout_group(const struct chk_fs *fs, uint64_t blk, uint8_t type, uint32_t *idx)
@@ -689,71 +672,62 @@ static int parse_super(struct chk_fs *fs, char *err, size_t errlen)
 	return 0;
 }
 
-/* Set bits dst[at .. at + n) that are set in src[0 .. n); dst starts clear
- * (attach).  Skips zero words: an empty terabyte is mostly zero bits. */
-static void set_bits_from(uint8_t *dst, uint64_t at, const uint8_t *src, uint64_t n)
+/* A group's bitmaps and table are kept as extents of their type alone:
+ * their group (and a table block's index) is computed from the descriptors
+ * when asked (chk_layout_group). */
+static int mark_layout(struct chk_fs *fs, char *err, size_t errlen)
 {
-	uint64_t i = 0;
-	if ((at & 7) == 0) {
-		memcpy(dst + at / 8, src, n / 8);
-		i = n / 8 * 8;
-	}
-	for (; i + 64 <= n; i += 64) {
-		uint64_t w;
-		memcpy(&w, src + i / 8, sizeof(w));
-		if (w)
-			for (unsigned k = 0; k < 64; k++)
-				if (bit_get(src, i + k))
-					bit_put(dst, at + i + k, true);
-	}
-	for (; i < n; i++)
-		if (bit_get(src, i))
-			bit_put(dst, at + i, true);
-}
-
-static int load_group(struct chk_fs *fs, uint32_t g, uint8_t *buf, char *err, size_t errlen)
-{
-	const struct ext2_group_desc *d = &fs->gd[g];
-	uint64_t start = fs->first_data_block + (uint64_t)g * fs->bpg;
-	uint64_t end = start + fs->bpg;
-	if (end > fs->blocks_count)
-		end = fs->blocks_count;
-	if (d->bg_block_bitmap < fs->first_data_block || d->bg_block_bitmap >= fs->blocks_count ||
-	    d->bg_inode_bitmap < fs->first_data_block || d->bg_inode_bitmap >= fs->blocks_count ||
-	    d->bg_inode_table < fs->first_data_block ||
-	    (uint64_t)d->bg_inode_table + fs->itable_blocks > fs->blocks_count)
-		return fail(err, errlen, -EINVAL, "group %u: bitmap or inode table location out of range", g);
-	int r = chk_read_block(fs, d->bg_block_bitmap, buf);
-	if (r)
-		return fail(err, errlen, r, "group %u: cannot read block bitmap %u", g, d->bg_block_bitmap);
-	set_bits_from(fs->bbits, start, buf, end - start);
-	r = chk_read_block(fs, d->bg_inode_bitmap, buf);
-	if (r)
-		return fail(err, errlen, r, "group %u: cannot read inode bitmap %u", g, d->bg_inode_bitmap);
-	set_bits_from(fs->ibits, (uint64_t)g * fs->ipg + 1, buf, fs->ipg);
-	return 0;
-}
-
-static void mark_layout(struct chk_fs *fs)
-{
-	if (fs->first_data_block)
-		mark_static(fs, 0, BT_BOOT, 0);
-	for (uint32_t g = 0; g < fs->ngroups; g++) {
+	int r = 0;
+	for (uint32_t g = 0; g < fs->ngroups && !r; g++) {
+		const struct ext2_group_desc *d = &fs->gd[g];
+		if (d->bg_block_bitmap < fs->first_data_block || d->bg_block_bitmap >= fs->blocks_count ||
+		    d->bg_inode_bitmap < fs->first_data_block || d->bg_inode_bitmap >= fs->blocks_count ||
+		    d->bg_inode_table < fs->first_data_block ||
+		    (uint64_t)d->bg_inode_table + fs->itable_blocks > fs->blocks_count)
+			return fail(err, errlen, -EINVAL, "group %u: bitmap or inode table location out of range", g);
 		uint64_t start = fs->first_data_block + (uint64_t)g * fs->bpg;
 		if (chk_group_has_super(fs, g)) {
-			mark_static(fs, start, BT_SB, 0);
-			for (uint32_t i = 0; i < fs->gdt_blocks; i++)
-				mark_static(fs, start + 1 + i, BT_GDT, 0);
-			for (uint32_t i = 0; i < fs->rgdt_blocks; i++)
-				mark_static(fs, start + 1 + fs->gdt_blocks + i, BT_RGDT, EXT2_RESIZE_INO);
+			r = chk_static_add(fs, start, 1, BT_SB, 0);
+			r = r ? r : chk_static_add(fs, start + 1, fs->gdt_blocks, BT_GDT, 0);
+			r = r ? r : chk_static_add(fs, start + 1 + fs->gdt_blocks, fs->rgdt_blocks, BT_RGDT,
+						   EXT2_RESIZE_INO);
 		}
-		/* owner of bitmap and inode table blocks = their group */
-		mark_static(fs, fs->gd[g].bg_block_bitmap, BT_BBITMAP, g);
-		mark_static(fs, fs->gd[g].bg_inode_bitmap, BT_IBITMAP, g);
-		for (uint32_t i = 0; i < fs->itable_blocks; i++)
-			mark_static(fs, fs->gd[g].bg_inode_table + i, BT_ITABLE, g);
+		r = r ? r : chk_static_add(fs, d->bg_block_bitmap, 1, BT_BBITMAP, 0);
+		r = r ? r : chk_static_add(fs, d->bg_inode_bitmap, 1, BT_IBITMAP, 0);
+		r = r ? r : chk_static_add(fs, d->bg_inode_table, fs->itable_blocks, BT_ITABLE, 0);
 	}
 	/* With 4 KiB blocks block 0 holds the superblock at byte 1024. */
+	return r ? fail(err, errlen, r, "out of memory for the static layout") : 0;
+}
+
+/* Both bitmaps of every group, past the block cache: a big disk's bitmaps
+ * would only evict what the transactions will ask for. */
+static int load_groups(struct chk_fs *fs, char *err, size_t errlen)
+{
+	uint8_t *buf = malloc((size_t)3 * fs->bs);
+	if (!buf)
+		return fail(err, errlen, -ENOMEM, "out of memory");
+	uint8_t *bb = buf, *ib = buf + fs->bs, *scratch = buf + 2 * fs->bs;
+	int r = 0;
+	for (uint32_t g = 0; g < fs->ngroups && !r; g++) {
+		const struct ext2_group_desc *d = &fs->gd[g];
+		r = fs->read(fs->ctx, (uint64_t)d->bg_block_bitmap * fs->bs, bb, fs->bs);
+		if (r) {
+			r = fail(err, errlen, r > 0 ? -EIO : r, "group %u: cannot read block bitmap %u", g,
+				 d->bg_block_bitmap);
+			break;
+		}
+		r = fs->read(fs->ctx, (uint64_t)d->bg_inode_bitmap * fs->bs, ib, fs->bs);
+		if (r) {
+			r = fail(err, errlen, r > 0 ? -EIO : r, "group %u: cannot read inode bitmap %u", g,
+				 d->bg_inode_bitmap);
+			break;
+		}
+		if (chk_group_load(fs, g, bb, ib, scratch))
+			r = fail(err, errlen, -ENOMEM, "out of memory for the shadow state");
+	}
+	free(buf);
+	return r;
 }
 
 bool chk_any_bit(const uint8_t *b, uint64_t from, uint64_t n)
@@ -792,7 +766,8 @@ static int scan_inodes(struct chk_fs *fs, char *err, size_t errlen)
 		return -ENOMEM;
 	int r = 0;
 	for (uint32_t g = 0; g < fs->ngroups && !r; g++) {
-		if (!chk_any_bit(fs->ibits, (uint64_t)g * fs->ipg + 1, fs->ipg))
+		const uint8_t *ibits = chk_group_ibits(fs, g);
+		if (!ibits || !chk_any_bit(ibits, 0, fs->ipg))
 			continue;         /* nothing in use: nothing to type */
 		r = fs->read(fs->ctx, (uint64_t)fs->gd[g].bg_inode_table * fs->bs, tab, tbytes);
 		if (r) {
@@ -802,12 +777,12 @@ static int scan_inodes(struct chk_fs *fs, char *err, size_t errlen)
 		for (uint32_t i = 0; i < fs->ipg; i++) {
 			uint32_t ino = g * fs->ipg + i + 1;
 			const struct ext2_inode *in = (const void *)(tab + (size_t)i * fs->inode_size);
-			if (!bit_get(fs->ibits, ino))
+			if (!bit_get(ibits, i))
 				continue;
 			if (ino == EXT2_RESIZE_INO) {
 				/* its blocks are the reserved GDT blocks (static) and one dind */
 				if (in->i_block[EXT2_DIND_BLOCK])
-					mark_static(fs, in->i_block[EXT2_DIND_BLOCK], BT_RESIZE_IND, ino);
+					chk_static_mark_resize(fs, in->i_block[EXT2_DIND_BLOCK]);
 				continue;
 			}
 			if (ino < fs->first_ino && ino != EXT2_ROOT_INO && ino != fs->journal_ino &&
@@ -816,18 +791,26 @@ static int scan_inodes(struct chk_fs *fs, char *err, size_t errlen)
 			struct attach_visit_ctx a = { fs, ino, 0 };
 			if (in->i_file_acl) {
 				uint64_t x = in->i_file_acl;
-				if (x < fs->first_data_block || x >= fs->blocks_count || bt_static(fs->btype[x]))
+				uint8_t xt = chk_btype(fs, x);
+				if (x < fs->first_data_block || x >= fs->blocks_count || bt_static(xt))
 					note_bad(fs, &fs->badptrs, &fs->nbadptr, x, ino, 0);
-				else if (fs->btype[x] == BT_FREE) {
-					fs->btype[x] = BT_XATTR;
-					fs->bowner[x] = ino;
-				} else if (fs->btype[x] != BT_XATTR)
-					note_bad(fs, &fs->dups, &fs->ndups, x, fs->bowner[x], ino);
+				else if (xt == BT_FREE) {
+					if (chk_bmap_reserve(fs, x)) {
+						r = fail(err, errlen, -ENOMEM, "out of memory for the shadow state");
+						break;
+					}
+					chk_bmap_set(fs, x, BT_XATTR, ino, 0);
+				} else if (xt != BT_XATTR)
+					note_bad(fs, &fs->dups, &fs->ndups, x, chk_bowner(fs, x), ino);
 			}
 			if (!chk_inode_walkable(fs, ino, in))
 				continue;
 			bool isdir = imode_type(in) == 0040000;
 			r = chk_walk_inode_tree(fs, in, isdir, read_approved, fs, attach_visit, &a);
+			if (!r && a.err) {
+				r = fail(err, errlen, a.err, "out of memory for the shadow state");
+				break;
+			}
 			if (r) {
 				r = fail(err, errlen, r, "inode %u: cannot read its indirect blocks", ino);
 				break;
@@ -876,16 +859,10 @@ int chk_attach(struct chk_fs **out, chk_read_fn read, void *ctx,
 	if (fs->cache_max < 16)
 		fs->cache_max = 16;
 	fs->gd = calloc((size_t)fs->gdt_blocks * fs->desc_per_block, sizeof(*fs->gd));
-	fs->bbits = calloc(fs->blocks_count / 8 + 1, 1);
-	fs->ibits = calloc(fs->inodes_count / 8 + 2, 1);
-	fs->btype = calloc(fs->blocks_count, 1);
-	fs->bowner = calloc(fs->blocks_count, sizeof(uint32_t));
-	fs->blblk = calloc(fs->blocks_count, sizeof(uint32_t));
 	fs->ndata = calloc((size_t)fs->inodes_count + 1, sizeof(uint32_t));
 	fs->nmeta = calloc((size_t)fs->inodes_count + 1, sizeof(uint32_t));
 	uint8_t *buf = malloc(fs->bs);
-	if (!fs->gd || !fs->bbits || !fs->ibits || !fs->btype || !fs->bowner || !fs->blblk ||
-	    !fs->ndata || !fs->nmeta || !buf) {
+	if (!fs->gd || !fs->ndata || !fs->nmeta || !buf || chk_shadow_init(fs)) {
 		free(buf);
 		r = fail(err, errlen, -ENOMEM, "out of memory for the shadow state");
 		goto bad;
@@ -903,13 +880,13 @@ int chk_attach(struct chk_fs **out, chk_read_fn read, void *ctx,
 		fs->gd_free_blocks += fs->gd[g].bg_free_blocks_count;
 		fs->gd_free_inodes += fs->gd[g].bg_free_inodes_count;
 	}
-	for (uint32_t g = 0; g < fs->ngroups; g++)
-		if ((r = load_group(fs, g, buf, err, errlen))) {
-			free(buf);
-			goto bad;
-		}
+	if ((r = mark_layout(fs, err, errlen)) || (r = chk_static_seal(fs))) {
+		free(buf);
+		goto bad;
+	}
 	free(buf);
-	mark_layout(fs);
+	if ((r = load_groups(fs, err, errlen)))
+		goto bad;
 	if ((r = scan_inodes(fs, err, errlen)))
 		goto bad;
 	*out = fs;
@@ -926,11 +903,7 @@ void chk_detach(struct chk_fs *fs)
 		return;
 	cache_free(&fs->cache);
 	free(fs->gd);
-	free(fs->bbits);
-	free(fs->ibits);
-	free(fs->btype);
-	free(fs->bowner);
-	free(fs->blblk);
+	chk_shadow_free(fs);
 	free(fs->ndata);
 	free(fs->nmeta);
 	free(fs->dups);
@@ -952,8 +925,8 @@ bool chk_data_block_ok(const struct chk_fs *fs, uint64_t blk, uint32_t ino)
 		return false;
 	if (blk < fs->first_data_block || blk >= fs->blocks_count)
 		return false;
-	uint8_t t = fs->btype[blk];
-	return t == BT_FREE || (t == BT_DATA && fs->bowner[blk] == ino);
+	uint8_t t = chk_btype(fs, blk);
+	return t == BT_FREE || (t == BT_DATA && chk_bowner(fs, blk) == ino);
 }
 
 void chk_block_info(const struct chk_fs *fs, uint64_t blk, struct chk_block_info *out)
@@ -968,12 +941,12 @@ void chk_block_info(const struct chk_fs *fs, uint64_t blk, struct chk_block_info
 	out->owner = out->lblk = 0;
 	if (blk >= fs->blocks_count)
 		return;
-	uint8_t t = fs->btype[blk];
+	uint8_t t = chk_btype(fs, blk);
 	out->type = t < BT_NTYPES && names[t] ? names[t] : "?";
 	out->owner = t == BT_FREE ? 0 :
 		     t == BT_BBITMAP || t == BT_IBITMAP || t == BT_ITABLE ? chk_layout_group(fs, blk, t, NULL) :
-		     fs->bowner[blk];
-	out->lblk = t == BT_DATA || t == BT_DIR ? fs->blblk[blk] : 0;
+		     chk_bowner(fs, blk);
+	out->lblk = t == BT_DATA || t == BT_DIR ? chk_blblk(fs, blk) : 0;
 }
 
 /* ------------------------------------------------------------------ records */

@@ -3,8 +3,9 @@
  * only (owned by the checker work; not installed, not used outside checker/).
  *
  * Layout of the library:
- *   checker.c     attach, static layout, shadow bitmaps, type/owner map,
- *                 block cache, verdict accessors, advance, stats
+ *   checker.c     attach, block cache, verdict accessors, advance, stats
+ *   shadow.c      the approved state: static layout, per-group bitmaps,
+ *                 paged type/owner map
  *   diff.c        chk_check: gathers a transaction's blocks, infers their
  *                 types and computes the logical diff (change records) and
  *                 the per-block / per-inode / per-entry facts
@@ -121,13 +122,18 @@ struct chk_fs {
 
 	struct ext2_group_desc *gd;      /* approved descriptors, ngroups */
 	uint64_t gd_free_blocks, gd_free_inodes;   /* their sums, kept by chk_txn_apply */
-	uint8_t *bbits;                  /* shadow block bitmap, by block number */
-	uint8_t *ibits;                  /* shadow inode bitmap, by inode number */
 
-	/* type/owner map: complete for every block (see chk_attach) */
-	uint8_t  *btype;
-	uint32_t *bowner;
-	uint32_t *blblk;                 /* logical block (data/dir) or subtree base (ind) */
+	/* shadow.c: bitmaps and the type/owner map, complete for every block
+	 * (see chk_attach) but stored only where something is in use */
+	uint8_t **gbb;                   /* per group: block bitmap, NULL = its static blocks */
+	uint8_t **gib;                   /* per group: inode bitmap, NULL = all clear */
+	uint32_t *gstatic;               /* per group: static blocks in it */
+	struct bpage **bpages;           /* per BPAGE_N blocks: owned blocks, NULL = none */
+	size_t nbpages;
+	struct sext *sext;               /* static layout extents, sorted */
+	size_t nsext, capsext;
+	uint32_t sext_maxlen;
+	uint64_t resize_dind;            /* the resize inode's dind block, 0 = none */
 	uint32_t *ndata;                 /* per inode: data/dir blocks owned */
 	uint32_t *nmeta;                 /* per inode: indirect blocks owned */
 	/* blocks found owned twice at attach (for chk_scan; capped) */
@@ -140,6 +146,49 @@ struct chk_fs {
 	size_t cache_max;                /* in blocks */
 	struct chk_stats stats;
 };
+
+/* ---- shadow.c: the approved state, sized by what is in use ---- */
+#define BPAGE_N 1024u                    /* blocks per page of the type/owner map */
+int  chk_shadow_init(struct chk_fs *fs);  /* after parse_super; -ENOMEM */
+void chk_shadow_free(struct chk_fs *fs);
+/* static layout: add every extent (in marking order), then seal once
+ * before any query, then load every group (chk_group_load) */
+int  chk_static_add(struct chk_fs *fs, uint64_t blk, uint32_t len, uint8_t type, uint32_t owner);
+int  chk_static_seal(struct chk_fs *fs);
+void chk_static_mark_resize(struct chk_fs *fs, uint64_t blk);
+uint32_t chk_group_static_blocks(const struct chk_fs *fs, uint32_t g);
+/* type, owner and logical block of any block (BT_FREE / 0 past the end) */
+uint8_t  chk_btype(const struct chk_fs *fs, uint64_t blk);
+uint32_t chk_bowner(const struct chk_fs *fs, uint64_t blk);
+uint32_t chk_blblk(const struct chk_fs *fs, uint64_t blk);
+/* the types of the BPAGE_N blocks of blk's page (blk's at blk % BPAGE_N),
+ * NULL when none of them is owned */
+const uint8_t *chk_bpage_types(const struct chk_fs *fs, uint64_t blk);
+/* the static blocks of group g as bits of its bitmap (buf: bs bytes), the
+ * resize inode's dind block included */
+void chk_group_static_bits(const struct chk_fs *fs, uint32_t g, uint8_t *buf);
+/* Changing a block's entry: reserve its page (-ENOMEM, nothing changed),
+ * then set (cannot fail); trim frees the page if nothing is left owned. */
+int  chk_bmap_reserve(struct chk_fs *fs, uint64_t blk);
+void chk_bmap_set(struct chk_fs *fs, uint64_t blk, uint8_t type, uint32_t owner, uint32_t lblk);
+void chk_bmap_trim(struct chk_fs *fs, uint64_t blk);
+/* approved bitmap bits */
+bool chk_bbit(const struct chk_fs *fs, uint64_t blk);
+bool chk_ibit(const struct chk_fs *fs, uint32_t ino);
+/* a group's bitmap as on disk, or NULL (block: its static blocks; inode:
+ * all clear) */
+const uint8_t *chk_group_bbits(const struct chk_fs *fs, uint32_t g);
+const uint8_t *chk_group_ibits(const struct chk_fs *fs, uint32_t g);
+bool chk_group_inodes_any(const struct chk_fs *fs, uint32_t g);
+/* Changing bits: reserve the group's bitmap (-ENOMEM), then put. */
+int  chk_group_bits_reserve(struct chk_fs *fs, uint32_t g, bool inode);
+void chk_bbit_put(struct chk_fs *fs, uint64_t blk, bool v);
+void chk_ibit_put(struct chk_fs *fs, uint32_t ino, bool v);
+/* the group's bits from a bitmap block as written (bits past the group's
+ * blocks or inodes are not kept) */
+void chk_group_bits_copy(struct chk_fs *fs, uint32_t g, bool inode, const uint8_t *src);
+/* attach: group g's bitmaps as read (scratch: bs bytes) */
+int  chk_group_load(struct chk_fs *fs, uint32_t g, const uint8_t *bb, const uint8_t *ib, uint8_t *scratch);
 
 /* ---- checker.c helpers used by the other files ---- */
 static inline bool bit_get(const uint8_t *b, uint64_t i) { return (b[i >> 3] >> (i & 7)) & 1; }

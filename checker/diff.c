@@ -61,7 +61,7 @@ static struct tblock *tb_get(struct chk_fs *fs, struct txn *t, uint64_t blk, boo
 	b = &t->blocks[t->nblocks];
 	memset(b, 0, sizeof(*b));
 	b->blk = blk;
-	b->otype = blk < fs->blocks_count ? fs->btype[blk] : BT_FREE;
+	b->otype = blk < fs->blocks_count ? chk_btype(fs, blk) : BT_FREE;
 	bool skip_old = full && (b->otype == BT_FREE || b->otype == BT_DATA);
 	b->old = skip_old ? NULL : malloc(fs->bs);
 	b->new = malloc(fs->bs);
@@ -119,7 +119,7 @@ bool chk_txn_bbit_new(struct chk_fs *fs, struct txn *t, uint64_t blk)
 	struct tblock *b = chk_tb_find(t, fs->gd[g].bg_block_bitmap);
 	if (b)
 		return bit_get(b->new, blk - fs->first_data_block - (uint64_t)g * fs->bpg);
-	return bit_get(fs->bbits, blk);
+	return chk_bbit(fs, blk);
 }
 
 bool chk_txn_ibit_new(struct chk_fs *fs, struct txn *t, uint32_t ino)
@@ -130,7 +130,7 @@ bool chk_txn_ibit_new(struct chk_fs *fs, struct txn *t, uint32_t ino)
 	struct tblock *b = chk_tb_find(t, fs->gd[g].bg_inode_bitmap);
 	if (b)
 		return bit_get(b->new, (ino - 1) % fs->ipg);
-	return bit_get(fs->ibits, ino);
+	return chk_ibit(fs, ino);
 }
 
 struct ichange *chk_txn_inode(struct chk_fs *fs, struct txn *t, uint32_t ino)
@@ -169,7 +169,7 @@ struct ichange *chk_txn_inode(struct chk_fs *fs, struct txn *t, uint32_t ino)
 		memcpy(ic->new, ic->old, fs->inode_size);
 	ic->written = memcmp(ic->old, ic->new, fs->inode_size) != 0;
 	const struct ext2_inode *o = (const void *)ic->old, *n = (const void *)ic->new;
-	ic->old_inuse = bit_get(fs->ibits, ino);
+	ic->old_inuse = chk_ibit(fs, ino);
 	ic->new_inuse = chk_txn_ibit_new(fs, t, ino);
 	ic->old_live = ic->old_inuse && o->i_links_count > 0;
 	ic->new_live = ic->new_inuse && n->i_links_count > 0;
@@ -216,11 +216,11 @@ static struct bchange *bch_get(struct chk_fs *fs, struct txn *t, uint64_t blk)
 		goto oom;
 	}
 	c->blk = blk;
-	c->old_type = blk < fs->blocks_count ? fs->btype[blk] : BT_FREE;
-	c->old_owner = blk < fs->blocks_count ? fs->bowner[blk] : 0;
+	c->old_type = blk < fs->blocks_count ? chk_btype(fs, blk) : BT_FREE;
+	c->old_owner = blk < fs->blocks_count ? chk_bowner(fs, blk) : 0;
 	c->new_type = c->old_type;
 	c->new_owner = c->old_owner;
-	c->new_lblk = blk < fs->blocks_count ? fs->blblk[blk] : 0;
+	c->new_lblk = blk < fs->blocks_count ? chk_blblk(fs, blk) : 0;
 	c->rec = c->flip_rec = SIZE_MAX;
 	c->xattr_old_refs = -1;
 	t->bch[t->nbch++] = c;
@@ -648,7 +648,7 @@ static void remove_ptr(struct chk_fs *fs, struct txn *t, uint64_t blk, int level
 		c->rec = rec;
 	if (blk >= fs->blocks_count)
 		return;
-	bool mine = fs->btype[blk] == type && fs->bowner[blk] == ic->ino;
+	bool mine = chk_btype(fs, blk) == type && chk_bowner(fs, blk) == ic->ino;
 	if (mine && type != BT_XATTR) {
 		if (bt_indirect(type))
 			ic->nmeta_delta--;
@@ -666,14 +666,14 @@ static void remove_ptr(struct chk_fs *fs, struct txn *t, uint64_t blk, int level
 	memcpy(copy, d, fs->bs);
 	const uint32_t *p = (const uint32_t *)copy;
 	uint8_t ct = level == 3 ? BT_DIND : level == 2 ? BT_IND :
-		     (fs->btype[blk] == BT_IND && p[0] && p[0] < fs->blocks_count ? fs->btype[p[0]] : BT_DATA);
+		     (chk_btype(fs, blk) == BT_IND && p[0] && p[0] < fs->blocks_count ? chk_btype(fs, p[0]) : BT_DATA);
 	for (uint32_t i = 0; i < fs->addr_per_block; i++) {
 		if (!p[i])
 			continue;
 		uint8_t cti = ct;
-		if (level == 1 && p[i] < fs->blocks_count && fs->bowner[p[i]] == ic->ino &&
-		    (fs->btype[p[i]] == BT_DIR || fs->btype[p[i]] == BT_DATA))
-			cti = fs->btype[p[i]];
+		if (level == 1 && p[i] < fs->blocks_count && chk_bowner(fs, p[i]) == ic->ino &&
+		    (chk_btype(fs, p[i]) == BT_DIR || chk_btype(fs, p[i]) == BT_DATA))
+			cti = chk_btype(fs, p[i]);
 		remove_ptr(fs, t, p[i], level - 1, cti, ic, rec, bufs + fs->bs);
 	}
 }
@@ -699,7 +699,7 @@ static void add_ptr(struct chk_fs *fs, struct txn *t, uint64_t blk, int level, u
 			ic->ndata_delta++;
 	}
 	if (level == 0 || c->adds > 1 || blk < fs->first_data_block || blk >= fs->blocks_count ||
-	    bt_static(fs->btype[blk]))
+	    bt_static(chk_btype(fs, blk)))
 		return;
 	const uint8_t *d = chk_txn_new_block(fs, t, blk, bufs);
 	if (!d)
@@ -761,7 +761,7 @@ static void diff_ind_block(struct chk_fs *fs, struct txn *t, struct tblock *b, u
 	struct bchange *c = chk_txn_bch_find(t, b->blk);
 	if (c && (c->removes || c->adds))
 		return;                        /* detached or (re)attached: handled from the pointer */
-	struct ichange *ic = chk_txn_inode(fs, t, fs->bowner[b->blk]);
+	struct ichange *ic = chk_txn_inode(fs, t, chk_bowner(fs, b->blk));
 	if (!ic)
 		return;
 	const struct ext2_inode *n = (const void *)ic->new;
@@ -770,7 +770,7 @@ static void diff_ind_block(struct chk_fs *fs, struct txn *t, struct tblock *b, u
 	uint64_t span = 1;
 	for (int i = 1; i < level; i++)
 		span *= fs->addr_per_block;
-	uint32_t base = fs->blblk[b->blk];
+	uint32_t base = chk_blblk(fs, b->blk);
 	const uint32_t *op = (const uint32_t *)b->old, *np = (const uint32_t *)b->new;
 	uint8_t ct = level == 3 ? BT_DIND : level == 2 ? BT_IND : isdir ? BT_DIR : BT_DATA;
 	for (uint32_t i = 0; i < fs->addr_per_block; i++) {
@@ -781,8 +781,8 @@ static void diff_ind_block(struct chk_fs *fs, struct txn *t, struct tblock *b, u
 		chk_ich_add_rec(ic, r);
 		if (op[i]) {
 			uint8_t ot = ct;
-			if (level == 1 && op[i] < fs->blocks_count && fs->bowner[op[i]] == ic->ino)
-				ot = fs->btype[op[i]];
+			if (level == 1 && op[i] < fs->blocks_count && chk_bowner(fs, op[i]) == ic->ino)
+				ot = chk_btype(fs, op[i]);
 			remove_ptr(fs, t, op[i], level - 1, ot, ic, r, bufs);
 		}
 		if (np[i])
@@ -1032,7 +1032,7 @@ static bool last_in_subtree(struct chk_fs *fs, struct txn *t, uint64_t blk, int 
 		*last = base;
 		return true;
 	}
-	if (blk < fs->first_data_block || blk >= fs->blocks_count || bt_static(fs->btype[blk]))
+	if (blk < fs->first_data_block || blk >= fs->blocks_count || bt_static(chk_btype(fs, blk)))
 		return false;
 	if (chk_u64map_get(empty, blk * 4 + (uint64_t)level, NULL))
 		return false;
@@ -1076,28 +1076,50 @@ bool chk_txn_last_lblk(struct chk_fs *fs, struct txn *t, const struct ext2_inode
 
 /* ------------------------------------------------------------ advance */
 
+/* The pages and group bitmaps apply will write, made to exist first so that
+ * applying cannot fail half-way: -ENOMEM leaves the approved state as it
+ * was. */
+static int reserve_apply(struct chk_fs *fs, struct txn *t)
+{
+	for (size_t i = 0; i < t->nbch; i++) {
+		struct bchange *c = t->bch[i];
+		if (c->adds && chk_bmap_reserve(fs, c->blk))
+			return -ENOMEM;
+	}
+	for (size_t i = 0; i < t->nblocks; i++) {
+		struct tblock *b = &t->blocks[i];
+		if (!b->changed || b->blk >= fs->blocks_count ||
+		    (b->otype != BT_BBITMAP && b->otype != BT_IBITMAP))
+			continue;
+		uint32_t g = chk_layout_group(fs, b->blk, b->otype, NULL);
+		if (chk_group_bits_reserve(fs, g, b->otype == BT_IBITMAP))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
 int chk_txn_apply(struct chk_fs *fs, struct txn *t)
 {
+	if (reserve_apply(fs, t))
+		return -ENOMEM;
 	/* type/owner map and per-inode counts */
 	for (size_t i = 0; i < t->nbch; i++) {
 		struct bchange *c = t->bch[i];
 		uint64_t b = c->blk;
-		if (b >= fs->blocks_count || bt_static(fs->btype[b]))
+		if (b >= fs->blocks_count || bt_static(chk_btype(fs, b)))
 			continue;
 		if (c->adds) {
-			if (c->new_type == BT_XATTR && fs->btype[b] == BT_XATTR)
+			if (c->new_type == BT_XATTR && chk_btype(fs, b) == BT_XATTR)
 				continue;                         /* one more sharer */
-			fs->btype[b] = c->new_type;
-			fs->bowner[b] = c->new_owner;
-			fs->blblk[b] = c->new_lblk;
+			chk_bmap_set(fs, b, c->new_type, c->new_owner, c->new_lblk);
 		} else if (c->removes) {
 			if (c->old_type == BT_XATTR && c->xattr_old_refs - c->xremoves > 0)
 				continue;                         /* still shared */
-			fs->btype[b] = BT_FREE;
-			fs->bowner[b] = 0;
-			fs->blblk[b] = 0;
+			chk_bmap_set(fs, b, BT_FREE, 0, 0);
 		}
 	}
+	for (size_t i = 0; i < t->nbch; i++)
+		chk_bmap_trim(fs, t->bch[i]->blk);
 	for (size_t i = 0; i < t->nich; i++) {
 		struct ichange *ic = t->ich[i];
 		if (!ic->old_inuse) {
@@ -1117,14 +1139,7 @@ int chk_txn_apply(struct chk_fs *fs, struct txn *t)
 		if (b->otype != BT_BBITMAP && b->otype != BT_IBITMAP)
 			continue;
 		uint32_t g = chk_layout_group(fs, b->blk, b->otype, NULL);
-		if (b->otype == BT_BBITMAP) {
-			uint64_t start = fs->first_data_block + (uint64_t)g * fs->bpg;
-			for (uint64_t k = 0; k < fs->bpg && start + k < fs->blocks_count; k++)
-				bit_put(fs->bbits, start + k, bit_get(b->new, k));
-		} else if (b->otype == BT_IBITMAP) {
-			for (uint32_t k = 0; k < fs->ipg; k++)
-				bit_put(fs->ibits, (uint64_t)g * fs->ipg + k + 1, bit_get(b->new, k));
-		}
+		chk_group_bits_copy(fs, g, b->otype == BT_IBITMAP, b->new);
 	}
 	for (uint32_t i = 0; i < fs->gdt_blocks; i++) {
 		if (!t->gdb_new[i])
@@ -1143,7 +1158,7 @@ int chk_txn_apply(struct chk_fs *fs, struct txn *t)
 		struct tblock *b = &t->blocks[i];
 		if (!b->changed || b->blk >= fs->blocks_count)
 			continue;
-		uint8_t ty = fs->btype[b->blk];
+		uint8_t ty = chk_btype(fs, b->blk);
 		if (ty == BT_FREE || ty == BT_DATA)
 			chk_cache_drop(fs, b->blk);
 		else

@@ -249,9 +249,9 @@ uint8_t chk_new_type_of(struct chk_fs *fs, struct txn *t, uint64_t blk, uint32_t
 		return BT_FREE;
 	if (blk >= fs->blocks_count)
 		return BT_FREE;
-	*owner = fs->bowner[blk];
-	*lblk = fs->blblk[blk];
-	return fs->btype[blk];
+	*owner = chk_bowner(fs, blk);
+	*lblk = chk_blblk(fs, blk);
+	return chk_btype(fs, blk);
 }
 
 void chk_diff_dirs(struct chk_fs *fs, struct txn *t, uint8_t *buf)
@@ -284,12 +284,12 @@ void chk_diff_dirs(struct chk_fs *fs, struct txn *t, uint8_t *buf)
 		uint64_t blk = t->dirblks.keys[k] - 1;
 		if (blk >= fs->blocks_count)
 			continue;
-		if (fs->btype[blk] == BT_DIR) {
-			struct ichange *ow = chk_txn_inode(fs, t, fs->bowner[blk]);
+		if (chk_btype(fs, blk) == BT_DIR) {
+			struct ichange *ow = chk_txn_inode(fs, t, chk_bowner(fs, blk));
 			if (ow && ow->old_live) {
 				const uint8_t *d = chk_txn_old_block(fs, t, blk, buf);
 				if (d)
-					chk_parse_dir_block(fs, t, d, blk, ow->ino, fs->blblk[blk], false, 0, &l);
+					chk_parse_dir_block(fs, t, d, blk, ow->ino, chk_blblk(fs, blk), false, 0, &l);
 			}
 		}
 		uint32_t nown = 0, nlblk = 0;

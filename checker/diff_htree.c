@@ -74,7 +74,7 @@ static uint64_t bmap_new(struct chk_fs *fs, struct txn *t, const struct ext2_ino
 		return 0;                  /* past the triple-indirect range (a corrupt index entry) */
 	}
 	for (; level > 0 && blk; level--) {
-		if (blk >= fs->blocks_count || bt_static(fs->btype[blk]))
+		if (blk >= fs->blocks_count || bt_static(chk_btype(fs, blk)))
 			return 0;
 		const uint8_t *d = chk_txn_new_block(fs, t, blk, buf);
 		if (!d)
@@ -204,8 +204,8 @@ static void dx_walk_node(struct dxwalk *w, uint32_t node_lblk, uint64_t node_pbl
 		uint8_t copy[4096], ocopy[4096];
 		memcpy(copy, cd, fs->bs);
 		const uint8_t *ocd = NULL;
-		if (!w->deep && !entry_new && pb < fs->blocks_count && fs->btype[pb] == BT_DIR &&
-		    fs->bowner[pb] == w->dir) {
+		if (!w->deep && !entry_new && pb < fs->blocks_count && chk_btype(fs, pb) == BT_DIR &&
+		    chk_bowner(fs, pb) == w->dir) {
 			struct tblock *tb = chk_tb_find(w->t, pb);
 			if (!tb)
 				ocd = copy;      /* not written: identical */
@@ -479,7 +479,7 @@ void chk_diff_htree(struct chk_fs *fs, struct txn *t, uint8_t *buf, struct u64ma
 		if (!nd)
 			continue;
 		const uint8_t *od = tb && tb->old ? tb->old : nd;
-		bool was_dir = blk < fs->blocks_count && fs->btype[blk] == BT_DIR;
+		bool was_dir = blk < fs->blocks_count && chk_btype(fs, blk) == BT_DIR;
 		if (lblk == 0 && tb && was_dir) {
 			htree_records(fs, t, blk, od, nd, 32, true);
 			const struct ext2_dx_root_info *ri = (const void *)(nd + 24);
@@ -531,7 +531,7 @@ void chk_walk_indexes(struct chk_fs *fs, struct txn *t, struct u64map *walk)
 			continue;
 		const struct ext2_inode *o = (const void *)ic->old, *n = (const void *)ic->new;
 		uint64_t b0 = n->i_block[0];
-		if (!b0 || b0 >= fs->blocks_count || bt_static(fs->btype[b0]))
+		if (!b0 || b0 >= fs->blocks_count || bt_static(chk_btype(fs, b0)))
 			continue;                /* a pointer problem, reported as such */
 		const uint8_t *r = chk_txn_new_block(fs, t, b0, buf);
 		if (!r) {
@@ -540,7 +540,7 @@ void chk_walk_indexes(struct chk_fs *fs, struct txn *t, struct u64map *walk)
 		}
 		memcpy(root, r, fs->bs);
 		bool existed = ic->old_live && (o->i_flags & EXT2_INDEX_FL) && o->i_block[0] == b0 &&
-			       fs->btype[b0] == BT_DIR && fs->bowner[b0] == dir;
+			       chk_btype(fs, b0) == BT_DIR && chk_bowner(fs, b0) == dir;
 		const uint8_t *orr = existed ? chk_txn_old_block(fs, t, b0, buf) : NULL;
 		if (orr)
 			memcpy(old_root, orr, fs->bs);

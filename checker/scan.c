@@ -51,11 +51,11 @@ static bool dir_visit(void *ctx, uint64_t blk, uint8_t type, uint32_t lblk)
 	struct dirwalk *w = ctx;
 	struct scan *s = w->s;
 	struct chk_fs *fs = s->fs;
-	if (blk < fs->first_data_block || blk >= fs->blocks_count || bt_static(fs->btype[blk]))
+	if (blk < fs->first_data_block || blk >= fs->blocks_count || bt_static(chk_btype(fs, blk)))
 		return false;
 	if (type != BT_DIR)
-		return fs->btype[blk] == type && fs->bowner[blk] == w->dir;
-	if (fs->btype[blk] != BT_DIR || fs->bowner[blk] != w->dir)
+		return chk_btype(fs, blk) == type && chk_bowner(fs, blk) == w->dir;
+	if (chk_btype(fs, blk) != BT_DIR || chk_bowner(fs, blk) != w->dir)
 		return false;          /* owned twice: reported from the attach scan */
 	int r = chk_read_block(fs, blk, s->buf);
 	if (r) {
@@ -191,20 +191,37 @@ static void scan_inode(struct scan *s, uint32_t ino, const struct ext2_inode *in
 		V("INV_IBITMAP_SET", "inode %u is marked in use but has no links and is not an orphan", ino);
 }
 
-/* Blocks b .. b+63 (b a multiple of 64) clear in the bitmap and owned by
- * nobody. */
-static bool all_free(const struct chk_fs *fs, uint64_t b)
+/* Bits 64 * w .. 64 * w + 63 of a bitmap of n bits (bits past n clear). */
+static uint64_t word_at(const uint8_t *b, uint64_t w, uint64_t n)
 {
-	uint64_t w;
-	memcpy(&w, fs->bbits + b / 8, sizeof(w));
-	if (w)
-		return false;
-	for (unsigned k = 0; k < 64; k += 8) {
-		memcpy(&w, fs->btype + b + k, sizeof(w));
-		if (w)
-			return false;
+	uint64_t x = 0;
+	if (64 * w + 64 <= n) {
+		memcpy(&x, b + 8 * w, sizeof(x));
+		return x;
 	}
-	return true;
+	for (uint64_t i = 64 * w; i < n; i++)
+		x |= (uint64_t)bit_get(b, i) << (i - 64 * w);
+	return x;
+}
+
+/* The ownership of blocks start + 64 * w .. + 63 as bits: static (from the
+ * group's pattern) or pointed to (from the type/owner map). */
+static uint64_t owned_word(const struct chk_fs *fs, uint64_t start, uint64_t w, uint64_t n,
+			   const uint8_t *stat)
+{
+	uint64_t x = word_at(stat, w, n);
+	for (uint64_t k = 0; k < 64 && 64 * w + k < n; k++) {
+		uint64_t b = start + 64 * w + k;
+		const uint8_t *types = chk_bpage_types(fs, b);
+		if (!types) {                     /* skip to the next page */
+			uint64_t next = (b / BPAGE_N + 1) * BPAGE_N;
+			k = next - start - 64 * w - 1;
+			continue;
+		}
+		if (types[b % BPAGE_N] != BT_FREE)
+			x |= 1ull << k;
+	}
+	return x;
 }
 
 static void scan_bitmaps(struct scan *s)
@@ -212,39 +229,61 @@ static void scan_bitmaps(struct scan *s)
 	struct chk_fs *fs = s->fs;
 	struct chk_verdict *v = s->v;
 	uint64_t unmarked = 0, unowned = 0, first_unm = 0, first_uno = 0, sum_b = 0, sum_i = 0;
+	uint8_t *stat = malloc(fs->bs), *pat = malloc(fs->bs);
+	if (!stat || !pat) {
+		free(stat);
+		free(pat);
+		s->err = -ENOMEM;
+		return;
+	}
 	for (uint32_t g = 0; g < fs->ngroups; g++) {
 		uint64_t start = fs->first_data_block + (uint64_t)g * fs->bpg, free_b = 0;
 		uint64_t end = start + fs->bpg < fs->blocks_count ? start + fs->bpg : fs->blocks_count;
-		for (uint64_t b = start; b < end; b++) {
-			if ((b & 63) == 0 && b + 64 <= end && all_free(fs, b)) {
-				free_b += 64;     /* an empty stretch, the common case of a big disk */
-				b += 63;
-				continue;
+		uint64_t n = end - start;
+		const uint8_t *bb = chk_group_bbits(fs, g);
+		bool owned_any = false;
+		for (uint64_t b = start; b < end && !owned_any; b = (b / BPAGE_N + 1) * BPAGE_N)
+			owned_any = chk_bpage_types(fs, b) != NULL;
+		if (!bb && !owned_any && (fs->resize_dind < start || fs->resize_dind >= end)) {
+			/* bits are its static blocks and nothing else is owned:
+			 * the common case of a big disk */
+			free_b = n - chk_group_static_blocks(fs, g);
+		} else {
+			chk_group_static_bits(fs, g, stat);
+			if (!bb) {
+				memset(pat, 0, fs->bs);
+				for (uint64_t b = start; b < end; b++)
+					if (chk_bbit(fs, b))
+						bit_put(pat, b - start, true);
+				bb = pat;
 			}
-			bool bit = bit_get(fs->bbits, b), owned = fs->btype[b] != BT_FREE;
-			if (!bit)
-				free_b++;
-			if (owned && !bit && !unmarked++)
-				first_unm = b;
-			if (!owned && bit && !unowned++)
-				first_uno = b;
+			for (uint64_t w = 0; w * 64 < n; w++) {
+				uint64_t bits = word_at(bb, w, n), own = owned_word(fs, start, w, n, stat);
+				uint64_t valid = 64 * w + 64 <= n ? ~0ull : (1ull << (n - 64 * w)) - 1;
+				free_b += (uint64_t)__builtin_popcountll(~bits & valid);
+				uint64_t unm = own & ~bits, uno = bits & ~own;
+				if (unm && !unmarked)
+					first_unm = start + 64 * w + (uint64_t)__builtin_ctzll(unm);
+				if (uno && !unowned)
+					first_uno = start + 64 * w + (uint64_t)__builtin_ctzll(uno);
+				unmarked += (uint64_t)__builtin_popcountll(unm);
+				unowned += (uint64_t)__builtin_popcountll(uno);
+			}
 		}
 		if (free_b != fs->gd[g].bg_free_blocks_count)
 			V("INV_BGD_FREE_BLOCKS", "group %u: bg_free_blocks_count %u but %llu bits are clear", g,
 			  fs->gd[g].bg_free_blocks_count, (unsigned long long)free_b);
-		uint64_t free_i = 0, dirs = 0;
-		for (uint32_t i = 0; i < fs->ipg; i++) {
-			uint32_t ino = g * fs->ipg + i + 1;
-			uint64_t w;
-			if ((ino & 63) == 0 && i + 64 <= fs->ipg &&
-			    (memcpy(&w, fs->ibits + ino / 8, sizeof(w)), w == 0)) {
-				free_i += 64;
+		uint64_t free_i = fs->ipg, dirs = 0;
+		const uint8_t *ib = chk_group_ibits(fs, g);
+		for (uint32_t i = 0; ib && i < fs->ipg; i++) {
+			if ((i & 63) == 0 && i + 64 <= fs->ipg && word_at(ib, i / 64, fs->ipg) == 0) {
 				i += 63;
 				continue;
 			}
-			if (!bit_get(fs->ibits, ino))
-				free_i++;
-			else if ((s->mode[ino] & 0170000) == 0040000)
+			if (!bit_get(ib, i))
+				continue;
+			free_i--;
+			if ((s->mode[g * fs->ipg + i + 1] & 0170000) == 0040000)
 				dirs++;
 		}
 		if (free_i != fs->gd[g].bg_free_inodes_count)
@@ -269,8 +308,10 @@ static void scan_bitmaps(struct scan *s)
 		V("INV_SB_FREE_INODES", "s_free_inodes_count %u != sum of group counts %llu", fs->sb->s_free_inodes_count,
 		  (unsigned long long)sum_i);
 	for (uint32_t ino = 1; ino < fs->first_ino; ino++)
-		if (!bit_get(fs->ibits, ino))
+		if (!chk_ibit(fs, ino))
 			V("INV_RESERVED_INODES", "reserved inode %u is not marked in use", ino);
+	free(stat);
+	free(pat);
 }
 
 static void scan_padding(struct scan *s)
@@ -294,7 +335,7 @@ static void scan_entries(struct scan *s)
 	struct chk_verdict *v = s->v;
 	for (size_t i = 0; i < s->nents; i++) {
 		const struct sent *e = &s->ents[i];
-		bool inuse = e->ino && e->ino <= fs->inodes_count && bit_get(fs->ibits, e->ino);
+		bool inuse = e->ino && e->ino <= fs->inodes_count && chk_ibit(fs, e->ino);
 		if (!inuse || !chk_mode_type_valid(s->mode[e->ino]) || s->links[e->ino] == 0) {
 			V("INV_DIRENT_TARGET", "dir %u has an entry naming inode %u, which is not in use", e->dir, e->ino);
 			continue;
@@ -320,7 +361,11 @@ static void scan_entries(struct scan *s)
 	}
 	bool nlink = fs->sb->s_feature_ro_compat & EXT4_FEATURE_RO_COMPAT_DIR_NLINK;
 	for (uint32_t ino = 1; ino <= fs->inodes_count; ino++) {
-		if (!bit_get(fs->ibits, ino) || (ino < fs->first_ino && ino != EXT2_ROOT_INO))
+		if (!chk_group_ibits(fs, chk_group_of_inode(fs, ino))) {
+			ino = (chk_group_of_inode(fs, ino) + 1) * fs->ipg;    /* none in use in its group */
+			continue;
+		}
+		if (!chk_ibit(fs, ino) || (ino < fs->first_ino && ino != EXT2_ROOT_INO))
 			continue;
 		bool dir = (s->mode[ino] & 0170000) == 0040000;
 		if (s->seen[ino] != s->links[ino] && !(dir && nlink && s->links[ino] == 1))
@@ -349,7 +394,7 @@ static void scan_xattrs(struct scan *s)
 			continue;
 		uint64_t blk = s->xrefs.keys[k] - 1;
 		uint32_t refs = s->xrefs.vals[k];
-		if (blk >= fs->blocks_count || fs->btype[blk] != BT_XATTR)
+		if (blk >= fs->blocks_count || chk_btype(fs, blk) != BT_XATTR)
 			continue;                 /* reported as a bad or shared pointer */
 		if (chk_read_block(fs, blk, s->buf))
 			continue;
@@ -370,7 +415,7 @@ static void scan_journal_sb(struct scan *s)
 	struct chk_fs *fs = s->fs;
 	struct chk_verdict *v = s->v;
 	uint64_t b0, nblocks;
-	if (chk_journal_head(fs, &b0, &nblocks) || bt_static(fs->btype[b0]))
+	if (chk_journal_head(fs, &b0, &nblocks) || bt_static(chk_btype(fs, b0)))
 		return;                  /* pointer problems are reported as such */
 	int r = chk_read_block(fs, b0, s->buf);
 	if (r) {
@@ -445,7 +490,7 @@ int chk_scan(struct chk_fs *fs, struct chk_verdict **out)
 		/* an empty group whose table is known to read as zeros: every
 		 * inode free and zero, nothing to report */
 		uint64_t toff = (uint64_t)fs->gd[g].bg_inode_table * fs->bs;
-		if (g && fs->zero && !chk_any_bit(fs->ibits, (uint64_t)g * fs->ipg + 1, fs->ipg) &&
+		if (g && fs->zero && !chk_group_inodes_any(fs, g) &&
 		    fs->zero(fs->ctx, toff, tbytes) == 1)
 			continue;
 		r = fs->read(fs->ctx, toff, tab, tbytes);
@@ -456,10 +501,10 @@ int chk_scan(struct chk_fs *fs, struct chk_verdict **out)
 		for (uint32_t i = 0; i < fs->ipg; i++) {
 			uint32_t ino = g * fs->ipg + i + 1;
 			const struct ext2_inode *in = (const void *)(tab + (size_t)i * fs->inode_size);
-			if (ino == EXT2_ROOT_INO && (!bit_get(fs->ibits, ino) || imode_type(in) != 0040000 ||
+			if (ino == EXT2_ROOT_INO && (!chk_ibit(fs, ino) || imode_type(in) != 0040000 ||
 						     in->i_links_count < 2))
 				V("INV_RESERVED_INODES", "the root inode is not a live directory");
-			if (bit_get(fs->ibits, ino))
+			if (chk_ibit(fs, ino))
 				scan_inode(&s, ino, in);
 			else if (in->i_links_count && !in->i_dtime && chk_mode_type_valid(in->i_mode))
 				V("INV_FREE_INODE_FORM", "inode %u is free in the inode bitmap but looks in use "

@@ -48,6 +48,40 @@ static uint32_t journal_length(ext2_filsys fs)
 	return ntohl(magic) == 0xc03b3998 ? ntohl(maxlen) : 0;
 }
 
+static bool overlaps(blk64_t a, blk64_t an, blk64_t b, blk64_t bn)
+{
+	return an && bn && a < b + bn && b < a + an;
+}
+
+/* ext2fs_check_desc's overlap test where every group's tables lie inside
+ * the group (no flex_bg, no meta_bg): they can only meet their own group's
+ * superblock and descriptor copies or each other, so a constant number of
+ * comparisons per group does what a bitmap of the whole disk did (on
+ * 15 TiB, 2 s of CPU in rbtree form or 512 MiB as an array). */
+static int overlap_in_groups(ext2_filsys fs, char *msg, size_t len)
+{
+	blk64_t ipg_blocks = fs->inode_blocks_per_group;
+	blk64_t desc = fs->desc_blocks + fs->super->s_reserved_gdt_blocks;
+	for (dgrp_t g = 0; g < fs->group_desc_count; g++) {
+		blk64_t bb = ext2fs_block_bitmap_loc(fs, g), ib = ext2fs_inode_bitmap_loc(fs, g);
+		blk64_t it = ext2fs_inode_table_loc(fs, g), sup = 0, sup_n = 0, gd = 0, gd_n = 0;
+		if (ext2fs_bg_has_super(fs, g)) {
+			sup = ext2fs_group_first_block2(fs, g);
+			sup_n = 1;
+			gd = sup + 1;
+			gd_n = desc;
+		}
+		if (overlaps(bb, 1, sup, sup_n) || overlaps(bb, 1, gd, gd_n))
+			return bad(msg, len, "%s", error_message(EXT2_ET_GDESC_BAD_BLOCK_MAP));
+		if (overlaps(ib, 1, sup, sup_n) || overlaps(ib, 1, gd, gd_n) || ib == bb)
+			return bad(msg, len, "%s", error_message(EXT2_ET_GDESC_BAD_INODE_MAP));
+		if (overlaps(it, ipg_blocks, sup, sup_n) || overlaps(it, ipg_blocks, gd, gd_n) ||
+		    overlaps(it, ipg_blocks, bb, 1) || overlaps(it, ipg_blocks, ib, 1))
+			return bad(msg, len, "%s", error_message(EXT2_ET_GDESC_BAD_INODE_TABLE));
+	}
+	return 0;
+}
+
 int rfs_check_geometry(ext2_filsys fs, const char *dev, char *msg, size_t len)
 {
 	struct ext2_super_block *sb = fs->super;
@@ -138,9 +172,12 @@ int rfs_check_geometry(ext2_filsys fs, const char *dev, char *msg, size_t len)
 	}
 	/* e2fsck's check: nothing overlaps the superblocks, descriptors or
 	 * another group's tables */
-	errcode_t e = ext2fs_check_desc(fs);
-	if (e)
-		return bad(msg, len, "%s", error_message(e));
+	if (flex || ext2fs_has_feature_meta_bg(sb)) {
+		errcode_t e = ext2fs_check_desc(fs);
+		if (e)
+			return bad(msg, len, "%s", error_message(e));
+	} else if (overlap_in_groups(fs, msg, len))
+		return -1;
 	uint32_t jlen = journal_length(fs);
 	if (jlen && jlen < 1024)
 		return bad(msg, len, "the journal is %u blocks long; ext3 needs at least 1024", jlen);

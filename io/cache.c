@@ -200,6 +200,15 @@ static errcode_t cache_read_locked(struct cache *c, struct dev *d, uint64_t off,
 		return 0;
 	}
 
+	/* a bulk pass (the mount's bitmaps) reads each block once: entering
+	 * them would only evict what is used again */
+	if (c->no_fill) {
+		errcode_t err = rio_dev_pread(d, off, buf, len);
+		if (!err)
+			patch_cached(c, off, len, buf);
+		return err;
+	}
+
 	/* misses become runs of consecutive blocks, read together */
 	unsigned char *tmp = malloc(nblk * bs);
 	struct dev_req *reqs = calloc(nblk, sizeof(*reqs));
@@ -253,14 +262,31 @@ out:
 	return err;
 }
 
+bool rio_cache_set_fill(struct cache *c, bool fill)
+{
+	pthread_mutex_lock(&c->lock);
+	bool was = !c->no_fill;
+	c->no_fill = !fill;
+	pthread_mutex_unlock(&c->lock);
+	return was;
+}
+
 bool rio_cache_holds_any(struct cache *c, uint64_t off, size_t len)
 {
 	if (len == 0)
 		return false;
 	bool any = false;
+	uint64_t first = off / c->blksize, last = (off + len - 1) / c->blksize;
 	pthread_mutex_lock(&c->lock);
-	for (uint64_t b = off / c->blksize; b <= (off + len - 1) / c->blksize && !any; b++)
-		any = lookup(c, b) != NULL;
+	if (c->count < last - first + 1) {
+		/* fewer entries than blocks asked about (an inode table against
+		 * a cache just filled): walk the entries */
+		for (struct cache_ent *e = c->lru_head->next; e != c->lru_head && !any; e = e->next)
+			any = e->blk >= first && e->blk <= last;
+	} else {
+		for (uint64_t b = first; b <= last && !any; b++)
+			any = lookup(c, b) != NULL;
+	}
 	pthread_mutex_unlock(&c->lock);
 	return any;
 }

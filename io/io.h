@@ -51,6 +51,10 @@ struct rio_config {
 void rio_set_config(const struct rio_config *cfg);
 
 extern io_manager rio_io_manager;
+/* Options (io_channel_set_options): "cache=off" keeps blocks read from the
+ * device out of the block cache (cached and dirty blocks are still served
+ * from it; writes are unchanged) until "cache=on": for a pass that reads
+ * each block once, such as the mount's reading of every bitmap. */
 
 /* Counters since open, for the stats file and the bench. */
 struct rio_stats {
@@ -98,6 +102,13 @@ errcode_t rio_data_zero(io_channel ch, ext2_ino_t ino, const struct rio_extent *
 /* Write back every dirty metadata block (sorted, batched), then make data and
  * metadata durable (fdatasync).  io_channel_flush() does the same. */
 errcode_t rio_flush_device(io_channel ch);
+
+/* Ask the host to start reading the blocks blks[0..n) into its cache, from
+ * a thread of the channel's own, and return at once: a hint for a pass
+ * about to read them one by one (the mount's bitmaps), so that the device
+ * works on many while the pass reads the first.  A later call replaces an
+ * unfinished list; close stops it.  0, ENOMEM or EXT2_ET_INVALID_ARGUMENT. */
+errcode_t rio_readahead_blocks(io_channel ch, const blk64_t *blks, size_t n);
 
 /* Number of dirty metadata blocks held in the cache (for flush heuristics). */
 size_t rio_dirty_blocks(io_channel ch);

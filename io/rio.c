@@ -392,13 +392,19 @@ static errcode_t rio_flush(io_channel ch)
 	return rio_flush_device(ch);
 }
 
+/* "cache=off": blocks read from the device do not enter the cache (cached
+ * and dirty blocks are still served from it; writes are unchanged) until
+ * "cache=on".  For a pass that reads each block once, as the mount reads
+ * every group's bitmaps. */
 static errcode_t rio_set_option(io_channel ch, const char *option, const char *arg)
 {
-	(void)ch;
-	(void)arg;
-	if (!option)
+	struct rio_chan *rc = rio_chan_of(ch);
+	if (!option || !arg || strcmp(option, "cache"))
 		return EXT2_ET_INVALID_ARGUMENT;
-	return EXT2_ET_INVALID_ARGUMENT;
+	if (strcmp(arg, "on") && strcmp(arg, "off"))
+		return EXT2_ET_INVALID_ARGUMENT;
+	rio_cache_set_fill(&rc->cache, !strcmp(arg, "on"));
+	return 0;
 }
 
 static errcode_t rio_io_get_stats(io_channel ch, io_stats *out)
@@ -434,6 +440,20 @@ static errcode_t rio_zeroout(io_channel ch, unsigned long long block, unsigned l
 	return err;
 }
 
+/* libext2fs's hint that blocks will be read soon.  Blocks held in the cache
+ * or changed in a transaction are read from memory, so the host's copy of
+ * them is never wanted; asking for it anyway costs only the host's I/O. */
+static errcode_t rio_cache_readahead(io_channel ch, unsigned long long block,
+				     unsigned long long count)
+{
+	struct rio_chan *rc = rio_chan_of(ch);
+	size_t bs = (size_t)ch->block_size;
+	if (!count || block > UINT64_MAX / bs || count > (UINT64_MAX / bs) - block)
+		return EXT2_ET_INVALID_ARGUMENT;
+	rio_dev_readahead(&rc->dev, block * bs, count * bs);
+	return 0;
+}
+
 static struct struct_io_manager rio_manager_struct = {
 	.magic = EXT2_ET_MAGIC_IO_MANAGER,
 	.name = "recon-fuse io_uring I/O manager",
@@ -449,11 +469,27 @@ static struct struct_io_manager rio_manager_struct = {
 	.read_blk64 = rio_read_blk64,
 	.write_blk64 = rio_write_blk64,
 	.zeroout = rio_zeroout,
+	.cache_readahead = rio_cache_readahead,
 };
 
 io_manager rio_io_manager = &rio_manager_struct;
 
 /* ---- public calls ---- */
+
+errcode_t rio_readahead_blocks(io_channel ch, const blk64_t *blks, size_t n)
+{
+	if (!ch || ch->magic != EXT2_ET_MAGIC_IO_CHANNEL || ch->manager != rio_io_manager)
+		return EXT2_ET_INVALID_ARGUMENT;
+	struct rio_chan *rc = rio_chan_of(ch);
+	uint64_t bs = (uint64_t)ch->block_size;
+	uint64_t *offs = malloc((n ? n : 1) * sizeof(*offs));
+	if (!offs)
+		return ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		offs[i] = blks[i] <= UINT64_MAX / bs ? blks[i] * bs : 0;
+	rio_dev_readahead_list(&rc->dev, offs, n, bs);
+	return 0;
+}
 
 errcode_t rio_get_stats(io_channel ch, struct rio_stats *out)
 {

@@ -66,6 +66,13 @@ struct dev {
 	atomic_int zero_mode;     /* rio_dev_zero: 0 ZERO_RANGE, 1 PUNCH_HOLE, 2 writes */
 	bool regular;             /* an image file: it may have holes */
 
+	/* background readahead (rio_dev_readahead_list) */
+	pthread_t   ra_thread;
+	bool        ra_running;
+	atomic_bool ra_stop;
+	uint64_t   *ra_offs;
+	size_t      ra_n, ra_len;
+
 	/* power-cut fault injection: fault_lock serialises writes and flushes
 	 * while armed, so the pending list is exact */
 	pthread_mutex_t fault_lock;
@@ -89,6 +96,14 @@ errcode_t rio_dev_pread_sparse(struct dev *d, uint64_t off, void *buf, size_t le
 /* [off, off+len) is a hole of an image file (false when unsure). */
 bool rio_dev_is_hole(struct dev *d, uint64_t off, size_t len);
 errcode_t rio_dev_pwrite(struct dev *d, uint64_t off, const void *buf, size_t len);
+/* Ask the host to start reading [off, off + len) into its cache (no wait; a
+ * hint: nothing fails if it is ignored). */
+void      rio_dev_readahead(struct dev *d, uint64_t off, size_t len);
+/* The same for n ranges of len bytes at offs (taken over, freed by the
+ * device), asked from a thread of its own so that the caller's reads run
+ * behind the host's; one list at a time (a running one is stopped first),
+ * stopped at close. */
+void      rio_dev_readahead_list(struct dev *d, uint64_t *offs, size_t n, size_t len);
 /* Make every completed write durable (fdatasync). */
 errcode_t rio_dev_flush(struct dev *d);
 /* len bytes of file data were written: every few MiB, start the host's
@@ -116,6 +131,7 @@ struct cache {
 	size_t   nhash;           /* power of two */
 	struct cache_ent *lru_head; /* sentinel: head->next is most recent */
 	uint64_t hits, misses;
+	bool     no_fill;         /* reads that miss leave the cache as it is */
 };
 
 /* ---- transactions (txn.c) ---- */
@@ -189,6 +205,8 @@ errcode_t rio_cache_init(struct cache *c, size_t budget_bytes, unsigned blksize)
 void      rio_cache_destroy(struct cache *c);
 /* Byte-range read and write-back write through the cache. */
 errcode_t rio_cache_read(struct cache *c, struct dev *d, uint64_t off, size_t len, void *buf);
+/* Whether reads that miss enter the cache; returns the previous setting. */
+bool      rio_cache_set_fill(struct cache *c, bool fill);
 /* Any block of [off, off+len) cached. */
 bool      rio_cache_holds_any(struct cache *c, uint64_t off, size_t len);
 errcode_t rio_cache_write(struct cache *c, struct dev *d, uint64_t off, size_t len, const void *buf);

@@ -635,7 +635,10 @@ static errcode_t attach_checker(struct rio_chan *rc, chk_read_fn read, chk_zero_
 	char msg[256] = "";
 	struct chk_options opt = { .cache_bytes = (size_t)rio_cfg.checker_cache_mb << 20,
 				   .zero = zero };
+	/* the attach reads every group's bitmaps and the tables in use once */
+	bool fill = rio_cache_set_fill(&rc->cache, false);
 	int ret = chk_attach(out, read, rc, &opt, msg, sizeof(msg));
+	rio_cache_set_fill(&rc->cache, fill);
 	if (ret < 0) {
 		fprintf(stderr, "recon-fuse: checker: %s\n", msg[0] ? msg : strerror(-ret));
 		return ret == -EINVAL ? EXT2_ET_UNSUPP_FEATURE : (errcode_t)-ret;
@@ -1030,7 +1033,9 @@ errcode_t rio_txn_base_check(ext2_filsys fs, char **report)
 			return err;
 		chk = own;
 	}
+	bool fill = rio_cache_set_fill(&rc->cache, false);
 	errcode_t err = scan_report(chk, report);
+	rio_cache_set_fill(&rc->cache, fill);
 	chk_detach(own);
 	return err;
 }

@@ -1,0 +1,272 @@
+/*
+ * tests/checker/test_shadow.c - the checker's sparse shadow state (static
+ * extents, per-group bitmaps, paged type/owner map) against a flat model:
+ * one array entry per block and per inode, as the state was once kept.
+ * Seeded random operations on several geometries (1 KiB blocks with block
+ * 0 outside the groups, 4 KiB, a short last group, overlapping static
+ * extents as corrupt descriptors give); every query is compared after
+ * every operation on a sample of blocks and inodes, and a whole sweep ends
+ * each round.
+ *
+ *   test_shadow [SEED [ROUNDS]]     prints the seed on failure
+ * Exit 0 pass, 1 fail.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chk_internal.h"
+
+static uint64_t rng;
+static uint64_t rnd(void)
+{
+	uint64_t z = (rng += 0x9E3779B97F4A7C15ull);
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+	return z ^ (z >> 31);
+}
+static uint64_t below(uint64_t n) { return n ? rnd() % n : 0; }
+
+struct model {
+	uint8_t *type;           /* static or dynamic, by block */
+	uint32_t *owner, *lblk;
+	uint8_t *bbit, *ibit;    /* one byte per block / inode */
+	uint8_t *is_static;      /* union of the static extents */
+};
+
+static int failures;
+static uint64_t seed;
+#define FAIL(...) do { fprintf(stderr, "FAIL (seed %" PRIu64 "): ", seed); fprintf(stderr, __VA_ARGS__); \
+	fputc('\n', stderr); failures++; } while (0)
+
+static bool check_block(struct chk_fs *fs, struct model *m, uint64_t b)
+{
+	if (chk_btype(fs, b) != m->type[b] || chk_bowner(fs, b) != m->owner[b] ||
+	    (!bt_static(m->type[b]) && chk_blblk(fs, b) != m->lblk[b])) {
+		FAIL("block %" PRIu64 ": type %u owner %u lblk %u, model %u %u %u", b, chk_btype(fs, b),
+		     chk_bowner(fs, b), chk_blblk(fs, b), m->type[b], m->owner[b], m->lblk[b]);
+		return false;
+	}
+	if (b >= fs->first_data_block && chk_bbit(fs, b) != m->bbit[b]) {
+		FAIL("block %" PRIu64 ": bit %d, model %d", b, chk_bbit(fs, b), m->bbit[b]);
+		return false;
+	}
+	return true;
+}
+
+static bool check_group(struct chk_fs *fs, struct model *m, uint32_t g, uint8_t *buf)
+{
+	uint64_t s = fs->first_data_block + (uint64_t)g * fs->bpg;
+	uint64_t n = s + fs->bpg <= fs->blocks_count ? fs->bpg : fs->blocks_count - s;
+	uint32_t nstatic = 0;
+	chk_group_static_bits(fs, g, buf);
+	for (uint64_t k = 0; k < n; k++) {
+		bool st = m->is_static[s + k] || (fs->resize_dind && s + k == fs->resize_dind);
+		nstatic += m->is_static[s + k];
+		if (bit_get(buf, k) != st) {
+			FAIL("group %u: static bit %" PRIu64 " is %d, model %d", g, k, bit_get(buf, k), st);
+			return false;
+		}
+	}
+	if (chk_group_static_blocks(fs, g) != nstatic) {
+		FAIL("group %u: %u static blocks, model %u", g, chk_group_static_blocks(fs, g), nstatic);
+		return false;
+	}
+	bool any = false;
+	for (uint32_t i = 0; i < fs->ipg; i++)
+		any |= m->ibit[g * fs->ipg + i + 1];
+	if (chk_group_inodes_any(fs, g) != any) {
+		FAIL("group %u: inodes in use %d, model %d", g, chk_group_inodes_any(fs, g), any);
+		return false;
+	}
+	for (uint32_t i = 0; i < fs->ipg; i++)
+		if (chk_ibit(fs, g * fs->ipg + i + 1) != m->ibit[g * fs->ipg + i + 1]) {
+			FAIL("inode %u: bit %d, model %d", g * fs->ipg + i + 1,
+			     chk_ibit(fs, g * fs->ipg + i + 1), m->ibit[g * fs->ipg + i + 1]);
+			return false;
+		}
+	return true;
+}
+
+/* One geometry: bs, blocks per group, groups, blocks short in the last. */
+static void run(uint32_t bs, uint32_t bpg, uint32_t ngroups, uint32_t short_by, unsigned ops)
+{
+	struct chk_fs *fs = calloc(1, sizeof(*fs));
+	fs->bs = bs;
+	fs->first_data_block = bs == 1024;
+	fs->bpg = bpg;
+	fs->ngroups = ngroups;
+	fs->blocks_count = fs->first_data_block + ngroups * bpg - short_by;
+	fs->ipg = 64;
+	fs->inodes_count = ngroups * fs->ipg;
+	struct model m = {
+		calloc(fs->blocks_count, 1), calloc(fs->blocks_count, 4), calloc(fs->blocks_count, 4),
+		calloc(fs->blocks_count, 1), calloc(fs->inodes_count + 1, 1), calloc(fs->blocks_count, 1),
+	};
+	uint8_t *buf = malloc(bs), *bb = malloc(bs), *ib = malloc(bs);
+	if (chk_shadow_init(fs)) {
+		FAIL("chk_shadow_init");
+		return;
+	}
+	/* static layout: the usual extents at each group's start, plus a few
+	 * anywhere (overlapping ones included); later ones win, as painted */
+	if (fs->first_data_block)
+		m.type[0] = BT_BOOT;
+	for (uint32_t g = 0; g < ngroups; g++) {
+		uint64_t s = fs->first_data_block + (uint64_t)g * bpg;
+		const struct { uint32_t off, len; uint8_t t; uint32_t owner; } ext[] = {
+			{ 0, 1, BT_SB, 0 }, { 1, 2, BT_GDT, 0 }, { 3, 3, BT_RGDT, EXT2_RESIZE_INO },
+			{ 6, 1, BT_BBITMAP, 0 }, { 7, 1, BT_IBITMAP, 0 }, { 8, 8, BT_ITABLE, 0 },
+		};
+		for (size_t i = 0; i < sizeof(ext) / sizeof(ext[0]); i++) {
+			if (g % 2 && i < 3)
+				continue;                          /* no backup here */
+			uint64_t at = s + ext[i].off;
+			uint32_t len = ext[i].len;
+			if (below(8) == 0) {                   /* moved, maybe onto another */
+				at = fs->first_data_block + below(fs->blocks_count - fs->first_data_block);
+				len = 1 + (uint32_t)below(12);
+			}
+			chk_static_add(fs, at, len, ext[i].t, ext[i].owner);
+			for (uint64_t b = at; b < at + len && b < fs->blocks_count; b++) {
+				m.type[b] = ext[i].t;
+				m.owner[b] = ext[i].owner;
+				m.is_static[b] = 1;
+			}
+		}
+	}
+	chk_static_seal(fs);
+	/* bitmaps as read at attach: most groups exactly their static blocks */
+	for (uint32_t g = 0; g < ngroups; g++) {
+		uint64_t s = fs->first_data_block + (uint64_t)g * bpg;
+		uint64_t n = s + bpg <= fs->blocks_count ? bpg : fs->blocks_count - s;
+		memset(bb, 0xff, bs);                          /* padding bits set, as on disk */
+		memset(ib, 0, bs);
+		for (uint64_t k = 0; k < n; k++) {
+			bool v = m.is_static[s + k];
+			if (below(4) == 0 && below(16) == 0)
+				v = !v;
+			bit_put(bb, k, v);
+			m.bbit[s + k] = v;
+		}
+		if (below(3) == 0)
+			for (uint32_t i = 0; i < fs->ipg; i++) {
+				bool v = below(4) == 0;
+				bit_put(ib, i, v);
+				m.ibit[g * fs->ipg + i + 1] = v;
+			}
+		if (chk_group_load(fs, g, bb, ib, buf))
+			FAIL("chk_group_load");
+	}
+	uint64_t dind = fs->first_data_block + below(fs->blocks_count - fs->first_data_block);
+	if (!m.is_static[dind]) {
+		chk_static_mark_resize(fs, dind);
+		m.type[dind] = BT_RESIZE_IND;
+		m.owner[dind] = EXT2_RESIZE_INO;
+	}
+	for (unsigned op = 0; op < ops && !failures; op++) {
+		uint64_t b = fs->first_data_block + below(fs->blocks_count - fs->first_data_block);
+		uint32_t g = (uint32_t)((b - fs->first_data_block) / bpg);
+		switch (below(5)) {
+		case 0: case 1:                                 /* an inode points to b */
+			if (bt_static(m.type[b]))
+				break;
+			if (chk_bmap_reserve(fs, b)) {
+				FAIL("reserve");
+				break;
+			}
+			m.type[b] = (uint8_t)(BT_DATA + below(BT_XATTR));
+			m.owner[b] = 11 + (uint32_t)below(1000);
+			m.lblk[b] = (uint32_t)rnd();
+			chk_bmap_set(fs, b, m.type[b], m.owner[b], m.lblk[b]);
+			break;
+		case 2:                                         /* released */
+			if (bt_static(m.type[b]))
+				break;
+			chk_bmap_set(fs, b, BT_FREE, 0, 0);
+			chk_bmap_trim(fs, b);
+			m.type[b] = BT_FREE;
+			m.owner[b] = m.lblk[b] = 0;
+			break;
+		case 3: {                                       /* a block bit flips */
+			bool v = below(2);
+			if (chk_group_bits_reserve(fs, g, false)) {
+				FAIL("reserve bits");
+				break;
+			}
+			chk_bbit_put(fs, b, v);
+			m.bbit[b] = v;
+			break;
+		}
+		case 4: {                                       /* an inode bit flips */
+			uint32_t ino = 1 + (uint32_t)below(fs->inodes_count);
+			bool v = below(2);
+			if (chk_group_bits_reserve(fs, (ino - 1) / fs->ipg, true)) {
+				FAIL("reserve bits");
+				break;
+			}
+			chk_ibit_put(fs, ino, v);
+			m.ibit[ino] = v;
+			break;
+		}
+		}
+		if (!check_block(fs, &m, b))
+			break;
+		for (int k = 0; k < 4; k++)
+			if (!check_block(fs, &m, below(fs->blocks_count)))
+				break;
+	}
+	/* every other page emptied: its page must go */
+	for (uint64_t b = 0; b < fs->blocks_count; b++)
+		if ((b / BPAGE_N) % 2 == 0 && !bt_static(m.type[b])) {
+			chk_bmap_set(fs, b, BT_FREE, 0, 0);
+			chk_bmap_trim(fs, b);
+			m.type[b] = BT_FREE;
+			m.owner[b] = m.lblk[b] = 0;
+		}
+	for (uint64_t b = 0; b < fs->blocks_count && !failures; b++)
+		check_block(fs, &m, b);
+	for (uint32_t g = 0; g < ngroups && !failures; g++)
+		check_group(fs, &m, g, buf);
+	/* a page is kept exactly while it holds an owned block */
+	for (uint64_t p = 0; p * BPAGE_N < fs->blocks_count && !failures; p++) {
+		bool owned = false;
+		for (uint64_t b = p * BPAGE_N; b < (p + 1) * BPAGE_N && b < fs->blocks_count; b++)
+			owned |= m.type[b] != BT_FREE && !bt_static(m.type[b]);
+		if ((chk_bpage_types(fs, p * BPAGE_N) != NULL) != owned)
+			FAIL("page %" PRIu64 ": kept %d, owned blocks %d", p,
+			     chk_bpage_types(fs, p * BPAGE_N) != NULL, owned);
+	}
+	/* past the end: free, owned by nobody, clear */
+	if (chk_btype(fs, fs->blocks_count) != BT_FREE || chk_bowner(fs, fs->blocks_count) ||
+	    chk_bbit(fs, fs->blocks_count) || chk_ibit(fs, fs->inodes_count + 1) || chk_ibit(fs, 0))
+		FAIL("past the end is not free");
+	chk_shadow_free(fs);
+	free(fs);
+	free(m.type); free(m.owner); free(m.lblk); free(m.bbit); free(m.ibit); free(m.is_static);
+	free(buf); free(bb); free(ib);
+}
+
+int main(int argc, char **argv)
+{
+	uint64_t first = argc > 1 ? strtoull(argv[1], NULL, 0) : 1;
+	unsigned rounds = argc > 2 ? (unsigned)strtoul(argv[2], NULL, 0) : 40;
+	for (unsigned r = 0; r < rounds && !failures; r++) {
+		seed = first + r;
+		rng = seed;
+		/* 1 KiB and 4 KiB blocks; a bitmap block holds more bits than
+		 * a group has blocks, or exactly as many; a short last group */
+		run(1024, 8192, 3, (uint32_t)below(100), 20000);
+		run(1024, 2048, 7, (uint32_t)below(2000), 20000);
+		run(4096, 32768, 2, (uint32_t)below(30000), 20000);
+		run(4096, 1000, 9, 0, 20000);
+	}
+	if (failures) {
+		fprintf(stderr, "test_shadow: %d failure(s); rerun with: test_shadow %" PRIu64 " 1\n",
+			failures, seed);
+		return 1;
+	}
+	printf("test_shadow: %u rounds from seed %" PRIu64 " agree with the flat model\n", rounds, first);
+	return 0;
+}
