@@ -244,7 +244,7 @@ static void scan_bitmaps(struct scan *s)
 		bool owned_any = false;
 		for (uint64_t b = start; b < end && !owned_any; b = (b / BPAGE_N + 1) * BPAGE_N)
 			owned_any = chk_bpage_types(fs, b) != NULL;
-		if (!bb && !owned_any && (fs->resize_dind < start || fs->resize_dind >= end)) {
+		if (!bb && !owned_any && (!fs->resize_dind || fs->resize_dind < start || fs->resize_dind >= end)) {
 			/* bits are its static blocks and nothing else is owned:
 			 * the common case of a big disk */
 			free_b = n - chk_group_static_blocks(fs, g);

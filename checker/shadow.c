@@ -196,8 +196,8 @@ uint8_t chk_static_type(const struct chk_fs *fs, uint64_t blk)
 
 void chk_static_mark_resize(struct chk_fs *fs, uint64_t blk)
 {
-	if (blk >= fs->blocks_count || fs->resize_dind)
-		return;
+	if (!blk || blk >= fs->blocks_count || fs->resize_dind)
+		return;                   /* 0 is no block: a pointer, and "none" here */
 	fs->resize_dind = blk;
 	/* static from now on: an inode typed before it loses the block, as
 	 * when the type map was painted in scan order */
@@ -213,7 +213,7 @@ void chk_group_static_bits(const struct chk_fs *fs, uint32_t g, uint8_t *buf)
 {
 	static_pattern(fs, g, buf);
 	uint64_t s = group_start(fs, g);
-	if (fs->resize_dind >= s && fs->resize_dind < s + group_len(fs, g))
+	if (fs->resize_dind && fs->resize_dind >= s && fs->resize_dind < s + group_len(fs, g))
 		bit_put(buf, fs->resize_dind - s, true);
 }
 
