@@ -180,12 +180,10 @@ bool chk_ibit(const struct chk_fs *fs, uint32_t ino);
 const uint8_t *chk_group_bbits(const struct chk_fs *fs, uint32_t g);
 const uint8_t *chk_group_ibits(const struct chk_fs *fs, uint32_t g);
 bool chk_group_inodes_any(const struct chk_fs *fs, uint32_t g);
-/* Changing bits: reserve the group's bitmap (-ENOMEM), then put. */
+/* Changing bits: reserve the group's bitmap (-ENOMEM), then copy in the
+ * bitmap block as written (bits past the group's blocks or inodes are not
+ * kept). */
 int  chk_group_bits_reserve(struct chk_fs *fs, uint32_t g, bool inode);
-void chk_bbit_put(struct chk_fs *fs, uint64_t blk, bool v);
-void chk_ibit_put(struct chk_fs *fs, uint32_t ino, bool v);
-/* the group's bits from a bitmap block as written (bits past the group's
- * blocks or inodes are not kept) */
 void chk_group_bits_copy(struct chk_fs *fs, uint32_t g, bool inode, const uint8_t *src);
 /* attach: group g's bitmaps as read (scratch: bs bytes) */
 int  chk_group_load(struct chk_fs *fs, uint32_t g, const uint8_t *bb, const uint8_t *ib, uint8_t *scratch);

@@ -343,24 +343,6 @@ int chk_group_bits_reserve(struct chk_fs *fs, uint32_t g, bool inode)
 	return 0;
 }
 
-void chk_bbit_put(struct chk_fs *fs, uint64_t blk, bool v)
-{
-	if (blk < fs->first_data_block || blk >= fs->blocks_count)
-		return;
-	uint32_t g = chk_group_of_block(fs, blk);
-	if (fs->gbb[g])
-		bit_put(fs->gbb[g], blk - group_start(fs, g), v);
-}
-
-void chk_ibit_put(struct chk_fs *fs, uint32_t ino, bool v)
-{
-	if (ino == 0 || ino > fs->inodes_count)
-		return;
-	uint32_t g = chk_group_of_inode(fs, ino);
-	if (fs->gib[g])
-		bit_put(fs->gib[g], (ino - 1) % fs->ipg, v);
-}
-
 /* The first n bits of src, bits n.. of the last byte clear. */
 static void copy_bits(uint8_t *dst, const uint8_t *src, uint64_t n)
 {

@@ -438,7 +438,7 @@ errcode_t rio_dev_pread_sparse(struct dev *d, uint64_t off, void *buf, size_t le
 	return 0;
 }
 
-void rio_dev_readahead(struct dev *d, uint64_t off, size_t len)
+static void readahead_one(struct dev *d, uint64_t off, size_t len)
 {
 	/* many scattered hints queue many reads at once: at mount, a cold
 	 * 15 TiB image's 245,760 bitmap blocks arrive in about 1.5 s instead
@@ -450,7 +450,7 @@ static void *readahead_thread(void *arg)
 {
 	struct dev *d = arg;
 	for (size_t i = 0; i < d->ra_n && !atomic_load(&d->ra_stop); i++)
-		rio_dev_readahead(d, d->ra_offs[i], d->ra_len);
+		readahead_one(d, d->ra_offs[i], d->ra_len);
 	return NULL;
 }
 

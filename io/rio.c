@@ -440,20 +440,6 @@ static errcode_t rio_zeroout(io_channel ch, unsigned long long block, unsigned l
 	return err;
 }
 
-/* libext2fs's hint that blocks will be read soon.  Blocks held in the cache
- * or changed in a transaction are read from memory, so the host's copy of
- * them is never wanted; asking for it anyway costs only the host's I/O. */
-static errcode_t rio_cache_readahead(io_channel ch, unsigned long long block,
-				     unsigned long long count)
-{
-	struct rio_chan *rc = rio_chan_of(ch);
-	size_t bs = (size_t)ch->block_size;
-	if (!count || block > UINT64_MAX / bs || count > (UINT64_MAX / bs) - block)
-		return EXT2_ET_INVALID_ARGUMENT;
-	rio_dev_readahead(&rc->dev, block * bs, count * bs);
-	return 0;
-}
-
 static struct struct_io_manager rio_manager_struct = {
 	.magic = EXT2_ET_MAGIC_IO_MANAGER,
 	.name = "recon-fuse io_uring I/O manager",
@@ -469,7 +455,6 @@ static struct struct_io_manager rio_manager_struct = {
 	.read_blk64 = rio_read_blk64,
 	.write_blk64 = rio_write_blk64,
 	.zeroout = rio_zeroout,
-	.cache_readahead = rio_cache_readahead,
 };
 
 io_manager rio_io_manager = &rio_manager_struct;

@@ -96,13 +96,11 @@ errcode_t rio_dev_pread_sparse(struct dev *d, uint64_t off, void *buf, size_t le
 /* [off, off+len) is a hole of an image file (false when unsure). */
 bool rio_dev_is_hole(struct dev *d, uint64_t off, size_t len);
 errcode_t rio_dev_pwrite(struct dev *d, uint64_t off, const void *buf, size_t len);
-/* Ask the host to start reading [off, off + len) into its cache (no wait; a
- * hint: nothing fails if it is ignored). */
-void      rio_dev_readahead(struct dev *d, uint64_t off, size_t len);
-/* The same for n ranges of len bytes at offs (taken over, freed by the
- * device), asked from a thread of its own so that the caller's reads run
- * behind the host's; one list at a time (a running one is stopped first),
- * stopped at close. */
+/* Ask the host to start reading n ranges of len bytes at offs (taken over,
+ * freed by the device) into its cache, from a thread of its own so that the
+ * caller's reads run behind the host's; a hint, nothing fails if it is
+ * ignored.  One list at a time (a running one is stopped first), stopped at
+ * close. */
 void      rio_dev_readahead_list(struct dev *d, uint64_t *offs, size_t n, size_t len);
 /* Make every completed write durable (fdatasync). */
 errcode_t rio_dev_flush(struct dev *d);

@@ -189,25 +189,31 @@ static void run(uint32_t bs, uint32_t bpg, uint32_t ngroups, uint32_t short_by, 
 			m.type[b] = BT_FREE;
 			m.owner[b] = m.lblk[b] = 0;
 			break;
-		case 3: {                                       /* a block bit flips */
-			bool v = below(2);
+		case 3: {                /* a bitmap block written: some bits flip */
+			uint64_t s0 = fs->first_data_block + (uint64_t)g * bpg;
+			uint64_t n = s0 + bpg <= fs->blocks_count ? bpg : fs->blocks_count - s0;
+			m.bbit[b] = below(2);
+			memset(bb, 0xff, bs);        /* padding set, as libext2fs writes it */
+			for (uint64_t k = 0; k < n; k++)
+				bit_put(bb, k, m.bbit[s0 + k]);
 			if (chk_group_bits_reserve(fs, g, false)) {
 				FAIL("reserve bits");
 				break;
 			}
-			chk_bbit_put(fs, b, v);
-			m.bbit[b] = v;
+			chk_group_bits_copy(fs, g, false, bb);
 			break;
 		}
-		case 4: {                                       /* an inode bit flips */
-			uint32_t ino = 1 + (uint32_t)below(fs->inodes_count);
-			bool v = below(2);
-			if (chk_group_bits_reserve(fs, (ino - 1) / fs->ipg, true)) {
+		case 4: {
+			uint32_t ino = 1 + (uint32_t)below(fs->inodes_count), ig = (ino - 1) / fs->ipg;
+			m.ibit[ino] = below(2);
+			memset(ib, 0xff, bs);
+			for (uint32_t i = 0; i < fs->ipg; i++)
+				bit_put(ib, i, m.ibit[ig * fs->ipg + i + 1]);
+			if (chk_group_bits_reserve(fs, ig, true)) {
 				FAIL("reserve bits");
 				break;
 			}
-			chk_ibit_put(fs, ino, v);
-			m.ibit[ino] = v;
+			chk_group_bits_copy(fs, ig, true, ib);
 			break;
 		}
 		}
