@@ -213,6 +213,7 @@ static int op_rollback(struct rfs *r)
 	ext2fs_mark_super_dirty(fs);
 	(void)ext2fs_flush_icache(fs);
 	dindex_forget_changed(r->di);
+	orphan_hints_clear(r);
 	r->nundo = 0;
 	if (e || r->undo_lost) {
 		fprintf(stderr, "recon-fuse: cannot roll back a failed operation (%s); the file "

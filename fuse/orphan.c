@@ -83,9 +83,14 @@ static int free_orphan(struct rfs *r, ext2_ino_t ino)
  * orphan processing. */
 #define REAP_STEP_BLOCKS 32768   /* a group's worth: tens of ms per step */
 
+static bool reap_pending(const struct rfs *r)
+{
+	return r->nreap > r->reaphead;
+}
+
 static bool reap_queued(struct rfs *r, ext2_ino_t ino)
 {
-	for (size_t i = 0; i < r->nreap; i++)
+	for (size_t i = r->reaphead; i < r->nreap; i++)
 		if (r->reapq[i] == ino)
 			return true;
 	return false;
@@ -93,6 +98,13 @@ static bool reap_queued(struct rfs *r, ext2_ino_t ino)
 
 static int reap_push(struct rfs *r, ext2_ino_t ino)
 {
+	if (r->nreap == r->capreap && r->reaphead) {
+		/* reuse the room the reaped ones left in front */
+		memmove(r->reapq, r->reapq + r->reaphead,
+			(r->nreap - r->reaphead) * sizeof(*r->reapq));
+		r->nreap -= r->reaphead;
+		r->reaphead = 0;
+	}
 	if (r->nreap == r->capreap) {
 		size_t cap = r->capreap ? r->capreap * 2 : 16;
 		ext2_ino_t *q = realloc(r->reapq, cap * sizeof(*q));
@@ -147,22 +159,23 @@ static int reap_step(struct rfs *r, ext2_ino_t ino, bool *more)
 static void reap_first(struct rfs *r)
 {
 	bool more = false;
-	ext2_ino_t ino = r->reapq[0];
+	ext2_ino_t ino = r->reapq[r->reaphead];
 	int ret = reap_step(r, ino, &more);
 	if (more)
 		return;
 	if (ret && ret != -EROFS)
 		fprintf(stderr, "recon-fuse: cannot free unlinked inode %u: %s (it stays on the "
 			"orphan list)\n", ino, strerror(-ret));
-	memmove(r->reapq, r->reapq + 1, (--r->nreap) * sizeof(*r->reapq));
+	if (++r->reaphead == r->nreap)
+		r->reaphead = r->nreap = 0;
 }
 
 bool rfs_reap(struct rfs *r)
 {
 	lock(r);
-	if (r->nreap && r->fs)
+	if (reap_pending(r) && r->fs)
 		reap_first(r);
-	bool pending = r->nreap && r->fs && !r->ro;
+	bool pending = reap_pending(r) && r->fs && !r->ro;
 	unlock(r);
 	/* a mutex is not fair: a request waiting for the lock gets it before
 	 * the next step (for a while: a steady stream must not stop the reaper) */
@@ -173,7 +186,7 @@ bool rfs_reap(struct rfs *r)
 
 void reap_all(struct rfs *r)
 {
-	while (r->nreap && !r->ro)
+	while (reap_pending(r) && !r->ro)
 		reap_first(r);
 }
 
@@ -238,7 +251,7 @@ void held_release_all(struct rfs *r)
 	reap_all(r);
 	free(r->reapq);
 	r->reapq = NULL;
-	r->nreap = r->capreap = 0;
+	r->reaphead = r->nreap = r->capreap = 0;
 	for (unsigned i = 0; i < OPEN_TAB_SIZE; i++)
 		while (r->open_tab[i]) {
 			struct open_ino *o = r->open_tab[i];
@@ -252,40 +265,143 @@ void held_release_all(struct rfs *r)
 			}
 			free(o);
 		}
+	orphan_hints_clear(r);
+	free(r->orphan_hints);
+	r->orphan_hints = NULL;
+}
+
+/*
+ * The on-disk orphan list is linked one way (s_last_orphan, then each
+ * inode's i_dtime), and removal must rewrite the predecessor.  Walking from
+ * the head makes freeing n orphans cost n^2/2 inode reads: tens of thousands
+ * of files unlinked while the kernel held them take minutes.  So each listed
+ * inode's predecessor is remembered here.  The hints are never trusted: the
+ * predecessor must link to the inode on disk, or the list is walked (which
+ * records what it passes).  A rollback forgets them all.
+ */
+struct orphan_hint {
+	ext2_ino_t ino, prev;	/* prev 0: ino is the head */
+	struct orphan_hint *next;
+};
+#define ORPHAN_HINT_BUCKETS 4096
+
+static struct orphan_hint **hint_slot(struct rfs *r, ext2_ino_t ino)
+{
+	if (!r->orphan_hints)
+		return NULL;
+	struct orphan_hint **p = &r->orphan_hints[ino % ORPHAN_HINT_BUCKETS];
+	while (*p && (*p)->ino != ino)
+		p = &(*p)->next;
+	return p;
+}
+
+/* Out of memory only loses a hint (the walk finds the predecessor). */
+static void hint_set(struct rfs *r, ext2_ino_t ino, ext2_ino_t prev)
+{
+	if (!r->orphan_hints &&
+	    !(r->orphan_hints = calloc(ORPHAN_HINT_BUCKETS, sizeof(*r->orphan_hints))))
+		return;
+	struct orphan_hint **p = hint_slot(r, ino);
+	if (!*p) {
+		*p = calloc(1, sizeof(**p));
+		if (!*p)
+			return;
+		(*p)->ino = ino;
+	}
+	(*p)->prev = prev;
+}
+
+static void hint_drop(struct rfs *r, ext2_ino_t ino)
+{
+	struct orphan_hint **p = hint_slot(r, ino);
+	if (p && *p) {
+		struct orphan_hint *h = *p;
+		*p = h->next;
+		free(h);
+	}
+}
+
+void orphan_hints_clear(struct rfs *r)
+{
+	if (!r->orphan_hints)
+		return;
+	for (unsigned i = 0; i < ORPHAN_HINT_BUCKETS; i++)
+		while (r->orphan_hints[i]) {
+			struct orphan_hint *h = r->orphan_hints[i];
+			r->orphan_hints[i] = h->next;
+			free(h);
+		}
 }
 
 static int orphan_add(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in)
 {
-	in->i_dtime = r->fs->super->s_last_orphan;
+	ext2_ino_t head = r->fs->super->s_last_orphan;
+	in->i_dtime = head;
 	r->fs->super->s_last_orphan = ino;
 	ext2fs_mark_super_dirty(r->fs);
-	return put_inode(r, ino, in);
+	int ret = put_inode(r, ino, in);
+	if (!ret) {
+		hint_set(r, ino, 0);
+		if (head)
+			hint_set(r, head, ino);
+	}
+	return ret;
+}
+
+/* The predecessor of ino on the list (0: the superblock), its inode in
+ * *pin; from the hint when the disk agrees, else by walking from the head.
+ * -ENOENT: ino is not listed. */
+static int orphan_find_prev(struct rfs *r, ext2_ino_t ino, ext2_ino_t *prev,
+			    struct ext2_inode *pin)
+{
+	struct orphan_hint **h = hint_slot(r, ino);
+	if (h && *h) {
+		ext2_ino_t p = (*h)->prev;
+		if (!p && r->fs->super->s_last_orphan == ino) {
+			*prev = 0;
+			return 0;
+		}
+		if (p && !get_inode(r, p, pin) && pin->i_dtime == ino) {
+			*prev = p;
+			return 0;
+		}
+	}
+	ext2_ino_t cur = r->fs->super->s_last_orphan, before = 0;
+	unsigned guard = 0;
+	while (cur && cur != ino && guard++ < r->fs->super->s_inodes_count) {
+		if (get_inode(r, cur, pin))
+			return -EIO;
+		hint_set(r, cur, before);
+		before = cur;
+		cur = pin->i_dtime;
+	}
+	if (cur != ino)
+		return -ENOENT;
+	*prev = before;
+	return 0;
 }
 
 int orphan_remove(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in)
 {
-	ext2_ino_t cur = r->fs->super->s_last_orphan, prev = 0;
+	ext2_ino_t prev = 0, next = in->i_dtime;
 	struct ext2_inode pin;
-	unsigned guard = 0;
 
-	while (cur && cur != ino && guard++ < r->fs->super->s_inodes_count) {
-		if (get_inode(r, cur, &pin))
-			return -EIO;
-		prev = cur;
-		cur = pin.i_dtime;
-	}
-	if (cur != ino)
-		return -ENOENT;
+	int ret = orphan_find_prev(r, ino, &prev, &pin);
+	if (ret)
+		return ret;
 	if (!prev) {
-		r->fs->super->s_last_orphan = in->i_dtime;
+		r->fs->super->s_last_orphan = next;
 		ext2fs_mark_super_dirty(r->fs);
 	} else {
-		pin.i_dtime = in->i_dtime;
-		int ret = put_inode(r, prev, &pin);
+		pin.i_dtime = next;
+		ret = put_inode(r, prev, &pin);
 		if (ret)
 			return ret;
 	}
 	in->i_dtime = 0;
+	hint_drop(r, ino);
+	if (next)
+		hint_set(r, next, prev);
 	return 0;
 }
 

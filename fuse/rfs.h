@@ -69,8 +69,12 @@ struct rfs {
 	/* unlinked inodes nothing holds, freed a step at a time by the reaper
 	 * thread (orphan.c) while requests go on; reap_kick wakes it (NULL: no
 	 * reaper, inodes are freed at once) */
-	ext2_ino_t *reapq;
-	size_t nreap, capreap;
+	ext2_ino_t *reapq;         /* queued inodes are reapq[reaphead .. nreap) */
+	size_t reaphead, nreap, capreap;
+	/* where each inode on the on-disk orphan list sits: its predecessor
+	 * (0: the superblock), so removal need not walk the list from its head.
+	 * A hint only, checked against the list before use (orphan.c). */
+	struct orphan_hint **orphan_hints;
 	void (*reap_kick)(struct rfs *r);
 	bool stopped;              /* on_violation=stop fired: exit status 2 */
 	bool lost;                 /* changes were discarded: exit status 3 */
@@ -303,6 +307,8 @@ bool rfs_reap(struct rfs *r);
 /* Free every queued inode now (lock held): before an ENOSPC is final. */
 void reap_all(struct rfs *r);
 int orphan_remove(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in);
+/* A rolled-back operation may have changed the list: forget every hint. */
+void orphan_hints_clear(struct rfs *r);
 int punch_from(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t keep);
 
 /* xattr.c */

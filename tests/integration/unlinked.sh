@@ -107,5 +107,63 @@ EOF
 		fsck_clean "$SCRATCH/kernel.img" "kernel recovery of our orphan ($bs)"
 	fi
 	rm -f "$img" "$SCRATCH/kernel.img"
+
+	# 3. many open unlinked files, closed in a seeded random order: each
+	# close takes one out of the middle of the on-disk list; half are still
+	# open at a kill -9, and the next mount frees what the list still holds
+	mkimg "$img" "$bs" 64M
+	seed=${UNLINKED_SEED:-$RANDOM}
+	mount_recon "$img" "$mnt" || die "mount for many orphans ($bs)"
+	daemon=$RECON_PID
+	python3 - "$mnt" "$seed" "$SCRATCH/holder.ready" <<'EOF' &
+import os, random, sys, time
+m, seed, ready = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+rng = random.Random(seed)
+os.chdir(m)
+fds = []
+for i in range(600):
+    fd = os.open("o%d" % i, os.O_CREAT | os.O_RDWR, 0o644)
+    os.write(fd, b"x" * rng.randrange(1, 3000))
+    fds.append(fd)
+for i in rng.sample(range(600), 600):
+    os.unlink("o%d" % i)
+rng.shuffle(fds)
+free0 = os.statvfs(".").f_ffree
+for fd in fds[:300]:
+    os.close(fd)
+for i in range(300):    # the kernel forgets the closed ones, the daemon frees them
+    if os.statvfs(".").f_ffree >= free0 + 300:
+        break
+    time.sleep(0.1)
+# a change of its own, fsynced: the commit also carries the frees before it
+fd = os.open("marker", os.O_CREAT | os.O_RDWR, 0o644)
+os.fsync(fd)
+os.unlink("marker")
+os.fsync(fd)
+os.close(fd)
+open(ready, "w").close()
+time.sleep(600)
+EOF
+	holder=$!
+	for ((i = 0; i < 600; i++)); do [ -e "$SCRATCH/holder.ready" ] && break; sleep 0.1; done
+	[ -e "$SCRATCH/holder.ready" ] || fail "the holder of many orphans did not get ready (seed $seed, $bs)"
+	kill -9 "$daemon"
+	wait "$daemon" 2>/dev/null
+	forget_pid "$daemon"
+	RECON_PID=
+	kill "$holder" 2>/dev/null
+	wait "$holder" 2>/dev/null
+	fusermount3 -uz "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null
+	rm -f "$SCRATCH/holder.ready"
+	mount_recon "$img" "$mnt" || die "mount after a kill with many orphans (seed $seed, $bs)"
+	[ -z "$(ls -A "$mnt" | grep -v lost+found)" ] || fail "unlinked names came back (seed $seed, $bs)"
+	umount_recon "$mnt"
+	fsck_clean "$img" "many orphans closed in random order, then a kill (seed $seed, $bs)"
+	[ -z "$(dumpe2fs -h "$img" 2>/dev/null | sed -n 's/^First orphan inode: *//p')" ] ||
+		fail "orphan list not empty after many orphans (seed $seed, $bs)"
+	left=$(free_blocks "$img")
+	[ "$left" -ge $((base_free - 64)) ] ||
+		fail "many orphans' blocks not freed: $left free, $base_free at mkfs (seed $seed, $bs)"
+	rm -f "$img"
 done
 finish
