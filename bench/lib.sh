@@ -215,4 +215,11 @@ bench_machine() {
 	echo "- kernel: $(uname -r)"
 	echo "- fuse2fs: $(fuse2fs -V 2>&1 | head -1)"
 	echo "- load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+	# What a FUSE round trip costs depends on these: whether the kernel
+	# offers requests over io_uring (recon-fuse's default fuse_uring=auto
+	# then takes it), and how an idle CPU wakes (on a virtual machine with
+	# halt polling off, waking a caller on the other CPU costs a VM exit).
+	local p=/sys/module/fuse/parameters/enable_uring idle=/sys/devices/system/cpu/cpuidle
+	echo "- FUSE over io_uring offered (fuse enable_uring): $(cat "$p" 2>/dev/null || echo 'no such parameter')"
+	echo "- cpuidle: driver $(cat "$idle/current_driver" 2>/dev/null || echo none), governor $(cat "$idle/current_governor_ro" 2>/dev/null || cat "$idle/current_governor" 2>/dev/null || echo none)$([ -r /sys/module/haltpoll/parameters/guest_halt_poll_ns ] && echo ", guest_halt_poll_ns $(cat /sys/module/haltpoll/parameters/guest_halt_poll_ns)")"
 }

@@ -12,7 +12,7 @@ import sys
 
 DRIVER_NAME = {"kernel": "kernel ext3", "fuse2fs": "fuse2fs", "recon": "recon-fuse",
                "recon-nochk": "recon checker off", "recon-nojnl": "recon journal off",
-               "recon-nochk-nojnl": "recon checker+journal off", "recon-uring": "recon over io_uring",
+               "recon-nochk-nojnl": "recon checker+journal off", "recon-uring": "recon over io_uring", "recon-devfuse": "recon /dev/fuse only",
                "recon-base": "recon-fuse, base commit"}
 UNTIMED = ("rtt_us", "peak_rss_mb", "checker_cpu_s")   # per-round figures, not phases
 
@@ -100,8 +100,12 @@ def main():
         ratios.append(("checker on/off (journal on)", "recon", "recon-nochk"))
     if "recon-nojnl" in drivers and "recon-nochk-nojnl" in drivers:
         ratios.append(("checker on/off (journal off)", "recon-nojnl", "recon-nochk-nojnl"))
-    if "recon" in drivers and "recon-uring" in drivers:
-        ratios.append(("io_uring/dev-fuse", "recon-uring", "recon"))
+    if "recon-uring" in drivers and "recon-devfuse" in drivers:
+        ratios.append(("io_uring/dev-fuse", "recon-uring", "recon-devfuse"))
+    elif "recon" in drivers and "recon-devfuse" in drivers:
+        ratios.append(("recon/dev-fuse", "recon", "recon-devfuse"))
+    elif "recon" in drivers and "recon-uring" in drivers:
+        ratios.append(("io_uring/default", "recon-uring", "recon"))
     if "recon" in drivers and "recon-nojnl" in drivers:
         ratios.append(("journal on/off", "recon", "recon-nojnl"))
 

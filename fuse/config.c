@@ -49,7 +49,7 @@ static const struct key_desc keys[] = {
 	{ "threads", K_UINT, F(threads), false, "FUSE worker threads (1: one thread)" },
 	{ "poll_us", K_UINT, F(poll_us), false, "with one thread: poll for the next request this long, in us (50)" },
 	{ "fuse_uring", K_URING, F(fuse_uring), false,
-	  "FUSE requests over io_uring when the kernel offers it: off (default), auto, on" },
+	  "FUSE requests over io_uring when the kernel offers it: auto (default), on, off" },
 	{ "checker", K_BOOL, F(checker), false, "shadow checker on every commit (on)" },
 	{ "checker_cache_mb", K_UINT, F(checker_cache_mb), false, "checker's block cache in MiB (128)" },
 	{ "commit_interval_ms", K_UINT, F(commit_interval_ms), false, "commit age limit in ms (1000)" },
@@ -356,7 +356,7 @@ static void set_defaults(struct recon_config *cfg)
 	cfg->block_cache_mb = 64;
 	cfg->threads = 1;
 	cfg->poll_us = 50;
-	cfg->fuse_uring = FUSE_URING_OFF;
+	cfg->fuse_uring = FUSE_URING_AUTO;
 	cfg->checker = true;
 	cfg->checker_cache_mb = 128;
 	cfg->commit_interval_ms = 1000;

@@ -48,7 +48,7 @@ struct recon_config {
 	unsigned block_cache_mb;  /* default 64 */
 	unsigned threads;         /* FUSE worker threads, default 1 */
 	unsigned poll_us;         /* keep reading /dev/fuse this long before sleeping (one thread), default 50 */
-	enum fuse_uring_mode fuse_uring; /* FUSE requests over io_uring: off (default), auto, on */
+	enum fuse_uring_mode fuse_uring; /* FUSE requests over io_uring: auto (default), on, off */
 
 	/* checker and transactions */
 	bool checker;             /* default on */

@@ -28,7 +28,7 @@ void op_opendir(fuse_req_t req, fuse_ino_t fino, struct fuse_file_info *fi)
 	if (!ret && !LINUX_S_ISDIR(in.i_mode))
 		ret = -ENOTDIR;
 	if (!ret)
-		open_get(r, to_ext(fino));   /* an rmdir while open keeps the inode */
+		open_get(r, to_ext(fino), NULL);   /* an rmdir while open keeps the inode */
 	unlock(r);
 	if (ret) {
 		fuse_reply_err(req, -ret);

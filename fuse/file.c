@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,7 +170,11 @@ static void maybe_touch_atime(struct rfs *r, ext2_ino_t ino)
 	(void)wr_end(r, ret, false);
 }
 
-void open_get(struct rfs *r, ext2_ino_t ino)
+/* What an open file handle is, in fi->fh (set by set_open_mode). */
+#define FH_CACHED 1u	/* reads and writes go through the kernel's page cache */
+#define FH_DIRECT 2u	/* they bypass it: each write(2) is a WRITE */
+
+void open_get(struct rfs *r, ext2_ino_t ino, const struct fuse_file_info *fi)
 {
 	struct open_ino **p = open_slot(r, ino);
 	if (!*p) {
@@ -179,6 +184,19 @@ void open_get(struct rfs *r, ext2_ino_t ino)
 		(*p)->ino = ino;
 	}
 	(*p)->count++;
+	if (fi && (fi->fh & FH_CACHED))
+		(*p)->cached++;
+}
+
+/* An open the kernel never got (its opener went away): counted no more. */
+void open_undo(struct rfs *r, ext2_ino_t ino, const struct fuse_file_info *fi)
+{
+	struct open_ino *o = *open_slot(r, ino);
+	if (!o || !o->count)
+		return;
+	o->count--;
+	if (fi && (fi->fh & FH_CACHED) && o->cached)
+		o->cached--;
 }
 
 /* Write-only opens bypass the kernel's page cache (they cannot be read or
@@ -190,15 +208,18 @@ void open_get(struct rfs *r, ext2_ino_t ino)
  * cache before an asynchronous direct write (AIO, io_uring) and not after it
  * completes, so a buffered read racing it caches the old data for good
  * (tests/explore/dio_race: stale reads within 100 rounds); the direct-I/O
- * operations drop the range as each WRITE is sent, which leaves only the
- * window between that drop and our reply (tests/README.md, known gaps).  The price: such an fd cannot be mmapped shared
- * (ENODEV).  Other opens keep the cache. */
+ * operations drop the range as each WRITE is sent, and op_write closes the
+ * window between that drop and the reply.  The price: such an fd cannot be
+ * mmapped shared (ENODEV).  Other opens keep the cache. */
 void set_open_mode(struct fuse_file_info *fi)
 {
-	if ((fi->flags & O_ACCMODE) == O_WRONLY || (fi->flags & O_DIRECT))
+	if ((fi->flags & O_ACCMODE) == O_WRONLY || (fi->flags & O_DIRECT)) {
 		fi->direct_io = 1;
-	else
+		fi->fh = FH_DIRECT;
+	} else {
 		fi->keep_cache = 1;
+		fi->fh = FH_CACHED;
+	}
 }
 
 static int open_truncate(struct rfs *r, fuse_req_t req, ext2_ino_t ino, struct ext2_inode *in)
@@ -236,16 +257,25 @@ void op_open(fuse_req_t req, fuse_ino_t fino, struct fuse_file_info *fi)
 	 * when the file is already empty. */
 	if (!ret && (fi->flags & O_TRUNC) && LINUX_S_ISREG(in.i_mode))
 		ret = open_truncate(r, req, ino, &in);
+	set_open_mode(fi);
 	if (!ret)
-		open_get(r, ino);
+		open_get(r, ino, fi);
 	unlock(r);
 	attr_notify(r);
 	if (ret) {
 		fuse_reply_err(req, -ret);
 		return;
 	}
-	set_open_mode(fi);
-	fuse_reply_open(req, fi);
+	if (fuse_reply_open(req, fi) == -ENOENT) {
+		/* the opener went away: no RELEASE will come */
+		lock(r);
+		open_undo(r, ino, fi);
+		ret = held_settle(r, open_slot(r, ino));
+		unlock(r);
+		if (ret)
+			fprintf(stderr, "recon-fuse: cannot free unlinked inode %u: %s (it stays "
+				"on the orphan list)\n", ino, strerror(-ret));
+	}
 }
 
 void op_read(fuse_req_t req, fuse_ino_t fino, size_t size, off_t off,
@@ -395,13 +425,133 @@ out:
 	return ret;
 }
 
+/*
+ * Direct writes and the page cache.  The kernel drops the range of a direct
+ * write from its page cache as it sends the WRITE, not when the write
+ * completes (asynchronous direct I/O); a buffered READ of the range sent in
+ * between, or answered first because requests are served in parallel
+ * (threads, the io_uring queues), fills the cache with the old data, which
+ * then outlives the write.  So a direct WRITE to a file that someone has
+ * open through the page cache is answered only after an invalidation of its
+ * range has gone through.  The invalidation waits for pages a pending READ
+ * holds locked, so it runs on a thread of its own while requests go on.
+ */
+struct dw_job {
+	fuse_req_t req;		/* answered after the invalidation; NULL: none */
+	fuse_ino_t ino;
+	off_t off;
+	size_t len;
+	struct dw_job *next;
+};
+
+static struct {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct dw_job *head, **tail;
+	bool started, stopping, done;
+	pthread_t thread;
+	struct fuse_session *se;
+} dw = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+
+static void *dw_main(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&dw.mu);
+	for (;;) {
+		while (!dw.head && !dw.stopping)
+			pthread_cond_wait(&dw.cv, &dw.mu);
+		struct dw_job *j = dw.head;
+		if (!j)
+			break;		/* stopping, nothing left */
+		dw.head = j->next;
+		if (!dw.head)
+			dw.tail = &dw.head;
+		pthread_mutex_unlock(&dw.mu);
+		/* -ENOENT (the kernel has dropped the inode) is fine: no cache */
+		(void)fuse_lowlevel_notify_inval_inode(dw.se, j->ino, j->off, (off_t)j->len);
+		if (j->req)
+			fuse_reply_write(j->req, j->len);
+		free(j);
+		pthread_mutex_lock(&dw.mu);
+	}
+	dw.done = true;
+	pthread_mutex_unlock(&dw.mu);
+	return NULL;
+}
+
+/* Hand a direct write's invalidation (and its reply, when req) to the
+ * thread.  False when it cannot take it (out of memory, no thread): the
+ * caller answers itself. */
+static bool dw_push(struct rfs *r, fuse_req_t req, fuse_ino_t ino, off_t off, size_t len)
+{
+	struct dw_job *j = malloc(sizeof(*j));
+	if (!j)
+		return false;
+	*j = (struct dw_job){ .req = req, .ino = ino, .off = off, .len = len };
+	pthread_mutex_lock(&dw.mu);
+	if (!dw.started && !dw.stopping) {
+		dw.tail = &dw.head;
+		dw.se = r->se;
+		dw.started = pthread_create(&dw.thread, NULL, dw_main, NULL) == 0;
+	}
+	bool ok = dw.started && !dw.done;
+	if (ok) {
+		*dw.tail = j;
+		dw.tail = &j->next;
+		pthread_cond_signal(&dw.cv);
+	}
+	pthread_mutex_unlock(&dw.mu);
+	if (!ok)
+		free(j);
+	return ok;
+}
+
+void direct_write_replies_stop(void)
+{
+	pthread_mutex_lock(&dw.mu);
+	dw.stopping = true;
+	pthread_cond_signal(&dw.cv);
+	pthread_mutex_unlock(&dw.mu);
+}
+
+bool direct_write_replies_busy(void)
+{
+	pthread_mutex_lock(&dw.mu);
+	bool busy = dw.started && !dw.done;
+	pthread_mutex_unlock(&dw.mu);
+	return busy;
+}
+
+void direct_write_replies_join(void)
+{
+	pthread_mutex_lock(&dw.mu);
+	bool started = dw.started;
+	dw.stopping = true;
+	pthread_cond_signal(&dw.cv);
+	pthread_mutex_unlock(&dw.mu);
+	if (started)
+		pthread_join(dw.thread, NULL);
+	dw.started = false;
+}
+
+/* A direct write to a file open through the page cache elsewhere: its range
+ * must leave the cache before the write is answered. */
+static bool write_needs_invalidation(struct rfs *r, ext2_ino_t ino,
+				     const struct fuse_file_info *fi)
+{
+	if (!fi || !(fi->fh & FH_DIRECT))
+		return false;
+	struct open_ino *o = *open_slot(r, ino);
+	return o && o->cached;
+}
+
 void op_write(fuse_req_t req, fuse_ino_t fino, const char *data, size_t size, off_t off,
 		     struct fuse_file_info *fi)
 {
 	struct rfs *r = R(req);
+	bool inval = false;
 	int ret;
 
-	(void)fi;
 	/* a write that crosses the largest file size writes what fits, as the
 	 * kernel's ext3 does; EFBIG only when nothing does */
 	if (off >= 0 && (uint64_t)off < r->max_bytes && (uint64_t)off + size > r->max_bytes)
@@ -417,12 +567,22 @@ void op_write(fuse_req_t req, fuse_ino_t fino, const char *data, size_t size, of
 		} while (wr_retry_enospc(r, ret, &retried));
 		ret = wr_end(r, ret, false);
 	}
+	if (!ret)
+		inval = write_needs_invalidation(r, to_ext(fino), fi);
 	unlock(r);
 	attr_notify(r);
 	if (ret)
 		fuse_reply_err(req, -ret);
-	else
+	else if (!inval)
 		fuse_reply_write(req, size);
+	else if (!uring_may_hold_reply()) {
+		/* no entry of the queue to spare: answer now, invalidate next */
+		fuse_reply_write(req, size);
+		(void)dw_push(r, NULL, fino, off, size);
+	} else if (!dw_push(r, req, fino, off, size)) {
+		/* not from this thread: it may wait on a READ only we can answer */
+		fuse_reply_write(req, size);
+	}
 }
 
 /* Nothing to do at close (data reaches us by WRITE, durability by FSYNC):
@@ -439,12 +599,12 @@ void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 /* The last close of a file or directory unlinked while open frees it (it
  * waited on the orphan list) unless the kernel still holds it.  Called with
  * the lock held; 0 or -errno. */
-static int open_put(struct rfs *r, ext2_ino_t ino)
+static int open_put(struct rfs *r, ext2_ino_t ino, const struct fuse_file_info *fi)
 {
 	struct open_ino **p = open_slot(r, ino);
 	if (!*p || !(*p)->count)
 		return 0;
-	(*p)->count--;
+	open_undo(r, ino, fi);
 	return held_settle(r, p);
 }
 
@@ -454,9 +614,8 @@ void op_release(fuse_req_t req, fuse_ino_t fino, struct fuse_file_info *fi)
 	struct rfs *r = R(req);
 	int ret;
 
-	(void)fi;
 	lock(r);
-	ret = open_put(r, to_ext(fino));
+	ret = open_put(r, to_ext(fino), fi);
 	unlock(r);
 	fuse_reply_err(req, -ret);
 }

@@ -961,7 +961,8 @@ static void serve_until_notifier_done(struct rfs *r)
 	int fd = fuse_session_fd(r->se);
 
 	rfs_stop_notifier(r);
-	while (rfs_notifier_busy(r)) {
+	direct_write_replies_stop();
+	while (rfs_notifier_busy(r) || direct_write_replies_busy()) {
 		struct pollfd p = { .fd = fd, .events = POLLIN };
 		int n = poll(&p, 1, 20);
 		if (n < 0 && errno != EINTR)
@@ -979,6 +980,7 @@ static void serve_until_notifier_done(struct rfs *r)
 	}
 	free(buf.mem);
 	rfs_join_notifier(r);
+	direct_write_replies_join();
 }
 
 int main(int argc, char **argv)

@@ -397,22 +397,20 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 	if (!ret)
 		ret = wr_end(r, make_node(r, req, to_ext(parent), name,
 					  (mode & 07777) | LINUX_S_IFREG, 0, NULL, &e, &ino), false);
+	set_open_mode(fi);
 	if (!ret) {
 		hold_new(r, ino);
-		open_get(r, ino);
+		open_get(r, ino, fi);
 	}
 	unlock(r);
 	if (ret) {
 		fuse_reply_err(req, -ret);
 		return;
 	}
-	set_open_mode(fi);
 	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
 		/* the opener went away: undo the open count and the reference */
 		lock(r);
-		struct open_ino **p = open_slot(r, ino);
-		if (*p && (*p)->count)
-			(*p)->count--;
+		open_undo(r, ino, fi);
 		lookup_put(r, ino, 1);
 		unlock(r);
 	}

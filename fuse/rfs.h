@@ -21,6 +21,7 @@
 struct open_ino {
 	ext2_ino_t ino;
 	unsigned count;            /* open file handles */
+	unsigned cached;           /* of them, those reading through the page cache */
 	uint64_t nlookup;          /* the kernel's references */
 	bool orphan;
 	bool data_err;             /* a write of its data failed: the next fsync says EIO */
@@ -287,8 +288,17 @@ void op_read(fuse_req_t req, fuse_ino_t fino, size_t size, off_t off,
 void op_release(fuse_req_t req, fuse_ino_t fino, struct fuse_file_info *fi);
 void op_write(fuse_req_t req, fuse_ino_t fino, const char *data, size_t size, off_t off,
 		     struct fuse_file_info *fi);
-void open_get(struct rfs *r, ext2_ino_t ino);
+/* fi NULL: a directory (no page cache of ours to track) */
+void open_get(struct rfs *r, ext2_ino_t ino, const struct fuse_file_info *fi);
+void open_undo(struct rfs *r, ext2_ino_t ino, const struct fuse_file_info *fi);
 void set_open_mode(struct fuse_file_info *fi);
+/* The thread that answers direct writes once the kernel's page cache holds
+ * nothing older than them (file.c).  At the end of the session: stop (it
+ * finishes what is queued, which may wait on requests still to be served:
+ * serve while busy), then join. */
+void direct_write_replies_stop(void);
+bool direct_write_replies_busy(void);
+void direct_write_replies_join(void);
 
 /* orphan.c */
 errcode_t commit_midway(struct rfs *r);
@@ -366,6 +376,11 @@ void op_ioctl(fuse_req_t req, fuse_ino_t fino, unsigned int cmd, void *arg,
 struct rfs_uring *uring_prepare(struct rfs *r, int devfd, size_t max_payload);
 int uring_start(struct rfs_uring *u, bool init_sent);
 bool uring_reply(struct rfs_uring *u, const struct iovec *iov, int count, ssize_t *res);
+/* May the request this thread serves keep its reply for later?  Always
+ * through /dev/fuse; over the ring only while the thread's queue keeps
+ * another entry free for requests (a held entry must not be the one that a
+ * request the later reply waits for needs). */
+bool uring_may_hold_reply(void);
 int uring_stop(struct rfs_uring *u, uint64_t *served);
 unsigned uring_queues(const struct rfs_uring *u);
 /* Whether the kernel offers the transport to new mounts (its fuse module's

@@ -71,7 +71,7 @@ _Static_assert(sizeof(struct uring_ent_in_out) == 32, "fuse_uring_ent_in_out lay
 _Static_assert(sizeof(struct uring_req_header) == 288, "fuse_uring_req_header layout");
 _Static_assert(sizeof(struct uring_cmd_req) <= 80, "command area of an SQE128");
 
-#define QUEUE_DEPTH 2		/* ring entries per queue */
+#define QUEUE_DEPTH 8		/* ring entries per queue */
 /* Room in front of the payload for the in-header and first argument, so a
  * request is contiguous without copying its payload. */
 #define FRONT 256
@@ -311,6 +311,20 @@ bool uring_reply(struct rfs_uring *u, const struct iovec *iov, int count, ssize_
 			*res = (ssize_t)total;
 			return true;
 		}
+	}
+	return false;
+}
+
+bool uring_may_hold_reply(void)
+{
+	struct entry *cur = current_entry;
+	if (!cur)
+		return true;
+	struct server *s = cur->srv;
+	for (unsigned i = 0; i < QUEUE_DEPTH; i++) {
+		struct entry *e = &s->ent[i];
+		if (e != cur && !e->dead && atomic_load(&e->unique) == 0 && !e->pending)
+			return true;
 	}
 	return false;
 }

@@ -1,16 +1,39 @@
 #!/bin/bash
-# Known gap: dio_race (buffered reads racing asynchronous O_DIRECT writes)
-# with requests served in parallel, here threads=2 through /dev/fuse; the
-# per-CPU queues of fuse_uring=on/auto do the same.  A READ the kernel queued
-# after a WRITE of the same range may be answered first; the page it fills
-# keeps the old data after the write completed.  One /dev/fuse reader (the
-# default) answers in the kernel's order and passes dio_race.sh.
+# dio_race (buffered reads racing asynchronous O_DIRECT writes of the same
+# range) with requests served in parallel: threads=2 through /dev/fuse, and
+# the per-CPU queues of fuse_uring=on when the fuse module's enable_uring can
+# be set for the test.  A READ the kernel queued after a direct WRITE may be
+# answered first there; the WRITE's reply must still wait until no page the
+# READ filled with older data is left in the cache.  A read-write O_DIRECT fd
+# and a write-only one, each DIO_RACE_SECONDS (default 5).
 . "$(dirname "$0")/../integration/lib.sh"
 . "$(dirname "$0")/lib_explore.sh"
 need_root
 [ -x "$DIO_RACE" ] || die "dio_race not built: $DIO_RACE"
+SECS=${DIO_RACE_SECONDS:-5}
+race_both() {   # DIR
+	"$DIO_RACE" -t "$SECS" "$1/rw" && "$DIO_RACE" -w -t "$SECS" "$1/wo"
+}
 img="$SCRATCH/dio.img"
 mkimg "$img" 4096 256M
-EXPLORE_RECON_OPTS=threads=2 recon_run "$img" "dio_race, threads=2" \
-	"$DIO_RACE" -t "${DIO_RACE_SECONDS:-5}" "$SCRATCH/mnt/rw"
+EXPLORE_RECON_OPTS=threads=2 recon_run "$img" "dio_race, threads=2" race_both "$SCRATCH/mnt"
+
+# The parameter is global: tests that set it take this lock and put back the
+# value they found (as fuse_uring.sh).
+param=/sys/module/fuse/parameters/enable_uring
+if [ -e "$param" ]; then
+	exec 8>/tmp/recon-fuse-enable-uring.lock
+	if flock -w $((600 * TMUL)) 8; then
+		saved=$(cat "$param")
+		if echo Y >"$param" 2>/dev/null && [ "$(cat "$param")" = Y ]; then
+			mkimg "$img" 4096 256M
+			EXPLORE_RECON_OPTS=fuse_uring=on recon_run "$img" "dio_race, fuse_uring=on" \
+				race_both "$SCRATCH/mnt"
+		else
+			echo "dio_race_parallel: cannot set $param: the io_uring queues not tried"
+		fi
+		echo "$saved" >"$param" 2>/dev/null
+		flock -u 8
+	fi
+fi
 finish
