@@ -711,6 +711,14 @@ static int load_groups(struct chk_fs *fs, char *err, size_t errlen)
 	int r = 0;
 	for (uint32_t g = 0; g < fs->ngroups && !r; g++) {
 		const struct ext2_group_desc *d = &fs->gd[g];
+		/* mke2fs puts the inode bitmap right after the block bitmap: one
+		 * read for both (a large disk has over a hundred thousand groups) */
+		if (d->bg_inode_bitmap == (uint64_t)d->bg_block_bitmap + 1 &&
+		    fs->read(fs->ctx, (uint64_t)d->bg_block_bitmap * fs->bs, bb, 2 * fs->bs) == 0) {
+			if (chk_group_load(fs, g, bb, ib, scratch))
+				r = fail(err, errlen, -ENOMEM, "out of memory for the shadow state");
+			continue;
+		}
 		r = fs->read(fs->ctx, (uint64_t)d->bg_block_bitmap * fs->bs, bb, fs->bs);
 		if (r) {
 			r = fail(err, errlen, r > 0 ? -EIO : r, "group %u: cannot read block bitmap %u", g,

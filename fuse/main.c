@@ -521,7 +521,7 @@ static int prepare_fs(struct rfs *r)
 		readahead_group_metadata(fs);
 		/* each bitmap block is read once here: past the block cache */
 		(void)io_channel_set_options(fs->io, "cache=off");
-		e = ext2fs_read_bitmaps(fs);
+		e = rfs_read_bitmaps(fs);
 		(void)io_channel_set_options(fs->io, "cache=on");
 		if (e) {
 			fprintf(stderr, "recon-fuse: cannot read the bitmaps of %s: %s; mount with -o ro "

@@ -137,6 +137,11 @@ void rfs_join_notifier(struct rfs *r);
 
 extern const struct fuse_lowlevel_ops rfs_ops;
 
+/* bitmaps.c: fs->block_map and fs->inode_map from the disk, as
+ * ext2fs_read_bitmaps() makes them, in time that grows with the groups in
+ * use rather than with the disk.  0 or a libext2fs error (then none). */
+errcode_t rfs_read_bitmaps(ext2_filsys fs);
+
 /* Mount-time checks (mountcheck.c), each 0 or -1 with a one-line reason in
  * msg.  rfs_check_geometry: the superblock and group descriptors are sane
  * enough to read anything through them (before anything is); dev, when not

@@ -1,0 +1,145 @@
+/*
+ * fuse/bitmaps.c - reading the allocation bitmaps at mount.
+ *
+ * libext2fs's ext2fs_read_bitmaps() hands each group's bitmap block to its
+ * red-black-tree bitmap a byte at a time; on a 15 TiB disk (120,000 groups
+ * of 32,768 blocks) that is most of the mount.  Nearly every group of a big
+ * disk is empty or full up to some block: its bitmap is a run of ones from
+ * the start and zeros after it, which is one range to mark.  So groups of
+ * that shape are marked as a range and every other group goes through
+ * libext2fs's own range call; the result is the same bitmap, tails and
+ * padding included.  Images with group descriptor checksums (their
+ * uninitialised groups) or bigalloc are left to ext2fs_read_bitmaps.
+ */
+#include "rfs.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Index of the first clear bit of b[0..nbits), or nbits. */
+static uint32_t first_clear(const unsigned char *b, uint32_t nbits)
+{
+	uint32_t i = 0;
+	for (; i + 64 <= nbits; i += 64) {
+		uint64_t w;
+		memcpy(&w, b + i / 8, sizeof(w));
+		if (w != ~0ULL)
+			break;
+	}
+	for (; i < nbits; i++)
+		if (!(b[i / 8] & (1u << (i % 8))))
+			return i;
+	return nbits;
+}
+
+/* True when no bit of b[from..nbits) is set. */
+static bool none_set(const unsigned char *b, uint32_t from, uint32_t nbits)
+{
+	uint32_t i = from;
+	for (; i < nbits && (i % 64); i++)
+		if (b[i / 8] & (1u << (i % 8)))
+			return false;
+	for (; i + 64 <= nbits; i += 64) {
+		uint64_t w;
+		memcpy(&w, b + i / 8, sizeof(w));
+		if (w)
+			return false;
+	}
+	for (; i < nbits; i++)
+		if (b[i / 8] & (1u << (i % 8)))
+			return false;
+	return true;
+}
+
+/* As libext2fs judges a bitmap block: the bytes past the group's bits are
+ * all ones. */
+static bool tail_ok(const unsigned char *b, size_t nbytes, size_t bs)
+{
+	size_t i = nbytes;
+	for (; i < bs && (i % 8); i++)
+		if (b[i] != 0xff)
+			return false;
+	for (; i + 8 <= bs; i += 8) {
+		uint64_t w;
+		memcpy(&w, b + i, sizeof(w));
+		if (w != ~0ULL)
+			return false;
+	}
+	for (; i < bs; i++)
+		if (b[i] != 0xff)
+			return false;
+	return true;
+}
+
+/* Read bitmap block blk into buf (zeros for 0 or a block past the end, as
+ * libext2fs reads them); the tail problem flag in *tail when it is bad. */
+static errcode_t read_one(ext2_filsys fs, blk64_t blk, unsigned char *buf, size_t nbytes,
+			  errcode_t fail, int flag, int *tail)
+{
+	if (!blk || blk >= ext2fs_blocks_count(fs->super)) {
+		memset(buf, 0, nbytes);
+		return 0;
+	}
+	if (io_channel_read_blk64(fs->io, blk, 1, buf))
+		return fail;
+	if (!tail_ok(buf, nbytes, fs->blocksize))
+		*tail |= flag;
+	return 0;
+}
+
+errcode_t rfs_read_bitmaps(ext2_filsys fs)
+{
+	struct ext2_super_block *sb = fs->super;
+	uint32_t bpg = EXT2_CLUSTERS_PER_GROUP(sb), ipg = EXT2_INODES_PER_GROUP(sb);
+	size_t bnbytes = bpg / 8, inbytes = ipg / 8;
+
+	if (ext2fs_has_group_desc_csum(fs) || ext2fs_has_feature_bigalloc(sb) ||
+	    bnbytes > fs->blocksize || inbytes > fs->blocksize || fs->block_map || fs->inode_map)
+		return ext2fs_read_bitmaps(fs);
+
+	unsigned char *buf = malloc((size_t)2 * fs->blocksize);
+	if (!buf)
+		return EXT2_ET_NO_MEMORY;
+	unsigned char *bb = buf, *ib = buf + fs->blocksize;
+	fs->write_bitmaps = ext2fs_write_bitmaps;
+	errcode_t e = ext2fs_allocate_block_bitmap(fs, "block bitmap", &fs->block_map);
+	if (!e)
+		e = ext2fs_allocate_inode_bitmap(fs, "inode bitmap", &fs->inode_map);
+	int tail = 0;
+	blk64_t first = sb->s_first_data_block;
+	for (dgrp_t g = 0; !e && g < fs->group_desc_count; g++) {
+		blk64_t bblk = ext2fs_block_bitmap_loc(fs, g), iblk = ext2fs_inode_bitmap_loc(fs, g);
+		e = read_one(fs, bblk, bb, bnbytes, EXT2_ET_BLOCK_BITMAP_READ,
+			     EXT2_FLAG_BBITMAP_TAIL_PROBLEM, &tail);
+		if (!e)
+			e = read_one(fs, iblk, ib, inbytes, EXT2_ET_INODE_BITMAP_READ,
+				     EXT2_FLAG_IBITMAP_TAIL_PROBLEM, &tail);
+		if (e)
+			break;
+		blk64_t start = first + (blk64_t)g * bpg;
+		uint32_t ones = first_clear(bb, bpg);
+		/* the last group's bits past the end go through libext2fs, which
+		 * keeps them between the bitmap's end and its real end */
+		if (g + 1 < fs->group_desc_count && none_set(bb, ones, bpg)) {
+			if (ones)
+				ext2fs_mark_block_bitmap_range2(fs->block_map, start, ones);
+		} else {
+			e = ext2fs_set_block_bitmap_range2(fs->block_map, start, bpg, bb);
+		}
+		/* a fresh bitmap is all clear: an empty group's is already there */
+		if (!e && !none_set(ib, 0, ipg))
+			e = ext2fs_set_inode_bitmap_range2(fs->inode_map, (ext2_ino_t)g * ipg + 1,
+							   ipg, ib);
+	}
+	free(buf);
+	if (e) {
+		ext2fs_free_block_bitmap(fs->block_map);
+		ext2fs_free_inode_bitmap(fs->inode_map);
+		fs->block_map = NULL;
+		fs->inode_map = NULL;
+		return e;
+	}
+	fs->flags &= ~(EXT2_FLAG_BBITMAP_TAIL_PROBLEM | EXT2_FLAG_IBITMAP_TAIL_PROBLEM);
+	fs->flags |= tail;
+	return 0;
+}
