@@ -7,6 +7,18 @@
 need_root
 
 free_blocks() { dumpe2fs -h "$1" 2>/dev/null | sed -n 's/^Free blocks: *//p'; }
+# The daemon killed (-9) while $holder keeps files open, then the holder
+# ended and the dead mount taken away.
+kill_with_holder() {
+	kill -9 "$daemon"
+	wait "$daemon" 2>/dev/null
+	forget_pid "$daemon"
+	RECON_PID=
+	kill "$holder" 2>/dev/null
+	wait "$holder" 2>/dev/null
+	fusermount3 -uz "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null
+	rm -f "$SCRATCH/holder.ready"
+}
 
 for bs in 1024 4096; do
 	img="$SCRATCH/unl-$bs.img" mnt="$SCRATCH/mnt"
@@ -73,14 +85,7 @@ EOF
 	for ((i = 0; i < 300; i++)); do [ -e "$SCRATCH/holder.ready" ] && break; sleep 0.1; done
 	[ -e "$SCRATCH/holder.ready" ] || fail "the file holder did not get ready ($bs)"
 	sleep 0.5
-	kill -9 "$daemon"
-	wait "$daemon" 2>/dev/null
-	forget_pid "$daemon"
-	RECON_PID=
-	kill "$holder" 2>/dev/null
-	wait "$holder" 2>/dev/null
-	fusermount3 -uz "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null
-	rm -f "$SCRATCH/holder.ready"
+	kill_with_holder
 	orphan=$(dumpe2fs -h "$img" 2>/dev/null | sed -n 's/^First orphan inode: *//p')
 	needs=$(dumpe2fs -h "$img" 2>/dev/null | grep -c needs_recovery)
 	# the orphan is on disk either in place or in the journal awaiting replay
@@ -147,14 +152,7 @@ EOF
 	holder=$!
 	for ((i = 0; i < 600; i++)); do [ -e "$SCRATCH/holder.ready" ] && break; sleep 0.1; done
 	[ -e "$SCRATCH/holder.ready" ] || fail "the holder of many orphans did not get ready (seed $seed, $bs)"
-	kill -9 "$daemon"
-	wait "$daemon" 2>/dev/null
-	forget_pid "$daemon"
-	RECON_PID=
-	kill "$holder" 2>/dev/null
-	wait "$holder" 2>/dev/null
-	fusermount3 -uz "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null
-	rm -f "$SCRATCH/holder.ready"
+	kill_with_holder
 	mount_recon "$img" "$mnt" || die "mount after a kill with many orphans (seed $seed, $bs)"
 	[ -z "$(ls -A "$mnt" | grep -v lost+found)" ] || fail "unlinked names came back (seed $seed, $bs)"
 	umount_recon "$mnt"
