@@ -321,12 +321,16 @@ bool uring_may_hold_reply(void)
 	if (!cur)
 		return true;
 	struct server *s = cur->srv;
-	for (unsigned i = 0; i < QUEUE_DEPTH; i++) {
+	bool spare = false;
+	/* a reply another thread is placing clears unique and sets pending
+	 * under pending_mu: read both under it */
+	pthread_mutex_lock(&s->pending_mu);
+	for (unsigned i = 0; i < QUEUE_DEPTH && !spare; i++) {
 		struct entry *e = &s->ent[i];
-		if (e != cur && !e->dead && atomic_load(&e->unique) == 0 && !e->pending)
-			return true;
+		spare = e != cur && !e->dead && atomic_load(&e->unique) == 0 && !e->pending;
 	}
-	return false;
+	pthread_mutex_unlock(&s->pending_mu);
+	return spare;
 }
 
 /* A request arrived in entry e: rebuild its /dev/fuse form in front of the
