@@ -1,8 +1,9 @@
 #!/bin/bash
 # dio_race (buffered reads racing asynchronous O_DIRECT writes of the same
-# range) with requests served in parallel: threads=2 through /dev/fuse, and
-# the per-CPU queues of fuse_uring=on when the fuse module's enable_uring can
-# be set for the test.  A READ the kernel queued after a direct WRITE may be
+# range) with requests served in parallel: threads=2 through /dev/fuse; with
+# DIO_RACE_URING=1 (dio_race_uring.sh, a known gap: a stale read in about
+# 3,000 rounds remains) the per-CPU queues of fuse_uring=on, when the fuse
+# module's enable_uring can be set for the test.  A READ the kernel queued after a direct WRITE may be
 # answered first there; the WRITE's reply must still wait until no page the
 # READ filled with older data is left in the cache.  A read-write O_DIRECT fd
 # and a write-only one, each DIO_RACE_SECONDS (default 5).
@@ -15,8 +16,11 @@ race_both() {   # DIR
 	"$DIO_RACE" -t "$SECS" "$1/rw" && "$DIO_RACE" -w -t "$SECS" "$1/wo"
 }
 img="$SCRATCH/dio.img"
-mkimg "$img" 4096 256M
-EXPLORE_RECON_OPTS=threads=2 recon_run "$img" "dio_race, threads=2" race_both "$SCRATCH/mnt"
+if [ -z "${DIO_RACE_URING:-}" ]; then
+	mkimg "$img" 4096 256M
+	EXPLORE_RECON_OPTS=threads=2 recon_run "$img" "dio_race, threads=2" race_both "$SCRATCH/mnt"
+	finish
+fi
 
 # The parameter is global: tests that set it take this lock and put back the
 # value they found (as fuse_uring.sh).
