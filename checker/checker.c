@@ -905,6 +905,39 @@ bad:
 	return r;
 }
 
+/* The superblock with the fields a mount may change zeroed: the free counts
+ * (recounted from the descriptors), the state and needs-recovery flag (the
+ * mount marks itself), the write and mount times and counters. */
+static void sb_without_mount_fields(const uint8_t *raw, struct ext2_super_block *out)
+{
+	memcpy(out, raw, sizeof(*out));
+	out->s_free_blocks_count = out->s_free_blocks_hi = 0;
+	out->s_free_inodes_count = 0;
+	out->s_state = 0;
+	out->s_feature_incompat &= ~(uint32_t)EXT3_FEATURE_INCOMPAT_RECOVER;
+	out->s_mtime = out->s_wtime = 0;
+	out->s_mtime_hi = out->s_wtime_hi = 0;
+	out->s_mnt_count = 0;
+	out->s_kbytes_written = 0;
+	out->s_checksum = 0;
+}
+
+int chk_refresh_super(struct chk_fs *fs)
+{
+	uint8_t raw[1024] __attribute__((aligned(8)));
+	int r = fs->read(fs->ctx, 1024, raw, sizeof(raw));
+	if (r)
+		return r < 0 ? r : -EIO;
+	struct ext2_super_block was, now;
+	sb_without_mount_fields(fs->sb_raw, &was);
+	sb_without_mount_fields(raw, &now);
+	if (memcmp(&was, &now, sizeof(was)))
+		return -ESTALE;
+	memcpy(fs->sb_raw, raw, sizeof(raw));
+	chk_cache_drop(fs, fs->sb_blk);
+	return 0;
+}
+
 void chk_detach(struct chk_fs *fs)
 {
 	if (!fs)

@@ -53,6 +53,18 @@ int  chk_attach(struct chk_fs **out, chk_read_fn read, void *ctx,
 		const struct chk_options *opt, char *err, size_t errlen);
 void chk_detach(struct chk_fs *fs);
 
+/*
+ * Take the superblock anew after the caller changed it on the device between
+ * chk_attach and the first chk_check: a mount's recounted free counts and its
+ * "mounted" marks, written while the attach ran beside it.  Only what
+ * describes no layout may differ (free counts, s_state, the needs-recovery
+ * flag, write and mount times, the mount count, s_kbytes_written, the
+ * checksum); the rest of the attached state is kept.  0: the re-read
+ * superblock is the approved one; -ESTALE: something else differs (the
+ * state is unchanged: detach and attach anew); or the read's -errno.
+ */
+int  chk_refresh_super(struct chk_fs *fs);
+
 /* File-system block size, in bytes (valid after attach). */
 uint32_t chk_block_size(const struct chk_fs *fs);
 

@@ -519,6 +519,8 @@ static int prepare_fs(struct rfs *r)
 	r->max_bytes = max_file_bytes(fs);
 	if (!r->ro) {
 		readahead_group_metadata(fs);
+		/* the checker's attach reads the same bitmaps: beside this pass */
+		(void)rio_txn_prepare(fs);
 		/* each bitmap block is read once here: past the block cache */
 		(void)io_channel_set_options(fs->io, "cache=off");
 		e = rfs_read_bitmaps(fs);

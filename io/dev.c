@@ -449,8 +449,14 @@ static void readahead_one(struct dev *d, uint64_t off, size_t len)
 static void *readahead_thread(void *arg)
 {
 	struct dev *d = arg;
-	for (size_t i = 0; i < d->ra_n && !atomic_load(&d->ra_stop); i++)
-		readahead_one(d, d->ra_offs[i], d->ra_len);
+	/* adjacent blocks (a group's two bitmaps) in one hint: one request */
+	for (size_t i = 0; i < d->ra_n && !atomic_load(&d->ra_stop);) {
+		size_t j = i + 1;
+		while (j < d->ra_n && d->ra_offs[j] == d->ra_offs[j - 1] + d->ra_len)
+			j++;
+		readahead_one(d, d->ra_offs[i], d->ra_len * (j - i));
+		i = j;
+	}
 	return NULL;
 }
 

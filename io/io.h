@@ -64,6 +64,7 @@ struct rio_stats {
 	uint64_t cache_hits, cache_misses;      /* metadata block cache */
 	uint64_t meta_writes;                   /* block writes through the seam */
 	bool     uring;                         /* io_uring in use (false: fallback) */
+	bool     checker_attached_early;        /* rio_txn_prepare's attach was taken over */
 };
 errcode_t rio_get_stats(io_channel ch, struct rio_stats *out);
 
@@ -147,6 +148,14 @@ errcode_t rio_image_check(ext2_filsys fs, char **report);
  * checker to the on-disk state, mark the file system mounted (needs_recovery
  * on ext3 with the journal, VALID_FS cleared otherwise). */
 errcode_t rio_txn_attach(ext2_filsys fs);
+
+/* Begin rio_txn_attach's checker attach now, on a thread of its own, beside
+ * the mount's other reads (libext2fs's bitmaps): the attach takes it over.
+ * What it read is used only when nothing but the primary superblock was
+ * written in between (else the attach reads anew); the channel must hold no
+ * dirty block (else nothing is begun).  Close waits for it.  0, or ENOMEM
+ * or a thread error (nothing begun; the attach works as without it). */
+errcode_t rio_txn_prepare(ext2_filsys fs);
 
 /* The base case of the checker's induction, after rio_txn_attach and before
  * the first write: judge the attached image as a whole (chk_scan; with the

@@ -183,6 +183,8 @@ static errcode_t meta_write_seam(struct rio_chan *rc, uint64_t off, size_t len, 
 	if (len == 0)
 		return 0;
 	rc->meta_writes++;
+	if (rc->prep)
+		rio_txn_prep_note_write(rc, off, len);
 	if (rc->txn)
 		return rio_ovl_write(rc->txn, rc, off, len, buf);
 	return rio_cache_write(&rc->cache, &rc->dev, off, len, buf);
@@ -319,6 +321,7 @@ static errcode_t rio_close(io_channel ch)
 		rio_txn_free(rc->txn);
 		rc->txn = NULL;
 	}
+	rio_txn_prep_drop(rc);
 	if (rc->flags & IO_FLAG_RW)
 		err = rio_flush_device(ch);
 	rio_cache_destroy(&rc->cache);
@@ -493,6 +496,7 @@ errcode_t rio_get_stats(io_channel ch, struct rio_stats *out)
 	pthread_mutex_unlock(&rc->cache.lock);
 	out->meta_writes = rc->meta_writes;
 	out->uring = rc->dev.uring;
+	out->checker_attached_early = rc->chk_early;
 	return 0;
 }
 
@@ -516,6 +520,8 @@ static errcode_t data_write_begin(io_channel ch, ext2_ino_t ino, const struct ri
 		return EIO;
 	size_t bs = (size_t)ch->block_size;
 	for (unsigned i = 0; i < n; i++) {
+		if (rc->prep)
+			rio_txn_prep_note_write(rc, ext[i].blk * bs, (size_t)ext[i].count * bs);
 		rio_cache_invalidate(&rc->cache, ext[i].blk * bs, (size_t)ext[i].count * bs);
 		if (t)
 			rio_ovl_data_written(t, ext[i].blk * bs, (size_t)ext[i].count * bs);

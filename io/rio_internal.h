@@ -134,6 +134,7 @@ struct cache {
 
 /* ---- transactions (txn.c) ---- */
 struct txn;
+struct txn_prep;
 
 /* One rejected (or, with on_violation=log, let-through) invariant. */
 struct txn_violation {
@@ -179,6 +180,8 @@ struct rio_chan {
 	pthread_mutex_t ovl_lock;
 	uint64_t meta_writes;
 	uint64_t data_write_calls;  /* rio_data_io writes, for fault_data_eio */
+	struct txn_prep *prep;      /* the checker's attach begun early (txn.c) */
+	bool    chk_early;          /* the attached checker is the early one */
 	struct txn_totals totals;
 	/* set at detach: libext2fs's close must not fold our byte counts into
 	 * s_kbytes_written again and rewrite the superblock unchecked */
@@ -262,6 +265,11 @@ void      rio_ovl_data_written(struct txn *t, uint64_t off, size_t len);
 errcode_t rio_txn_data_guard(struct txn *t, ext2_ino_t ino, const struct rio_extent *ext,
 			     unsigned n);
 void      rio_txn_free(struct txn *t);
+/* txn.c: a write of [off, off+len) before rio_txn_attach, while an early
+ * attach reads the device: anything but the primary superblock makes what it
+ * read stale.  rio_txn_prep_drop waits for it and frees it (close). */
+void      rio_txn_prep_note_write(struct rio_chan *rc, uint64_t off, size_t len);
+void      rio_txn_prep_drop(struct rio_chan *rc);
 void      rio_txn_totals_free(struct txn_totals *tt);
 
 #endif

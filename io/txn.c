@@ -646,6 +646,119 @@ static errcode_t attach_checker(struct rio_chan *rc, chk_read_fn read, chk_zero_
 	return 0;
 }
 
+/* ---- the checker's attach, begun early ----
+ * On a large disk the attach reads every group's bitmaps, as libext2fs does
+ * just before it: begun beside libext2fs's pass, the two wait on the device
+ * together.  Until rio_txn_attach takes it over it reads the device itself
+ * (the cache's lock is held across a read that misses, so libext2fs's pass
+ * would serialize with it); the channel had no dirty block when it began, and
+ * any later write but the primary superblock's makes what it read stale. */
+struct txn_prep {
+	pthread_t thread;
+	struct rio_chan *rc;
+	struct chk_fs *chk;
+	int ret;
+	atomic_bool direct;   /* reads go to the device, not the approved state */
+	atomic_bool stale;
+	atomic_bool cancel;
+};
+
+static int prep_read_cb(void *ctx, uint64_t offset, void *buf, size_t len)
+{
+	struct rio_chan *rc = ctx;
+	struct txn_prep *p = rc->prep;
+	if (!p || !atomic_load(&p->direct))
+		return approved_read_cb(rc, offset, buf, len);
+	if (atomic_load(&p->cancel))
+		return -ECANCELED;
+	errcode_t err = rio_dev_pread(&rc->dev, offset, buf, len);
+	if (!err)
+		return 0;
+	return err < 256 ? -(int)err : -EIO;
+}
+
+static int prep_zero_cb(void *ctx, uint64_t offset, size_t len)
+{
+	struct rio_chan *rc = ctx;
+	struct txn_prep *p = rc->prep;
+	if (!p || !atomic_load(&p->direct))
+		return approved_zero_cb(rc, offset, len);
+	return rio_dev_is_hole(&rc->dev, offset, len);
+}
+
+static void *prep_main(void *arg)
+{
+	struct txn_prep *p = arg;
+	char msg[256];
+	struct chk_options opt = { .cache_bytes = (size_t)rio_cfg.checker_cache_mb << 20,
+				   .zero = prep_zero_cb };
+	p->ret = chk_attach(&p->chk, prep_read_cb, p->rc, &opt, msg, sizeof(msg));
+	return NULL;
+}
+
+void rio_txn_prep_note_write(struct rio_chan *rc, uint64_t off, size_t len)
+{
+	if (rc->prep && (off < SUPERBLOCK_OFFSET || off + len > SUPERBLOCK_OFFSET + SUPERBLOCK_SIZE))
+		atomic_store(&rc->prep->stale, true);
+}
+
+/* Wait for the early attach: its checker when usable (from here on reading
+ * the approved state, as any checker), else NULL. */
+static struct chk_fs *prep_take(struct rio_chan *rc)
+{
+	struct txn_prep *p = rc->prep;
+	if (!p)
+		return NULL;
+	pthread_join(p->thread, NULL);
+	atomic_store(&p->direct, false);
+	struct chk_fs *chk = p->ret == 0 && !atomic_load(&p->stale) ? p->chk : NULL;
+	if (!chk)
+		chk_detach(p->chk);
+	if (chk && chk_refresh_super(chk)) {
+		chk_detach(chk);
+		chk = NULL;
+	}
+	rc->prep = NULL;
+	free(p);
+	return chk;
+}
+
+void rio_txn_prep_drop(struct rio_chan *rc)
+{
+	if (rc->prep) {
+		atomic_store(&rc->prep->cancel, true);
+		chk_detach(prep_take(rc));
+	}
+}
+
+errcode_t rio_txn_prepare(ext2_filsys fs)
+{
+	struct rio_chan *rc = chan_of_fs(fs);
+	if (!rc)
+		return EXT2_ET_MAGIC_IO_CHANNEL;
+	if (!rio_cfg.checker || rc->txn || rc->prep || rc->replay || !(rc->flags & IO_FLAG_RW) ||
+	    rio_cache_dirty(&rc->cache))
+		return 0;
+	struct txn_prep *p = calloc(1, sizeof(*p));
+	if (!p)
+		return ENOMEM;
+	p->rc = rc;
+	atomic_store(&p->direct, true);
+	rc->prep = p;
+	/* as the commit thread: the daemon's signals belong to its FUSE loop */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	int ret = pthread_create(&p->thread, NULL, prep_main, p);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (ret) {
+		rc->prep = NULL;
+		free(p);
+		return (errcode_t)ret;
+	}
+	return 0;
+}
+
 void rio_txn_free(struct txn *t)
 {
 	if (!t)
@@ -789,7 +902,8 @@ errcode_t rio_txn_attach(ext2_filsys fs)
 	if (fs->orig_super)
 		memcpy(fs->orig_super, fs->super, SUPERBLOCK_SIZE);
 
-	if (rio_cfg.checker) {
+	rc->chk_early = rio_cfg.checker && (t->chk = prep_take(rc)) != NULL;
+	if (rio_cfg.checker && !t->chk) {
 		err = attach_checker(rc, approved_read_cb, approved_zero_cb, &t->chk);
 		if (err) {
 			t->chk = NULL;
@@ -1167,6 +1281,7 @@ errcode_t rio_write_stats(io_channel ch, const char *path)
 	fprintf(f, "  \"bytes_written\": %" PRIu64 ",\n  \"bytes_read\": %" PRIu64 ",\n",
 		st.bytes_written, st.bytes_read);
 	fprintf(f, "  \"flushes\": %" PRIu64 ",\n", st.flushes);
+	fprintf(f, "  \"checker_attached_early\": %s,\n", st.checker_attached_early ? "true" : "false");
 	fprintf(f, "  \"blocks_checked\": %" PRIu64 ",\n  \"blocks_journalled\": %" PRIu64 ",\n",
 		tt->blocks_checked, tt->blocks_journalled);
 	fprintf(f, "  \"violations\": [");

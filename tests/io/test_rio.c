@@ -1012,6 +1012,74 @@ static void test_async_small(bool journal)
 }
 
 
+/* The checker's attach begun beside the mount's bitmap pass
+ * (rio_txn_prepare) is taken over only when nothing but the primary
+ * superblock's mount fields changed meanwhile; otherwise the attach reads
+ * anew.  Either way the base check is clean and commits are approved. */
+enum early_case { EARLY_SB_COUNTS, EARLY_OTHER_BLOCK, EARLY_SB_LAYOUT, EARLY_DIRTY, EARLY_N };
+
+static void test_early_attach(void)
+{
+	static const char *const names[EARLY_N] = { "superblock counts", "another block",
+						    "a superblock layout field", "dirty cache" };
+	char img[300];
+	snprintf(img, sizeof(img), "%s/early.img", scratch);
+	for (int c = 0; c < EARLY_N && !failures; c++) {
+		make_image(img, c % 2 ? "-t ext3 -b 4096" : "-t ext3 -b 1024", 65536);
+		set_txn_cfg(true, true, 0, 0, NULL);
+		ext2_filsys fs;
+		/* a stale free count on disk, as a power cut leaves it */
+		CHECK_ERR(ext2fs_open2(img, NULL, EXT2_FLAG_RW, 0, 0, unix_io_manager, &fs));
+		ext2fs_free_blocks_count_add(fs->super, -7);
+		ext2fs_mark_super_dirty(fs);
+		fs->flags |= EXT2_FLAG_SUPER_ONLY;
+		CHECK_ERR(ext2fs_close2(fs, 0));
+		CHECK_ERR(ext2fs_open2(img, NULL, EXT2_FLAG_RW, 0, 0, rio_io_manager, &fs));
+		struct ext2_inode root;
+		if (c == EARLY_DIRTY) {
+			CHECK_ERR(ext2fs_read_inode(fs, EXT2_ROOT_INO, &root));
+			root.i_atime++;
+			CHECK_ERR(ext2fs_write_inode(fs, EXT2_ROOT_INO, &root));
+		}
+		CHECK_ERR(rio_txn_prepare(fs));
+		CHECK_ERR(ext2fs_read_bitmaps(fs));
+		/* what a mount writes meanwhile: the superblock alone (the free
+		 * count recounted from the descriptors) ... */
+		blk64_t free_blocks = 0;
+		for (dgrp_t g = 0; g < fs->group_desc_count; g++)
+			free_blocks += ext2fs_bg_free_blocks_count(fs, g);
+		ext2fs_free_blocks_count_set(fs->super, free_blocks);
+		fs->super->s_mnt_count++;
+		if (c == EARLY_SB_LAYOUT)
+			fs->super->s_max_mnt_count++;
+		ext2fs_mark_super_dirty(fs);
+		fs->flags |= EXT2_FLAG_SUPER_ONLY;
+		CHECK_ERR(ext2fs_flush(fs));
+		fs->flags &= ~EXT2_FLAG_SUPER_ONLY;
+		/* ... or more */
+		if (c == EARLY_OTHER_BLOCK) {
+			CHECK_ERR(ext2fs_read_inode(fs, EXT2_ROOT_INO, &root));
+			root.i_mtime++;
+			CHECK_ERR(ext2fs_write_inode(fs, EXT2_ROOT_INO, &root));
+		}
+		CHECK_ERR(rio_txn_attach(fs));
+		struct rio_stats st;
+		CHECK_ERR(rio_get_stats(fs->io, &st));
+		CHECK(st.checker_attached_early == (c == EARLY_SB_COUNTS),
+		      "%s: early attach %s", names[c], st.checker_attached_early ? "kept" : "dropped");
+		char *report = NULL;
+		CHECK_ERR(rio_txn_base_check(fs, &report));
+		CHECK(report == NULL, "%s: base check: %s", names[c], report ? report : "");
+		free(report);
+		make_files(fs, "e", 8, 20);
+		CHECK_ERR(rio_txn_boundary(fs, true));
+		CHECK(!rio_txn_failed(fs->io), "%s: a commit after the attach was rejected", names[c]);
+		CHECK_ERR(rio_txn_detach(fs));
+		CHECK_ERR(ext2fs_close2(fs, 0));
+		CHECK(fsck_clean(img), "%s: e2fsck", names[c]);
+	}
+}
+
 /* An operation that fails half-way is rolled back to its savepoint: its
  * metadata writes vanish, the blocks it freed are in use again, and what
  * earlier operations of the same transaction did survives. */
@@ -1408,7 +1476,7 @@ int main(int argc, char **argv)
 {
 	if (argc != 2) {
 		fprintf(stderr, "usage: test_rio channel|fallback|nocache|blockdev|eviction|sparse|fs|fs-fallback|crash|crash-fs|"
-			"journal-recover|txn-inplace|txn-journal|txn-checker|txn-async|txn-ids|txn-rollback|txn-flush|crash-sweep|crash-sweep-full|corrupt|corrupt-ext2|corrupt-log\n");
+			"journal-recover|txn-inplace|txn-journal|txn-checker|txn-async|txn-ids|txn-rollback|txn-flush|early-attach|crash-sweep|crash-sweep-full|corrupt|corrupt-ext2|corrupt-log\n");
 		return 2;
 	}
 	snprintf(scratch, sizeof(scratch), "/tmp/rio-test-%s-XXXXXX", argv[1]);
@@ -1481,6 +1549,8 @@ int main(int argc, char **argv)
 		test_corrupt_log();
 	else if (!strcmp(t, "txn-flush"))
 		test_txn_flush();
+	else if (!strcmp(t, "early-attach"))
+		test_early_attach();
 	else {
 		fprintf(stderr, "unknown test %s\n", t);
 		return 2;
