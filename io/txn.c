@@ -653,6 +653,8 @@ static errcode_t attach_checker(struct rio_chan *rc, chk_read_fn read, chk_zero_
  * (the cache's lock is held across a read that misses, so libext2fs's pass
  * would serialize with it); the channel had no dirty block when it began, and
  * any later write but the primary superblock's makes what it read stale. */
+#define PREP_SPARSE_READ (64u << 10)
+
 struct txn_prep {
 	pthread_t thread;
 	struct rio_chan *rc;
@@ -671,7 +673,10 @@ static int prep_read_cb(void *ctx, uint64_t offset, void *buf, size_t len)
 		return approved_read_cb(rc, offset, buf, len);
 	if (atomic_load(&p->cancel))
 		return -ECANCELED;
-	errcode_t err = rio_dev_pread(&rc->dev, offset, buf, len);
+	/* a whole inode table is mostly a hole on an image file: skipped, as
+	 * the cache's large reads skip it, not zero-filled by the host */
+	errcode_t err = len >= PREP_SPARSE_READ ? rio_dev_pread_sparse(&rc->dev, offset, buf, len)
+					       : rio_dev_pread(&rc->dev, offset, buf, len);
 	if (!err)
 		return 0;
 	return err < 256 ? -(int)err : -EIO;
