@@ -94,6 +94,10 @@ bench_mount() {
 	fuse2fs)
 		"${FUSE2FS_BIN:-fuse2fs}" "$dev" "$mnt" -f -o fakeroot >>"$BENCH_SCRATCH/daemon.log" 2>&1 &
 		pid=$! ;;
+	fuse-null)
+		# the image is not read: its tree lives in DEV.null between mounts
+		"$FUSE_NULL_BIN" "$dev.null" "$mnt" >>"$BENCH_SCRATCH/daemon.log" 2>&1 &
+		pid=$! ;;
 	recon)
 		if [[ -n $opts ]]; then
 			"$RECON_BIN" -f -o "$opts" "$dev" "$mnt" >>"$BENCH_SCRATCH/daemon.log" 2>&1 &

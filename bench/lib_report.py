@@ -13,7 +13,8 @@ import sys
 DRIVER_NAME = {"kernel": "kernel ext3", "fuse2fs": "fuse2fs", "recon": "recon-fuse",
                "recon-nochk": "recon checker off", "recon-nojnl": "recon journal off",
                "recon-nochk-nojnl": "recon checker+journal off", "recon-uring": "recon over io_uring", "recon-devfuse": "recon /dev/fuse only",
-               "recon-base": "recon-fuse, base commit"}
+               "recon-base": "recon-fuse, base commit",
+               "fuse-null": "FUSE floor (fuse-null)"}
 UNTIMED = ("rtt_us", "peak_rss_mb", "checker_cpu_s")   # per-round figures, not phases
 
 
@@ -88,6 +89,10 @@ def main():
         ratios.append(("recon/fuse2fs", "recon", "fuse2fs"))
     if "recon" in drivers and "kernel" in drivers:
         ratios.append(("recon/kernel", "recon", "kernel"))
+    if "fuse-null" in drivers and "kernel" in drivers:
+        ratios.append(("null/kernel", "fuse-null", "kernel"))
+    if "recon-devfuse" in drivers and "fuse-null" in drivers:
+        ratios.append(("recon dev-fuse/null", "recon-devfuse", "fuse-null"))
     if "recon" not in drivers and "fuse2fs" in drivers and "kernel" in drivers:
         ratios.append(("fuse2fs/kernel", "fuse2fs", "kernel"))
     # what a change costs: recon against another commit's build
