@@ -646,6 +646,19 @@ static errcode_t attach_checker(struct rio_chan *rc, chk_read_fn read, chk_zero_
 	return 0;
 }
 
+/* A thread of io's own takes no signals: they belong to the caller's
+ * threads (the daemon's exit signals must interrupt its FUSE loop).
+ * pthread_create's result. */
+static int start_quiet_thread(pthread_t *th, void *(*fn)(void *), void *arg)
+{
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	int ret = pthread_create(th, NULL, fn, arg);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return ret;
+}
+
 /* ---- the checker's attach, begun early ----
  * On a large disk the attach reads every group's bitmaps, as libext2fs does
  * just before it: begun beside libext2fs's pass, the two wait on the device
@@ -750,12 +763,7 @@ errcode_t rio_txn_prepare(ext2_filsys fs)
 	p->rc = rc;
 	atomic_store(&p->direct, true);
 	rc->prep = p;
-	/* as the commit thread: the daemon's signals belong to its FUSE loop */
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
-	int ret = pthread_create(&p->thread, NULL, prep_main, p);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	int ret = start_quiet_thread(&p->thread, prep_main, p);
 	if (ret) {
 		rc->prep = NULL;
 		free(p);
@@ -917,13 +925,7 @@ errcode_t rio_txn_attach(ext2_filsys fs)
 	}
 
 	if (rio_cfg.async_commit) {
-		/* The commit thread takes no signals: they belong to the caller's
-		 * threads (the daemon's exit signals must interrupt its FUSE loop). */
-		sigset_t all, old;
-		sigfillset(&all);
-		pthread_sigmask(SIG_BLOCK, &all, &old);
-		int ret = pthread_create(&t->thread, NULL, commit_thread, t);
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		int ret = start_quiet_thread(&t->thread, commit_thread, t);
 		if (ret) {
 			err = (errcode_t)ret;
 			goto unmark;
