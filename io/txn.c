@@ -619,12 +619,16 @@ static int approved_zero_cb(void *ctx, uint64_t offset, size_t len)
 	return rio_approved_zero(ctx, offset, len);
 }
 
+/* The checker's error convention (0 or -errno) for an errcode_t: libext2fs's
+ * own codes have no errno and become -EIO. */
+static int chk_result(errcode_t err)
+{
+	return !err ? 0 : err < 256 ? -(int)err : -EIO;
+}
+
 static int approved_read_cb(void *ctx, uint64_t offset, void *buf, size_t len)
 {
-	errcode_t err = rio_approved_read(ctx, offset, len, buf);
-	if (!err)
-		return 0;
-	return err < 256 ? -(int)err : -EIO;
+	return chk_result(rio_approved_read(ctx, offset, len, buf));
 }
 
 /* Attach a checker to what rc serves through read; EXT2_ET_UNSUPP_FEATURE
@@ -688,11 +692,8 @@ static int prep_read_cb(void *ctx, uint64_t offset, void *buf, size_t len)
 		return -ECANCELED;
 	/* a whole inode table is mostly a hole on an image file: skipped, as
 	 * the cache's large reads skip it, not zero-filled by the host */
-	errcode_t err = len >= PREP_SPARSE_READ ? rio_dev_pread_sparse(&rc->dev, offset, buf, len)
-					       : rio_dev_pread(&rc->dev, offset, buf, len);
-	if (!err)
-		return 0;
-	return err < 256 ? -(int)err : -EIO;
+	return chk_result(len >= PREP_SPARSE_READ ? rio_dev_pread_sparse(&rc->dev, offset, buf, len)
+						  : rio_dev_pread(&rc->dev, offset, buf, len));
 }
 
 static int prep_zero_cb(void *ctx, uint64_t offset, size_t len)
@@ -1164,10 +1165,7 @@ errcode_t rio_txn_base_check(ext2_filsys fs, char **report)
 /* What a read-only channel serves: the device with the in-memory replay. */
 static int served_read_cb(void *ctx, uint64_t offset, void *buf, size_t len)
 {
-	errcode_t err = rio_meta_read(ctx, offset, len, buf);
-	if (!err)
-		return 0;
-	return err < 256 ? -(int)err : -EIO;
+	return chk_result(rio_meta_read(ctx, offset, len, buf));
 }
 
 errcode_t rio_image_check(ext2_filsys fs, char **report)
