@@ -354,6 +354,57 @@ static void run_case(const struct fz_image *im, const struct pcase *c)
 	free(img);
 }
 
+/* chk_refresh_super: after the attach, a mount's superblock fields change on
+ * the device (taken: a later write of the same superblock changes nothing);
+ * a field that is not a mount's makes it -ESTALE and keeps the old one. */
+static void refresh_case(const struct fz_image *im)
+{
+	uint8_t *img = malloc(im->size);
+	if (!img)
+		return;
+	memcpy(img, im->data, im->size);
+	struct mem m = { img, im->size };
+	struct chk_fs *fs;
+	char err[256];
+	if (chk_attach(&fs, mem_read, &m, NULL, err, sizeof(err))) {
+		FAIL("refresh (bs %u): cannot attach: %s", im->bs, err);
+		free(img);
+		return;
+	}
+	struct ext2_super_block *sb = (void *)(img + 1024);
+	sb->s_free_blocks_count -= 3;
+	sb->s_free_inodes_count += 2;
+	sb->s_state &= (uint16_t)~EXT2_VALID_FS;
+	sb->s_feature_incompat |= EXT3_FEATURE_INCOMPAT_RECOVER;
+	sb->s_mnt_count++;
+	sb->s_wtime += 60;
+	int r = chk_refresh_super(fs);
+	if (r)
+		FAIL("refresh (bs %u): a mount's fields refused: %s", im->bs, strerror(-r));
+	/* a commit that changes only s_wtime: one record, from the re-read value */
+	uint8_t next[1024];
+	memcpy(next, img + 1024, sizeof(next));
+	((struct ext2_super_block *)next)->s_wtime += 5;
+	struct chk_write w = { 1024, sizeof(next), next };
+	struct chk_verdict *v = NULL;
+	if ((r = chk_check(fs, &w, 1, &v)))
+		FAIL("refresh (bs %u): chk_check: %s", im->bs, strerror(-r));
+	else if (chk_verdict_nrecords(v) != 1 || !chk_verdict_ok(v) ||
+		 strcmp(chk_verdict_record(v, 0)->field, "s_wtime"))
+		FAIL("refresh (bs %u): the re-read superblock is not the approved one (%zu records)",
+		     im->bs, chk_verdict_nrecords(v));
+	chk_verdict_free(v);
+	sb->s_max_mnt_count++;
+	if ((r = chk_refresh_super(fs)) != -ESTALE)
+		FAIL("refresh (bs %u): s_max_mnt_count changed: %d, not -ESTALE", im->bs, r);
+	sb->s_max_mnt_count--;
+	if ((r = chk_refresh_super(fs)))
+		FAIL("refresh (bs %u): the same superblock again refused: %s", im->bs, strerror(-r));
+	chk_detach(fs);
+	free(img);
+	printf("%-24s bs %u: ok\n", "refresh-super", im->bs);
+}
+
 int main(int argc, char **argv)
 {
 	if (system("command -v mke2fs >/dev/null && command -v debugfs >/dev/null && command -v e2fsck >/dev/null"))
@@ -371,6 +422,8 @@ int main(int argc, char **argv)
 		for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 			if (argc < 2 || !strcmp(argv[1], cases[i].name))
 				run_case(&im, &cases[i]);
+		if (argc < 2 || !strcmp(argv[1], "refresh-super"))
+			refresh_case(&im);
 		fz_free(&im);
 	}
 	char cmd[128];

@@ -1015,7 +1015,9 @@ static void test_async_small(bool journal)
 /* The checker's attach begun beside the mount's bitmap pass
  * (rio_txn_prepare) is taken over only when nothing but the primary
  * superblock's mount fields changed meanwhile; otherwise the attach reads
- * anew.  Either way the base check is clean and commits are approved. */
+ * anew.  Either way the base check is clean and commits are approved.  On
+ * a small image the attach may read the superblock after the test changed
+ * it, so the layout-field case does not say which happened. */
 enum early_case { EARLY_SB_COUNTS, EARLY_OTHER_BLOCK, EARLY_SB_LAYOUT, EARLY_DIRTY, EARLY_N };
 
 static void test_early_attach(void)
@@ -1065,8 +1067,12 @@ static void test_early_attach(void)
 		CHECK_ERR(rio_txn_attach(fs));
 		struct rio_stats st;
 		CHECK_ERR(rio_get_stats(fs->io, &st));
-		CHECK(st.checker_attached_early == (c == EARLY_SB_COUNTS),
-		      "%s: early attach %s", names[c], st.checker_attached_early ? "kept" : "dropped");
+		/* a layout field is refused only if the attach read the superblock
+		 * before it changed (tests/checker refresh-super): either way the
+		 * checker starts from what is on disk, as the checks below show */
+		if (c != EARLY_SB_LAYOUT)
+			CHECK(st.checker_attached_early == (c == EARLY_SB_COUNTS), "%s: early attach %s",
+			      names[c], st.checker_attached_early ? "kept" : "dropped");
 		char *report = NULL;
 		CHECK_ERR(rio_txn_base_check(fs, &report));
 		CHECK(report == NULL, "%s: base check: %s", names[c], report ? report : "");
