@@ -81,6 +81,13 @@ static struct hslot *hfind(uint64_t parent, const char *name)
 
 static void hput(uint64_t parent, const char *name, uint64_t ino);
 
+/* The inode `name` in directory `parent` names, 0 when none. */
+static uint64_t child_of(uint64_t parent, const char *name)
+{
+	struct hslot *s = hfind(parent, name);
+	return s->name ? s->ino : 0;
+}
+
 static void hgrow(void)
 {
 	struct hslot *old = hash;
@@ -297,12 +304,10 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		return;
 	}
 	if (strcmp(name, ".")) {
-		struct hslot *s = hfind(parent, name);
-		if (!s->name || !s->ino) {
+		if (!(ino = child_of(parent, name))) {
 			fuse_reply_err(req, ENOENT);
 			return;
 		}
-		ino = s->ino;
 	}
 	struct fuse_entry_param e;
 	entry_of(ino, &e);
@@ -363,8 +368,7 @@ static void make(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mod
 		fuse_reply_err(req, ENOENT);
 		return;
 	}
-	struct hslot *s = hfind(parent, name);
-	if (s->name && s->ino) {
+	if (child_of(parent, name)) {
 		fuse_reply_err(req, EEXIST);
 		return;
 	}
@@ -425,8 +429,7 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 		fuse_reply_err(req, ENOENT);
 		return;
 	}
-	struct hslot *s = hfind(newparent, newname);
-	if (s->name && s->ino) {
+	if (child_of(newparent, newname)) {
 		fuse_reply_err(req, EEXIST);
 		return;
 	}
@@ -443,12 +446,11 @@ static void remove_name(fuse_req_t req, fuse_ino_t parent, const char *name, boo
 		fuse_reply_err(req, ENOENT);
 		return;
 	}
-	struct hslot *s = hfind(parent, name);
-	if (!s->name || !s->ino) {
+	uint64_t ino = child_of(parent, name);
+	if (!ino) {
 		fuse_reply_err(req, ENOENT);
 		return;
 	}
-	uint64_t ino = s->ino;
 	struct node *n = &nodes[ino];
 	if (dir != S_ISDIR(n->st.st_mode)) {
 		fuse_reply_err(req, dir ? ENOTDIR : EISDIR);
@@ -485,16 +487,15 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 		fuse_reply_err(req, flags ? EINVAL : ENOENT);
 		return;
 	}
-	struct hslot *s = hfind(parent, name), *t = hfind(newparent, newname);
-	if (!s->name || !s->ino) {
+	uint64_t ino = child_of(parent, name);
+	if (!ino) {
 		fuse_reply_err(req, ENOENT);
 		return;
 	}
-	if (t->name && t->ino) {
+	if (child_of(newparent, newname)) {
 		fuse_reply_err(req, EEXIST);   /* enough for the bench's workloads */
 		return;
 	}
-	uint64_t ino = s->ino;
 	del_entry(parent, name);
 	add_entry(newparent, newname, ino);
 	fuse_reply_err(req, 0);
