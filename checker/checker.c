@@ -605,13 +605,6 @@ static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
 	return code;
 }
 
-#define COMPAT_OK (EXT2_FEATURE_COMPAT_DIR_PREALLOC | EXT2_FEATURE_COMPAT_IMAGIC_INODES | \
-		   EXT3_FEATURE_COMPAT_HAS_JOURNAL | EXT2_FEATURE_COMPAT_EXT_ATTR | \
-		   EXT2_FEATURE_COMPAT_RESIZE_INODE | EXT2_FEATURE_COMPAT_DIR_INDEX)
-#define INCOMPAT_OK (EXT2_FEATURE_INCOMPAT_FILETYPE | EXT3_FEATURE_INCOMPAT_RECOVER)
-#define RO_COMPAT_OK (EXT2_FEATURE_RO_COMPAT_SPARSE_SUPER | EXT2_FEATURE_RO_COMPAT_LARGE_FILE | \
-		      EXT4_FEATURE_RO_COMPAT_DIR_NLINK | EXT4_FEATURE_RO_COMPAT_EXTRA_ISIZE)
-
 static int parse_super(struct chk_fs *fs, char *err, size_t errlen)
 {
 	const struct ext2_super_block *sb = fs->sb;
@@ -622,15 +615,17 @@ static int parse_super(struct chk_fs *fs, char *err, size_t errlen)
 	fs->bs = 1024u << sb->s_log_block_size;
 	if (fs->bs != 1024 && fs->bs != 2048 && fs->bs != 4096)
 		return fail(err, errlen, -EINVAL, "block size %u not supported (1 KiB to 4 KiB)", fs->bs);
-	uint32_t inc = sb->s_rev_level ? sb->s_feature_incompat : 0;
-	uint32_t ro = sb->s_rev_level ? sb->s_feature_ro_compat : 0;
-	uint32_t co = sb->s_rev_level ? sb->s_feature_compat : 0;
-	if (inc & ~INCOMPAT_OK)
-		return fail(err, errlen, -EINVAL, "incompatible feature 0x%x not modelled (ext4-only: extents, 64bit, flex_bg, meta_bg, ...)", inc & ~INCOMPAT_OK);
-	if (ro & ~RO_COMPAT_OK)
-		return fail(err, errlen, -EINVAL, "read-only-compatible feature 0x%x not modelled (ext4-only: huge_file, uninit_bg, metadata_csum, bigalloc, ...)", ro & ~RO_COMPAT_OK);
-	if (co & ~COMPAT_OK)
-		return fail(err, errlen, -EINVAL, "compatible feature 0x%x not modelled", co & ~COMPAT_OK);
+	uint32_t words[3] = { 0, 0, 0 };
+	if (sb->s_rev_level) {
+		words[CHK_COMPAT] = sb->s_feature_compat;
+		words[CHK_RO_COMPAT] = sb->s_feature_ro_compat;
+		words[CHK_INCOMPAT] = sb->s_feature_incompat;
+	}
+	char fbuf[64];
+	const char *missing = chk_feature_missing(words, CHK_NEED_MODELLED, fbuf, sizeof(fbuf));
+	if (missing)
+		return fail(err, errlen, -EINVAL, "feature %s not modelled by the checker", missing);
+	uint32_t co = words[CHK_COMPAT], ro = words[CHK_RO_COMPAT], inc = words[CHK_INCOMPAT];
 	if (sb->s_creator_os == EXT2_OS_HURD)
 		return fail(err, errlen, -EINVAL, "GNU Hurd file systems (different inode layout) not modelled");
 	if (sb->s_log_cluster_size != sb->s_log_block_size)

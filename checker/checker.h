@@ -43,6 +43,35 @@ struct chk_options {
 struct chk_fs;
 
 /*
+ * The feature table: every ext2/3/4 feature bit the kernel defines, with
+ * whether the driver writes images that carry it (`written`: served
+ * read-write) and whether the checker models it (`modelled`: chk_attach
+ * accepts it).  The driver's read-write gate and chk_attach both decide
+ * from this one table.  Pure data; any thread.
+ */
+enum chk_feature_word { CHK_COMPAT, CHK_RO_COMPAT, CHK_INCOMPAT };
+struct chk_feature {
+	enum chk_feature_word word;
+	uint32_t mask;
+	const char *name;	/* as mke2fs -O spells it */
+	bool written;
+	bool modelled;
+};
+const struct chk_feature *chk_features(size_t *n);
+
+/* What chk_feature_missing asks of each feature set. */
+#define CHK_NEED_WRITTEN 1u
+#define CHK_NEED_MODELLED 2u
+/*
+ * words[CHK_COMPAT], [CHK_RO_COMPAT], [CHK_INCOMPAT]: a superblock's feature
+ * words (zeros for a revision-0 superblock, whose words mean nothing).  The
+ * name of the first feature set there that lacks what `need` asks, or of a
+ * bit no row names ("an unknown incompatible feature (0x...)", written into
+ * buf); NULL when every feature set qualifies.  Incompatible bits first.
+ */
+const char *chk_feature_missing(const uint32_t words[3], unsigned need, char *buf, size_t len);
+
+/*
  * Attach to the file system behind `read`: read the superblock (offset 1024)
  * and group descriptors, load both bitmaps, scan inode tables, indirect,
  * directory and xattr blocks into the type/owner map.  Refuses (-EINVAL, with

@@ -77,70 +77,6 @@ static void detach_stdio(void)
 	}
 }
 
-struct feature_name {
-	int kind;   /* 0 incompat, 1 ro_compat */
-	uint32_t mask;
-	const char *name;
-};
-
-static const struct feature_name unsupported_rw[] = {
-	{ 0, EXT3_FEATURE_INCOMPAT_EXTENTS, "extent (ext4 extents)" },
-	{ 0, EXT4_FEATURE_INCOMPAT_64BIT, "64bit" },
-	{ 0, EXT4_FEATURE_INCOMPAT_FLEX_BG, "flex_bg" },
-	{ 0, EXT4_FEATURE_INCOMPAT_MMP, "mmp" },
-	{ 0, EXT3_FEATURE_INCOMPAT_JOURNAL_DEV, "journal_dev (an external journal device)" },
-	{ 0, EXT4_FEATURE_INCOMPAT_INLINE_DATA, "inline_data" },
-	{ 0, EXT4_FEATURE_INCOMPAT_EA_INODE, "ea_inode" },
-	{ 0, EXT4_FEATURE_INCOMPAT_CSUM_SEED, "metadata_csum_seed" },
-	{ 0, EXT4_FEATURE_INCOMPAT_ENCRYPT, "encrypt" },
-	{ 0, EXT4_FEATURE_INCOMPAT_CASEFOLD, "casefold" },
-	{ 0, EXT4_FEATURE_INCOMPAT_LARGEDIR, "large_dir" },
-	{ 0, EXT4_FEATURE_INCOMPAT_DIRDATA, "dirdata" },
-	{ 1, EXT4_FEATURE_RO_COMPAT_BIGALLOC, "bigalloc" },
-	{ 1, EXT4_FEATURE_RO_COMPAT_METADATA_CSUM, "metadata_csum" },
-	{ 1, EXT4_FEATURE_RO_COMPAT_QUOTA, "quota" },
-	{ 1, EXT4_FEATURE_RO_COMPAT_PROJECT, "project" },
-	{ 1, EXT4_FEATURE_RO_COMPAT_READONLY, "read-only" },
-	{ 1, EXT4_FEATURE_RO_COMPAT_VERITY, "verity" },
-};
-
-static bool uuid_is_null_bytes(const uint8_t *u)
-{
-	for (int i = 0; i < 16; i++)
-		if (u[i])
-			return false;
-	return true;
-}
-
-/* The name of the first feature that forbids read-write, or NULL. */
-static const char *rw_blocker(ext2_filsys fs, char *buf, size_t len)
-{
-	struct ext2_super_block *sb = fs->super;
-	uint32_t inc_ok = EXT2_FEATURE_INCOMPAT_FILETYPE | EXT3_FEATURE_INCOMPAT_RECOVER |
-			  EXT2_FEATURE_INCOMPAT_META_BG;
-	uint32_t ro_ok = EXT2_FEATURE_RO_COMPAT_SPARSE_SUPER | EXT2_FEATURE_RO_COMPAT_LARGE_FILE |
-			 EXT4_FEATURE_RO_COMPAT_HUGE_FILE | EXT4_FEATURE_RO_COMPAT_GDT_CSUM |
-			 EXT4_FEATURE_RO_COMPAT_DIR_NLINK | EXT4_FEATURE_RO_COMPAT_EXTRA_ISIZE;
-
-	for (size_t i = 0; i < sizeof(unsupported_rw) / sizeof(unsupported_rw[0]); i++) {
-		uint32_t f = unsupported_rw[i].kind ? sb->s_feature_ro_compat : sb->s_feature_incompat;
-		if (f & unsupported_rw[i].mask)
-			return unsupported_rw[i].name;
-	}
-	if (ext2fs_has_feature_journal(sb) &&
-	    (sb->s_journal_inum == 0 || !uuid_is_null_bytes(sb->s_journal_uuid)))
-		return "an external journal";
-	if (sb->s_feature_incompat & ~inc_ok) {
-		snprintf(buf, len, "unknown incompatible feature 0x%x", sb->s_feature_incompat & ~inc_ok);
-		return buf;
-	}
-	if (sb->s_feature_ro_compat & ~ro_ok) {
-		snprintf(buf, len, "unknown ro-compatible feature 0x%x", sb->s_feature_ro_compat & ~ro_ok);
-		return buf;
-	}
-	return NULL;
-}
-
 /*
  * The largest size of a block-mapped file, as the kernel's ext4 driver
  * computes s_bitmap_maxbytes for ext3: what the block tree addresses, unless
@@ -404,8 +340,17 @@ static int prepare_fs(struct rfs *r)
 	struct recon_config *cfg = r->cfg;
 	ext2_filsys fs = NULL;
 	errcode_t e;
-	char buf[128];
 
+	struct ext2_super_block disk_sb;
+	char refusal[256];
+	/* before libext2fs opens it read-write: it refuses some features
+	 * without naming them, and a refused image must not be written */
+	if (!r->ro && rfs_read_super(cfg->device, &disk_sb) == 0 &&
+	    disk_sb.s_magic == EXT2_SUPER_MAGIC &&
+	    rfs_rw_refusal(&disk_sb, cfg->device, cfg->checker, refusal, sizeof(refusal))) {
+		fprintf(stderr, "recon-fuse: %s\n", refusal);
+		return -1;
+	}
 	e = open_fs(cfg->device, !r->ro, &fs);
 	if (e && !r->ro && (e == EACCES || e == EROFS || e == EPERM)) {
 		fprintf(stderr, "recon-fuse: %s: %s; use -o ro to mount read-only\n", cfg->device,
@@ -492,10 +437,8 @@ static int prepare_fs(struct rfs *r)
 	}
 
 	if (!r->ro) {
-		const char *why = rw_blocker(fs, buf, sizeof(buf));
-		if (why) {
-			fprintf(stderr, "recon-fuse: %s uses %s, which recon-fuse cannot write; "
-				"mount it read-only with -o ro\n", cfg->device, why);
+		if (rfs_rw_refusal(sb, cfg->device, cfg->checker, refusal, sizeof(refusal))) {
+			fprintf(stderr, "recon-fuse: %s\n", refusal);
 			ext2fs_close_free(&fs);
 			return -1;
 		}

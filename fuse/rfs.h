@@ -142,6 +142,16 @@ extern const struct fuse_lowlevel_ops rfs_ops;
  * use rather than with the disk.  0 or a libext2fs error (then none). */
 errcode_t rfs_read_bitmaps(ext2_filsys fs);
 
+/* features.c: the read-write gate, from the checker's feature table.
+ * rfs_rw_refusal: 0 when an image with superblock sb may be served
+ * read-write (with the checker on when `checker`), else -1 with the refusal,
+ * naming dev, the feature and -o ro, in msg.  rfs_read_super: dev's primary
+ * superblock as the disk has it (CPU byte order), read before libext2fs
+ * opens it (which refuses some features without naming them); 0 or -errno. */
+int rfs_rw_refusal(const struct ext2_super_block *sb, const char *dev, bool checker, char *msg,
+		   size_t len);
+int rfs_read_super(const char *dev, struct ext2_super_block *sb);
+
 /* Mount-time checks (mountcheck.c), each 0 or -1 with a one-line reason in
  * msg.  rfs_check_geometry: the superblock and group descriptors are sane
  * enough to read anything through them (before anything is); dev, when not
