@@ -1,0 +1,143 @@
+/*
+ * checker/chk_ext4.h - internal to checker/: the ext4 on-disk formats the
+ * checker parses from bytes alone, beside the ext2/3 ones of chk_internal.h.
+ *
+ *   csum.c    metadata checksums (metadata_csum's crc32c, uninit_bg's crc16):
+ *             superblock, group descriptors, bitmaps, inodes, extent blocks,
+ *             directory leaf and index blocks, xattr blocks
+ *   extent.c  extent tree nodes: the header and entry rules of the kernel's
+ *             ext4_ext_check and e2fsck's pass 1, and a walk of a whole tree
+ *
+ * Every function is a pure function of its arguments (the walk reads
+ * through its caller's callback); any thread.  Byte buffers are on-disk
+ * little-endian contents, read through chk_ld16/chk_ld32.
+ */
+#ifndef RECON_CHK_EXT4_H
+#define RECON_CHK_EXT4_H
+
+#include "chk_internal.h"
+
+/* ---- csum.c ---- */
+
+/* What one file system's checksums need, taken from its superblock. */
+struct chk_csum {
+	bool metadata_csum;      /* crc32c everywhere (ro_compat metadata_csum) */
+	bool gdt_csum;           /* crc16 of descriptors only (ro_compat uninit_bg) */
+	uint32_t seed;           /* crc32c seed: s_checksum_seed, or crc32c(~0, uuid) */
+	uint8_t uuid[16];
+	uint32_t desc_size;      /* 32, or s_desc_size with 64bit */
+	uint32_t inode_size;
+};
+void chk_csum_init(struct chk_csum *c, const uint8_t sb[1024]);
+
+uint32_t chk_crc32c(uint32_t crc, const void *p, size_t len);
+uint16_t chk_crc16(uint16_t crc, const void *p, size_t len);
+
+/* Each *_csum computes what the structure's checksum field should hold;
+ * each *_csum_ok says whether it does (true when the feature asks for no
+ * checksum). */
+uint32_t chk_sb_csum(const uint8_t sb[1024]);
+bool     chk_sb_csum_ok(const uint8_t sb[1024]);
+/* desc: c->desc_size bytes of group g's descriptor */
+uint16_t chk_gd_csum(const struct chk_csum *c, uint32_t g, const uint8_t *desc);
+bool     chk_gd_csum_ok(const struct chk_csum *c, uint32_t g, const uint8_t *desc);
+/* bitmap: the group's bitmap bytes that count (blocks or inodes per group
+ * / 8); compared with the lo (and, with 64-byte descriptors, hi) halves in
+ * desc */
+uint32_t chk_bitmap_csum(const struct chk_csum *c, const uint8_t *bitmap, size_t len);
+bool     chk_bbitmap_csum_ok(const struct chk_csum *c, const uint8_t *desc, const uint8_t *bitmap,
+			     size_t len);
+bool     chk_ibitmap_csum_ok(const struct chk_csum *c, const uint8_t *desc, const uint8_t *bitmap,
+			     size_t len);
+/* raw: c->inode_size bytes of inode ino.  An all-zero inode passes, as in
+ * e2fsck (a never-used slot of an initialised table). */
+uint32_t chk_inode_csum(const struct chk_csum *c, uint32_t ino, const uint8_t *raw);
+bool     chk_inode_csum_ok(const struct chk_csum *c, uint32_t ino, const uint8_t *raw);
+/* The seed of the structures an inode owns: crc32c over its number and
+ * i_generation. */
+uint32_t chk_inode_seed(const struct chk_csum *c, uint32_t ino, uint32_t generation);
+/* An extent tree block (bs bytes) of the inode whose seed is given; false
+ * too when eh_max leaves no room for the tail. */
+bool     chk_extent_block_csum_ok(const struct chk_csum *c, uint32_t iseed, const uint8_t *blk,
+				  uint32_t bs);
+
+/* A directory block's checksum: a leaf ends in a 12-byte tail entry
+ * (found by walking rec_len, as the kernel leaves stale tail-like bytes in
+ * an index root), an index root or node ends its dx_entry array with an
+ * 8-byte tail. */
+enum chk_dir_csum { CHK_DIR_CSUM_OK, CHK_DIR_CSUM_BAD, CHK_DIR_CSUM_NO_TAIL };
+enum chk_dir_csum chk_dir_block_csum(const struct chk_csum *c, uint32_t iseed, const uint8_t *blk,
+				     uint32_t bs);
+/* Store the right checksum in a directory, extent, xattr block or inode
+ * (tests and fuzzers: mutants whose structure, not checksum, is wrong).
+ * 0, or -EINVAL when the block has no place for one. */
+int chk_dir_block_csum_set(const struct chk_csum *c, uint32_t iseed, uint8_t *blk, uint32_t bs);
+int chk_extent_block_csum_set(const struct chk_csum *c, uint32_t iseed, uint8_t *blk, uint32_t bs);
+void chk_inode_csum_set(const struct chk_csum *c, uint32_t ino, uint8_t *raw);
+/* A shared xattr block at block number blknr (bs bytes). */
+uint32_t chk_xattr_block_csum(const struct chk_csum *c, uint64_t blknr, const uint8_t *blk,
+			      uint32_t bs);
+bool     chk_xattr_block_csum_ok(const struct chk_csum *c, uint64_t blknr, const uint8_t *blk,
+				 uint32_t bs);
+
+/* ---- extent.c ---- */
+
+#define CHK_EXT_MAGIC 0xF30Au
+#define CHK_EXT_MAX_DEPTH 5u
+#define CHK_EXT_INIT_MAX_LEN 32768u      /* an initialised extent's longest run */
+
+struct chk_ext_header { uint16_t magic, entries, max, depth; };
+static inline struct chk_ext_header chk_ext_header_at(const uint8_t *p)
+{
+	return (struct chk_ext_header){ chk_ld16(p), chk_ld16(p + 2), chk_ld16(p + 4), chk_ld16(p + 6) };
+}
+/* One leaf entry (a run of blocks) or index entry (a child node). */
+struct chk_ext {
+	uint32_t lblk;           /* first logical block */
+	uint32_t len;            /* blocks (leaf); 0 for an index entry */
+	uint64_t pblk;           /* first physical block, or the child node */
+	bool unwritten;          /* leaf: allocated, reads as zeros */
+};
+/* Entry i (0-based) of a node whose header says depth: a leaf entry when
+ * depth is 0, else an index entry.  The caller checked i < entries. */
+struct chk_ext chk_ext_entry(const uint8_t *node, uint16_t depth, unsigned i);
+
+/* What bounds a node's entries: the logical range its parent's index entry
+ * gives it [lo, hi) (hi = 2^32 at the root and past the last index entry),
+ * and the depth it must have (-1: any up to the maximum, for the root). */
+struct chk_ext_bounds { uint64_t lo, hi; int depth; };
+
+/*
+ * What is wrong with one node of `size` bytes (60 for the root in i_block,
+ * the block size for a tree block), NULL if nothing: the header (magic,
+ * entries <= max, max what the container holds, less up to 2 entries as
+ * e2fsck allows, depth within the maximum and as expected), then every
+ * entry (logical order strictly increasing without overlap, inside the
+ * bounds, a leaf run of 1..32768 blocks or 1..32767 unwritten, physical
+ * blocks inside [first_data_block, blocks_count)).  The message is in buf.
+ */
+const char *chk_ext_node_problem(const uint8_t *node, size_t size, struct chk_ext_bounds b,
+				 uint64_t first_data_block, uint64_t blocks_count, char *buf,
+				 size_t len);
+
+/*
+ * Walk the tree rooted in i_block (60 bytes), depth first in logical order.
+ * visit_node is called for each tree block (its physical number, depth and
+ * contents) and visit_ext for each leaf run; either returns false to stop
+ * the walk.  get reads a tree block's contents (bs bytes) into buf.  A node
+ * with a problem stops the walk with its message in buf (returns 1); each
+ * tree block is visited at most once (a block named twice is a problem).
+ * Returns 0 walked, 1 a problem (message in buf), or get's -errno; -ENOMEM.
+ */
+struct chk_ext_walk {
+	uint32_t bs;
+	uint64_t first_data_block, blocks_count;
+	blk_get_fn get;
+	void *get_ctx;
+	bool (*visit_node)(void *ctx, uint64_t pblk, uint16_t depth, const uint8_t *node);
+	bool (*visit_ext)(void *ctx, const struct chk_ext *e);
+	void *ctx;
+};
+int chk_ext_walk(const struct chk_ext_walk *w, const uint8_t i_block[60], char *buf, size_t len);
+
+#endif
