@@ -3,12 +3,17 @@
  *
  *   recon-check [--verbose] BEFORE.img AFTER.img   judge one transition
  *   recon-check [--verbose] --scan IMAGE           the base case
- *   recon-check --list-invariants                  print the invariant table
+ *   recon-check [--scan] --list-invariants         print the invariant table
+ *   recon-check --help | --version
  *
- * Exit 0 approved / consistent, 1 rejected, 2 bad input (message on stderr).
+ * Exit 0 approved / consistent, 1 rejected, 2 cannot judge (bad input,
+ * two different file systems; the message on stderr).  Problems go to
+ * stdout, one line each, then a verdict line and a legend of the
+ * invariants involved; success prints nothing unless --verbose.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +21,7 @@
 #include <unistd.h>
 
 #include <ext2fs/ext2_fs.h>
+#include <ext2fs/ext2fs.h>   /* ext2fs_get_library_version, for --version only */
 
 #include "checker.h"
 
@@ -95,16 +101,122 @@ static void print_record(const struct chk_record *r, FILE *f)
 	fputs(buf, f);
 }
 
-static void print_verdict(const struct chk_verdict *v, bool verbose)
+/*
+ * What each invariant says of one image, for --scan.  The library's
+ * descriptions speak of transitions ("changes by exactly the flips"); a
+ * scan finds a state, and its legend should say what that state lacks.
+ */
+static const struct { const char *id, *state; } scan_wording[] = {
+	{ "INV_SB_FROZEN", "the superblock's fixed fields are valid (the quota inode numbers name valid inodes, as e2fsck requires)" },
+	{ "INV_SB_FEATURES", "the features are ones an ext2/ext3 mount may set" },
+	{ "INV_SB_STATE", "s_state has only valid/error/orphan bits; s_flags only a hash-signedness flag" },
+	{ "INV_SB_FREE_BLOCKS", "s_free_blocks_count equals the sum of the groups' free block counts (advisory: a mount and e2fsck recount it)" },
+	{ "INV_SB_FREE_INODES", "s_free_inodes_count equals the sum of the groups' free inode counts (advisory: a mount and e2fsck recount it)" },
+	{ "INV_BGD_FROZEN", "each group descriptor places its bitmaps and inode table in its group; ext4-only fields are clear" },
+	{ "INV_BGD_FREE_BLOCKS", "each group's bg_free_blocks_count equals the clear bits of its block bitmap" },
+	{ "INV_BGD_FREE_INODES", "each group's bg_free_inodes_count equals the clear bits of its inode bitmap" },
+	{ "INV_BGD_USED_DIRS", "each group's bg_used_dirs_count equals its directories in use" },
+	{ "INV_BACKUP_COPIES", "backup superblocks and descriptor copies agree with the primary on geometry and locations" },
+	{ "INV_STATIC_FROZEN", "the boot block, reserved GDT blocks and the resize inode's blocks are as mke2fs made them" },
+	{ "INV_BITMAP_PADDING", "bitmap bits past the end of the file system or group are set" },
+	{ "INV_PTR_IN_RANGE", "every block pointer lies inside the file system's blocks" },
+	{ "INV_PTR_NOT_STATIC", "no pointer names static metadata (superblocks, GDT, bitmaps, inode tables)" },
+	{ "INV_BLOCK_OWNED_ONCE", "no block is pointed to twice (shared xattr blocks excepted)" },
+	{ "INV_PTR_MARKED", "every block a pointer names is set in the block bitmap" },
+	{ "INV_RELEASE_CLEARS", "a block no pointer names is clear in the block bitmap" },
+	{ "INV_BBITMAP_SET", "every block set in the block bitmap is static metadata or named by a pointer" },
+	{ "INV_BBITMAP_CLEAR", "every block clear in the block bitmap is named by no pointer and is not static metadata" },
+	{ "INV_IBITMAP_SET", "every inode set in the inode bitmap is in use (valid mode, links, no dtime) or on the orphan list" },
+	{ "INV_IBITMAP_CLEAR", "every inode clear in the inode bitmap has no links" },
+	{ "INV_DTIME_FREE", "a free inode that was in use has a deletion time" },
+	{ "INV_DTIME_LIVE", "an in-use inode has i_dtime 0 unless it is on the orphan list" },
+	{ "INV_ORPHAN_LIST", "the orphan list (s_last_orphan, chained by i_dtime) is loop-free and holds in-use inodes" },
+	{ "INV_FREE_INODE_FORM", "an inode free in the inode bitmap does not look in use (links 0 with a deletion time, or zeros)" },
+	{ "INV_INODE_MODE", "every in-use inode has a valid file type" },
+	{ "INV_INODE_EXT4_FIELDS", "ext4-only inode flags, high fields and i_faddr are clear; i_extra_isize is valid; i_file_acl only with ext_attr" },
+	{ "INV_RESERVED_INODES", "the reserved inodes are marked in use; the root is a live directory" },
+	{ "INV_LINKS_COUNT", "i_links_count equals the entries naming the inode (incl. '.' and '..')" },
+	{ "INV_DIRENT_TARGET", "every entry names an allocated, linked, non-reserved inode (the root only as '.' or '..')" },
+	{ "INV_DIRENT_FTYPE", "every entry's file-type byte matches its inode's mode" },
+	{ "INV_DIRENT_TILING", "rec_len/name_len are well formed and the entries tile each directory block" },
+	{ "INV_DIRENT_NAME", "entry names are non-empty, without '/' or NUL, and name inodes inside the file system" },
+	{ "INV_DIRENT_UNIQUE", "a name appears once in its directory" },
+	{ "INV_DIR_DOTS", "block 0 of a directory starts with '.' (itself) and '..' (a directory); nowhere else" },
+	{ "INV_DIR_DOTDOT_PARENT", "a directory's '..' names the directory whose entry names it" },
+	{ "INV_DIR_NO_LOOP", "no directory is its own ancestor through '..'" },
+	{ "INV_DIR_ONE_PARENT", "a live directory is named by exactly one entry besides '.' and '..' (no hard links)" },
+	{ "INV_IBLOCKS", "i_blocks equals the blocks the inode owns (data, indirect, xattr) in sectors" },
+	{ "INV_DIR_SIZE", "a directory's i_size is its block count times the block size, without holes" },
+	{ "INV_FILE_SIZE", "a regular file's i_size is not below its last block (except on the orphan list)" },
+	{ "INV_FILE_MAX_SIZE", "a regular file's 64-bit i_size fits the block size's indirect-mapped maximum (e2fsck's) and needs large_file from 2^31" },
+	{ "INV_SYMLINK", "fast symlinks hold their target inline (size < 60); slow ones one block, size < block size" },
+	{ "INV_SPECIAL_FILE", "device, fifo and socket inodes own no blocks, have size 0 and no immutable/append flag" },
+	{ "INV_XATTR_REFCOUNT", "an xattr block's h_refcount equals the inodes that share it" },
+	{ "INV_XATTR_FORMAT", "an xattr block has the magic, h_blocks 1 and entries/values inside the block" },
+	{ "INV_JOURNAL_SB", "the internal journal's superblock has the jbd magic, type v1/v2, the fs block size, s_maxlen/s_first inside the journal inode, one user, no v2 fields in a v1 superblock" },
+	{ "INV_HTREE_ROOT", "an htree root's info has reserved_zero 0 and info_length 8" },
+	{ "INV_HTREE_HASH_VERSION", "an htree root's hash_version is legacy, half_md4 or tea" },
+	{ "INV_HTREE_DEPTH", "indirect_levels <= 1 (ext3, no largedir) and agrees with the tree: nodes above, leaves at the bottom" },
+	{ "INV_HTREE_COUNT_LIMIT", "every htree root/node has limit = the entries its block holds and 0 < count <= limit" },
+	{ "INV_HTREE_HASH_ORDER", "dx_entry hashes do not decrease within a node and stay inside the range the parent gives the node" },
+	{ "INV_HTREE_BLOCKS", "dx_entry blocks are inside the directory, never block 0, and every other block is referenced exactly once" },
+	{ "INV_HTREE_NODE", "entries of an htree leaf hash into the range its index entry gives it" },
+	{ "INV_HTREE_FLAG", "the index flag is only on directories of dir_index file systems, with a valid root" },
+};
+
+/* The legend's text for an invariant: what it says of a state for a scan,
+ * of a transition otherwise. */
+static const char *inv_text(const struct chk_invariant *inv, bool scan)
 {
-	if (verbose)
+	if (scan)
+		for (size_t i = 0; i < sizeof(scan_wording) / sizeof(scan_wording[0]); i++)
+			if (!strcmp(scan_wording[i].id, inv->id))
+				return scan_wording[i].state;
+	return inv->description;
+}
+
+static void list_invariants(bool scan)
+{
+	for (size_t k = 0; k < chk_invariant_count(); k++)
+		printf("%-24s %s\n", chk_invariant_at(k)->id, inv_text(chk_invariant_at(k), scan));
+}
+
+/* The superblock's free counts are hints the kernel leaves stale and
+ * recounts at mount, as a mount of ours does; e2fsck -fn accepts an image
+ * whose only fault they are.  A scan reports them as a note. */
+static bool advisory_in_scan(const struct chk_violation *x)
+{
+	return x->inv && (!strcmp(x->inv->id, "INV_SB_FREE_BLOCKS") ||
+			  !strcmp(x->inv->id, "INV_SB_FREE_INODES"));
+}
+
+/*
+ * One line per problem ("ID: detail [records]"), then a line with the
+ * verdict and a legend of the invariants that occurred, once each, in the
+ * table's order.  With --verbose a pair's change records come first.
+ * Returns the number of problems (advisory notes of a scan excluded: they
+ * go to stderr).
+ */
+static size_t print_verdict(const struct chk_verdict *v, const char *what, bool scan, bool verbose)
+{
+	size_t ninv = chk_invariant_count(), problems = 0, kinds = 0;
+	bool *seen = calloc(ninv ? ninv : 1, sizeof(*seen));
+	bool unknown_seen = false;
+
+	if (verbose && !scan)
 		for (size_t i = 0; i < chk_verdict_nrecords(v); i++) {
 			print_record(chk_verdict_record(v, i), stdout);
 			putchar('\n');
 		}
 	for (size_t i = 0; i < chk_verdict_nviolations(v); i++) {
 		const struct chk_violation *x = chk_verdict_violation(v, i);
-		printf("%s: %s: %s", x->inv ? x->inv->id : "?", x->inv ? x->inv->description : "?", x->detail);
+		if (scan && advisory_in_scan(x)) {
+			fprintf(stderr, "recon-check: %s: note: %s (advisory: a mount and e2fsck "
+				"recount the superblock's free counts)\n", what, x->detail);
+			continue;
+		}
+		problems++;
+		printf("%s: %s", x->inv ? x->inv->id : "?", x->detail);
 		size_t n = x->nrecords < 16 ? x->nrecords : 16;
 		for (size_t k = 0; k < n; k++) {
 			fputs(k ? "; " : " [", stdout);
@@ -113,7 +225,30 @@ static void print_verdict(const struct chk_verdict *v, bool verbose)
 		if (n)
 			fputs(x->nrecords > n ? "; ...]" : "]", stdout);
 		putchar('\n');
+		size_t k = 0;
+		while (k < ninv && chk_invariant_at(k) != x->inv)
+			k++;
+		if (k == ninv) {
+			kinds += !unknown_seen;
+			unknown_seen = true;
+		} else if (seen && !seen[k]) {
+			seen[k] = true;
+			kinds++;
+		}
 	}
+	if (problems) {
+		printf("%s: %s: %zu problem%s, %zu invariant%s:\n", what,
+		       scan ? "not consistent" : "rejected", problems, problems == 1 ? "" : "s",
+		       kinds, kinds == 1 ? "" : "s");
+		for (size_t k = 0; k < ninv && seen; k++)
+			if (seen[k])
+				printf("  %-24s %s\n", chk_invariant_at(k)->id,
+				       inv_text(chk_invariant_at(k), scan));
+		if (unknown_seen)
+			printf("  %-24s %s\n", "?", "a violation the checker did not name");
+	}
+	free(seen);
+	return problems;
 }
 
 static int attach_image(struct image *im, struct chk_fs **fs)
@@ -153,11 +288,14 @@ static int do_scan(const char *path, bool verbose)
 		fprintf(stderr, "recon-check: %s: scan failed: %s\n", path, strerror(-r));
 		rc = 2;
 	} else {
-		print_verdict(v, verbose);
-		rc = chk_verdict_ok(v) ? 0 : 1;
+		rc = print_verdict(v, path, true, verbose) ? 1 : 0;
 		if (needs_recovery(&im))
 			fprintf(stderr, "recon-check: %s: note: the journal needs recovery\n", path);
 		chk_verdict_free(v);
+		struct ext2_super_block sb;
+		if (rc == 0 && verbose && !read_super(&im, &sb))
+			printf("%s: consistent (%u inodes, %u blocks of %u bytes checked)\n", path,
+			       sb.s_inodes_count, sb.s_blocks_count, chk_block_size(fs));
 	}
 	chk_detach(fs);
 	close_image(&im);
@@ -180,6 +318,55 @@ static void print_stats(struct chk_fs *fs)
 		(unsigned long long)st.violations);
 }
 
+/*
+ * Are BEFORE and AFTER two different file systems rather than one before
+ * and after some writes?  Then no transition joins them and there is
+ * nothing to judge.  One differing field may be the corruption a judgement
+ * must reject, so it takes two: of the UUID, the creation time, the
+ * directory hash seed (all three set anew by each mke2fs) and each field
+ * of the geometry.  Returns the number that differ; names them in buf.
+ */
+static int identity_differences(const struct ext2_super_block *a, const struct ext2_super_block *b,
+				char *buf, size_t len)
+{
+	const struct { bool differs; const char *name; } f[] = {
+		{ memcmp(a->s_uuid, b->s_uuid, sizeof(a->s_uuid)) != 0, "UUID" },
+		{ a->s_mkfs_time != b->s_mkfs_time, "creation time" },
+		{ memcmp(a->s_hash_seed, b->s_hash_seed, sizeof(a->s_hash_seed)) != 0, "hash seed" },
+		{ a->s_blocks_count != b->s_blocks_count, "block count" },
+		{ a->s_inodes_count != b->s_inodes_count, "inode count" },
+		{ a->s_log_block_size != b->s_log_block_size, "block size" },
+		{ a->s_first_data_block != b->s_first_data_block, "first data block" },
+		{ a->s_blocks_per_group != b->s_blocks_per_group, "blocks per group" },
+		{ a->s_inodes_per_group != b->s_inodes_per_group, "inodes per group" },
+		{ a->s_inode_size != b->s_inode_size, "inode size" },
+	};
+	int n = 0;
+	size_t used = 0;
+	buf[0] = 0;
+	for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
+		if (!f[i].differs)
+			continue;
+		int w = snprintf(buf + used, len - used, "%s%s", n ? ", " : "", f[i].name);
+		if (w > 0 && (size_t)w < len - used)
+			used += (size_t)w;
+		n++;
+	}
+	return n;
+}
+
+static bool different_file_systems(const struct ext2_super_block *a, const struct ext2_super_block *b,
+				   const char *before, const char *after)
+{
+	char differ[160];
+	if (identity_differences(a, b, differ, sizeof(differ)) < 2)
+		return false;
+	fprintf(stderr, "recon-check: %s and %s are different file systems (%s differ): no "
+		"transition leads from one to the other; give an image and a later copy of it\n",
+		before, after, differ);
+	return true;
+}
+
 static int do_transition(const char *before, const char *after, bool verbose)
 {
 	struct image a = { .fd = -1 }, b = { .fd = -1 };
@@ -193,11 +380,14 @@ static int do_transition(const char *before, const char *after, bool verbose)
 		fprintf(stderr, "recon-check: %s and %s differ in size (%zu vs %zu bytes)\n", before, after, a.size, b.size);
 		goto out;
 	}
-	struct ext2_super_block asb;
+	struct ext2_super_block asb, bsb;
 	if (read_super(&b, &asb) || asb.s_magic != EXT2_SUPER_MAGIC) {
 		fprintf(stderr, "recon-check: %s: not an ext2/ext3 file system\n", after);
 		goto out;
 	}
+	if (!read_super(&a, &bsb) && bsb.s_magic == EXT2_SUPER_MAGIC &&
+	    different_file_systems(&bsb, &asb, before, after))
+		goto out;
 	if (attach_image(&a, &fs))
 		goto out;
 	if (needs_recovery(&a)) {
@@ -266,8 +456,12 @@ static int do_transition(const char *before, const char *after, bool verbose)
 		fprintf(stderr, "recon-check: check failed: %s\n", strerror(-r));
 		goto out;
 	}
-	print_verdict(v, verbose);
-	rc = chk_verdict_ok(v) ? 0 : 1;
+	char what[PATH_MAX * 2 + 8];
+	snprintf(what, sizeof(what), "%s -> %s", before, after);
+	rc = print_verdict(v, what, false, verbose) ? 1 : 0;
+	if (rc == 0 && verbose)
+		printf("%s: approved (%zu blocks changed, %zu change records)\n", what, nchanged,
+		       chk_verdict_nrecords(v));
 	chk_verdict_free(v);
 	print_stats(fs);
 out:
@@ -281,16 +475,25 @@ out:
 	return rc;
 }
 
-static void usage(void)
+static void usage(FILE *f)
 {
-	fprintf(stderr, "usage: recon-check [--verbose] [--stats] BEFORE.img AFTER.img\n"
-			"       recon-check [--verbose] --scan IMAGE\n"
-			"       recon-check --list-invariants\n");
+	fprintf(f, "usage: recon-check [--verbose] [--stats] BEFORE.img AFTER.img\n"
+		   "       recon-check [--verbose] --scan IMAGE\n"
+		   "       recon-check [--scan] --list-invariants\n"
+		   "       recon-check --help | --version\n"
+		   "Exit status: 0 approved / consistent, 1 rejected / not consistent, 2 cannot judge.\n");
+}
+
+static void print_version(void)
+{
+	const char *lib = NULL, *date = NULL;
+	ext2fs_get_library_version(&lib, &date);
+	printf("recon-check %s (libext2fs %s, %s)\n", RECON_VERSION, lib ? lib : "?", date ? date : "?");
 }
 
 int main(int argc, char **argv)
 {
-	bool verbose = false, scan = false;
+	bool verbose = false, scan = false, list = false;
 	const char *args[2];
 	int nargs = 0;
 	for (int i = 1; i < argc; i++) {
@@ -301,27 +504,32 @@ int main(int argc, char **argv)
 		} else if (!strcmp(argv[i], "--scan")) {
 			scan = true;
 		} else if (!strcmp(argv[i], "--list-invariants")) {
-			for (size_t k = 0; k < chk_invariant_count(); k++)
-				printf("%-24s %s\n", chk_invariant_at(k)->id, chk_invariant_at(k)->description);
-			return 0;
+			list = true;
 		} else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-			usage();
+			usage(stdout);
+			return 0;
+		} else if (!strcmp(argv[i], "--version") || !strcmp(argv[i], "-V")) {
+			print_version();
 			return 0;
 		} else if (argv[i][0] == '-' && argv[i][1]) {
 			fprintf(stderr, "recon-check: unknown option %s\n", argv[i]);
-			usage();
+			usage(stderr);
 			return 2;
 		} else if (nargs < 2) {
 			args[nargs++] = argv[i];
 		} else {
-			usage();
+			usage(stderr);
 			return 2;
 		}
 	}
-	if (scan && nargs == 1)
+	if (list && nargs == 0) {
+		list_invariants(scan);
+		return 0;
+	}
+	if (scan && nargs == 1 && !list)
 		return do_scan(args[0], verbose);
-	if (!scan && nargs == 2)
+	if (!scan && nargs == 2 && !list)
 		return do_transition(args[0], args[1], verbose);
-	usage();
+	usage(stderr);
 	return 2;
 }

@@ -33,6 +33,7 @@ static const struct key_desc keys[] = {
 	  "mount read-write without checking the image first (risky: trusts it)" },
 	{ "atime", K_ATIME, F(atime), false, "relatime (default), noatime or strictatime" },
 	{ "pidfile", K_STR, F(pidfile), false, "write the daemon's pid to FILE once mounted" },
+	{ "log", K_STR, F(log_file), false, "append every message to FILE, time-stamped" },
 	{ "acl", K_BOOL, F(acl), false, "POSIX ACLs, enforced by the kernel (on; noacl: off)" },
 	{ "user_xattr", K_BOOL, F(user_xattr), false, "user.* extended attributes (on; nouser_xattr: off)" },
 	{ "sync", K_BOOL, F(sync), false, "every change commits before it returns (also the kernel's sync flag)" },
@@ -626,6 +627,7 @@ void config_free(struct recon_config *cfg)
 	free(cfg->device);
 	free(cfg->mountpoint);
 	free(cfg->pidfile);
+	free(cfg->log_file);
 	free(cfg->config_file);
 	free(cfg->fault_corrupt);
 	free(cfg->stats_file);

@@ -37,6 +37,7 @@ struct recon_config {
 	bool rw_unchecked;        /* skip the mount-time consistency check (the base case) */
 	enum atime_mode atime;    /* relatime (default), noatime, strictatime */
 	char *pidfile;            /* -o pidfile=FILE: written after mount, removed at exit */
+	char *log_file;           /* -o log=FILE: every message appended, time-stamped */
 	char *config_file;        /* -o config=FILE (else /etc/recon-fuse.conf if present) */
 	bool acl;                 /* POSIX ACLs stored and enforced (default on, as Debian's ext3) */
 	bool user_xattr;          /* user.* extended attributes (default on) */

@@ -27,6 +27,7 @@ static int status_fd = -1;   /* pipe to the waiting parent (daemon mode) */
 static void report_status(int st)
 {
 	if (status_fd >= 0) {
+		rfs_log_flush();   /* the parent exits after what we said */
 		char c = (char)st;
 		if (write(status_fd, &c, 1) != 1) {
 			/* the parent is gone; nothing to tell */
@@ -69,7 +70,8 @@ static void detach_stdio(void)
 		return;
 	dup2(fd, 0);
 	dup2(fd, 1);
-	dup2(fd, 2);
+	if (!rfs_log_detach())
+		dup2(fd, 2);
 	if (fd > 2)
 		close(fd);
 	if (chdir("/")) {
@@ -972,6 +974,8 @@ int main(int argc, char **argv)
 	r.ro = cfg.ro;
 	pthread_mutex_init(&r.lock, NULL);
 	set_rio_config(&cfg);
+	if (rfs_log_start(&cfg))
+		goto out;
 	/* the session first: it rejects unknown mount options before we touch the device */
 	r.se = fuse_session_new(&args, &rfs_ops, sizeof(rfs_ops), &r);
 	if (!r.se) {
@@ -1059,9 +1063,12 @@ out_session:
 	rfs_unmount(&r);              /* when init never ran */
 	if (status == 0 && r.lost)
 		status = RFS_EXIT_LOST;
-	if (cfg.pidfile && (status == 0 || r.stopped || r.lost))
+	if (cfg.pidfile && (status == 0 || r.stopped || r.lost)) {
+		rfs_log_flush();          /* the messages are complete too */
 		unlink(cfg.pidfile);      /* last: the image is complete once it is gone */
+	}
 out:
+	rfs_log_stop();
 	report_status(1);
 	pthread_mutex_destroy(&r.lock);
 	config_free(&cfg);

@@ -174,6 +174,26 @@ bool rfs_group_counts_agree(ext2_filsys fs);
  * True if any group changed. */
 bool rfs_clear_uninit(ext2_filsys fs);
 
+/* log.c: where the daemon's messages go.  Everything is printed to stderr;
+ * rfs_log_start (once, before any thread that prints, after the fork of
+ * daemon mode) makes fd 2 a pipe read by a thread of its own, with every
+ * signal blocked, when the daemon will detach or -o log= is given: each
+ * line goes on to the original stderr while there is one, to the log= file
+ * (appended, time-stamped, naming the image and the mount point) and, for
+ * a daemon that detaches, to the kernel log (/dev/kmsg, root) or syslog
+ * (LOG_DAEMON), a long report cut short there.  0, or -1 after a message
+ * (the log file cannot be opened; nothing changed).  rfs_log_flush: returns
+ * once the lines printed so far are forwarded (before the waiting parent
+ * is told to exit; bounded wait).  rfs_log_detach: the original stderr is
+ * let go; true if fd 2 is the log's pipe (the caller must leave it), false
+ * if no log runs.  rfs_log_stop: at exit, after the last message: forwards
+ * what is left, joins the thread, puts fd 2 back (the terminal, or
+ * /dev/null after detaching).  All are called from the main thread. */
+int rfs_log_start(const struct recon_config *cfg);
+void rfs_log_flush(void);
+bool rfs_log_detach(void);
+void rfs_log_stop(void);
+
 /* Mount-time orphan processing (the first transaction, after the base
  * check; the caller commits it).  0 or -errno. */
 int rfs_process_orphans(struct rfs *r);
