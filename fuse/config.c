@@ -11,6 +11,7 @@
 #include <libconfig.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define DEFAULT_CONFIG_FILE "/etc/recon-fuse.conf"
@@ -468,6 +469,76 @@ static int apply_cmdline_opts(struct recon_config *cfg, char *list)
 	return ret;
 }
 
+/* A path the daemon can use after it leaves its working directory (it
+ * chdirs to / when it detaches, then unmounts and removes its pid file from
+ * there): an absolute one as given, a relative one made absolute, resolved
+ * when it exists.  0 or -errno, after a message. */
+static int make_absolute(char **path)
+{
+	char *abs, *cwd;
+
+	if (!*path || (*path)[0] == '/')
+		return 0;
+	abs = realpath(*path, NULL);
+	if (!abs) {
+		cwd = getcwd(NULL, 0);
+		if (!cwd) {
+			int err = errno;
+			fprintf(stderr, "recon-fuse: cannot tell the current directory (%s) to "
+				"resolve %s: give an absolute path\n", strerror(err), *path);
+			return -err;
+		}
+		if (asprintf(&abs, "%s/%s", strcmp(cwd, "/") ? cwd : "", *path) < 0)
+			abs = NULL;
+		free(cwd);
+		if (!abs)
+			return -ENOMEM;
+	}
+	free(*path);
+	*path = abs;
+	return 0;
+}
+
+/* The mount point, as the kernel's mount would judge it, before the image is
+ * touched: FUSE mounts on a regular file too, and its root directory then
+ * answers EIO; and a FUSE mount whose daemon is gone (kill -9) answers
+ * ENOTCONN, where mounting again fails or stacks a mount on the dead one. */
+static int check_mountpoint(const char *mp)
+{
+	struct stat st;
+
+	if (stat(mp, &st) == 0) {
+		if (S_ISDIR(st.st_mode))
+			return 0;
+		fprintf(stderr, "recon-fuse: %s: mount point is not a directory\n", mp);
+		return -ENOTDIR;
+	}
+	int err = errno;
+	if (err == ENOTCONN) {
+		char *parent = strdup(mp), *slash = parent ? strrchr(parent, '/') : NULL;
+		bool above = false;
+		if (slash) {
+			slash[slash == parent] = 0;
+			above = stat(parent, &st) && errno == ENOTCONN;
+		}
+		free(parent);
+		if (above)
+			fprintf(stderr, "recon-fuse: %s is inside a FUSE mount whose daemon is gone "
+				"(Transport endpoint is not connected); unmount that mount first "
+				"(fusermount3 -u, or umount as root; /proc/mounts lists it)\n", mp);
+		else
+			fprintf(stderr, "recon-fuse: %s: the FUSE file system mounted there lost its "
+				"daemon (killed or crashed) and is still mounted (Transport endpoint is "
+				"not connected); unmount it first: fusermount3 -u %s (or, as root, "
+				"umount %s)\n", mp, mp, mp);
+	} else if (err == ENOENT) {
+		fprintf(stderr, "recon-fuse: %s: mount point does not exist\n", mp);
+	} else {
+		fprintf(stderr, "recon-fuse: mount point %s: %s\n", mp, strerror(err));
+	}
+	return -err;
+}
+
 int config_parse(int argc, char **argv, struct recon_config *cfg, struct fuse_args *fuse_args)
 {
 	struct optbuf ours = { 0 }, theirs = { 0 };
@@ -522,6 +593,11 @@ int config_parse(int argc, char **argv, struct recon_config *cfg, struct fuse_ar
 		ret = -EINVAL;
 		goto out;
 	}
+	ret = make_absolute(&cfg->device);
+	if (!ret)
+		ret = make_absolute(&cfg->mountpoint);
+	if (ret)
+		goto out;
 
 	/* the config file first, then -o on top of it */
 	if (ours.s) {
@@ -574,6 +650,13 @@ int config_parse(int argc, char **argv, struct recon_config *cfg, struct fuse_ar
 		ret = -EINVAL;
 		goto out;
 	}
+	ret = make_absolute(&cfg->pidfile);
+	if (!ret)
+		ret = make_absolute(&cfg->stats_file);
+	if (!ret)
+		ret = check_mountpoint(cfg->mountpoint);
+	if (ret)
+		goto out;
 
 	/* show the device in mount(8) and /proc/mounts */
 	if (!strstr(theirs.s ? theirs.s : "", "fsname=") && !strchr(cfg->device, ',')) {

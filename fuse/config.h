@@ -76,7 +76,10 @@ struct recon_config {
  * consumed; everything else (the usual FUSE options: ro, allow_other,
  * default_permissions, fsname, subtype, max_read, ...) is left in *fuse_args
  * for fuse_session_new(), which rejects what it does not know.
- * Returns 0, or -EINVAL after printing a clear message.
+ * Relative paths (device, mount point, pidfile, stats) are made absolute,
+ * as the daemon leaves its working directory; the mount point must be a
+ * directory that answers (not a FUSE mount whose daemon is gone).
+ * Returns 0, or -errno after printing a clear message.
  */
 int config_parse(int argc, char **argv, struct recon_config *cfg,
 		 struct fuse_args *fuse_args);

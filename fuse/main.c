@@ -990,6 +990,8 @@ int main(int argc, char **argv)
 			goto out_session;
 		}
 	}
+	if (rfs_claim_image(cfg.device, r.ro))
+		goto out_session;
 	if (prepare_fs(&r))
 		goto out_session;
 	if (fuse_set_signal_handlers(r.se)) {

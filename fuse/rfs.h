@@ -137,6 +137,17 @@ void rfs_join_notifier(struct rfs *r);
 
 extern const struct fuse_lowlevel_ops rfs_ops;
 
+/* claim.c: claim the image for this daemon, before it is opened, in the
+ * process that serves it (the claim lasts until that process exits): a
+ * read-write mount is the image file's only user, a read-only one shares it
+ * with read-only ones only, and neither starts while a loop device serves
+ * the file (read-only: unless that loop device is read-only).  A loop device
+ * given as the device is claimed through its backing file; other block
+ * devices are left to the O_EXCL of their open.  Waits up to 30 s for a
+ * recon-fuse that holds the image with no mount of it left (still writing
+ * after umount).  0, or -1 after a message naming the holder. */
+int rfs_claim_image(const char *dev, bool ro);
+
 /* bitmaps.c: fs->block_map and fs->inode_map from the disk, as
  * ext2fs_read_bitmaps() makes them, in time that grows with the groups in
  * use rather than with the disk.  0 or a libext2fs error (then none). */
