@@ -136,16 +136,37 @@ struct block_cursor {
 	unsigned int end;       /* blocksize, less the checksum tail if present */
 };
 
-static bool block_has_csum_tail(ext2_filsys fs, const char *buf)
+/*
+ * Where a block's entries end.  With metadata_csum a leaf block ends in a
+ * 12-byte tail that reads as an empty entry (name_len 0, file type 0xDE).
+ * Whether a block has one is decided by its rec_len chain, as e2fsck
+ * decides: a leaf's chain stops exactly where its tail starts.  A dx root
+ * ("." and a ".." covering the rest) and a dx node (one empty entry covering
+ * the block) chain to the block's end, so whatever their last bytes hold (a
+ * dx tail, or the bytes of the leaf tail the kernel leaves behind in a
+ * root's dt_reserved when it indexes a directory) is never taken for a leaf
+ * tail.  A broken chain ends at the block's end: cursor_next reports it.
+ */
+static unsigned int block_entries_end(ext2_filsys fs, char *buf)
 {
 	const struct ext2_dir_entry_tail *t;
+	unsigned int top = fs->blocksize - sizeof(*t), off = 0, rec_len;
 
 	if (!ext2fs_has_feature_metadata_csum(fs->super))
-		return false;
-	t = (const struct ext2_dir_entry_tail *)(buf + fs->blocksize - sizeof(*t));
-	return t->det_reserved_zero1 == 0 &&
-	       t->det_rec_len == sizeof(*t) &&
-	       t->det_reserved_name_len == EXT2_DIR_NAME_LEN_CSUM;
+		return fs->blocksize;
+	while (off < top) {
+		if (ext2fs_get_rec_len(fs, (struct ext2_dir_entry *)(buf + off), &rec_len) ||
+		    rec_len < 8 || (rec_len & 3))
+			return fs->blocksize;
+		off += rec_len;
+	}
+	if (off != top)
+		return fs->blocksize;
+	t = (const struct ext2_dir_entry_tail *)(buf + top);
+	if (t->det_reserved_zero1 == 0 && t->det_rec_len == sizeof(*t) &&
+	    t->det_reserved_name_len == EXT2_DIR_NAME_LEN_CSUM)
+		return top;
+	return fs->blocksize;
 }
 
 static void cursor_init(struct block_cursor *c, ext2_filsys fs, char *buf)
@@ -153,9 +174,7 @@ static void cursor_init(struct block_cursor *c, ext2_filsys fs, char *buf)
 	c->fs = fs;
 	c->buf = buf;
 	c->off = 0;
-	c->end = fs->blocksize;
-	if (block_has_csum_tail(fs, buf))
-		c->end -= sizeof(struct ext2_dir_entry_tail);
+	c->end = block_entries_end(fs, buf);
 }
 
 /* 1 and *e filled, 0 at the end of the block, -EIO on a corrupt entry. */
