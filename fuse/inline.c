@@ -16,14 +16,14 @@
 #define PARENT_BYTES 4u
 
 /* Say once what is wrong with an inode (a listing retries the same
- * directory many times), then -EIO. */
+ * directories many times), then -EIO. */
 static int malformed(ext2_ino_t ino, const char *what)
 {
-	static ext2_ino_t last;   /* under the caller's file-system lock */
+	static ext2_ino_t said[64];   /* under the caller's file-system lock */
 
-	if (last != ino)
+	if (said[ino % 64] != ino)
 		fprintf(stderr, "recon-fuse: inode %u: %s (run e2fsck on the image)\n", ino, what);
-	last = ino;
+	said[ino % 64] = ino;
 	return -EIO;
 }
 
