@@ -11,11 +11,12 @@
  *
  * Errors: 0 or -errno, as declared in dirindex.h.
  *
- * One file (about 1,100 lines): the index, its gap tree and the block edits
+ * One file (about 1,200 lines): the index, its gap tree and the block edits
  * that keep both exact are one invariant; split, each part would have to
  * export the others' internals.
  */
 #include "dirindex.h"
+#include "inline.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -40,6 +41,7 @@ struct dirix {
 	struct dirix *hnext;                    /* dindex hash chain */
 	struct dirix *lru_prev, *lru_next;      /* most recent at lru_head */
 	bool htree;             /* EXT2_INDEX_FL still set on disk */
+	bool inline_dir;        /* entries in the inode (inline.c); read-only */
 	uint32_t nblocks;       /* i_size / blocksize */
 	blk64_t *pblk;          /* physical block of each logical block */
 	uint32_t blk_cap;       /* allocated length of pblk */
@@ -136,16 +138,37 @@ struct block_cursor {
 	unsigned int end;       /* blocksize, less the checksum tail if present */
 };
 
-static bool block_has_csum_tail(ext2_filsys fs, const char *buf)
+/*
+ * Where a block's entries end.  With metadata_csum a leaf block ends in a
+ * 12-byte tail that reads as an empty entry (name_len 0, file type 0xDE).
+ * Whether a block has one is decided by its rec_len chain, as e2fsck
+ * decides: a leaf's chain stops exactly where its tail starts.  A dx root
+ * ("." and a ".." covering the rest) and a dx node (one empty entry covering
+ * the block) chain to the block's end, so whatever their last bytes hold (a
+ * dx tail, or the bytes of the leaf tail the kernel leaves behind in a
+ * root's dt_reserved when it indexes a directory) is never taken for a leaf
+ * tail.  A broken chain ends at the block's end: cursor_next reports it.
+ */
+static unsigned int block_entries_end(ext2_filsys fs, char *buf)
 {
 	const struct ext2_dir_entry_tail *t;
+	unsigned int top = fs->blocksize - sizeof(*t), off = 0, rec_len;
 
 	if (!ext2fs_has_feature_metadata_csum(fs->super))
-		return false;
-	t = (const struct ext2_dir_entry_tail *)(buf + fs->blocksize - sizeof(*t));
-	return t->det_reserved_zero1 == 0 &&
-	       t->det_rec_len == sizeof(*t) &&
-	       t->det_reserved_name_len == EXT2_DIR_NAME_LEN_CSUM;
+		return fs->blocksize;
+	while (off < top) {
+		if (ext2fs_get_rec_len(fs, (struct ext2_dir_entry *)(buf + off), &rec_len) ||
+		    rec_len < 8 || (rec_len & 3))
+			return fs->blocksize;
+		off += rec_len;
+	}
+	if (off != top)
+		return fs->blocksize;
+	t = (const struct ext2_dir_entry_tail *)(buf + top);
+	if (t->det_reserved_zero1 == 0 && t->det_rec_len == sizeof(*t) &&
+	    t->det_reserved_name_len == EXT2_DIR_NAME_LEN_CSUM)
+		return top;
+	return fs->blocksize;
 }
 
 static void cursor_init(struct block_cursor *c, ext2_filsys fs, char *buf)
@@ -153,9 +176,7 @@ static void cursor_init(struct block_cursor *c, ext2_filsys fs, char *buf)
 	c->fs = fs;
 	c->buf = buf;
 	c->off = 0;
-	c->end = fs->blocksize;
-	if (block_has_csum_tail(fs, buf))
-		c->end -= sizeof(struct ext2_dir_entry_tail);
+	c->end = block_entries_end(fs, buf);
 }
 
 /* 1 and *e filled, 0 at the end of the block, -EIO on a corrupt entry. */
@@ -440,6 +461,39 @@ static int index_block(struct dindex *di, struct dirix *d, uint32_t lblk)
 	return 0;
 }
 
+static int index_inline_entry(void *ctx, const char *name, size_t len, ext2_ino_t ino,
+			      int ftype, uint32_t pos, uint32_t next)
+{
+	struct dirix *d = ctx;
+
+	(void)next;
+	if (len > EXT2_NAME_LEN)
+		return -EIO;
+	if (name_find(d, name, len, name_hash(name, len)))
+		return -EIO;    /* two entries with one name */
+	return name_insert(d, name, len, 0, pos, ino, ftype);
+}
+
+/* An inline directory: no blocks, its names at their inline positions. */
+static int dirix_build_inline(ext2_filsys fs, ext2_ino_t dir, const struct ext2_inode *inode,
+			      struct dirix **out)
+{
+	struct dirix *d = calloc(1, sizeof(*d));
+	int rc;
+
+	if (!d)
+		return -ENOMEM;
+	d->dir = dir;
+	d->inline_dir = true;
+	rc = inline_dir_iterate(fs, dir, inode, index_inline_entry, d);
+	if (rc) {
+		dirix_free(d);
+		return rc;
+	}
+	*out = d;
+	return 0;
+}
+
 static int dirix_build(struct dindex *di, ext2_ino_t dir, struct dirix **out)
 {
 	ext2_filsys fs = di->fs;
@@ -456,7 +510,7 @@ static int dirix_build(struct dindex *di, ext2_ino_t dir, struct dirix **out)
 	if (!LINUX_S_ISDIR(inode.i_mode))
 		return -ENOTDIR;
 	if (inode.i_flags & EXT4_INLINE_DATA_FL)
-		return -EOPNOTSUPP;
+		return dirix_build_inline(fs, dir, &inode, out);
 	size = EXT2_I_SIZE(&inode);
 	if (size == 0 || size % fs->blocksize ||
 	    size / fs->blocksize > UINT32_MAX)
@@ -578,12 +632,15 @@ static int get_dir(struct dindex *di, ext2_ino_t dir, struct dirix **out)
 /* ---- changes on disk ------------------------------------------------------ */
 
 /* Before the first change to an htree directory: make it a linear one, so
- * the kernel and e2fsck no longer trust the (soon stale) hash tree. */
-static int clear_htree(struct dindex *di, struct dirix *d)
+ * the kernel and e2fsck no longer trust the (soon stale) hash tree.  An
+ * inline directory is only read (inline_data images mount read-only). */
+static int prepare_change(struct dindex *di, struct dirix *d)
 {
 	struct ext2_inode inode;
 	errcode_t err;
 
+	if (d->inline_dir)
+		return -EOPNOTSUPP;
 	if (!d->htree)
 		return 0;
 	/* With metadata_csum the dx blocks carry a dx tail, not a dirent tail;
@@ -946,7 +1003,7 @@ int dindex_add(struct dindex *di, ext2_ino_t dir, const char *name, size_t len,
 		return rc;
 	if (name_find(d, name, len, name_hash(name, len)))
 		return -EEXIST;
-	rc = clear_htree(di, d);
+	rc = prepare_change(di, d);
 	if (rc)
 		goto out;
 	blk = gap_find(d, entry_size(len));
@@ -984,7 +1041,7 @@ int dindex_remove(struct dindex *di, ext2_ino_t dir, const char *name, size_t le
 	e = name_find(d, name, len, name_hash(name, len));
 	if (!e)
 		return -ENOENT;
-	rc = clear_htree(di, d);
+	rc = prepare_change(di, d);
 	if (rc)
 		goto out;
 	rc = read_block(di, d, e->lblk);
@@ -1036,7 +1093,7 @@ int dindex_replace(struct dindex *di, ext2_ino_t dir, const char *name, size_t l
 	e = name_find(d, name, len, name_hash(name, len));
 	if (!e)
 		return -ENOENT;
-	rc = clear_htree(di, d);
+	rc = prepare_change(di, d);
 	if (rc)
 		goto out;
 	rc = read_block(di, d, e->lblk);
@@ -1067,6 +1124,37 @@ int dindex_is_empty(struct dindex *di, ext2_ino_t dir)
 	return d->nother == 0;
 }
 
+struct inline_rd {
+	uint64_t from;
+	dindex_fill_fn fill;
+	void *ctx;
+};
+
+static int inline_rd_entry(void *vctx, const char *name, size_t len, ext2_ino_t ino,
+			   int ftype, uint32_t pos, uint32_t next)
+{
+	struct inline_rd *c = vctx;
+
+	if (pos < c->from)
+		return 0;       /* returned already */
+	return c->fill(c->ctx, name, len, ino, ftype, next) ? 1 : 0;
+}
+
+/* Positions in an inline directory are inline.c's (all in "block" 0). */
+static int readdir_inline(struct dindex *di, ext2_ino_t dir, uint64_t off,
+			  dindex_fill_fn fill, void *ctx)
+{
+	struct inline_rd c = { .from = off, .fill = fill, .ctx = ctx };
+	struct ext2_inode inode;
+	errcode_t err = ext2fs_read_inode(di->fs, dir, &inode);
+
+	if (err)
+		return errcode_to_errno(err);
+	if (!(inode.i_flags & EXT4_INLINE_DATA_FL))
+		return -EIO;    /* changed under an index that says inline */
+	return inline_dir_iterate(di->fs, dir, &inode, inline_rd_entry, &c);
+}
+
 int dindex_readdir(struct dindex *di, ext2_ino_t dir, uint64_t off,
 		   dindex_fill_fn fill, void *ctx)
 {
@@ -1078,6 +1166,8 @@ int dindex_readdir(struct dindex *di, ext2_ino_t dir, uint64_t off,
 	rc = get_dir(di, dir, &d);
 	if (rc)
 		return rc;
+	if (d->inline_dir)
+		return readdir_inline(di, dir, off, fill, ctx);
 	for (; lblk < d->nblocks; lblk++, boff = 0) {
 		struct block_cursor c;
 		struct raw_entry e;

@@ -11,7 +11,9 @@
  * e2fsck: a directory with an htree (EXT2_INDEX_FL) keeps it while only read;
  * the first change through this API clears EXT2_INDEX_FL (the dx blocks then
  * read as ordinary empty directory blocks, as the kernel's ext2 driver does),
- * and directories grown past one block stay linear.
+ * and directories grown past one block stay linear.  An inline directory
+ * (EXT4_INLINE_DATA_FL, read through inline.c) is only read: lookups,
+ * readdir and dindex_is_empty work, changes are -EOPNOTSUPP.
  *
  * Errors: 0 or -errno.  Threads: the caller holds the file-system lock.
  */
@@ -52,7 +54,8 @@ int dindex_is_empty(struct dindex *di, ext2_ino_t dir);
 
 /*
  * Readdir from a position.  Positions are stable across changes:
- * (logical block << 32) | byte offset in the block; 0 is the start.  fill()
+ * (logical block << 32) | byte offset in the block; 0 is the start (in an
+ * inline directory, inline.c's positions in its one area).  fill()
  * returns nonzero when its buffer is full (the entry was not taken).
  * next_off is the position after the entry.  Returns 0 or -errno.
  */

@@ -3,6 +3,7 @@
  * fsync, fallocate, hole punching and SEEK_DATA/SEEK_HOLE.
  */
 #include "rfs.h"
+#include "inline.h"
 #include "io.h"
 
 #include <errno.h>
@@ -309,10 +310,14 @@ void op_read(fuse_req_t req, fuse_ino_t fino, size_t size, off_t off,
 		ret = -ENOMEM;
 		goto out;
 	}
-	for (unsigned i = 0; i < n && !ret; i++)
-		ret = map_block(r, ino, &in, first + i, &phys[i]);
-	if (!ret)
-		ret = blocks_io(r, ino, false, phys, n, buf);
+	if (in.i_flags & EXT4_INLINE_DATA_FL) {
+		ret = inline_file_read(r->fs, ino, &in, off, size, buf + off % bs);
+	} else {
+		for (unsigned i = 0; i < n && !ret; i++)
+			ret = map_block(r, ino, &in, first + i, &phys[i]);
+		if (!ret)
+			ret = blocks_io(r, ino, false, phys, n, buf);
+	}
 	if (!ret) {
 		got = size;
 		maybe_touch_atime(r, ino);
@@ -967,7 +972,10 @@ void op_lseek(fuse_req_t req, fuse_ino_t fino, off_t off, int whence,
 	if (!ret) {
 		struct seek_scan s = { .from = off / bs, .want_data = whence == SEEK_DATA,
 				       .next = off / bs };
-		if (ext2fs_inode_has_valid_blocks2(r->fs, &in)) {
+		if (in.i_flags & EXT4_INLINE_DATA_FL) {
+			s.found = s.want_data ? 0 : (size + bs - 1) / bs;   /* data all through */
+			s.done = true;
+		} else if (ext2fs_inode_has_valid_blocks2(r->fs, &in)) {
 			errcode_t e = ext2fs_block_iterate3(r->fs, ino,
 							    BLOCK_FLAG_READ_ONLY | BLOCK_FLAG_DATA_ONLY,
 							    NULL, seek_scan_block, &s);

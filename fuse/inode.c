@@ -231,6 +231,10 @@ static void fill_stat(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, stru
 	st->st_size = EXT2_I_SIZE(in);
 	st->st_blksize = r->fs->blocksize;
 	st->st_blocks = ext2fs_get_stat_i_blocks(r->fs, in);
+	/* the kernel counts an inline file's bytes as blocks (tar would call
+	 * a file of no blocks sparse) */
+	if ((in->i_flags & EXT4_INLINE_DATA_FL) && LINUX_S_ISREG(in->i_mode))
+		st->st_blocks += (st->st_size + 511) / 512;
 	/* signed 32-bit seconds, as the kernel reads them (times before 1970) */
 	st->st_atime = (int32_t)in->i_atime;
 	st->st_mtime = (int32_t)in->i_mtime;

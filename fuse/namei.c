@@ -3,6 +3,7 @@
  * create), unlink, rmdir, rename and link.
  */
 #include "rfs.h"
+#include "inline.h"
 #include "io.h"
 
 #include <errno.h>
@@ -117,7 +118,9 @@ void op_readlink(fuse_req_t req, fuse_ino_t fino)
 		ret = -ENOMEM;
 		goto out;
 	}
-	if (ext2fs_is_fast_symlink(&in)) {
+	if (in.i_flags & EXT4_INLINE_DATA_FL) {
+		ret = inline_file_read(r->fs, ino, &in, 0, len, buf);
+	} else if (ext2fs_is_fast_symlink(&in)) {
 		if (len >= sizeof(in.i_block)) {
 			ret = corrupt(ino, "fast symlink too long");
 			goto out;

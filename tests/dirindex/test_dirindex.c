@@ -1,7 +1,8 @@
 /*
  * tests/dirindex/test_dirindex.c - fuse/dirindex.c against real images:
  * mke2fs images (1k and 4k blocks, with and without filetype), the htree
- * directory of the corpus image f_h_normal, and corrupt directory blocks.
+ * directory of the corpus image f_h_normal, and corrupt directory blocks,
+ * metadata_csum htree directories whose dx blocks end in a leaf tail's bytes.
  * Every image must pass `e2fsck -fn` after the changes.
  *
  * Usage: test_dirindex [corpus-dir]   (default /work/shared/corpus/e2fsprogs-tests)
@@ -80,8 +81,9 @@ static int fsck_clean(const char *img)
 	int rc = run("e2fsck -fn %s > %s/fsck.out 2>&1", img, scratch);
 
 	if (rc != 0) {
-		fprintf(stderr, "e2fsck -fn %s exit %d:\n", img, rc);
+		fprintf(stderr, "FAIL: e2fsck -fn %s exit %d:\n", img, rc);
 		run("cat %s/fsck.out >&2", scratch);
+		failures++;
 	} else {
 		printf("  e2fsck -fn: clean\n");
 	}
@@ -485,6 +487,133 @@ static int test_htree(const char *img, const char *dirname, int min_names)
 	return fsck_clean(img);
 }
 
+/* ---- metadata_csum htree: the end of a dx block is no leaf tail ---- */
+
+/* Put a leaf tail's bytes (inode 0, rec_len 12, name_len 0, type 0xDE) into
+ * the last 12 bytes of dx block pblk, as the kernel leaves them in a root's
+ * dt_reserved when it indexes a directory; the dx checksum is recomputed by
+ * the write.  Only the last (unused) entry slot before the dx tail and
+ * dt_reserved change; a full block is left alone.  1 if poked. */
+static int poke_stale_tail(ext2_filsys fs, ext2_ino_t dir, blk64_t pblk, bool root)
+{
+	static const unsigned char tail[8] = { 0, 0, 0, 0, 0x0c, 0, 0, 0xde };
+	char *buf = malloc(fs->blocksize);
+	uint16_t limit, count;
+	int poked = 0;
+
+	CHECK(buf, "malloc");
+	CHECK(ext2fs_read_dir_block4(fs, pblk, buf, 0, dir) == 0, "read dx block");
+	/* struct dx_countlimit: after "." and ".." and the root info (32
+	 * bytes) in a root, after the empty entry's header in a node */
+	memcpy(&limit, buf + (root ? 32 : 8), 2);
+	memcpy(&count, buf + (root ? 34 : 10), 2);
+	if (ext2fs_le16_to_cpu(count) < ext2fs_le16_to_cpu(limit)) {
+		memcpy(buf + fs->blocksize - 12, tail, sizeof(tail));
+		CHECK(ext2fs_write_dir_block4(fs, pblk, buf, 0, dir) == 0, "write dx block");
+		poked = 1;
+	}
+	free(buf);
+	return poked;
+}
+
+/* Is logical block lblk of dir a dx block (the root, or a node: one empty
+ * entry covering the block)?  *pblk is its physical block. */
+static int is_dx_block(ext2_filsys fs, ext2_ino_t dir, blk64_t lblk, blk64_t *pblk)
+{
+	struct ext2_dir_entry *de;
+	unsigned int rec_len = 0;
+	char *buf = malloc(fs->blocksize);
+	int dx;
+
+	if (!buf || ext2fs_bmap2(fs, dir, NULL, NULL, 0, lblk, NULL, pblk) ||
+	    ext2fs_read_dir_block4(fs, *pblk, buf, 0, dir)) {
+		free(buf);
+		return -1;
+	}
+	de = (struct ext2_dir_entry *)buf;
+	ext2fs_get_rec_len(fs, de, &rec_len);
+	dx = lblk == 0 || (de->inode == 0 && rec_len == fs->blocksize);
+	free(buf);
+	return dx;
+}
+
+/* mke2fs's metadata_csum, a directory indexed by e2fsck -D, the stale tail
+ * bytes in every dx block: every name is found and listed once. */
+static int test_csum_htree(int bs)
+{
+	const int n = 5000;
+	char img[512], name[300];
+	ext2_filsys fs;
+	struct dindex *di;
+	struct ext2_inode inode;
+	ext2_ino_t dir, file, ino;
+	unsigned char *present;
+	int ftype, rc, ndx = 0;
+
+	snprintf(img, sizeof(img), "%s/csum-htree.img", scratch);
+	CHECK(run("mke2fs -q -F -t ext4 -O metadata_csum,^has_journal -b %d %s 64M >/dev/null",
+		  bs, img) == 0, "mke2fs");
+	if (open_fs(img, &fs))
+		return -1;
+	CHECK(make_dir(fs, "h", &dir) == 0 && make_file(fs, &file) == 0, "setup");
+	di = dindex_new(fs, 2);
+	CHECK(di, "dindex_new");
+	for (int i = 0; i < n; i++) {
+		entry_name(name, sizeof(name), i);
+		CHECK(dindex_add(di, dir, name, strlen(name), file, EXT2_FT_REG_FILE) == 0, "add");
+	}
+	dindex_free(di);
+	CHECK(set_links(fs, file, n) == 0, "links");
+	CHECK(ext2fs_close_free(&fs) == 0, "close");
+	rc = run("e2fsck -fyD %s >%s/fsck-D.out 2>&1", img, scratch);
+	CHECK(rc == 0 || rc == 1, "e2fsck -fyD exit %d", rc);
+
+	if (open_fs(img, &fs))
+		return -1;
+	CHECK(ext2fs_read_inode(fs, dir, &inode) == 0 && (inode.i_flags & EXT2_INDEX_FL),
+	      "e2fsck -D made no htree");
+	for (blk64_t lblk = 0; lblk < EXT2_I_SIZE(&inode) / fs->blocksize; lblk++) {
+		blk64_t pblk;
+		int dx = is_dx_block(fs, dir, lblk, &pblk);
+
+		CHECK(dx >= 0, "reading block %llu", (unsigned long long)lblk);
+		if (dx) {
+			rc = poke_stale_tail(fs, dir, pblk, lblk == 0);
+			if (rc < 0)
+				return -1;
+			ndx += rc;
+		}
+	}
+	CHECK(ndx > 0, "no dx block to put the bytes in");
+	CHECK(ext2fs_close_free(&fs) == 0, "close");
+	if (fsck_clean(img))
+		return -1;
+
+	if (open_fs(img, &fs))
+		return -1;
+	di = dindex_new(fs, 2);
+	CHECK(di, "dindex_new");
+	present = malloc(n);
+	CHECK(present, "malloc");
+	memset(present, 1, n);
+	for (int i = 0; i < n; i++) {
+		entry_name(name, sizeof(name), i);
+		rc = dindex_lookup(di, dir, name, strlen(name), &ino, &ftype);
+		CHECK(rc == 0 && ino == file, "lookup %s: %d", name, rc);
+	}
+	CHECK(dindex_lookup(di, dir, "..", 2, &ino, &ftype) == 0 && ino == EXT2_ROOT_INO, "..");
+	if (readdir_all(di, dir, present, n, 64))
+		return -1;
+	/* changing an indexed metadata_csum directory is not supported */
+	CHECK(dindex_add(di, dir, "new", 3, file, EXT2_FT_REG_FILE) == -EOPNOTSUPP, "add");
+	printf("  %d-byte blocks: %d dx block(s) with stale tail bytes, %d names found and listed\n",
+	       bs, ndx, n);
+	dindex_free(di);
+	free(present);
+	ext2fs_close_free(&fs);
+	return 0;
+}
+
 /* ---- corrupt directory blocks give EIO ---- */
 
 static int corrupt_and_check(const char *img, int how)
@@ -689,6 +818,9 @@ int main(int argc, char **argv)
 	test_corpus_htree(corpus);
 	printf("htree directory made by the kernel:\n");
 	test_kernel_htree();
+	printf("metadata_csum htree directory with stale tail bytes in its dx blocks:\n");
+	test_csum_htree(1024);
+	test_csum_htree(4096);
 	run("rm -rf %s", scratch);
 	printf("%s\n", failures ? "FAILED" : "ok");
 	return failures ? 1 : 0;
