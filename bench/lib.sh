@@ -1,5 +1,6 @@
-# bench/lib.sh - shell helpers shared by bench/phases and bench/overhead.
-# Sourced, not run.  Needs root (loop devices, mount, drop_caches).
+# bench/lib.sh - shell helpers shared by the bench scripts: finding the
+# binaries, the scratch directory, mounts, timing.  Sourced, not run.  The
+# mount helpers need root (loop devices, mount, drop_caches).
 #
 # Drivers: "kernel" (ext3 on a loop device), "fuse2fs" (Debian fuse2fs,
 # -o fakeroot), "recon" (recon-fuse).  The FUSE daemons run in the
@@ -28,7 +29,8 @@ bench_need_root() {
 	[[ $(id -u) == 0 ]] || bench_die "must run as root (loop devices, mount, drop_caches)"
 }
 
-# Locate the recon-fuse binary: $RECON_FUSE, then the usual build dirs.
+# Locate the recon-fuse binary: $RECON_FUSE (what --recon sets), then this
+# source tree's build folders, then recon-fuse on PATH (an installed one).
 bench_find_recon() {
 	local c
 	for c in "${RECON_FUSE:-}" "$REPO_DIR/build/fuse/recon-fuse" "$REPO_DIR/builddir/fuse/recon-fuse" \
@@ -36,6 +38,70 @@ bench_find_recon() {
 		[[ -n $c && -x $c ]] && { echo "$c"; return 0; }
 	done
 	return 1
+}
+BENCH_NO_RECON="recon-fuse not found: build it (meson setup build -Dbuildtype=release && ninja -C build), install it on PATH, or pass --recon PATH"
+
+# Locate recon-check: $RECON_CHECK (what --recon-check sets), then beside
+# RECON_BIN when that is in a build folder, then this source tree's build
+# folders, then PATH.
+bench_find_recon_check() {
+	local c beside=""
+	[[ -n ${RECON_BIN:-} ]] && beside=$(dirname "$RECON_BIN")/../checker/recon-check
+	for c in "${RECON_CHECK:-}" "$beside" "$REPO_DIR/build/checker/recon-check" \
+		 "$REPO_DIR/builddir/checker/recon-check" "$(command -v recon-check 2>/dev/null)"; do
+		[[ -n $c && -x $c ]] && { echo "$c"; return 0; }
+	done
+	return 1
+}
+BENCH_NO_RECON_CHECK="recon-check not found: build it (meson setup build && ninja -C build), install it on PATH, or pass --recon-check PATH"
+
+# The run's scratch directory.  bench_scratch NAME [DIR] sets BENCH_SCRATCH
+# to DIR (made if missing) or to a new $BENCH_TMP/bench-NAME.XXXXXX
+# (BENCH_TMP: /tmp unless set).
+# bench_scratch_done STATUS, from the EXIT trap, removes it unless BENCH_KEEP
+# is 1 (--keep) or DIR existed before the run (a folder the caller named and
+# owns).  When STATUS is not 0 it first shows the end of the logs in it, as
+# they go with it.
+BENCH_KEEP=0 BENCH_SCRATCH_OURS=0
+bench_scratch() {
+	local name=$1 dir=${2:-}
+	if [[ -z $dir ]]; then
+		BENCH_SCRATCH=$(mktemp -d "${BENCH_TMP:-/tmp}/bench-$name.XXXXXX") ||
+			bench_die "cannot make a scratch directory in ${BENCH_TMP:-/tmp}"
+		BENCH_SCRATCH_OURS=1
+	else
+		[[ -d $dir ]] || BENCH_SCRATCH_OURS=1
+		mkdir -p "$dir" || bench_die "cannot make the scratch directory $dir"
+		BENCH_SCRATCH=$(cd "$dir" && pwd)
+	fi
+	export BENCH_SCRATCH
+}
+
+bench_scratch_done() {
+	local status=${1:-0} f
+	[[ -n ${BENCH_SCRATCH:-} && -d $BENCH_SCRATCH ]] || return 0
+	if ((BENCH_KEEP)) || ! ((BENCH_SCRATCH_OURS)); then
+		bench_log "scratch directory kept: $BENCH_SCRATCH"
+		return 0
+	fi
+	if [[ $status != 0 ]]; then
+		for f in "$BENCH_SCRATCH"/*.log; do
+			[[ -s $f ]] || continue
+			bench_log "end of $(basename "$f") (the scratch directory goes; --keep keeps it):"
+			tail -n 15 "$f" >&2
+		done
+	fi
+	rm -rf "$BENCH_SCRATCH"
+}
+
+# The usage of a script whose header comment is its usage: that comment,
+# without the "#".
+bench_usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$1"; }
+
+# Draw a figure with bench/lib_plot.py; a missing gnuplot costs the figure,
+# not the run.
+bench_plot() {
+	/usr/bin/python3 "$BENCH_DIR/lib_plot.py" "$@" || bench_log "no figure drawn (bench/lib_plot.py $1 failed)"
 }
 
 # Fresh sparse image of SIZE (e.g. 2G) formatted ext3.

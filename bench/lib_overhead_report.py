@@ -2,16 +2,17 @@
 """bench/lib_overhead_report.py - summarise bench/overhead's raw CSV.
 
 Writes OUT.csv (config, workload, metric, median, min, max, runs), OUT.md
-(one table per workload) and, with gnuplot, OUT-<workload>.png: throughput
+(one table per workload) and, with gnuplot (bench/lib_plot.py),
+OUT-<workload>.png: throughput
 and device requests per second against checker_cache_mb, with checker-off,
 journal-off, fuse2fs and kernel ext3 as horizontal reference lines.
 """
 import argparse
 import csv
-import os
 import statistics
-import subprocess
 import sys
+
+import lib_plot
 
 METRICS = [  # (column, heading, format)
     ("seconds", "seconds", "{:.2f}"),
@@ -103,55 +104,26 @@ def main():
 
 
 def plot(out, summary, workloads):
-    gp = []
+    """OUT-WORKLOAD.png: three panels (throughput, device reads/s, device
+    writes/s) against checker_cache_mb, median with min-max bars, and the
+    configurations without a cache size as horizontal lines."""
     for wl in workloads:
         tput = "seconds" if wl == "phases" else "ops_per_s"
         ylab = "total seconds of the phases (lower is better)" if wl == "phases" else "operations per second"
-        series = [(tput, ylab), ("dev_reads_per_s", "device reads per second"),
-                  ("dev_writes_per_s", "device writes per second")]
         if not any(summary.get((c, wl), {}).get(tput) for c, _ in CACHE + REFS):
             continue
-        dat = f"{out}-{wl}.dat"
-        with open(dat, "w") as f:
-            for i, (col, _) in enumerate(series):
-                f.write(f"# {col}: cache_mb median min max\n")
-                for cfg, mb in CACHE:
-                    v = summary.get((cfg, wl), {}).get(col)
-                    if v:
-                        f.write(f"{mb} {v[0]} {v[1]} {v[2]}\n")
-                f.write("\n\n")
+        panel_list = []
+        for col, label in [(tput, ylab), ("dev_reads_per_s", "device reads per second"),
+                           ("dev_writes_per_s", "device writes per second")]:
+            pts = [(mb,) + summary[(cfg, wl)][col][:3] for cfg, mb in CACHE
+                   if summary.get((cfg, wl), {}).get(col)]
+            refs = [(name, summary[(cfg, wl)][col][0]) for cfg, name in REFS
+                    if summary.get((cfg, wl), {}).get(col)]
+            panel_list.append(dict(xlabel="checker_cache_mb", ylabel=label, logx=True,
+                                   xtics=[mb for _, mb in CACHE], series=[("checker on", pts)], refs=refs))
         png = f"{out}-{wl}.png"
-        gp.append(f"set terminal pngcairo size 1500,480 font ',10'" if have_cairo() else
-                  "set terminal png size 1500,480")
-        gp.append(f"set output '{png}'")
-        gp.append(f"set multiplot layout 1,3 title 'bench/overhead: {wl} (median, bars min–max)'")
-        gp.append("set logscale x 2; set xrange [5:800]; set xtics (8,32,128,512); set grid")
-        gp.append("set xlabel 'checker\\_cache\\_mb'; set key below font ',8'; set yrange [0:*]; set offsets 0,0,graph 0.1,0")
-        styles = ["dt 2 lc rgb '#1b9e77'", "dt 3 lc rgb '#7570b3'", "dt 4 lc rgb '#d95f02'", "dt 1 lc rgb '#000000'"]
-        for i, (col, ylab) in enumerate(series):
-            gp.append(f"set ylabel '{ylab}'")
-            parts = [f"'{dat}' index {i} using 1:2:3:4 with yerrorlines lw 2 lc rgb '#e7298a' title 'checker on'"]
-            for (cfg, name), st in zip(REFS, styles):
-                v = summary.get((cfg, wl), {}).get(col)
-                if v:
-                    parts.append(f"{v[0]} with lines {st} lw 2 title '{name}'")
-            gp.append("plot " + ", ".join(parts))
-        gp.append("unset multiplot; unset logscale x")
-    if not gp:
-        return
-    script = out + ".gp"
-    with open(script, "w") as f:
-        f.write("\n".join(gp) + "\n")
-    r = subprocess.run(["gnuplot", script], capture_output=True, text=True)
-    if r.returncode != 0:
-        print(f"gnuplot failed: {r.stderr}", file=sys.stderr)
-    else:
-        print("plots: " + " ".join(f"{out}-{wl}.png" for wl in workloads if os.path.exists(f"{out}-{wl}.png")))
-
-
-def have_cairo():
-    r = subprocess.run(["gnuplot", "-e", "set terminal"], capture_output=True, text=True)
-    return "pngcairo" in (r.stdout + r.stderr)
+        if lib_plot.panels(png, f"bench/overhead: {wl} (median, bars min–max)", panel_list):
+            print("plot: " + png)
 
 
 if __name__ == "__main__":

@@ -3,12 +3,16 @@
 
 Reads the raw CSV (round,driver,phase,seconds,status,dev_reads,dev_writes),
 prints the table (median [min-max] per driver, ratios of medians) and writes
-OUT.csv and OUT.md.  Positional arguments are phase=label pairs, in order.
+OUT.csv, OUT.md and the figure OUT.png: per phase, each driver's median over
+the kernel's (log scale; without a kernel run, the median seconds).
+Positional arguments are phase=label pairs, in order.
 """
 import argparse
 import csv
 import statistics
 import sys
+
+import lib_plot
 
 DRIVER_NAME = {"kernel": "kernel ext3", "fuse2fs": "fuse2fs", "recon": "recon-fuse",
                "recon-nochk": "recon checker off", "recon-nojnl": "recon journal off",
@@ -214,7 +218,39 @@ def main():
                             f"{statistics.median(c['reads']):.0f}" if c["reads"] else "",
                             f"{statistics.median(c['writes']):.0f}" if c["writes"] else "",
                             f"{statistics.median(c['cpu']):.2f}" if c["cpu"] else ""])
+
+    plot_phases(a.out + ".png", order, drivers, med, tot)
     return 0
+
+
+def plot_phases(out, order, drivers, med, tot):
+    """Bars per phase: each driver's median over the kernel's, on a log scale
+    (1 = the kernel; the round trip in µs is a phase here too), the total of
+    the phases last.  Without the kernel: each driver's median seconds."""
+    phases = [p for p in order if p not in ("peak_rss_mb", "checker_cpu_s")]
+    cats = [("round trip" if p == "rtt_us" else p) for p in phases]
+    totals = {d: statistics.median(tot[d]) if tot.get(d) else None for d in drivers}
+    if len([p for p in phases if p != "rtt_us"]) > 1:
+        cats.append("total")
+    base = "kernel" if "kernel" in drivers else None
+    series = []
+    for d in drivers:
+        if d == base:
+            continue
+        vals = []
+        for p in phases:
+            x, y = med(p, d), med(p, base) if base else 1.0
+            vals.append(x / y if x is not None and y else None)
+        if len(cats) > len(phases):
+            x, y = totals[d], totals[base] if base else 1.0
+            vals.append(x / y if x is not None and y else None)
+        series.append((DRIVER_NAME.get(d, d), vals))
+    if base:
+        lib_plot.bars(out, "bench/phases: median time over kernel ext3's (log scale; below 1 = faster)",
+                      "time / kernel ext3's time", cats, series, logy=True, hline=(1, "kernel ext3"))
+    else:
+        lib_plot.bars(out, "bench/phases: median seconds per phase (log scale)", "seconds (round trip: µs)",
+                      cats, series, logy=True)
 
 
 if __name__ == "__main__":
