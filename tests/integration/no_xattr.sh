@@ -1,6 +1,8 @@
 #!/bin/bash
 # Images without the ext_attr feature: an ext3 image made with -O ^ext_attr
-# and a revision-0 image (mke2fs -r 0, where feature fields are not valid).
+# (256-byte inodes: the first attributes go into the inode) and a revision-0
+# image (mke2fs -r 0, where feature fields are not valid; 128-byte inodes:
+# they go into a block).
 # Everything but xattrs works (create, write, append, truncate, chmod, chown,
 # rename, unlink; directories of another owner open with ACLs on), reading
 # xattrs and ACLs answers "none" and leaves the feature off; the first
@@ -22,7 +24,7 @@ for kind in noattr rev0; do
 	rm -f "$img"
 	truncate -s 32M "$img"
 	if [ "$kind" = noattr ]; then
-		mke2fs -F -q -t ext3 -b 1024 -O ^ext_attr "$img" >/dev/null 2>&1 || die "mke2fs $kind"
+		mke2fs -F -q -t ext3 -b 1024 -I 256 -O ^ext_attr "$img" >/dev/null 2>&1 || die "mke2fs $kind"
 		ktype=ext3
 	else
 		mke2fs -F -q -r 0 -b 4096 "$img" >/dev/null 2>&1 || die "mke2fs $kind"
