@@ -93,11 +93,11 @@ static void inv_sb_features(struct chk_fs *fs, struct txn *t, struct chk_verdict
 		V("INV_SB_FEATURES", &r, 1, "incompat features 0x%x -> 0x%x: only needs_recovery may change",
 		  o->s_feature_incompat, n->s_feature_incompat);
 	}
-	/* revision 0 has no feature fields: a flag set there means nothing to
-	 * the kernel's ext2 or to e2fsck, which wants revision 1 first */
+	/* revision 0 has no feature fields: e2fsck wants revision 1 before any
+	 * flag, and the kernel and libext2fs upgrade first (INV_SB_REVISION) */
 	if ((cadd || radd || (ichg & n->s_feature_incompat)) && n->s_rev_level == EXT2_GOOD_OLD_REV) {
-		size_t r = sb_rec_find(t, cadd ? "s_feature_compat" : radd ? "s_feature_ro_compat" :
-									 "s_feature_incompat");
+		const char *field = cadd ? "s_feature_compat" : radd ? "s_feature_ro_compat" : "s_feature_incompat";
+		size_t r = sb_rec_find(t, field);
 		V("INV_SB_FEATURES", &r, 1, "a feature flag set on a revision-0 superblock (revision 1 first)");
 	}
 }
