@@ -403,7 +403,7 @@ void chk_ich_add_rec(struct ichange *ic, size_t rec);
 bool chk_txn_is_orphan(struct chk_fs *fs, struct txn *t, uint32_t ino);
 
 /* superblock field classes (diff.c table) */
-enum { F_FROZEN, F_FREE, F_COUNT, F_FEATURE, F_STATE };
+enum { F_FROZEN, F_FREE, F_COUNT, F_FEATURE, F_STATE, F_REVISION };
 uint8_t chk_sb_rec_class(const char *field);
 /* last logical data block of an inode in the new state; false if none */
 bool chk_txn_last_lblk(struct chk_fs *fs, struct txn *t, const struct ext2_inode *in, uint32_t *last);

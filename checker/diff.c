@@ -340,7 +340,7 @@ struct field {
 	sizeof(((struct ext2_super_block *)0)->f) / (c), c, cls }
 
 /* Every superblock field and whether a mount / commit / unmount may change it
- * (checked by INV_SB_FROZEN; counts, features and state have their own). */
+ * (checked by INV_SB_FROZEN; counts, features, state and revision have their own). */
 static const struct field sb_fields[] = {
 	SBF(s_inodes_count, 1), SBF(s_blocks_count, 1), SBF(s_r_blocks_count, 1),
 	SBFC(s_free_blocks_count, 1, F_COUNT), SBFC(s_free_inodes_count, 1, F_COUNT),
@@ -349,8 +349,9 @@ static const struct field sb_fields[] = {
 	SBFC(s_mtime, 1, F_FREE), SBFC(s_wtime, 1, F_FREE), SBFC(s_mnt_count, 1, F_FREE),
 	SBFC(s_max_mnt_count, 1, F_STATE), SBF(s_magic, 1), SBFC(s_state, 1, F_STATE), SBF(s_errors, 1),
 	SBF(s_minor_rev_level, 1), SBFC(s_lastcheck, 1, F_FREE), SBF(s_checkinterval, 1),
-	SBF(s_creator_os, 1), SBF(s_rev_level, 1), SBF(s_def_resuid, 1), SBF(s_def_resgid, 1),
-	SBF(s_first_ino, 1), SBF(s_inode_size, 1), SBF(s_block_group_nr, 1),
+	SBF(s_creator_os, 1), SBFC(s_rev_level, 1, F_REVISION), SBF(s_def_resuid, 1),
+	SBF(s_def_resgid, 1), SBFC(s_first_ino, 1, F_REVISION), SBFC(s_inode_size, 1, F_REVISION),
+	SBF(s_block_group_nr, 1),
 	SBFC(s_feature_compat, 1, F_FEATURE), SBFC(s_feature_incompat, 1, F_FEATURE),
 	SBFC(s_feature_ro_compat, 1, F_FEATURE), SBF(s_uuid, 16), SBF(s_volume_name, 16),
 	SBFC(s_last_mounted, 64, F_FREE), SBF(s_algorithm_usage_bitmap, 1),
@@ -420,7 +421,9 @@ static bool diff_sb(struct txn *t, const uint8_t *o, const uint8_t *n, bool prim
 			const uint8_t *po = o + f->off + k * f->size, *pn = n + f->off + k * f->size;
 			if (!memcmp(po, pn, f->size))
 				continue;
-			if (!primary && (f->cls != F_FROZEN || !strcmp(f->name, "s_block_group_nr")))
+			/* a backup's revision stays: the kernel upgrades the primary alone */
+			if (!primary && ((f->cls != F_FROZEN && f->cls != F_REVISION) ||
+					 !strcmp(f->name, "s_block_group_nr")))
 				continue;
 			const char *name = f->count > 1 ? chk_arena_printf(&t->v->strings, "%s[%u]", f->name, k) : f->name;
 			size_t r = chk_verdict_add_record(t->v, CHK_SB, 0, name, get_le(po, f->size), get_le(pn, f->size));

@@ -80,7 +80,7 @@ static void inv_sb_features(struct chk_fs *fs, struct txn *t, struct chk_verdict
 	uint32_t ichg = n->s_feature_incompat ^ o->s_feature_incompat;
 	if ((cadd & ~EXT2_FEATURE_COMPAT_EXT_ATTR) || cdel) {
 		size_t r = sb_rec_find(t, "s_feature_compat");
-		V("INV_SB_FEATURES", &r, 1, "compat features 0x%x -> 0x%x: only ext_attr may be set",
+		V("INV_SB_FEATURES", &r, 1, "compat features 0x%x -> 0x%x: only ext_attr may be set, none cleared",
 		  o->s_feature_compat, n->s_feature_compat);
 	}
 	if ((radd & ~(EXT2_FEATURE_RO_COMPAT_LARGE_FILE | EXT4_FEATURE_RO_COMPAT_DIR_NLINK)) || rdel) {
@@ -93,6 +93,43 @@ static void inv_sb_features(struct chk_fs *fs, struct txn *t, struct chk_verdict
 		V("INV_SB_FEATURES", &r, 1, "incompat features 0x%x -> 0x%x: only needs_recovery may change",
 		  o->s_feature_incompat, n->s_feature_incompat);
 	}
+	/* revision 0 has no feature fields: e2fsck wants revision 1 before any
+	 * flag, and the kernel and libext2fs upgrade first (INV_SB_REVISION) */
+	if ((cadd || radd || (ichg & n->s_feature_incompat)) && n->s_rev_level == EXT2_GOOD_OLD_REV) {
+		const char *field = cadd ? "s_feature_compat" : radd ? "s_feature_ro_compat" : "s_feature_incompat";
+		size_t r = sb_rec_find(t, field);
+		V("INV_SB_FEATURES", &r, 1, "a feature flag set on a revision-0 superblock (revision 1 first)");
+	}
+}
+
+/* The one revision change there is: the kernel's ext4_update_dynamic_rev
+ * (and libext2fs's) before it sets a feature flag on a revision-0 file
+ * system: revision 1, with the first inode and inode size that revision 0
+ * implies.  Flags already in revision 0's unused feature words would start
+ * to count unchecked: only from none. */
+static void inv_sb_revision(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+{
+	size_t recs[3], nrecs = 0;
+	(void)fs;
+	for (size_t i = 0; i < t->nsb_recs && nrecs < 3; i++)
+		if (chk_sb_rec_class(v->recs[t->sb_recs[i]].field) == F_REVISION)
+			recs[nrecs++] = t->sb_recs[i];
+	if (!nrecs)
+		return;
+	const struct ext2_super_block *o = (const void *)t->sb_old, *n = (const void *)t->sb_new;
+	const char *why = NULL;
+	if (o->s_rev_level != EXT2_GOOD_OLD_REV || n->s_rev_level != EXT2_DYNAMIC_REV)
+		why = "only revision 0 becomes revision 1";
+	else if (n->s_first_ino != EXT2_GOOD_OLD_FIRST_INO || n->s_inode_size != EXT2_GOOD_OLD_INODE_SIZE)
+		why = "revision 1 must say what revision 0 implied: first inode 11, inode size 128";
+	else if (o->s_feature_compat || o->s_feature_ro_compat || o->s_feature_incompat)
+		why = "the revision-0 superblock had feature flags, which would start to count";
+	else if (!n->s_feature_compat && !n->s_feature_ro_compat && !n->s_feature_incompat)
+		why = "no feature flag is set with it";
+	if (why)
+		V("INV_SB_REVISION", recs, nrecs, "s_rev_level %u -> %u, s_first_ino %u -> %u, s_inode_size %u -> %u: %s",
+		  o->s_rev_level, n->s_rev_level, o->s_first_ino, n->s_first_ino, o->s_inode_size,
+		  n->s_inode_size, why);
 }
 
 static void inv_sb_state(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
@@ -1009,8 +1046,9 @@ static void inv_htree_flag(struct chk_fs *fs, struct txn *t, struct chk_verdict 
 /* ------------------------------------------------------------ the table */
 
 static const struct inv_row table[] = {
-	{ { "INV_SB_FROZEN", "superblock fields other than times, mount count, state, free counts, orphan head, error fields, last-mounted and mount-set features never change (and the scan finds the quota inode numbers valid, as e2fsck)" }, inv_sb_frozen },
-	{ { "INV_SB_FEATURES", "features change only as a mount may: ext_attr, large_file, dir_nlink set; needs_recovery set or cleared" }, inv_sb_features },
+	{ { "INV_SB_FROZEN", "superblock fields other than times, mount count, state, free counts, orphan head, error fields, last-mounted, mount-set features and the revision-0 upgrade never change (and the scan finds the quota inode numbers valid, as e2fsck)" }, inv_sb_frozen },
+	{ { "INV_SB_FEATURES", "features change only as a mount may: ext_attr, large_file, dir_nlink set (never on a revision-0 superblock); needs_recovery set or cleared" }, inv_sb_features },
+	{ { "INV_SB_REVISION", "the revision changes only as the kernel upgrades a revision-0 superblock for its first feature flag: 0 -> 1 with first inode 11 and inode size 128, from no feature flags" }, inv_sb_revision },
 	{ { "INV_SB_STATE", "s_state keeps to valid/error/orphan bits; s_max_mnt_count only set from 0; s_flags only gains a hash-signedness flag" }, inv_sb_state },
 	{ { "INV_SB_FREE_BLOCKS", "a written s_free_blocks_count equals the sum of the groups' free block counts" }, inv_sb_free_blocks },
 	{ { "INV_SB_FREE_INODES", "a written s_free_inodes_count equals the sum of the groups' free inode counts" }, inv_sb_free_inodes },

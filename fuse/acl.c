@@ -274,9 +274,13 @@ static int acl_write(struct rfs *r, ext2_ino_t ino, const char *name, const stru
 	void *val = NULL;
 	int ret;
 
+	if (!a && has_no_xattrs(r, ino))
+		return 0;   /* nothing to remove (and ext_attr, if off, stays off) */
 	if (a && !(val = acl_encode(a, &len)))
 		return -ENOMEM;
-	ret = acl_handle(r, ino, &h);
+	ret = a ? xattr_feature_on(r) : 0;
+	if (!ret)
+		ret = acl_handle(r, ino, &h);
 	if (ret) {
 		free(val);
 		return ret;
@@ -427,7 +431,9 @@ int acl_inherit_store(struct rfs *r, ext2_ino_t ino, const struct acl_new *n)
 
 	if (!n->access && !n->deflt)
 		return 0;
-	int ret = acl_handle(r, ino, &h);
+	int ret = xattr_feature_on(r);   /* on already: the directory's default ACL is an xattr */
+	if (!ret)
+		ret = acl_handle(r, ino, &h);
 	if (ret)
 		return ret;
 	errcode_t e = 0;

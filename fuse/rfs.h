@@ -376,6 +376,9 @@ void op_setxattr(fuse_req_t req, fuse_ino_t fino, const char *name, const char *
 			size_t size, int flags);
 int xattr_drop_empty_block(struct rfs *r, ext2_ino_t ino);
 bool has_no_xattrs(struct rfs *r, ext2_ino_t ino);
+/* ext_attr on (a revision-0 superblock upgraded first) before an attribute
+ * is stored, in the caller's transaction; 0 or -EOPNOTSUPP. */
+int xattr_feature_on(struct rfs *r);
 
 /* acl.c */
 struct acl_new {           /* a new inode's ACLs (posix_acl_xattr values) */

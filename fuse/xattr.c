@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -101,6 +102,43 @@ int xattr_drop_empty_block(struct rfs *r, ext2_ino_t ino)
 	return e ? -errmap(e) : 0;
 }
 
+/*
+ * Before the first attribute is stored on a file system without ext_attr:
+ * turn the feature on in the operation's transaction, beside the attribute,
+ * as the kernel's ext4_xattr_update_super_block does at the first xattr.  A
+ * revision-0 superblock has no valid feature fields; it first becomes
+ * revision 1 with the first inode and inode size revision 0 implies (the
+ * kernel's ext4_update_dynamic_rev, libext2fs's ext2fs_update_dynamic_rev).
+ * Feature words already set there would start to count only now, unchecked:
+ * then EOPNOTSUPP, and e2fsck (which upgrades such a superblock) first.  A
+ * failing operation's rollback restores the superblock.  Lock held.
+ */
+int xattr_feature_on(struct rfs *r)
+{
+	ext2_filsys fs = r->fs;
+	struct ext2_super_block *sb = fs->super;
+
+	if (ext2fs_has_feature_xattr(sb))
+		return 0;
+	if (sb->s_rev_level == EXT2_GOOD_OLD_REV) {
+		if (sb->s_feature_compat || sb->s_feature_ro_compat || sb->s_feature_incompat) {
+			fprintf(stderr, "recon-fuse: cannot store an extended attribute: this "
+				"revision-0 file system has feature flags set (0x%x/0x%x/0x%x), "
+				"which revision 0 does not define (e2fsck -f upgrades it to revision 1)\n",
+				sb->s_feature_compat, sb->s_feature_ro_compat, sb->s_feature_incompat);
+			return -EOPNOTSUPP;
+		}
+		fprintf(stderr, "recon-fuse: the first extended attribute on a revision-0 file "
+			"system: its superblock becomes revision 1 with the ext_attr feature, as "
+			"the kernel does\n");
+		syslog(LOG_WARNING, "recon-fuse: superblock updated to revision 1 for the ext_attr feature");
+		ext2fs_update_dynamic_rev(fs);
+	}
+	ext2fs_set_feature_xattr(sb);
+	ext2fs_mark_super_dirty(fs);
+	return 0;
+}
+
 void op_setxattr(fuse_req_t req, fuse_ino_t fino, const char *name, const char *value,
 			size_t size, int flags)
 {
@@ -132,7 +170,13 @@ void op_setxattr(fuse_req_t req, fuse_ino_t fino, const char *name, const char *
 		ret = acl_set(r, req, ino, name, none ? NULL : value, size);
 		goto end;
 	}
-	ret = xattr_open(r, ino, &h);
+	if (!ext2fs_has_feature_xattr(r->fs->super) && (flags & XATTR_REPLACE)) {
+		ret = -ENODATA;   /* nothing to replace, and the feature stays off */
+		goto end;
+	}
+	ret = xattr_feature_on(r);
+	if (!ret)
+		ret = xattr_open(r, ino, &h);
 	if (ret)
 		goto end;
 	errcode_t e = ext2fs_xattr_get(h, name, &old, &oldlen);
@@ -161,9 +205,11 @@ out:
 }
 
 /* True when the inode provably has no extended attributes: no EA block and
- * no in-inode EA header.  The kernel asks getxattr("security.capability")
- * before every write(2) (FUSE never marks inodes S_NOSEC), so this answer
- * must not parse xattrs. */
+ * no in-inode EA header, or none on the whole file system because ext_attr
+ * is off (mke2fs -O ^ext_attr, every revision-0 image: libext2fs reads no
+ * attributes there and e2fsck clears an EA block it finds).  The kernel
+ * asks getxattr("security.capability") before every write(2) (FUSE never
+ * marks inodes S_NOSEC), so this answer must not parse xattrs. */
 bool has_no_xattrs(struct rfs *r, ext2_ino_t ino)
 {
 	union {
@@ -172,8 +218,9 @@ bool has_no_xattrs(struct rfs *r, ext2_ino_t ino)
 	} u;
 	unsigned isize = EXT2_INODE_SIZE(r->fs->super);
 
-	if (!ext2fs_has_feature_xattr(r->fs->super) || isize > sizeof(u) ||
-	    ino < 1 || ino > r->fs->super->s_inodes_count ||
+	if (!ext2fs_has_feature_xattr(r->fs->super))
+		return true;
+	if (isize > sizeof(u) || ino < 1 || ino > r->fs->super->s_inodes_count ||
 	    ext2fs_read_inode_full(r->fs, ino, (struct ext2_inode *)&u.large, isize))
 		return false;
 	if (ext2fs_file_acl_block(r->fs, (struct ext2_inode *)&u.large))
@@ -195,6 +242,8 @@ static int xattr_remove(struct rfs *r, ext2_ino_t ino, const char *name)
 	struct ext2_xattr_handle *h = NULL;
 	void *val = NULL;
 	size_t len;
+	if (has_no_xattrs(r, ino))
+		return -ENODATA;
 	int ret = xattr_open(r, ino, &h);
 	if (ret)
 		return ret;
@@ -301,17 +350,13 @@ void op_listxattr(fuse_req_t req, fuse_ino_t fino, size_t size)
 	int ret;
 
 	lock(r);
-	ret = xattr_open(r, to_ext(fino), &h);
-	if (!ret) {
+	ret = has_no_xattrs(r, to_ext(fino)) ? 0 : xattr_open(r, to_ext(fino), &h);
+	if (!ret && h) {
 		errcode_t e = ext2fs_xattrs_iterate(h, xlist_add, &x);
 		ret = x.err ? x.err : e ? -errmap(e) : 0;
 		ext2fs_xattrs_close(&h);
 	}
 	unlock(r);
-	if (ret == -EOPNOTSUPP) {
-		ret = 0;
-		x.len = 0;
-	}
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else if (size == 0)

@@ -7,6 +7,10 @@
  *                            naming INV_ID; then run a chain of legitimate
  *                            libext2fs (debugfs) transitions, each checked
  *                            against the advanced state, and expect approval.
+ *   test_invariants --features: superblock feature and revision changes on
+ *                            images without ext_attr (mke2fs -O ^ext_attr,
+ *                            mke2fs -r 0): the first xattr's are approved,
+ *                            others rejected.
  *   test_invariants --format checks the record grammar.
  *
  * The edits use libext2fs and debugfs only to make images; the decision is
@@ -459,6 +463,8 @@ struct tcase {
 static const struct tcase cases[] = {
 	{ "INV_SB_FROZEN", "ssv errors 3\n", R_NONE, false },
 	{ "INV_SB_FEATURES", "feature dir_prealloc\n", R_NONE, false },
+	{ "INV_SB_FEATURES", "feature -ext_attr\n", R_NONE, false },   /* d/g keeps its EA block */
+	{ "INV_SB_REVISION", "ssv rev_level 0\n", R_NONE, false },
 	{ "INV_SB_STATE", "ssv state 8\n", R_NONE, false },
 	{ "INV_SB_FREE_BLOCKS", "ssv free_blocks_count 100\n", R_NONE, false },
 	{ "INV_SB_FREE_INODES", "ssv free_inodes_count 10\n", R_NONE, false },
@@ -664,6 +670,98 @@ static int run_case(const char *base, uint32_t bs, const struct tcase *c, const 
 	return 0;
 }
 
+/* ------------------------------------------------------------ feature changes */
+
+/* Images without ext_attr (mke2fs -O ^ext_attr; every revision-0 image):
+ * the first xattr turns the feature on, a revision-0 superblock becoming
+ * revision 1 first, as the kernel does; anything else stays rejected. */
+struct fcase {
+	const char *what;
+	const char *mkfs;     /* mke2fs options */
+	const char *prep;     /* debugfs commands making the base, beyond d/f */
+	const char *edit;     /* debugfs commands making the after-image */
+	const char *inv;      /* expected violation, NULL: approved */
+};
+
+static const struct fcase fcases[] = {
+	{ "ext_attr on with the first EA block", "-t ext3 -O ^ext_attr", "",
+	  "feature ext_attr\nea_set -f %s/big.txt d/f user.x\n", NULL },
+	{ "revision 0 -> 1 with ext_attr and the EA block", "-r 0", "",
+	  "ssv rev_level 1\nfeature ext_attr\nea_set -f %s/big.txt d/f user.x\n", NULL },
+	{ "ext_attr with another flag", "-t ext3 -O ^ext_attr", "",
+	  "feature ext_attr\nfeature dir_prealloc\n", "INV_SB_FEATURES" },
+	{ "ext_attr on a revision-0 superblock", "-r 0", "", "feature ext_attr\n", "INV_SB_FEATURES" },
+	{ "revision 1 without a feature flag", "-r 0", "", "ssv rev_level 1\n", "INV_SB_REVISION" },
+	{ "revision 1 with another first inode", "-r 0", "",
+	  "ssv rev_level 1\nssv first_ino 12\nfeature ext_attr\n", "INV_SB_REVISION" },
+	{ "revision 1 with flags set in revision 0", "-r 0", "feature dir_prealloc\n",
+	  "ssv rev_level 1\nfeature ext_attr\n", "INV_SB_REVISION" },
+};
+
+static void run_feature_case(const struct fcase *c, uint32_t bs)
+{
+	char before[512], after[512], cmd[4096], cmds[600];
+	snprintf(before, sizeof(before), "%s/fbase.img", dir);
+	snprintf(after, sizeof(after), "%s/fafter.img", dir);
+	snprintf(cmd, sizeof(cmd), "head -c 600 /dev/urandom | base64 -w0 > %s/big.txt && "
+		 "mke2fs -q -F %s -b %u -N 128 %s 8M >/dev/null 2>&1", dir, c->mkfs, bs, before);
+	snprintf(cmds, sizeof(cmds), "mkdir d\nwrite /etc/hostname d/f\n%s", c->prep);
+	if (run(cmd) || debugfs_cmds(before, cmds)) {
+		FAIL("%s (bs %u): cannot make the base image", c->what, bs);
+		return;
+	}
+	snprintf(cmd, sizeof(cmd), "cp %s %s", before, after);
+	snprintf(cmds, sizeof(cmds), c->edit, dir);
+	if (run(cmd) || debugfs_cmds(after, cmds)) {
+		FAIL("%s (bs %u): cannot make the after-image", c->what, bs);
+		return;
+	}
+	size_t na, nb;
+	uint8_t *a = slurp(before, &na), *b = slurp(after, &nb);
+	struct mem m = { a, na }, mb = { b, nb };
+	struct chk_fs *fs = NULL, *fresh = NULL;
+	char err[256];
+	if (!a || !b || na != nb || chk_attach(&fs, mem_read, &m, NULL, err, sizeof(err))) {
+		FAIL("%s (bs %u): cannot attach", c->what, bs);
+		goto out;
+	}
+	struct chk_verdict *v = check_pair(fs, a, b, na, bs == 4096);
+	if (v && !c->inv && !chk_verdict_ok(v)) {
+		FAIL("%s (bs %u): rejected", c->what, bs);
+		dump(v);
+	} else if (v && c->inv && !has_violation(v, c->inv)) {
+		FAIL("%s (bs %u): not rejected with %s", c->what, bs, c->inv);
+		dump(v);
+	} else if (v) {
+		printf("ok   %s (bs %u): %s\n", c->what, bs,
+		       c->inv ? chk_verdict_violation(v, 0)->detail : "approved");
+	}
+	if (v && !c->inv && chk_verdict_ok(v)) {
+		/* the after-image is a state the checker accepts from scratch too */
+		struct chk_verdict *sv = NULL;
+		if (chk_advance(fs, v))
+			FAIL("%s: chk_advance", c->what);
+		if (chk_attach(&fresh, mem_read, &mb, NULL, err, sizeof(err)) ||
+		    chk_scan(fresh, &sv) || !chk_verdict_ok(sv)) {
+			FAIL("%s (bs %u): the after-image does not scan clean", c->what, bs);
+			if (sv)
+				dump(sv);
+		}
+		chk_verdict_free(sv);
+		snprintf(cmd, sizeof(cmd), "e2fsck -fn %s >/dev/null 2>&1", after);
+		if (run(cmd))
+			FAIL("%s (bs %u): e2fsck -fn finds the after-image unclean", c->what, bs);
+	}
+	chk_verdict_free(v);
+out:
+	if (fresh)
+		chk_detach(fresh);
+	if (fs)
+		chk_detach(fs);
+	free(a);
+	free(b);
+}
+
 static int test_format(void)
 {
 	char buf[128];
@@ -687,7 +785,7 @@ static int test_format(void)
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
-		fprintf(stderr, "usage: test_invariants INV_ID|--legit|--format|--all\n");
+		fprintf(stderr, "usage: test_invariants INV_ID|--legit|--features|--format|--all\n");
 		return 2;
 	}
 	if (!strcmp(argv[1], "--format"))
@@ -695,6 +793,23 @@ int main(int argc, char **argv)
 	if (run("command -v mke2fs >/dev/null && command -v debugfs >/dev/null && command -v e2fsck >/dev/null"))
 		return 77;
 	bool all = !strcmp(argv[1], "--all"), legit_only = !strcmp(argv[1], "--legit");
+	bool features = !strcmp(argv[1], "--features");
+	if (features || all) {
+		snprintf(dir, sizeof(dir), "/tmp/chk-test-XXXXXX");
+		if (!mkdtemp(dir))
+			return 1;
+		for (size_t i = 0; i < sizeof(fcases) / sizeof(fcases[0]); i++) {
+			run_feature_case(&fcases[i], 1024);
+			run_feature_case(&fcases[i], 4096);
+		}
+		char rm[128];
+		snprintf(rm, sizeof(rm), "rm -rf %s", dir);
+		run(rm);
+		if (features) {
+			printf("%s: %d failure(s)\n", argv[1], failures);
+			return failures ? 1 : 0;
+		}
+	}
 	bool known = all || legit_only;
 	for (size_t i = 0; i < chk_invariant_count(); i++)
 		known |= !strcmp(chk_invariant_at(i)->id, argv[1]);
