@@ -314,11 +314,18 @@ static void collect_added(void *vctx, ext2_ino_t dir, const char *name)
 static bool same_fs(const struct ext2_super_block *a, struct ext2_super_block *b)
 {
 #define SAME(f) (a->f == b->f)
+	/* what the discarded work may have changed: the first xattr turns
+	 * ext_attr on, on a revision-0 image after upgrading it to revision 1
+	 * (whose first_ino and inode_size were implied before) */
+	bool upgraded = a->s_rev_level == EXT2_DYNAMIC_REV && b->s_rev_level == EXT2_GOOD_OLD_REV;
+	bool same_rev = upgraded ? a->s_first_ino == EXT2_GOOD_OLD_FIRST_INO &&
+					   a->s_inode_size == EXT2_GOOD_OLD_INODE_SIZE :
+				   SAME(s_rev_level) && SAME(s_first_ino) && SAME(s_inode_size);
 	return SAME(s_magic) && SAME(s_inodes_count) && SAME(s_blocks_count) &&
 	       SAME(s_blocks_count_hi) && SAME(s_r_blocks_count) && SAME(s_first_data_block) &&
 	       SAME(s_log_block_size) && SAME(s_log_cluster_size) && SAME(s_blocks_per_group) &&
-	       SAME(s_clusters_per_group) && SAME(s_inodes_per_group) && SAME(s_rev_level) &&
-	       SAME(s_first_ino) && SAME(s_inode_size) && SAME(s_feature_compat) &&
+	       SAME(s_clusters_per_group) && SAME(s_inodes_per_group) && same_rev &&
+	       !((a->s_feature_compat ^ b->s_feature_compat) & ~EXT2_FEATURE_COMPAT_EXT_ATTR) &&
 	       SAME(s_feature_ro_compat) && SAME(s_reserved_gdt_blocks) && SAME(s_journal_inum) &&
 	       SAME(s_first_meta_bg) && SAME(s_desc_size) &&
 	       !((a->s_feature_incompat ^ b->s_feature_incompat) & ~EXT3_FEATURE_INCOMPAT_RECOVER) &&

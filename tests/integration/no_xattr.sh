@@ -133,4 +133,27 @@ EOF
 	fi
 	rm -f "$img"
 done
+
+# The commit that turns ext_attr on (and a revision-0 image to revision 1)
+# rejected: the daemon goes read-only, takes the disk's superblock back
+# without calling it overwritten, and the image keeps its old revision.
+for kind in noea rev0; do
+	img="$SCRATCH/rej-$kind.img"
+	truncate -s 32M "$img"
+	if [ "$kind" = rev0 ]; then mke2fs -F -q -r 0 "$img"; else mke2fs -F -q -t ext3 -O ^ext_attr "$img"; fi \
+		>/dev/null 2>&1 || die "mke2fs ($kind, rejection)"
+	debugfs -w -R "write /etc/hostname f" "$img" >/dev/null 2>&1
+	if mount_recon "$img" "$mnt" sync,fault_corrupt=links@1; then
+		setfattr -n user.x -v 1 "$mnt/f" 2>/dev/null && fail "$kind: setfattr succeeded in a rejected commit"
+		touch "$mnt/g" 2>/dev/null && fail "$kind: a write after the rejection succeeded"
+		umount_recon "$mnt" 3
+		grep -q "no longer describes" "$RECON_LOG" &&
+			fail "$kind: after the rejection the disk's superblock was called overwritten"
+		has_ext_attr "$img" && fail "$kind: ext_attr on disk after its commit was rejected"
+		fsck_clean "$img" "after the rejected first xattr ($kind)"
+	else
+		fail "$kind: mount for the rejection case"
+	fi
+	rm -f "$img"
+done
 finish
