@@ -6,6 +6,8 @@
 #include "config.h"
 
 #include <errno.h>
+#include <grp.h>
+#include <pwd.h>
 #include <stddef.h>
 #include <inttypes.h>
 #include <libconfig.h>
@@ -17,10 +19,11 @@
 #define DEFAULT_CONFIG_FILE "/etc/recon-fuse.conf"
 
 enum key_kind { K_BOOL, K_UINT, K_U64, K_STR, K_ATIME, K_ONV, K_ERRORS, K_DATA, K_COMMIT, K_MAPROOT,
-		K_URING };
+		K_URING, K_UID, K_GID };
 
 struct key_desc {
 	const char *name;
+	const char *arg;    /* what the value is, for --help (NULL: a boolean) */
 	enum key_kind kind;
 	size_t off;
 	bool test_only;     /* accepted from -o alone */
@@ -29,85 +32,242 @@ struct key_desc {
 
 #define F(field) offsetof(struct recon_config, field)
 static const struct key_desc keys[] = {
-	{ "force_rw", K_BOOL, F(force_rw), false, "mount read-write an image marked with errors" },
-	{ "rw_unchecked", K_BOOL, F(rw_unchecked), false,
+	{ "force_rw", NULL, K_BOOL, F(force_rw), false,
+	  "mount read-write an image marked with errors or not cleanly unmounted" },
+	{ "rw_unchecked", NULL, K_BOOL, F(rw_unchecked), false,
 	  "mount read-write without checking the image first (risky: trusts it)" },
-	{ "atime", K_ATIME, F(atime), false, "relatime (default), noatime or strictatime" },
-	{ "pidfile", K_STR, F(pidfile), false, "write the daemon's pid to FILE once mounted" },
-	{ "log", K_STR, F(log_file), false, "append every message to FILE, time-stamped" },
-	{ "acl", K_BOOL, F(acl), false, "POSIX ACLs, enforced by the kernel (on; noacl: off)" },
-	{ "user_xattr", K_BOOL, F(user_xattr), false, "user.* extended attributes (on; nouser_xattr: off)" },
-	{ "sync", K_BOOL, F(sync), false, "every change commits before it returns (also the kernel's sync flag)" },
-	{ "dirsync", K_BOOL, F(dirsync), false, "every directory change commits before it returns" },
-	{ "noload", K_BOOL, F(noload), false, "with ro: no journal replay (norecovery)" },
-	{ "map_root", K_MAPROOT, F(map_root), false,
+	{ "atime", "POLICY", K_ATIME, F(atime), false, "relatime (default), noatime or strictatime" },
+	{ "pidfile", "FILE", K_STR, F(pidfile), false, "write the daemon's pid to FILE once mounted" },
+	{ "log", "FILE", K_STR, F(log_file), false, "append every message to FILE, time-stamped" },
+	{ "acl", NULL, K_BOOL, F(acl), false, "POSIX ACLs, enforced by the kernel (on; noacl: off)" },
+	{ "user_xattr", NULL, K_BOOL, F(user_xattr), false,
+	  "user.* extended attributes (on; nouser_xattr: off)" },
+	{ "sync", NULL, K_BOOL, F(sync), false,
+	  "every change commits before it returns (also the kernel's sync flag)" },
+	{ "dirsync", NULL, K_BOOL, F(dirsync), false, "every directory change commits before it returns" },
+	{ "noload", NULL, K_BOOL, F(noload), false, "with ro: no journal replay (norecovery)" },
+	{ "map_root", "MODE", K_MAPROOT, F(map_root), false,
 	  "show the image's root-owned files as the mounting user's: auto (default: when not root "
 	  "and the image's root directory is root's), on, off" },
-	{ "errors", K_ERRORS, F(on_violation), false,
+	{ "grpid", NULL, K_BOOL, F(grpid), false,
+	  "new files and directories take their directory's group (off: the creator's, unless "
+	  "the directory is setgid)" },
+	{ "resuid", "UID", K_UID, F(resuid), false,
+	  "a user who may use the reserved blocks, besides root (the superblock's)" },
+	{ "resgid", "GID", K_GID, F(resgid), false,
+	  "a group whose members may use the reserved blocks (the superblock's)" },
+	{ "minixdf", NULL, K_BOOL, F(minixdf), false,
+	  "statfs counts every block, metadata too (off: bsddf, without the metadata)" },
+	{ "errors", "ACTION", K_ERRORS, F(on_violation), false,
 	  "ext3's: remount-ro or continue (on_violation=readonly), panic (on_violation=stop)" },
-	{ "data", K_DATA, 0, false, "ext3's: ordered or writeback (both run ordered); journal is refused" },
-	{ "commit", K_COMMIT, F(commit_interval_ms), false, "ext3's commit interval in s (commit_interval_ms)" },
-	{ "block_cache_mb", K_UINT, F(block_cache_mb), false, "metadata block cache in MiB (64)" },
-	{ "threads", K_UINT, F(threads), false, "FUSE worker threads (1: one thread)" },
-	{ "poll_us", K_UINT, F(poll_us), false, "with one thread: poll for the next request this long, in us (50)" },
-	{ "fuse_uring", K_URING, F(fuse_uring), false,
+	{ "data", "MODE", K_DATA, 0, false,
+	  "ext3's: ordered or writeback (both run ordered); journal is refused" },
+	{ "commit", "S", K_COMMIT, F(commit_interval_ms), false,
+	  "ext3's commit interval in seconds (commit_interval_ms)" },
+	{ "block_cache_mb", "N", K_UINT, F(block_cache_mb), false, "metadata block cache in MiB (64)" },
+	{ "threads", "N", K_UINT, F(threads), false, "FUSE worker threads (1: one thread)" },
+	{ "poll_us", "N", K_UINT, F(poll_us), false,
+	  "with one thread: poll for the next request this long, in us (50)" },
+	{ "fuse_uring", "MODE", K_URING, F(fuse_uring), false,
 	  "FUSE requests over io_uring when the kernel offers it: auto (default), on, off" },
-	{ "checker", K_BOOL, F(checker), false, "shadow checker on every commit (on)" },
-	{ "checker_cache_mb", K_UINT, F(checker_cache_mb), false, "checker's block cache in MiB (128)" },
-	{ "commit_interval_ms", K_UINT, F(commit_interval_ms), false, "commit age limit in ms (1000)" },
-	{ "max_transaction_blocks", K_UINT, F(max_transaction_blocks), false,
+	{ "checker", NULL, K_BOOL, F(checker), false, "shadow checker on every commit (on)" },
+	{ "checker_cache_mb", "N", K_UINT, F(checker_cache_mb), false, "checker's block cache in MiB (128)" },
+	{ "commit_interval_ms", "N", K_UINT, F(commit_interval_ms), false, "commit age limit in ms (1000)" },
+	{ "max_transaction_blocks", "N", K_UINT, F(max_transaction_blocks), false,
 	  "commit size limit in blocks (0 = a quarter of the journal)" },
-	{ "on_violation", K_ONV, F(on_violation), false, "readonly (default), stop or log" },
-	{ "journal", K_BOOL, F(journal), false, "log commits through the ext3 journal (on)" },
-	{ "async_commit", K_BOOL, F(async_commit), false, "commit on a separate thread (on)" },
-	{ "deterministic", K_BOOL, F(deterministic), true, "test: one thread, no timers" },
-	{ "fault_crash_after", K_U64, F(fault_crash_after), true, "test: crash after N device writes" },
-	{ "fault_seed", K_U64, F(fault_seed), true, "test: fault injection seed" },
-	{ "fault_corrupt", K_STR, F(fault_corrupt), true, "test: corrupt KIND@N" },
-	{ "fault_data_eio", K_U64, F(fault_data_eio), true, "test: fail the Nth file-data write with EIO" },
-	{ "stats", K_STR, F(stats_file), true, "test: write the stats JSON to FILE at unmount" },
-	{ "no_uring", K_BOOL, F(no_uring), true, "test: force the pread/pwrite fallback" },
+	{ "on_violation", "ACTION", K_ONV, F(on_violation), false, "readonly (default), stop or log" },
+	{ "journal", NULL, K_BOOL, F(journal), false, "log commits through the ext3 journal (on)" },
+	{ "async_commit", NULL, K_BOOL, F(async_commit), false, "commit on a separate thread (on)" },
+	{ "deterministic", NULL, K_BOOL, F(deterministic), true, "test: one thread, no timers" },
+	{ "fault_crash_after", "N", K_U64, F(fault_crash_after), true, "test: crash after N device writes" },
+	{ "fault_seed", "N", K_U64, F(fault_seed), true, "test: fault injection seed" },
+	{ "fault_corrupt", "KIND@N", K_STR, F(fault_corrupt), true, "test: corrupt KIND@N" },
+	{ "fault_data_eio", "N", K_U64, F(fault_data_eio), true,
+	  "test: fail the Nth file-data write with EIO" },
+	{ "stats", "FILE", K_STR, F(stats_file), true, "test: write the stats JSON to FILE at unmount" },
+	{ "no_uring", NULL, K_BOOL, F(no_uring), true, "test: force the pread/pwrite fallback" },
 };
 #undef F
 
-/* The kernel's ext3 spellings of our boolean keys. */
-struct ext3_alias {
-	const char *opt, *key, *val;
+/*
+ * The kernel's ext3 mount options (what Linux 6.18's ext4 driver accepts for
+ * an ext3 mount) that are not keys of ours, so that an fstab line written for
+ * the kernel works: each is another spelling of one of our keys, or has
+ * nothing to change here (the reason shows in --help and recon-fuse(8)), or
+ * is refused with the reason.  -o only: a configuration file sets keys.
+ */
+enum ext3_kind { E_ALIAS, E_NOOP, E_REFUSED };
+enum ext3_arg { A_FLAG, A_NUM, A_FLAG_OR_NUM, A_TEXT };
+
+struct ext3_opt {
+	const char *name;       /* the kernel's spelling; one with '=' matches itself only */
+	enum ext3_arg arg;      /* the value it takes (refused ones: any) */
+	enum ext3_kind kind;
+	const char *key, *val;  /* E_ALIAS: the key it sets, to this value */
+	const char *why;        /* E_ALIAS, E_NOOP: --help's text; E_REFUSED: the message */
+	uint32_t max;           /* A_NUM: the largest value (0: any 32-bit number) */
 };
 
-static const struct ext3_alias ext3_aliases[] = {
-	{ "noacl", "acl", "off" },
-	{ "nouser_xattr", "user_xattr", "off" },
-	{ "norecovery", "noload", "on" },
-	{ "async", "sync", "off" },
-};
+static const char R_BARRIER[] = "no effect: the device is flushed at every commit";
+static const char R_DISCARD[] = "no effect: recon-fuse does not discard (TRIM) freed blocks";
+static const char R_VALIDITY[] =
+	"no effect: the checker checks every commit's block pointers (checker=on)";
+static const char R_JCSUM[] = "no effect: the ext3 journal is written without checksums";
+static const char R_DELALLOC[] =
+	"no effect: no delayed allocation, blocks are allocated at write(2)";
+static const char R_BATCH[] = "no effect: commits follow commit_interval_ms and fsync";
+static const char R_IOPRIO[] =
+	"no effect: the journal is written at the daemon's I/O priority (ionice(1))";
+static const char R_ATIME[] =
+	"no effect: the atime policy covers directories; times are written with their inode";
+static const char R_REMOVED[] = "no effect, as in the kernel (options it no longer uses)";
+static const char R_DEBUG[] = "no effect: debugging aids of the kernel's driver";
+static const char R_ALLOC[] = "no effect: hints to the kernel's block allocator";
+static const char R_READAHEAD[] = "no effect: read-ahead of the kernel's driver";
+static const char R_ITABLE[] = "no effect: recon-fuse never zeroes inode tables in the background";
+static const char R_MBCACHE[] =
+	"no effect: recon-fuse never shares an extended attribute block between inodes";
+static const char R_DIOREAD[] = "no effect: locking in the kernel's direct I/O path";
+static const char R_CRYPT[] = "no effect: it concerns encrypted files, which ext3 has none of";
+static const char R_NOQUOTA[] = "no effect: no quota (the quota options are refused)";
+static const char R_QUOTA[] = "disk quotas are not supported (no quota files are kept and no "
+	"limits enforced); remove the option (noquota is accepted)";
+static const char R_EXTJOURNAL[] = "external journals are not supported";
 
-/* ext3 mount options with nothing to change here, accepted as the kernel
- * accepts them (fstab lines written for the kernel's driver): the
- * directory atime and lazytime policies (relatime rules apply), write
- * barriers (the device is flushed at every commit regardless), delayed
- * allocation heuristics (no delayed allocation). */
-static const char *const ext3_noops[] = {
-	"nodiratime", "diratime", "lazytime", "nolazytime", "barrier", "nobarrier",
-	"auto_da_alloc", "noauto_da_alloc", NULL
+static const struct ext3_opt ext3_opts[] = {
+	{ "noacl", A_FLAG, E_ALIAS, "acl", "off", "acl=off", 0 },
+	{ "nouser_xattr", A_FLAG, E_ALIAS, "user_xattr", "off", "user_xattr=off", 0 },
+	{ "norecovery", A_FLAG, E_ALIAS, "noload", "on", "noload", 0 },
+	{ "async", A_FLAG, E_ALIAS, "sync", "off", "sync=off (the default)", 0 },
+	{ "bsdgroups", A_FLAG, E_ALIAS, "grpid", "on", "grpid", 0 },
+	{ "nogrpid", A_FLAG, E_ALIAS, "grpid", "off", "grpid=off (the default)", 0 },
+	{ "sysvgroups", A_FLAG, E_ALIAS, "grpid", "off", "grpid=off (the default)", 0 },
+	{ "bsddf", A_FLAG, E_ALIAS, "minixdf", "off", "minixdf=off (the default)", 0 },
+	{ "data_err=ignore", A_FLAG, E_NOOP, NULL, NULL,
+	  "a file-data write error fails that write (EIO), the file system goes on", 0 },
+	{ "barrier", A_FLAG_OR_NUM, E_NOOP, NULL, NULL, R_BARRIER, 0 },
+	{ "nobarrier", A_FLAG, E_NOOP, NULL, NULL, R_BARRIER, 0 },
+	{ "discard", A_FLAG, E_NOOP, NULL, NULL, R_DISCARD, 0 },
+	{ "nodiscard", A_FLAG, E_NOOP, NULL, NULL, R_DISCARD, 0 },
+	{ "block_validity", A_FLAG, E_NOOP, NULL, NULL, R_VALIDITY, 0 },
+	{ "noblock_validity", A_FLAG, E_NOOP, NULL, NULL, R_VALIDITY, 0 },
+	{ "journal_checksum", A_FLAG, E_NOOP, NULL, NULL, R_JCSUM, 0 },
+	{ "nojournal_checksum", A_FLAG, E_NOOP, NULL, NULL, R_JCSUM, 0 },
+	{ "delalloc", A_FLAG, E_NOOP, NULL, NULL, R_DELALLOC, 0 },
+	{ "nodelalloc", A_FLAG, E_NOOP, NULL, NULL, R_DELALLOC, 0 },
+	{ "auto_da_alloc", A_FLAG_OR_NUM, E_NOOP, NULL, NULL, R_DELALLOC, 0 },
+	{ "noauto_da_alloc", A_FLAG, E_NOOP, NULL, NULL, R_DELALLOC, 0 },
+	{ "min_batch_time", A_NUM, E_NOOP, NULL, NULL, R_BATCH, 0 },
+	{ "max_batch_time", A_NUM, E_NOOP, NULL, NULL, R_BATCH, 0 },
+	{ "journal_ioprio", A_NUM, E_NOOP, NULL, NULL, R_IOPRIO, 7 },
+	{ "diratime", A_FLAG, E_NOOP, NULL, NULL, R_ATIME, 0 },
+	{ "nodiratime", A_FLAG, E_NOOP, NULL, NULL, R_ATIME, 0 },
+	{ "lazytime", A_FLAG, E_NOOP, NULL, NULL, R_ATIME, 0 },
+	{ "nolazytime", A_FLAG, E_NOOP, NULL, NULL, R_ATIME, 0 },
+	{ "i_version", A_FLAG, E_NOOP, NULL, NULL, R_REMOVED, 0 },
+	{ "bh", A_FLAG, E_NOOP, NULL, NULL, R_REMOVED, 0 },
+	{ "nobh", A_FLAG, E_NOOP, NULL, NULL, R_REMOVED, 0 },
+	{ "orlov", A_FLAG, E_NOOP, NULL, NULL, R_REMOVED, 0 },
+	{ "oldalloc", A_FLAG, E_NOOP, NULL, NULL, R_REMOVED, 0 },
+	{ "mblk_io_submit", A_FLAG, E_NOOP, NULL, NULL, R_REMOVED, 0 },
+	{ "nomblk_io_submit", A_FLAG, E_NOOP, NULL, NULL, R_REMOVED, 0 },
+	{ "prefetch_block_bitmaps", A_FLAG, E_NOOP, NULL, NULL, R_REMOVED, 0 },
+	{ "reservation", A_FLAG, E_NOOP, NULL, NULL, R_REMOVED, 0 },
+	{ "noreservation", A_FLAG, E_NOOP, NULL, NULL, R_REMOVED, 0 },
+	{ "check", A_TEXT, E_NOOP, NULL, NULL, R_REMOVED, 0 },
+	{ "nocheck", A_FLAG, E_NOOP, NULL, NULL, R_REMOVED, 0 },
+	{ "warn_on_error", A_FLAG, E_NOOP, NULL, NULL, R_DEBUG, 0 },
+	{ "nowarn_on_error", A_FLAG, E_NOOP, NULL, NULL, R_DEBUG, 0 },
+	{ "debug_want_extra_isize", A_NUM, E_NOOP, NULL, NULL, R_DEBUG, 0 },
+	{ "stripe", A_NUM, E_NOOP, NULL, NULL, R_ALLOC, 0 },
+	{ "mb_optimize_scan", A_NUM, E_NOOP, NULL, NULL, R_ALLOC, 0 },
+	{ "inode_readahead_blks", A_NUM, E_NOOP, NULL, NULL, R_READAHEAD, 0 },
+	{ "no_prefetch_block_bitmaps", A_FLAG, E_NOOP, NULL, NULL, R_READAHEAD, 0 },
+	{ "init_itable", A_FLAG_OR_NUM, E_NOOP, NULL, NULL, R_ITABLE, 0 },
+	{ "noinit_itable", A_FLAG, E_NOOP, NULL, NULL, R_ITABLE, 0 },
+	{ "nombcache", A_FLAG, E_NOOP, NULL, NULL, R_MBCACHE, 0 },
+	{ "no_mbcache", A_FLAG, E_NOOP, NULL, NULL, R_MBCACHE, 0 },
+	{ "dioread_nolock", A_FLAG, E_NOOP, NULL, NULL, R_DIOREAD, 0 },
+	{ "nodioread_nolock", A_FLAG, E_NOOP, NULL, NULL, R_DIOREAD, 0 },
+	{ "dioread_lock", A_FLAG, E_NOOP, NULL, NULL, R_DIOREAD, 0 },
+	{ "inlinecrypt", A_FLAG, E_NOOP, NULL, NULL, R_CRYPT, 0 },
+	{ "noquota", A_FLAG, E_NOOP, NULL, NULL, R_NOQUOTA, 0 },
+	{ "usrjquota=", A_FLAG, E_NOOP, NULL, NULL, R_NOQUOTA, 0 },
+	{ "grpjquota=", A_FLAG, E_NOOP, NULL, NULL, R_NOQUOTA, 0 },
+	{ "quota", A_FLAG, E_REFUSED, NULL, NULL, R_QUOTA, 0 },
+	{ "usrquota", A_FLAG, E_REFUSED, NULL, NULL, R_QUOTA, 0 },
+	{ "grpquota", A_FLAG, E_REFUSED, NULL, NULL, R_QUOTA, 0 },
+	{ "prjquota", A_FLAG, E_REFUSED, NULL, NULL, R_QUOTA, 0 },
+	{ "jqfmt", A_TEXT, E_REFUSED, NULL, NULL, R_QUOTA, 0 },
+	{ "usrjquota", A_TEXT, E_REFUSED, NULL, NULL, R_QUOTA, 0 },
+	{ "grpjquota", A_TEXT, E_REFUSED, NULL, NULL, R_QUOTA, 0 },
+	{ "journal_async_commit", A_FLAG, E_REFUSED, NULL, NULL,
+	  "it changes the journal's on-disk format (asynchronous commit blocks with "
+	  "checksums), which an ext3 journal does not have", 0 },
+	{ "data_err=abort", A_FLAG, E_REFUSED, NULL, NULL,
+	  "a file-data write error fails that write with EIO and the file system goes on "
+	  "(data_err=ignore); turning read-only on one is not supported", 0 },
+	{ "nouid32", A_FLAG, E_REFUSED, NULL, NULL,
+	  "user and group ids are stored with their 32 bits; 16-bit ids are not supported", 0 },
+	{ "sb", A_TEXT, E_REFUSED, NULL, NULL,
+	  "only the primary superblock is used; repair the file system from a backup with "
+	  "e2fsck -b N first", 0 },
+	{ "journal_dev", A_TEXT, E_REFUSED, NULL, NULL, R_EXTJOURNAL, 0 },
+	{ "journal_path", A_TEXT, E_REFUSED, NULL, NULL, R_EXTJOURNAL, 0 },
+	{ "max_dir_size_kb", A_TEXT, E_REFUSED, NULL, NULL,
+	  "a limit on the size of directories is not supported", 0 },
+	{ "dax", A_TEXT, E_REFUSED, NULL, NULL, "DAX is not available through FUSE", 0 },
+	{ "abort", A_FLAG, E_REFUSED, NULL, NULL,
+	  "the kernel's debugging option (a file system aborted at mount) is not supported; "
+	  "mount with ro", 0 },
+	{ "test_dummy_encryption", A_TEXT, E_REFUSED, NULL, NULL, "encryption is not supported", 0 },
 };
+#define N_EXT3_OPTS (sizeof(ext3_opts) / sizeof(ext3_opts[0]))
 
-static bool ext3_noop(const char *opt)
+static int parse_u64(const char *v, uint64_t max, uint64_t *out);
+
+static bool ext3_value_ok(const struct ext3_opt *o, const char *eq)
 {
-	const char *eq = strchr(opt, '=');
-	if (!strncmp(opt, "barrier=", 8) && eq && (!strcmp(eq, "=0") || !strcmp(eq, "=1")))
-		return true;
-	for (int i = 0; ext3_noops[i]; i++)
-		if (!strcmp(ext3_noops[i], opt))
-			return true;
+	uint64_t n;
+
+	switch (o->arg) {
+	case A_FLAG:
+		return !eq;
+	case A_NUM:
+		return eq && !parse_u64(eq + 1, o->max ? o->max : UINT32_MAX, &n);
+	case A_FLAG_OR_NUM:
+		return !eq || !parse_u64(eq + 1, UINT32_MAX, &n);
+	case A_TEXT:
+		return eq != NULL;
+	}
 	return false;
 }
 
-static const struct ext3_alias *ext3_alias(const char *opt)
+/* The row for one -o token (KEY or KEY=VALUE), or NULL; *bad_value is set
+ * when KEY is one of the kernel's ext3 options but VALUE is not a form it
+ * takes (refused options are refused in every form). */
+static const struct ext3_opt *ext3_lookup(const char *tok, bool *bad_value)
 {
-	for (size_t i = 0; i < sizeof(ext3_aliases) / sizeof(ext3_aliases[0]); i++)
-		if (!strcmp(ext3_aliases[i].opt, opt))
-			return &ext3_aliases[i];
+	const char *eq = strchr(tok, '=');
+	size_t kl = eq ? (size_t)(eq - tok) : strlen(tok);
+
+	*bad_value = false;
+	for (size_t i = 0; i < N_EXT3_OPTS; i++) {
+		const struct ext3_opt *o = &ext3_opts[i];
+		if (strncmp(o->name, tok, kl) || (o->name[kl] && o->name[kl] != '='))
+			continue;
+		if (o->name[kl] == '=') {        /* one KEY=VALUE spelling */
+			if (!strcmp(o->name, tok))
+				return o;
+			*bad_value = true;
+			continue;
+		}
+		if (o->kind == E_REFUSED || ext3_value_ok(o, eq)) {
+			*bad_value = false;
+			return o;
+		}
+		*bad_value = true;
+	}
 	return NULL;
 }
 
@@ -145,6 +305,24 @@ static int parse_u64(const char *v, uint64_t max, uint64_t *out)
 	return 0;
 }
 
+/* A user or group id as the kernel's resuid=/resgid= take it (a number), or
+ * a name from the password or group database. */
+static int parse_id(const char *v, bool group, uint64_t *out)
+{
+	if (!parse_u64(v, UINT32_MAX - 1, out))
+		return 0;
+	if (group) {
+		struct group *g = getgrnam(v);
+		if (g)
+			*out = g->gr_gid;
+		return g ? 0 : -EINVAL;
+	}
+	struct passwd *p = getpwnam(v);
+	if (p)
+		*out = p->pw_uid;
+	return p ? 0 : -EINVAL;
+}
+
 static int check_fault_corrupt(const char *v)
 {
 	const char *at = strchr(v, '@');
@@ -172,7 +350,12 @@ static int set_key(struct recon_config *cfg, const char *key, const char *val,
 		if (!strcmp(keys[i].name, key))
 			k = &keys[i];
 	if (!k) {
-		fprintf(stderr, "recon-fuse: unknown option '%s' (%s)\n", key, where);
+		bool bad;
+		if (from_file && (ext3_lookup(key, &bad) || bad))
+			fprintf(stderr, "recon-fuse: '%s' is one of the kernel's ext3 mount options, "
+				"accepted from -o only, not from %s\n", key, where);
+		else
+			fprintf(stderr, "recon-fuse: unknown option '%s' (%s)\n", key, where);
 		return -EINVAL;
 	}
 	if (k->test_only && from_file) {
@@ -271,6 +454,12 @@ static int set_key(struct recon_config *cfg, const char *key, const char *val,
 		else
 			goto bad;
 		return 0;
+	case K_UID:
+	case K_GID:
+		if (parse_id(val, k->kind == K_GID, &n))
+			goto bad;
+		*(int64_t *)(base + k->off) = (int64_t)n;
+		return 0;
 	case K_URING:
 		if (!strcmp(val, "auto"))
 			cfg->fuse_uring = FUSE_URING_AUTO;
@@ -291,9 +480,17 @@ static int read_config_file(struct recon_config *cfg, const char *path)
 	int ret = 0;
 
 	config_init(&lc);
+	errno = 0;
 	if (config_read_file(&lc, path) != CONFIG_TRUE) {
+		/* libconfig's "file I/O error" leaves fopen's errno; a directory
+		 * opens, then fails to read */
+		int err = errno;
+		struct stat st;
+		if (!err && !stat(path, &st) && S_ISDIR(st.st_mode))
+			err = EISDIR;
 		if (config_error_type(&lc) == CONFIG_ERR_FILE_IO)
-			fprintf(stderr, "recon-fuse: cannot read config file %s\n", path);
+			fprintf(stderr, "recon-fuse: cannot read config file %s: %s\n", path,
+				err ? strerror(err) : config_error_text(&lc));
 		else
 			fprintf(stderr, "recon-fuse: %s:%d: %s\n", path, config_error_line(&lc),
 				config_error_text(&lc));
@@ -365,6 +562,7 @@ static void set_defaults(struct recon_config *cfg)
 	cfg->on_violation = ONV_READONLY;
 	cfg->journal = true;
 	cfg->async_commit = true;
+	cfg->resuid = cfg->resgid = -1;
 }
 
 /* Growing comma-separated list of options passed on to libfuse. */
@@ -410,10 +608,11 @@ static int split_opts(const char *list, struct optbuf *ours, struct optbuf *thei
 		for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
 			if (!strcmp(keys[i].name, key))
 				ours_key = true;
+		bool bad_value = false;
 		if (!strcmp(key, "config") || !strcmp(key, "noatime") || !strcmp(key, "relatime") ||
 		    !strcmp(key, "strictatime") || !strcmp(key, "atime") || !strcmp(key, "ro") ||
-		    !strcmp(key, "rw") || !strcmp(key, "allow_other") || ext3_alias(key) ||
-		    ext3_noop(tok))
+		    !strcmp(key, "rw") || !strcmp(key, "allow_other") || ext3_lookup(tok, &bad_value) ||
+		    bad_value)
 			ours_key = true;
 		if (!strcmp(key, "ro") || !strcmp(key, "allow_other") || !strcmp(tok, "sync") ||
 		    !strcmp(tok, "dirsync") || !strcmp(tok, "async"))
@@ -425,6 +624,47 @@ static int split_opts(const char *list, struct optbuf *ours, struct optbuf *thei
 	return ret;
 }
 
+/* One of the kernel's ext3 spellings (ext3: its row; NULL for a value it
+ * does not take).  0 or -EINVAL after a message. */
+static int apply_ext3_opt(struct recon_config *cfg, const char *tok, const struct ext3_opt *ext3)
+{
+	static const char *const forms[] = {
+		[A_FLAG] = "takes no value", [A_NUM] = "takes a number",
+		[A_FLAG_OR_NUM] = "takes no value or a number", [A_TEXT] = "takes a value",
+	};
+
+	if (!ext3) {
+		const char *eq = strchr(tok, '=');
+		size_t kl = eq ? (size_t)(eq - tok) : strlen(tok);
+		char form[64] = "takes another value";
+		for (size_t i = 0; i < N_EXT3_OPTS; i++) {
+			const struct ext3_opt *o = &ext3_opts[i];
+			if (o->kind == E_REFUSED || strncmp(o->name, tok, kl) ||
+			    (o->name[kl] && o->name[kl] != '='))
+				continue;
+			if (o->name[kl] == '=')
+				snprintf(form, sizeof(form), "accepts %s only", o->name);
+			else if (o->max)
+				snprintf(form, sizeof(form), "takes a number from 0 to %u", o->max);
+			else
+				snprintf(form, sizeof(form), "%s", forms[o->arg]);
+		}
+		fprintf(stderr, "recon-fuse: bad value '%s' for option '%.*s' (-o): the kernel's "
+			"ext3 option %s\n", eq ? eq + 1 : "", (int)kl, tok, form);
+		return -EINVAL;
+	}
+	switch (ext3->kind) {
+	case E_ALIAS:
+		return set_key(cfg, ext3->key, ext3->val, false, "-o");
+	case E_NOOP:
+		return 0;
+	case E_REFUSED:
+		break;
+	}
+	fprintf(stderr, "recon-fuse: -o %s: %s\n", tok, ext3->why);
+	return -EINVAL;
+}
+
 static int apply_cmdline_opts(struct recon_config *cfg, char *list)
 {
 	char *save = NULL;
@@ -433,8 +673,12 @@ static int apply_cmdline_opts(struct recon_config *cfg, char *list)
 	if (!list)
 		return 0;
 	for (char *tok = strtok_r(list, ",", &save); tok && !ret; tok = strtok_r(NULL, ",", &save)) {
-		if (ext3_noop(tok))
+		bool bad_value;
+		const struct ext3_opt *ext3 = ext3_lookup(tok, &bad_value);
+		if (ext3 || bad_value) {
+			ret = apply_ext3_opt(cfg, tok, ext3);
 			continue;
+		}
 		char *eq = strchr(tok, '=');
 		const char *val = NULL;
 
@@ -453,11 +697,6 @@ static int apply_cmdline_opts(struct recon_config *cfg, char *list)
 		}
 		if (!strcmp(tok, "noatime") || !strcmp(tok, "relatime") || !strcmp(tok, "strictatime")) {
 			ret = set_key(cfg, "atime", tok, false, "-o");
-			continue;
-		}
-		const struct ext3_alias *alias = val ? NULL : ext3_alias(tok);
-		if (alias) {
-			ret = set_key(cfg, alias->key, alias->val, false, "-o");
 			continue;
 		}
 		if (!strcmp(tok, "atime") && !val) {
@@ -537,6 +776,26 @@ static int check_mountpoint(const char *mp)
 		fprintf(stderr, "recon-fuse: mount point %s: %s\n", mp, strerror(err));
 	}
 	return -err;
+}
+
+/* fsname=DEVICE as libfuse parses an -o list: a comma ends an option and a
+ * backslash escapes the next character (or starts an octal \NNN), so both
+ * are escaped. */
+static char *fsname_opt(const char *dev)
+{
+	static const char prefix[] = "fsname=";
+	char *opt = malloc(sizeof(prefix) + 2 * strlen(dev)), *d;
+
+	if (!opt)
+		return NULL;
+	d = stpcpy(opt, prefix);
+	for (const char *s = dev; *s; s++) {
+		if (*s == ',' || *s == '\\')
+			*d++ = '\\';
+		*d++ = *s;
+	}
+	*d = 0;
+	return opt;
 }
 
 int config_parse(int argc, char **argv, struct recon_config *cfg, struct fuse_args *fuse_args)
@@ -659,9 +918,9 @@ int config_parse(int argc, char **argv, struct recon_config *cfg, struct fuse_ar
 		goto out;
 
 	/* show the device in mount(8) and /proc/mounts */
-	if (!strstr(theirs.s ? theirs.s : "", "fsname=") && !strchr(cfg->device, ',')) {
-		char *fsname;
-		if (asprintf(&fsname, "fsname=%s", cfg->device) < 0) {
+	if (!strstr(theirs.s ? theirs.s : "", "fsname=")) {
+		char *fsname = fsname_opt(cfg->device);
+		if (!fsname) {
 			ret = -ENOMEM;
 			goto out;
 		}
@@ -683,26 +942,112 @@ out:
 	return ret;
 }
 
+/* One line of --help: the names in a column, the text wrapped beside them
+ * (below them when the names are wider than the column). */
+static void help_row(FILE *out, const char *names, const char *text)
+{
+	enum { NAME_W = 26, TEXT_W = 50 };
+	size_t n = strlen(names);
+	bool first = true;
+
+	if (n > NAME_W) {       /* the names alone, wrapped after a comma */
+		const char *p = names;
+		while (*p) {
+			size_t len = strlen(p);
+			if (len > NAME_W + 1 + TEXT_W) {
+				len = NAME_W + 1 + TEXT_W;
+				while (len && p[len - 1] != ',')
+					len--;
+				if (!len)
+					len = strlen(p);
+			}
+			fprintf(out, "  %.*s\n", (int)len, p);
+			p += len;
+			while (*p == ' ')
+				p++;
+		}
+	}
+	while (*text) {
+		size_t len = strlen(text);
+		if (len > TEXT_W) {
+			len = TEXT_W;
+			while (len && text[len] != ' ')
+				len--;
+			if (!len)
+				len = strcspn(text, " ");
+		}
+		fprintf(out, "  %-*s %.*s\n", NAME_W, first && n <= NAME_W ? names : "", (int)len, text);
+		first = false;
+		text += len;
+		while (*text == ' ')
+			text++;
+	}
+}
+
+/* An ext3 spelling as --help shows it: barrier, barrier=N. */
+static void ext3_names(const struct ext3_opt *o, char *buf, size_t len)
+{
+	switch (o->arg) {
+	case A_FLAG:
+		snprintf(buf, len, "%s", o->name);
+		break;
+	case A_NUM:
+		snprintf(buf, len, "%s=N", o->name);
+		break;
+	case A_FLAG_OR_NUM:
+		snprintf(buf, len, "%s, %s=N", o->name, o->name);
+		break;
+	case A_TEXT:
+		snprintf(buf, len, "%s=VALUE", o->name);
+		break;
+	}
+}
+
 void config_print_help(FILE *out)
 {
+	char names[256];
+
 	fprintf(out,
 		"usage: recon-fuse [-o opt,...] [-f] [-d] DEVICE MOUNTPOINT\n"
-		"\n"
-		"  -f                 stay in the foreground\n"
-		"  -d                 FUSE debug output (implies -f)\n"
-		"  -s                 single-threaded\n"
-		"  -h, --help         this text\n"
-		"  -V, --version      version\n"
-		"\n"
-		"recon-fuse options (-o key=value, or key = value; in the config file):\n"
-		"  ro                 mount read-only\n"
-		"  allow_other        let other users access the mount\n"
-		"  config=FILE        config file (default /etc/recon-fuse.conf if present)\n"
-		"  noatime, relatime, strictatime   access-time policy (relatime)\n");
-	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
-		fprintf(out, "  %-22s %s\n", keys[i].name, keys[i].help);
-	fprintf(out, "\nBooleans take on/off/true/false/1/0.  Other -o options (default_permissions,\n"
-		"fsname=, subtype=, max_read=, ...) are passed to FUSE.\n");
+		"\n");
+	help_row(out, "-f", "stay in the foreground");
+	help_row(out, "-d, --debug", "FUSE debug output (implies -f)");
+	help_row(out, "-s", "single-threaded");
+	help_row(out, "-h, --help", "this text");
+	help_row(out, "-V, --version", "the versions of recon-fuse, libfuse and libext2fs");
+	fprintf(out, "\nrecon-fuse options (-o key=value, or key = value; in the config file):\n");
+	help_row(out, "ro", "mount read-only");
+	help_row(out, "allow_other", "let other users access the mount");
+	help_row(out, "config=FILE", "config file (default /etc/recon-fuse.conf if present)");
+	help_row(out, "noatime, relatime, strictatime", "access-time policy (relatime)");
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		snprintf(names, sizeof(names), "%s%s%s", keys[i].name, keys[i].arg ? "=" : "",
+			 keys[i].arg ? keys[i].arg : "");
+		help_row(out, names, keys[i].help);
+	}
+	/* rows with the same text share a line */
+	fprintf(out, "\nThe kernel's ext3 mount options (-o only; recon-fuse(8) has the ones "
+		"refused):\n");
+	for (size_t i = 0; i < N_EXT3_OPTS; i++) {
+		const struct ext3_opt *o = &ext3_opts[i];
+		if (o->kind == E_REFUSED)
+			continue;
+		size_t used = 0;
+		names[0] = 0;
+		for (; i < N_EXT3_OPTS && !strcmp(ext3_opts[i].why, o->why); i++) {
+			char one[64];
+			ext3_names(&ext3_opts[i], one, sizeof(one));
+			used += snprintf(names + used, sizeof(names) - used, "%s%s", used ? ", " : "", one);
+		}
+		i--;
+		help_row(out, names, o->why);
+	}
+	fprintf(out, "\nPassed to FUSE (-o only):\n");
+	help_row(out, "dev, suid", "device nodes and set-id programs work, for root's mounts "
+		 "(otherwise nodev, nosuid)");
+	help_row(out, "fsname=NAME, subtype=TYPE", "what mount(8) shows (the device, recon-fuse)");
+	fprintf(out, "\nBooleans take on/off/true/false/1/0.  Other -o options (max_read=, ...) are\n"
+		"passed to FUSE, which refuses those it does not know.\n");
 }
 
 void config_free(struct recon_config *cfg)

@@ -44,6 +44,10 @@ struct recon_config {
 	bool sync, dirsync;       /* every change / every directory change commits before it replies */
 	bool noload;              /* ro without journal replay (noload, norecovery) */
 	enum map_root map_root;   /* the image's uid/gid 0 shown as the mounting user's (auto) */
+	bool grpid;               /* new inodes take the directory's group (grpid, bsdgroups) */
+	int64_t resuid, resgid;   /* who may use the reserved blocks besides root; -1: the
+	                           * superblock's s_def_resuid / s_def_resgid */
+	bool minixdf;             /* statfs counts the metadata's blocks too (kernel's minixdf) */
 
 	/* I/O and performance */
 	unsigned block_cache_mb;  /* default 64 */

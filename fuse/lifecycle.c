@@ -622,15 +622,38 @@ bool name_ok(const char *name, int *err)
 	return true;
 }
 
-int space_check(struct rfs *r, fuse_req_t req, blk64_t need)
+/* Who may use the reserved blocks, as the kernel's ext3 decides: root, the
+ * resuid user, a member of the resgid group (unless that is group 0); -o
+ * resuid=/resgid= override the superblock's s_def_resuid/s_def_resgid. */
+static bool may_use_reserve(struct rfs *r, fuse_req_t req)
 {
 	const struct fuse_ctx *c = fuse_req_ctx(req);
+	const struct ext2_super_block *sb = r->fs->super;
+	uint32_t resuid = r->cfg->resuid >= 0 ? (uint32_t)r->cfg->resuid : sb->s_def_resuid;
+	uint32_t resgid = r->cfg->resgid >= 0 ? (uint32_t)r->cfg->resgid : sb->s_def_resgid;
+	gid_t groups[64];
+
+	if (c->uid == 0 || c->uid == resuid)
+		return true;
+	if (resgid == 0)
+		return false;
+	if (c->gid == resgid)
+		return true;
+	/* the caller's supplementary groups, from /proc: asked only here, when
+	 * the write would reach into the reserve */
+	int n = fuse_req_getgroups(req, 64, groups);
+	for (int i = 0; i < n && i < 64; i++)
+		if (groups[i] == resgid)
+			return true;
+	return false;
+}
+
+int space_check(struct rfs *r, fuse_req_t req, blk64_t need)
+{
 	struct ext2_super_block *sb = r->fs->super;
 	blk64_t fr = ext2fs_free_blocks_count(sb), res = ext2fs_r_blocks_count(sb);
 
-	if (need == 0)
+	if (need == 0 || fr >= need + res)
 		return 0;
-	if (c->uid == 0 || c->uid == sb->s_def_resuid || c->gid == sb->s_def_resgid)
-		res = 0;
-	return fr < need + res ? -ENOSPC : 0;
+	return fr >= need && may_use_reserve(r, req) ? 0 : -ENOSPC;
 }

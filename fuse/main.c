@@ -447,9 +447,10 @@ static int prepare_fs(struct rfs *r)
 		bool errors = (sb->s_state & EXT2_ERROR_FS) ||
 			      (!(sb->s_state & EXT2_VALID_FS) && !ext2fs_has_feature_journal(sb));
 		if (errors && !cfg->force_rw) {
-			fprintf(stderr, "recon-fuse: %s is marked with errors (%s); mounting read-only "
+			fprintf(stderr, "recon-fuse: %s %s; mounting read-only "
 				"(run e2fsck, or use -o force_rw)\n", cfg->device,
-				(sb->s_state & EXT2_ERROR_FS) ? "ERROR_FS" : "not cleanly unmounted");
+				(sb->s_state & EXT2_ERROR_FS) ? "is marked with errors (ERROR_FS)" :
+				"was not cleanly unmounted (ext2, no journal)");
 			ext2fs_close_free(&fs);
 			r->ro = true;
 			e = open_fs(cfg->device, false, &fs);
@@ -950,8 +951,10 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (cfg.show_version) {
-		printf("recon-fuse %s (libfuse %s, e2fsprogs libext2fs)\n", RECON_VERSION,
-		       fuse_pkgversion());
+		const char *e2ver = NULL;
+		ext2fs_get_library_version(&e2ver, NULL);
+		printf("recon-fuse %s (libfuse %s, libext2fs %s)\n", RECON_VERSION,
+		       fuse_pkgversion(), e2ver ? e2ver : "?");
 		config_free(&cfg);
 		fuse_opt_free_args(&args);
 		return 0;

@@ -180,7 +180,11 @@ static int new_inode(struct rfs *r, fuse_req_t req, ext2_ino_t dir, unsigned mod
 	in->i_uid = uid & 0xffff;
 	ext2fs_set_i_uid_high(*in, uid >> 16);
 	gid_t gid = map_gid(r, c->gid);
-	if (din.i_mode & LINUX_S_ISGID) {
+	/* grpid: the directory's group, as the kernel's ext3 gives it, without
+	 * the setgid bit a setgid directory passes on to new directories */
+	if (r->cfg->grpid) {
+		gid = inode_gid(din);
+	} else if (din.i_mode & LINUX_S_ISGID) {
 		gid = inode_gid(din);
 		if (LINUX_S_ISDIR(mode))
 			in->i_mode |= LINUX_S_ISGID;

@@ -105,13 +105,15 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 	struct ext2_super_block *sb = r->fs->super;
 	blk64_t fr = ext2fs_free_blocks_count(sb), res = ext2fs_r_blocks_count(sb);
 	st.f_bsize = st.f_frsize = r->fs->blocksize;
-	st.f_blocks = ext2fs_blocks_count(sb) - fs_overhead(r->fs);
+	/* bsddf (the kernel's default) leaves out the metadata's blocks; minixdf counts all */
+	st.f_blocks = ext2fs_blocks_count(sb) - (r->cfg->minixdf ? 0 : fs_overhead(r->fs));
 	st.f_bfree = fr;
 	st.f_bavail = fr > res ? fr - res : 0;
 	st.f_files = sb->s_inodes_count;
 	st.f_ffree = st.f_favail = sb->s_free_inodes_count;
 	st.f_namemax = EXT2_NAME_LEN;
-	st.f_fsid = *(uint32_t *)sb->s_uuid;
+	/* no f_fsid: the FUSE protocol does not carry one (struct fuse_kstatfs), and
+	 * the kernel reports 0 for every FUSE mount */
 	unlock(r);
 	fuse_reply_statfs(req, &st);
 }

@@ -1,7 +1,9 @@
 #!/bin/bash
 # Configuration, as README.md and recon-fuse(8) define it, through the real binary: unknown keys
 # and bad values are refused at mount (non-zero exit, a message naming the
-# key); test-only keys are refused from a config file; booleans accept
+# key, and for a config file that cannot be read, why); test-only keys are
+# refused from a config file; every spelling of the kernel's ext3 options is
+# accepted, or refused with the reason; booleans accept
 # on/off/true/false/1/0; precedence is defaults < file < -o, each shown by a
 # value observable from outside (a read-only mount; blocks_checked in the
 # stats); a missing device, a missing config file and an image that is not
@@ -68,7 +70,8 @@ refused "on_violation=ignore" on_violation ignore
 refused "atime=sometimes" atime
 refused "poll_us=20000" poll_us 10000
 refused "fault_corrupt=no_such_kind@1" fault_corrupt
-refused "config=$SCRATCH/missing.conf" missing.conf
+refused "config=$SCRATCH/missing.conf" missing.conf "No such file or directory"
+refused "config=$SCRATCH" "config file $SCRATCH" "Is a directory"
 
 # 2. the config file: unknown keys, bad values, test-only keys are refused
 conf="$SCRATCH/recon.conf"
@@ -140,6 +143,42 @@ refused "errors=ignore" errors ignore
 refused "commit=soon" commit soon
 refused "commit=5000000" commit
 refused "acl=maybe" acl maybe
+# every other spelling the kernel's ext3 driver accepts: a meaning here
+# (grpid, resuid=, resgid=, minixdf and their other names), no effect (the
+# reason in --help), or refused with the reason
+writable "grpid,bsdgroups,nogrpid,sysvgroups,grpid=off,resuid=0,resgid=0,resuid=root,resgid=root,minixdf,bsddf,data_err=ignore" ||
+	fail "grpid, resuid=, resgid=, minixdf and their spellings were not all accepted"
+writable "barrier=0,discard,nodiscard,block_validity,noblock_validity,journal_checksum,nojournal_checksum,delalloc,nodelalloc,auto_da_alloc=1,min_batch_time=0,max_batch_time=15000,journal_ioprio=3,diratime,nolazytime,i_version,bh,nobh,orlov,oldalloc,mblk_io_submit,nomblk_io_submit,prefetch_block_bitmaps,reservation,noreservation,check=none,nocheck" ||
+	fail "the kernel's no-op ext3 options (first half) were not all accepted"
+writable "warn_on_error,nowarn_on_error,debug_want_extra_isize=32,stripe=4,mb_optimize_scan=0,inode_readahead_blks=64,no_prefetch_block_bitmaps,init_itable,init_itable=10,noinit_itable,nombcache,no_mbcache,dioread_nolock,nodioread_nolock,dioread_lock,inlinecrypt,noquota,usrjquota=,grpjquota=" ||
+	fail "the kernel's no-op ext3 options (second half) were not all accepted"
+for q in quota usrquota grpquota prjquota jqfmt=vfsv0 usrjquota=aquota.user grpjquota=aquota.group; do
+	refused "$q" "-o $q" "quotas are not supported"
+done
+refused "journal_async_commit" journal_async_commit "on-disk format"
+refused "data_err=abort" data_err=abort "read-only on one is not supported"
+refused "nouid32" nouid32 "32 bits"
+refused "sb=8193" sb=8193 "e2fsck -b"
+refused "journal_dev=2049" journal_dev "external journals"
+refused "journal_path=/dev/sdz" journal_path "external journals"
+refused "max_dir_size_kb=100" max_dir_size_kb "not supported"
+refused "dax" dax "FUSE"
+refused "abort" abort "mount with ro"
+refused "test_dummy_encryption" test_dummy_encryption "encryption"
+refused "barrier=yes" barrier yes "no value or a number"
+refused "journal_ioprio=8" journal_ioprio "0 to 7"
+refused "stripe" stripe "takes a number"
+refused "noacl=1" noacl "takes no value"
+refused "data_err=sometimes" data_err sometimes "data_err=ignore"
+refused "grpid=maybe" grpid maybe
+refused "resuid=no-such-user-here" resuid no-such-user-here
+refused "resgid=-1" resgid
+refused "resuid=4294967295" resuid
+# a configuration file sets keys; the kernel's spellings are named as such
+cfg_refused 'nogrpid = true;' nogrpid "from -o only"
+cfg_refused 'barrier = 1;' barrier "from -o only"
+printf 'grpid = true;\nresuid = "root";\nresgid = 0;\nminixdf = true;\n' >"$conf"
+writable "config=$conf" || fail "grpid, resuid, resgid, minixdf from a config file refused"
 # errors=panic stops the file system at a rejected commit (exit 2), as
 # on_violation=stop; errors=remount-ro turns it read-only
 mount_recon "$img" "$mnt" "errors=panic,deterministic,fault_corrupt=bbitmap@1" || fail "mount errors=panic"
