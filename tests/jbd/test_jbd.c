@@ -354,6 +354,10 @@ static void test_corrupt_sb(void)
 		err = img_open_jbd(&im, msg, sizeof(msg));
 		if (!p[i].want) {
 			CHECK(!err && im.j, "%s: refused: %s", p[i].what, msg);
+			/* the shortest log the kernel takes holds any one operation */
+			CHECK(!im.j || jbd_max_transaction_blocks(im.j) >= JBD_MIN_TRANSACTION_BLOCKS,
+			      "%s: transactions of at most %u blocks", p[i].what,
+			      im.j ? jbd_max_transaction_blocks(im.j) : 0);
 		} else {
 			CHECK(err != 0 && im.j == NULL, "%s: jbd_open accepted it", p[i].what);
 			CHECK(err == p[i].want, "%s: error %s", p[i].what, error_message(err));

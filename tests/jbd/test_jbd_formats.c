@@ -207,8 +207,20 @@ static bool damage_logged_block(const char *path, uint32_t tid)
 	return done;
 }
 
+static struct jbd_fmt stale_fmt;
+
+/* The commit block rewritten with commit time 1 and its checksum valid. */
+static void commit_time_one(unsigned char *buf, unsigned bs)
+{
+	(void)bs;
+	jbd_commit_put(&stale_fmt, buf, get_be32(buf + 8), 1, 0, 0);
+}
+
 /* Three transactions of our csum v3 log; one damaged as `what` says; the
- * replay onto the disk refuses it untouched, a view replays as e2fsck. */
+ * replay onto the disk refuses it untouched, a view replays as e2fsck.
+ * "stale": the second's descriptor damaged and its commit time older than
+ * the first's, as blocks of an earlier log look: the log ends there, no
+ * error, both replays as e2fsck's. */
 static void test_damaged(const char *what)
 {
 	const unsigned bs = 1024;
@@ -235,12 +247,26 @@ static void test_damaged(const char *what)
 		CHECK(damage_logged_block(a, seq + 1), "no descriptor of transaction %u", seq + 1);
 	else if (!strcmp(what, "commit"))
 		CHECK(patch_log_block(a, seq + 1, JBD_COMMIT, flip_byte), "no commit block");
-	else
+	else if (!strcmp(what, "descriptor"))
 		CHECK(patch_log_block(a, seq, JBD_DESCRIPTOR, flip_byte), "no descriptor");
+	else {
+		unsigned char *jsb = malloc(bs);
+		REQUIRE(jsb, "oom");
+		read_home(a, bs, jsb_block(a), jsb);
+		jbd_fmt_init(&stale_fmt, bs, jsb);
+		free(jsb);
+		CHECK(patch_log_block(a, seq + 1, JBD_DESCRIPTOR, flip_byte) &&
+		      patch_log_block(a, seq + 1, JBD_COMMIT, commit_time_one), "no transaction 2");
+	}
 	snprintf(b, sizeof(b), "%s.disk", a);
 	snprintf(v, sizeof(v), "%s.view", a);
 	copy_file(a, b);
 	copy_file(a, v);
+	if (!strcmp(what, "stale")) {
+		compare_replays(b, what, CMP_STRICT);
+		compare_replays(v, what, CMP_STRICT | CMP_VIEW);
+		return;
+	}
 	unsigned replayed = 0;
 	char msg[256] = "";
 	errcode_t err = our_recover(b, false, &replayed, msg, sizeof(msg));
@@ -255,7 +281,7 @@ int main(int argc, char **argv)
 	if (argc != 2) {
 		fprintf(stderr, "usage: %s write-FORMAT-1k|write-FORMAT-4k|kernel-FORMAT|debugfs-1k|"
 				"debugfs-4k|debugfs-32bit|damaged-block|damaged-commit|"
-				"damaged-descriptor\n", argv[0]);
+				"damaged-descriptor|damaged-stale\n", argv[0]);
 		return 2;
 	}
 	add_error_table(&et_ext2_error_table);
