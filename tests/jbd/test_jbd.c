@@ -276,6 +276,51 @@ struct sbpatch {
 	errcode_t want;   /* 0: accepted */
 };
 
+/* Garbage in the log after a valid start: replay stops or fails, never
+ * crashes (run under ASan in the sanitizer build). */
+static void garbage_log(const char *a, const char *c, unsigned bs, blk64_t jsb,
+			const blk64_t *logmap, unsigned char *buf)
+{
+	errcode_t err;
+	for (unsigned seed = 1; seed <= 40; seed++) {
+		copy_file(a, c);
+		int fd = open(c, O_RDWR);
+		REQUIRE(fd >= 0, "open");
+		REQUIRE(pread(fd, buf, bs, (off_t)(jsb * bs)) == (ssize_t)bs, "read");
+		uint32_t seq = get_be32(buf + 0x18);
+		put_be32(buf + 0x1C, 1);
+		REQUIRE(pwrite(fd, buf, bs, (off_t)(jsb * bs)) == (ssize_t)bs, "write");
+		uint64_t x = seed * 0x9E3779B97F4A7C15ull;
+		for (unsigned l = 1; l < 40; l++) {
+			for (unsigned i = 0; i < bs; i++) {
+				x ^= x << 13;
+				x ^= x >> 7;
+				x ^= x << 17;
+				buf[i] = (unsigned char)x;
+			}
+			put_be32(buf, JBD_MAGIC);
+			unsigned kind = (unsigned)(x >> 40) % 4;
+			put_be32(buf + 4, kind == 3 ? 5 : kind + 1);
+			put_be32(buf + 8, seq + (unsigned)(x >> 50) % 3);
+			if (seed % 2)
+				memset(buf + 12, 0, bs / 2); /* small block numbers, flags */
+			REQUIRE(pwrite(fd, buf, bs, (off_t)(logmap[l] * bs)) == (ssize_t)bs, "write");
+		}
+		close(fd);
+		struct img im = { 0 };
+		snprintf(im.path, sizeof(im.path), "%s", c);
+		img_open_fs(&im);
+		char msg[256] = "";
+		err = img_open_jbd(&im, msg, sizeof(msg));
+		REQUIRE(!err, "seed %u: open: %s", seed, msg);
+		unsigned replayed = 0;
+		err = jbd_recover(im.j, &replayed);
+		fprintf(stderr, "  garbage seed %u: %s, %u replayed\n", seed, err ? error_message(err) : "ok",
+			replayed);
+		img_close(&im, false);
+	}
+}
+
 static void test_corrupt_sb(void)
 {
 	const unsigned bs = 1024;
@@ -373,45 +418,7 @@ static void test_corrupt_sb(void)
 		im.j = NULL;
 		img_close(&im, false);
 	}
-	/* garbage in the log after a valid start: replay stops or fails, never
-	 * crashes (run under ASan in the sanitizer build) */
-	for (unsigned seed = 1; seed <= 40; seed++) {
-		copy_file(a, c);
-		int fd = open(c, O_RDWR);
-		REQUIRE(fd >= 0, "open");
-		REQUIRE(pread(fd, buf, bs, (off_t)(jsb * bs)) == (ssize_t)bs, "read");
-		uint32_t seq = get_be32(buf + 0x18);
-		put_be32(buf + 0x1C, 1);
-		REQUIRE(pwrite(fd, buf, bs, (off_t)(jsb * bs)) == (ssize_t)bs, "write");
-		uint64_t x = seed * 0x9E3779B97F4A7C15ull;
-		for (unsigned l = 1; l < 40; l++) {
-			for (unsigned i = 0; i < bs; i++) {
-				x ^= x << 13;
-				x ^= x >> 7;
-				x ^= x << 17;
-				buf[i] = (unsigned char)x;
-			}
-			put_be32(buf, JBD_MAGIC);
-			unsigned kind = (unsigned)(x >> 40) % 4;
-			put_be32(buf + 4, kind == 3 ? 5 : kind + 1);
-			put_be32(buf + 8, seq + (unsigned)(x >> 50) % 3);
-			if (seed % 2)
-				memset(buf + 12, 0, bs / 2); /* small block numbers, flags */
-			REQUIRE(pwrite(fd, buf, bs, (off_t)(logmap[l] * bs)) == (ssize_t)bs, "write");
-		}
-		close(fd);
-		struct img im = { 0 };
-		snprintf(im.path, sizeof(im.path), "%s", c);
-		img_open_fs(&im);
-		char msg[256] = "";
-		err = img_open_jbd(&im, msg, sizeof(msg));
-		REQUIRE(!err, "seed %u: open: %s", seed, msg);
-		unsigned replayed = 0;
-		err = jbd_recover(im.j, &replayed);
-		fprintf(stderr, "  garbage seed %u: %s, %u replayed\n", seed, err ? error_message(err) : "ok",
-			replayed);
-		img_close(&im, false);
-	}
+	garbage_log(a, c, bs, jsb, logmap, buf);
 	free(buf);
 }
 
