@@ -383,6 +383,15 @@ static int prepare_fs(struct rfs *r)
 			return -1;
 		}
 	}
+	if (ext2fs_has_feature_journal(sb) && !cfg->noload) {
+		/* a journal the kernel refuses to load, it refuses read-only too */
+		char jmsg[512];
+		if (rio_journal_check(fs, jmsg, sizeof(jmsg)) == EXT2_ET_JOURNAL_TOO_SMALL) {
+			fprintf(stderr, "recon-fuse: %s\n", jmsg);
+			ext2fs_close_free(&fs);
+			return -1;
+		}
+	}
 	if (ext2fs_has_feature_journal_needs_recovery(sb) && !cfg->noload && !r->ro &&
 	    !cfg->rw_unchecked) {
 		/* after the rehearsal, the file system to replay onto (still

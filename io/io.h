@@ -115,6 +115,12 @@ errcode_t rio_readahead_blocks(io_channel ch, const blk64_t *blks, size_t n);
 size_t rio_dirty_blocks(io_channel ch);
 
 
+/* Load the internal journal of fs as the kernel loads it at mount, without
+ * writing: 0 when fs has none or it loads; else the error and a one-line
+ * reason in msg, EXT2_ET_JOURNAL_TOO_SMALL for a log shorter than the
+ * kernel takes (which it refuses to mount even read-only). */
+errcode_t rio_journal_check(ext2_filsys fs, char *msg, size_t msglen);
+
 /* Replay the journal of fs if a crash left it needing recovery (our own JBD
  * replay, before anything else writes).  On return the disk holds the
  * recovered state and needs_recovery is clear; libext2fs's in-memory copies

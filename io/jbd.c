@@ -1,23 +1,16 @@
 /*
- * io/jbd.c - the ext3 journal in the JBD on-disk format (see jbd.h).
+ * io/jbd.c - the journal in the jbd2 on-disk format (see jbd.h; the byte
+ * layouts are io/jbd_tag.c's).
  *
- * Format (all journal fields big-endian), as the kernel's jbd/jbd2 and
- * e2fsck read it, restricted to what mke2fs -t ext3 makes: 32-bit block tags,
- * no checksums, no async commit.
- *   every log block but data blocks starts with a header:
- *     magic 0xc03b3998, block type, transaction sequence (tid)
- *   superblock (type 3 = v1, 4 = v2) at journal block 0: block size, length,
- *     first log block, s_sequence (first tid to replay), s_start (first log
- *     block to replay; 0 = the log is empty), features, uuid
- *   descriptor (type 1): 8-byte tags {home block, flags}, the first tag of
- *     each descriptor followed by the 16-byte uuid, the others flagged
- *     SAME_UUID, the last one LAST_TAG; the tagged blocks follow it in the
- *     log, a block that would start with the magic stored with those 4 bytes
- *     zeroed and the tag flagged ESCAPE
- *   revoke (type 5): r_count (bytes used, header included), 4-byte block
- *     numbers: copies of those blocks in transactions up to this one are not
- *     replayed
- *   commit (type 2): the transaction is complete
+ * The log.  Journal block 0 is the superblock; the log runs from s_first up
+ * to s_maxlen, less the fast-commit area at its end when the superblock has
+ * the fast_commit feature (the kernel's j_last), and wraps.  Its blocks:
+ *   descriptor: tags naming the home blocks of the logged blocks that follow
+ *     it, a block that would start with the journal magic stored with those
+ *     4 bytes zeroed and its tag flagged ESCAPE;
+ *   revoke: block numbers whose copies in this or earlier transactions are
+ *     not replayed;
+ *   commit: the transaction is complete.
  *
  * Log tail.  The journal superblock says where replay starts.  We keep it
  * pointing at the oldest transaction not yet checkpointed: jbd_log() writes
@@ -33,6 +26,7 @@
  * so stale blocks past the head never continue a replay.
  */
 #include "jbd.h"
+#include "jbd_tag.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -40,32 +34,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-#define JBD_MAGIC 0xc03b3998U
-
-enum { BT_DESCRIPTOR = 1, BT_COMMIT = 2, BT_SB_V1 = 3, BT_SB_V2 = 4, BT_REVOKE = 5 };
-
-enum { TAG_ESCAPE = 1, TAG_SAME_UUID = 2, TAG_DELETED = 4, TAG_LAST = 8 };
-
-/* journal superblock features */
-#define JFEAT_COMPAT_CHECKSUM      0x00000001u
-#define JFEAT_INCOMPAT_REVOKE      0x00000001u
-#define JFEAT_INCOMPAT_64BIT       0x00000002u
-#define JFEAT_INCOMPAT_ASYNC       0x00000004u
-#define JFEAT_INCOMPAT_CSUM_V2     0x00000008u
-#define JFEAT_INCOMPAT_CSUM_V3     0x00000010u
-#define JFEAT_INCOMPAT_FAST_COMMIT 0x00000020u
-
-/* byte offsets */
-enum {
-	H_MAGIC = 0, H_BLOCKTYPE = 4, H_SEQUENCE = 8, HDR_SIZE = 12,
-	SB_BLOCKSIZE = 0x0C, SB_MAXLEN = 0x10, SB_FIRST = 0x14, SB_SEQUENCE = 0x18,
-	SB_START = 0x1C, SB_ERRNO = 0x20, SB_COMPAT = 0x24, SB_INCOMPAT = 0x28,
-	SB_RO_COMPAT = 0x2C, SB_UUID = 0x30, SB_NR_USERS = 0x40,
-	TAG_BLOCKNR = 0, TAG_FLAGS = 6, TAG_SIZE = 8, UUID_SIZE = 16,
-	REVOKE_COUNT = 12, REVOKE_HDR = 16, REVOKE_REC = 4,
-	COMMIT_SEC = 0x30, COMMIT_NSEC = 0x38,
-};
 
 #define JBD_MAX_USERS 48
 
@@ -77,12 +45,13 @@ struct revoke_tab {
 
 struct jbd {
 	struct jbd_dev dev;
+	struct jbd_fmt fmt;
 	unsigned bs;
 	uint64_t fs_blocks;
-	uint32_t first, maxlen;   /* log blocks are [first, maxlen) */
+	uint32_t first, last;     /* log blocks are [first, last) */
+	uint32_t fc_first;        /* the fast-commit area's first block (0: none) */
 	uint64_t *map;            /* journal block -> file-system block */
 	unsigned char *sb;        /* the journal superblock block, as on disk */
-	bool v2;
 
 	uint32_t head;            /* next log block to write */
 	uint32_t seq;             /* tid of the next transaction */
@@ -94,43 +63,6 @@ struct jbd {
 	bool sb_unflushed;        /* sb_start written since the last flush */
 	bool failed;              /* an I/O error left the log in an unknown state */
 };
-
-static uint32_t get_be32(const unsigned char *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-static uint16_t get_be16(const unsigned char *p)
-{
-	return (uint16_t)(p[0] << 8 | p[1]);
-}
-
-static void put_be32(unsigned char *p, uint32_t v)
-{
-	p[0] = (unsigned char)(v >> 24);
-	p[1] = (unsigned char)(v >> 16);
-	p[2] = (unsigned char)(v >> 8);
-	p[3] = (unsigned char)v;
-}
-
-static void put_be16(unsigned char *p, uint16_t v)
-{
-	p[0] = (unsigned char)(v >> 8);
-	p[1] = (unsigned char)v;
-}
-
-static void put_be64(unsigned char *p, uint64_t v)
-{
-	put_be32(p, (uint32_t)(v >> 32));
-	put_be32(p + 4, (uint32_t)v);
-}
-
-static void put_header(unsigned char *b, uint32_t type, uint32_t tid)
-{
-	put_be32(b + H_MAGIC, JBD_MAGIC);
-	put_be32(b + H_BLOCKTYPE, type);
-	put_be32(b + H_SEQUENCE, tid);
-}
 
 /* tids wrap: compare as the kernel does */
 static bool tid_gt(uint32_t a, uint32_t b)
@@ -152,12 +84,12 @@ static void say(char *msg, size_t msglen, const char *fmt, ...)
 
 static uint32_t log_len(const struct jbd *j)
 {
-	return j->maxlen - j->first;
+	return j->last - j->first;
 }
 
 static uint32_t log_next(const struct jbd *j, uint32_t b)
 {
-	return b + 1 >= j->maxlen ? j->first : b + 1;
+	return b + 1 >= j->last ? j->first : b + 1;
 }
 
 /* Log blocks from p up to the head, p being where some transaction began
@@ -169,26 +101,16 @@ static uint32_t behind_head(const struct jbd *j, uint32_t p)
 	return (j->head + log_len(j) - p) % log_len(j);
 }
 
-static unsigned tags_per_descriptor(unsigned bs)
-{
-	/* header, first tag + uuid, then plain tags */
-	return 1 + (bs - HDR_SIZE - TAG_SIZE - UUID_SIZE) / TAG_SIZE;
-}
-
-static unsigned records_per_revoke(unsigned bs)
-{
-	return (bs - REVOKE_HDR) / REVOKE_REC;
-}
-
 static uint64_t div_up(uint64_t a, uint64_t b)
 {
 	return (a + b - 1) / b;
 }
 
 /* Log blocks one transaction of n blocks and nrevoke revoke records takes. */
-static uint64_t transaction_blocks(unsigned bs, uint64_t n, uint64_t nrevoke)
+static uint64_t transaction_blocks(const struct jbd_fmt *f, uint64_t n, uint64_t nrevoke)
 {
-	return div_up(n, tags_per_descriptor(bs)) + n + div_up(nrevoke, records_per_revoke(bs)) + 1;
+	return div_up(n, jbd_tags_per_descriptor(f)) + n + div_up(nrevoke, jbd_revokes_per_block(f)) +
+	       1;
 }
 
 static errcode_t read_log(struct jbd *j, uint32_t lblk, void *buf)
@@ -216,8 +138,9 @@ static errcode_t write_log(struct jbd *j, const uint32_t *pos, size_t count, con
 
 static errcode_t write_sb(struct jbd *j, uint32_t start, uint32_t seq)
 {
-	put_be32(j->sb + SB_START, start);
-	put_be32(j->sb + SB_SEQUENCE, seq);
+	jbd_put_be32(j->sb + JSB_START, start);
+	jbd_put_be32(j->sb + JSB_SEQUENCE, seq);
+	jbd_sb_csum_set(&j->fmt, j->sb);
 	errcode_t err = j->dev.write_blks(j->dev.ctx, j->map[0], 1, j->sb);
 	if (err)
 		return err;
@@ -283,83 +206,151 @@ static errcode_t map_journal(ext2_filsys fs, struct ext2_inode *inode, uint64_t 
 	return err;
 }
 
-static errcode_t check_sb(struct jbd *j, uint64_t mapped, char *msg, size_t msglen)
+/* The superblock's header, block size and features, as the kernel's
+ * journal_check_superblock and e2fsck's journal load judge them. */
+static errcode_t check_format(struct jbd *j, char *msg, size_t msglen)
 {
 	const unsigned char *sb = j->sb;
-	if (get_be32(sb + H_MAGIC) != JBD_MAGIC) {
-		say(msg, msglen, "journal superblock has a bad magic number (0x%08x)",
-		    get_be32(sb + H_MAGIC));
+	uint32_t type, tid;
+	if (!jbd_hdr_get(sb, &type, &tid)) {
+		say(msg, msglen, "journal superblock has a bad magic number (0x%08x)", jbd_be32(sb));
 		return EXT2_ET_CORRUPT_JOURNAL_SB;
 	}
-	uint32_t type = get_be32(sb + H_BLOCKTYPE);
-	if (type != BT_SB_V1 && type != BT_SB_V2) {
+	if (type != JBD_SB_V1 && type != JBD_SB_V2) {
 		say(msg, msglen, "journal superblock has an unknown type %u", type);
 		return EXT2_ET_JOURNAL_UNSUPP_VERSION;
 	}
-	j->v2 = type == BT_SB_V2;
-	uint32_t bs = get_be32(sb + SB_BLOCKSIZE);
+	uint32_t bs = jbd_be32(sb + JSB_BLOCKSIZE);
 	if (bs != j->bs) {
 		say(msg, msglen, "journal block size %u differs from the file system's %u", bs, j->bs);
 		return EXT2_ET_CORRUPT_JOURNAL_SB;
 	}
-	uint32_t maxlen = get_be32(sb + SB_MAXLEN), first = get_be32(sb + SB_FIRST);
+	jbd_fmt_init(&j->fmt, j->bs, sb);
+	if (type != JBD_SB_V2)
+		return 0;
+	const struct jbd_fmt *f = &j->fmt;
+	uint32_t csum_both = JBD_INCOMPAT_CSUM_V2 | JBD_INCOMPAT_CSUM_V3;
+	if (f->incompat & ~JBD_INCOMPAT_KNOWN) {
+		say(msg, msglen, "journal has unknown incompatible features 0x%x",
+		    f->incompat & ~JBD_INCOMPAT_KNOWN);
+		return EXT2_ET_UNSUPP_FEATURE;
+	}
+	if (jbd_be32(sb + JSB_RO_COMPAT)) {
+		say(msg, msglen, "journal has unknown read-only features 0x%x",
+		    jbd_be32(sb + JSB_RO_COMPAT));
+		return EXT2_ET_RO_UNSUPP_FEATURE;
+	}
+	if ((f->incompat & csum_both) == csum_both ||
+	    (jbd_fmt_csum(f) && jbd_fmt_crc32_commit(f))) {
+		say(msg, msglen, "journal superblock claims two checksum versions at once (features "
+		    "0x%x, 0x%x)", f->compat, f->incompat);
+		return EXT2_ET_CORRUPT_JOURNAL_SB;
+	}
+	if (jbd_fmt_csum(f) && sb[JSB_CSUM_TYPE] != JBD_CSUM_TYPE_CRC32C) {
+		say(msg, msglen, "journal checksum type %u is not crc32c", sb[JSB_CSUM_TYPE]);
+		return EXT2_ET_UNKNOWN_CSUM;
+	}
+	if (!jbd_sb_csum_ok(f, sb)) {
+		say(msg, msglen, "journal superblock checksum 0x%08x does not match its contents "
+		    "(0x%08x)", jbd_be32(sb + JSB_CHECKSUM), jbd_sb_csum(sb));
+		return EXT2_ET_CORRUPT_JOURNAL_SB;
+	}
+	if (jbd_be32(sb + JSB_NR_USERS) > JBD_MAX_USERS) {
+		say(msg, msglen, "journal superblock has %u users (at most %d)",
+		    jbd_be32(sb + JSB_NR_USERS), JBD_MAX_USERS);
+		return EXT2_ET_CORRUPT_JOURNAL_SB;
+	}
+	return 0;
+}
+
+/* Where the log lies: s_maxlen within the journal inode, s_first inside it,
+ * the fast-commit area after the log, and a log the kernel accepts. */
+static errcode_t check_geometry(struct jbd *j, const char *dev, uint64_t mapped, char *msg,
+				size_t msglen)
+{
+	const unsigned char *sb = j->sb;
+	uint32_t maxlen = jbd_be32(sb + JSB_MAXLEN), first = jbd_be32(sb + JSB_FIRST);
 	if (maxlen > mapped) {
 		say(msg, msglen, "journal superblock claims %u blocks, the journal inode has %llu",
 		    maxlen, (unsigned long long)mapped);
 		return EXT2_ET_CORRUPT_JOURNAL_SB;
 	}
-	/* room for the superblock and at least a small transaction */
-	if (first < 1 || first >= maxlen || maxlen - first < 8) {
-		say(msg, msglen, "journal superblock has a bad log range [%u, %u)", first, maxlen);
+	if (first == 0 || first >= maxlen) {
+		say(msg, msglen, "journal superblock's log start s_first %u is outside the journal "
+		    "(s_maxlen %u)", first, maxlen);
+		return EXT2_ET_CORRUPT_JOURNAL_SB;
+	}
+	uint32_t last = maxlen, fc = 0;
+	if (j->fmt.incompat & JBD_INCOMPAT_FAST_COMMIT) {
+		fc = jbd_sb_fc_blocks(sb);
+		last = fc < maxlen - first ? maxlen - fc : first;
+	}
+	if (last - first < JBD_MIN_LOG_BLOCKS) {
+		say(msg, msglen, "the journal of %s is too short (its log has %u blocks%s; the kernel "
+		    "needs at least %u and refuses to mount it, read-only too); recreate it: e2fsck "
+		    "-fy, tune2fs -O ^has_journal, tune2fs -j", dev, last - first,
+		    fc ? " before the fast-commit area" : "", JBD_MIN_LOG_BLOCKS);
+		return EXT2_ET_JOURNAL_TOO_SMALL;
+	}
+	uint32_t start = jbd_be32(sb + JSB_START);
+	if (start != 0 && (start < first || start >= last)) {
+		say(msg, msglen, "journal superblock's log start %u is outside the log [%u, %u)", start,
+		    first, last);
 		return EXT2_ET_CORRUPT_JOURNAL_SB;
 	}
 	j->first = first;
-	j->maxlen = maxlen;
-	uint32_t start = get_be32(sb + SB_START);
-	if (start != 0 && (start < first || start >= maxlen)) {
-		say(msg, msglen, "journal superblock's log start %u is outside [%u, %u)", start, first,
-		    maxlen);
-		return EXT2_ET_CORRUPT_JOURNAL_SB;
+	j->last = last;
+	/* one block between the log and the fast-commit area, as the kernel
+	 * lays it out (j_fc_first = j_last + 1) */
+	j->fc_first = fc ? last + 1 : 0;
+	return 0;
+}
+
+/* Read and map the journal of fs into j; the caller frees j on error. */
+static errcode_t load(struct jbd *j, ext2_filsys fs, char *msg, size_t msglen)
+{
+	struct ext2_inode inode;
+	errcode_t err = journal_inode(fs, &inode, msg, msglen);
+	if (err)
+		return err;
+	uint64_t nblocks = EXT2_I_SIZE(&inode) / fs->blocksize;
+	if (nblocks > ext2fs_blocks_count(fs->super))
+		nblocks = ext2fs_blocks_count(fs->super);
+	if (nblocks < 2) {
+		say(msg, msglen, "journal inode is too small (%llu blocks)", (unsigned long long)nblocks);
+		return EXT2_ET_JOURNAL_TOO_SMALL;
 	}
-	if (!j->v2)
-		return 0;
-	uint32_t compat = get_be32(sb + SB_COMPAT), incompat = get_be32(sb + SB_INCOMPAT);
-	uint32_t ro_compat = get_be32(sb + SB_RO_COMPAT);
-	if (incompat & JFEAT_INCOMPAT_64BIT) {
-		say(msg, msglen, "journal feature 64bit (64-bit block tags) is not supported");
-		return EXT2_ET_UNSUPP_FEATURE;
+	j->map = calloc(nblocks, sizeof(*j->map));
+	j->sb = malloc(j->bs);
+	if (!j->map || !j->sb)
+		return ENOMEM;
+	err = map_journal(fs, &inode, j->map, nblocks);
+	if (err) {
+		say(msg, msglen, "mapping the journal inode: %s", error_message(err));
+		return err;
 	}
-	if (incompat & (JFEAT_INCOMPAT_CSUM_V2 | JFEAT_INCOMPAT_CSUM_V3)) {
-		say(msg, msglen, "journal feature journal_checksum_v%d is not supported",
-		    incompat & JFEAT_INCOMPAT_CSUM_V3 ? 3 : 2);
-		return EXT2_ET_UNSUPP_FEATURE;
+	if (j->map[0] == 0 || j->map[0] >= j->fs_blocks) {
+		say(msg, msglen, "journal superblock is not mapped");
+		return EXT2_ET_NO_JOURNAL_SB;
 	}
-	if (incompat & JFEAT_INCOMPAT_ASYNC) {
-		say(msg, msglen, "journal feature journal_async_commit is not supported");
-		return EXT2_ET_UNSUPP_FEATURE;
+	err = j->dev.read_blk(j->dev.ctx, j->map[0], j->sb);
+	if (err) {
+		say(msg, msglen, "reading the journal superblock: %s", error_message(err));
+		return err;
 	}
-	if (incompat & JFEAT_INCOMPAT_FAST_COMMIT) {
-		say(msg, msglen, "journal feature fast_commit is not supported");
-		return EXT2_ET_UNSUPP_FEATURE;
-	}
-	if (incompat & ~JFEAT_INCOMPAT_REVOKE) {
-		say(msg, msglen, "journal has unknown incompatible features 0x%x",
-		    incompat & ~JFEAT_INCOMPAT_REVOKE);
-		return EXT2_ET_UNSUPP_FEATURE;
-	}
-	if (compat & JFEAT_COMPAT_CHECKSUM) {
-		say(msg, msglen, "journal feature journal_checksum (v1 commit checksums) is not supported");
-		return EXT2_ET_UNSUPP_FEATURE;
-	}
-	if (ro_compat) {
-		say(msg, msglen, "journal has unknown read-only features 0x%x", ro_compat);
-		return EXT2_ET_RO_UNSUPP_FEATURE;
-	}
-	if (get_be32(sb + SB_NR_USERS) > JBD_MAX_USERS) {
-		say(msg, msglen, "journal superblock has %u users (at most %d)",
-		    get_be32(sb + SB_NR_USERS), JBD_MAX_USERS);
-		return EXT2_ET_CORRUPT_JOURNAL_SB;
-	}
+	err = check_format(j, msg, msglen);
+	if (!err)
+		err = check_geometry(j, fs->device_name ? fs->device_name : "the file system", nblocks,
+				     msg, msglen);
+	if (err)
+		return err;
+	uint32_t maxlen = jbd_be32(j->sb + JSB_MAXLEN);
+	for (uint32_t b = 0; b < maxlen; b++)
+		if (j->map[b] < fs->super->s_first_data_block || j->map[b] >= j->fs_blocks) {
+			say(msg, msglen, "journal block %u is %s", b,
+			    j->map[b] ? "outside the file system" : "a hole");
+			return EXT2_ET_CORRUPT_JOURNAL_SB;
+		}
 	return 0;
 }
 
@@ -376,67 +367,32 @@ errcode_t jbd_open(ext2_filsys fs, const struct jbd_dev *dev, struct jbd **out, 
 		say(msg, msglen, "external journal (journal_dev) is not supported");
 		return EXT2_ET_LOAD_EXT_JOURNAL;
 	}
-	struct ext2_inode inode;
-	errcode_t err = journal_inode(fs, &inode, msg, msglen);
-	if (err)
-		return err;
-	uint64_t nblocks = EXT2_I_SIZE(&inode) / fs->blocksize;
-	if (nblocks > ext2fs_blocks_count(fs->super))
-		nblocks = ext2fs_blocks_count(fs->super);
-	if (nblocks < 2) {
-		say(msg, msglen, "journal inode is too small (%llu blocks)", (unsigned long long)nblocks);
-		return EXT2_ET_JOURNAL_TOO_SMALL;
-	}
-
 	struct jbd *j = calloc(1, sizeof(*j));
 	if (!j)
 		return ENOMEM;
 	j->dev = *dev;
 	j->bs = fs->blocksize;
 	j->fs_blocks = ext2fs_blocks_count(fs->super);
-	j->map = calloc(nblocks, sizeof(*j->map));
-	j->sb = malloc(j->bs);
-	if (!j->map || !j->sb) {
-		err = ENOMEM;
-		goto fail;
+	errcode_t err = load(j, fs, msg, msglen);
+	if (!err && jbd_max_transaction_blocks(j) < JBD_MIN_TRANSACTION_BLOCKS) {
+		/* not reached with the log lengths check_geometry lets through */
+		say(msg, msglen, "the journal of %s holds transactions of only %u blocks",
+		    fs->device_name, jbd_max_transaction_blocks(j));
+		err = EXT2_ET_JOURNAL_TOO_SMALL;
 	}
-	err = map_journal(fs, &inode, j->map, nblocks);
 	if (err) {
-		say(msg, msglen, "mapping the journal inode: %s", error_message(err));
-		goto fail;
+		free(j->map);
+		free(j->sb);
+		free(j);
+		return err;
 	}
-	if (j->map[0] == 0 || j->map[0] >= j->fs_blocks) {
-		say(msg, msglen, "journal superblock is not mapped");
-		err = EXT2_ET_NO_JOURNAL_SB;
-		goto fail;
-	}
-	err = j->dev.read_blk(j->dev.ctx, j->map[0], j->sb);
-	if (err) {
-		say(msg, msglen, "reading the journal superblock: %s", error_message(err));
-		goto fail;
-	}
-	err = check_sb(j, nblocks, msg, msglen);
-	if (err)
-		goto fail;
-	for (uint32_t b = 0; b < j->maxlen; b++)
-		if (j->map[b] < fs->super->s_first_data_block || j->map[b] >= j->fs_blocks) {
-			say(msg, msglen, "journal block %u is %s", b,
-			    j->map[b] ? "outside the file system" : "a hole");
-			err = EXT2_ET_CORRUPT_JOURNAL_SB;
-			goto fail;
-		}
 	j->head = j->first;
 	/* as the kernel does on load: a clean log's next tid is one past
 	 * s_sequence, so nothing a crashed writer may have left matches */
-	j->seq = get_be32(j->sb + SB_SEQUENCE) + 1;
-	j->sb_start = j->sb_durable = get_be32(j->sb + SB_START);
+	j->seq = jbd_be32(j->sb + JSB_SEQUENCE) + 1;
+	j->sb_start = j->sb_durable = jbd_be32(j->sb + JSB_START);
 	*out = j;
 	return 0;
-fail:
-	free(j->map);
-	free(j->sb);
-	free(j);
-	return err;
 }
 
 void jbd_close(struct jbd *j)
@@ -468,7 +424,7 @@ uint32_t jbd_max_transaction_blocks(const struct jbd *j)
 	uint64_t budget = log_len(j) - 1, lo = 0, hi = budget;
 	while (lo < hi) {
 		uint64_t mid = (lo + hi + 1) / 2;
-		if (transaction_blocks(j->bs, mid, 2 * mid) <= budget)
+		if (transaction_blocks(&j->fmt, mid, 2 * mid) <= budget)
 			lo = mid;
 		else
 			hi = mid - 1;
@@ -485,6 +441,8 @@ static uint64_t revoke_hash(uint64_t k, size_t cap)
 
 static errcode_t revoke_set(struct revoke_tab *r, uint64_t blk, uint32_t tid)
 {
+	if (blk == UINT64_MAX)
+		return 0;   /* no file system has it; keys are blk + 1 */
 	if ((r->count + 1) * 2 > r->cap) {
 		size_t ncap = r->cap ? r->cap * 2 : 1024;
 		uint64_t *nkey = calloc(ncap, sizeof(*nkey));
@@ -539,92 +497,316 @@ static bool revoked(const struct revoke_tab *r, uint64_t blk, uint32_t tid)
 	return false;
 }
 
-enum pass { PASS_SCAN, PASS_REVOKE, PASS_REPLAY };
-
-struct replay {
-	uint32_t end;           /* first tid not complete (found by PASS_SCAN) */
-	struct revoke_tab rv;
-	unsigned char *buf, *data;
-	errcode_t bad_home;     /* a tag named a block outside the file system */
-};
-
-static errcode_t replay_tag(struct jbd *j, struct replay *rp, uint32_t lblk, uint64_t home,
-			    uint16_t flags, uint32_t tid)
+/* One line on stderr per finding of a recovery, as the kernel's own. */
+static void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void note(const char *fmt, ...)
 {
-	if (revoked(&rp->rv, home, tid))
-		return 0;
-	if (home >= j->fs_blocks) {
-		rp->bad_home = EXT2_ET_BAD_BLOCK_NUM;
-		return 0;
-	}
-	errcode_t err = read_log(j, lblk, rp->data);
-	if (err)
-		return err;
-	if (flags & TAG_ESCAPE)
-		put_be32(rp->data, JBD_MAGIC);
-	return j->dev.write_blks(j->dev.ctx, home, 1, rp->data);
+	va_list ap;
+	va_start(ap, fmt);
+	fputs("recon-fuse: journal: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
 }
 
-/* One walk of the log from s_start, as the kernel's do_one_pass: stops at a
- * block that is not the next expected one (bad magic, unexpected tid,
- * unknown type), and in the later passes at the end the scan found. */
-static errcode_t walk(struct jbd *j, enum pass pass, struct replay *rp)
+/* The kernel's recovery passes (do_one_pass), and one of ours: PASS_CHECK
+ * finds, before PASS_REPLAY writes anything, what it would skip or fail on,
+ * so that a replay onto the disk can refuse such a log untouched. */
+enum pass { PASS_SCAN, PASS_REVOKE, PASS_CHECK, PASS_REPLAY };
+
+struct replay {
+	uint32_t start;          /* s_sequence: the first tid of the log */
+	uint32_t end;            /* first tid not replayed (found by PASS_SCAN) */
+	bool end_fixed;          /* a commit block failed its checksum: the log ends there */
+	bool corrupt_commit;     /* ... and the journal commits synchronously: transaction
+				  * `end` is corrupt, the kernel refuses the journal */
+	bool log_error;          /* the log is damaged where the kernel's recovery fails */
+	unsigned bad_data;       /* logged blocks whose tag checksum fails (skipped) */
+	uint64_t bad_home;       /* a tag names a block outside the file system (+1; 0: none) */
+	struct revoke_tab rv;
+	unsigned char *buf, *data;
+};
+
+/* One walk through the log. */
+struct cursor {
+	uint32_t tid, blk;
+	uint64_t walked;
+	uint32_t crc;             /* checksum v1: the transaction's CRC32 so far */
+	bool check_commit_time;   /* a descriptor or revoke block failed its checksum */
+	uint64_t last_commit;     /* commit time of the last good transaction */
+	bool stop;                /* the log ends here */
+};
+
+/* A logged block: skipped when revoked, checked against its tag, and in
+ * PASS_REPLAY written home.  PASS_CHECK reads it only to check a checksum a
+ * replay onto the disk must not meet. */
+static errcode_t replay_tag(struct jbd *j, enum pass pass, struct replay *rp, uint32_t lblk,
+			    const struct jbd_tag *t, uint32_t tid)
 {
-	uint32_t tid = get_be32(j->sb + SB_SEQUENCE);
-	uint32_t blk = get_be32(j->sb + SB_START);
-	/* a descriptor whose tags run the whole circle without a commit must
-	 * not loop forever: a real transaction never spans the log */
-	uint64_t walked = 0, limit = log_len(j);
-	for (;;) {
-		if (pass != PASS_SCAN && !tid_gt(rp->end, tid))
-			break;
-		if (walked++ >= limit)
-			break;
-		errcode_t err = read_log(j, blk, rp->buf);
+	if (revoked(&rp->rv, t->blk, tid))
+		return 0;
+	bool read = pass == PASS_REPLAY || (jbd_fmt_csum(&j->fmt) && !j->dev.view);
+	if (read) {
+		errcode_t err = read_log(j, lblk, rp->data);
 		if (err)
 			return err;
-		const unsigned char *b = rp->buf;
-		if (get_be32(b + H_MAGIC) != JBD_MAGIC || get_be32(b + H_SEQUENCE) != tid)
-			break;
-		uint32_t type = get_be32(b + H_BLOCKTYPE);
-		blk = log_next(j, blk);
-		if (type == BT_DESCRIPTOR) {
-			unsigned off = HDR_SIZE;
-			while (off + TAG_SIZE <= j->bs) {
-				uint64_t home = get_be32(b + off + TAG_BLOCKNR);
-				uint16_t flags = get_be16(b + off + TAG_FLAGS);
-				off += TAG_SIZE;
-				if (!(flags & TAG_SAME_UUID))
-					off += UUID_SIZE;
-				if (pass == PASS_REPLAY) {
-					err = replay_tag(j, rp, blk, home, flags, tid);
-					if (err)
-						return err;
-				}
-				blk = log_next(j, blk);
-				walked++;
-				if (flags & TAG_LAST)
-					break;
-			}
-		} else if (type == BT_COMMIT) {
-			tid++;
-		} else if (type == BT_REVOKE) {
-			if (pass != PASS_REVOKE)
-				continue;
-			uint32_t count = get_be32(b + REVOKE_COUNT);
-			if (count > j->bs)
-				return EXT2_ET_CORRUPT_JOURNAL_SB;
-			for (uint32_t off = REVOKE_HDR; off + REVOKE_REC <= count; off += REVOKE_REC) {
-				err = revoke_set(&rp->rv, get_be32(b + off), tid);
-				if (err)
-					return err;
-			}
-		} else {
-			break;
+		if (!jbd_tag_csum_ok(&j->fmt, t, tid, rp->data)) {
+			if (!rp->bad_data++)
+				note("invalid checksum recovering block %llu logged at journal block %u "
+				     "(transaction %u)", (unsigned long long)t->blk, lblk, tid);
+			return 0;
 		}
 	}
-	if (pass == PASS_SCAN)
-		rp->end = tid;
+	if (t->blk >= j->fs_blocks) {
+		if (!rp->bad_home)
+			note("transaction %u logs block %llu, outside the file system", tid,
+			     (unsigned long long)t->blk);
+		rp->bad_home = t->blk + 1;
+		return 0;
+	}
+	if (pass != PASS_REPLAY)
+		return 0;
+	if (t->flags & JBD_TAG_ESCAPE)
+		jbd_put_be32(rp->data, JBD_MAGIC);
+	return j->dev.write_blks(j->dev.ctx, t->blk, 1, rp->data);
+}
+
+/* A descriptor block (in rp->buf) and the logged blocks it tags. */
+static errcode_t on_descriptor(struct jbd *j, enum pass pass, struct replay *rp, struct cursor *c)
+{
+	const unsigned char *d = rp->buf;
+	if (!jbd_tail_ok(&j->fmt, d)) {
+		if (pass != PASS_SCAN) {
+			note("invalid checksum of the descriptor block of transaction %u", c->tid);
+			rp->log_error = true;
+			return EXT2_ET_BAD_CRC;
+		}
+		/* the scan may be meeting a stale log: the commit time decides */
+		c->check_commit_time = true;
+	}
+	bool sum = pass == PASS_SCAN && jbd_fmt_crc32_commit(&j->fmt) && !c->check_commit_time &&
+		   !rp->end_fixed;
+	if (sum)
+		c->crc = jbd_crc32_be(c->crc, d, j->bs);
+	unsigned off = JBD_HDR;
+	struct jbd_tag t;
+	while (jbd_tag_get(&j->fmt, d, &off, &t)) {
+		uint32_t lblk = c->blk;
+		c->blk = log_next(j, c->blk);
+		c->walked++;
+		errcode_t err = 0;
+		if (sum) {
+			err = read_log(j, lblk, rp->data);
+			if (!err)
+				c->crc = jbd_crc32_be(c->crc, rp->data, j->bs);
+		} else if (pass == PASS_CHECK || pass == PASS_REPLAY) {
+			err = replay_tag(j, pass, rp, lblk, &t, c->tid);
+		}
+		if (err)
+			return err;
+		if (t.flags & JBD_TAG_LAST)
+			break;
+	}
+	return 0;
+}
+
+/* A commit block (in rp->buf): the transaction is complete unless the scan
+ * finds its checksum, or one of its blocks', failing. */
+static errcode_t on_commit(struct jbd *j, enum pass pass, struct replay *rp, struct cursor *c)
+{
+	const unsigned char *b = rp->buf;
+	uint64_t when = jbd_commit_sec(b);
+	if (c->check_commit_time) {
+		/* commit times going back: stale blocks of an earlier log end
+		 * this one; otherwise the log itself is damaged */
+		if (when >= c->last_commit) {
+			note("invalid checksum found in transaction %u", c->tid);
+			rp->log_error = true;
+			return EXT2_ET_BAD_CRC;
+		}
+		c->stop = true;
+		return 0;
+	}
+	if (pass == PASS_SCAN) {
+		if (jbd_fmt_crc32_commit(&j->fmt) && rp->end_fixed) {
+			rp->corrupt_commit = true;
+			c->stop = true;
+			return 0;
+		}
+		bool ok = jbd_commit_ok(&j->fmt, b, c->crc);
+		c->crc = ~0u;
+		if (!ok) {
+			if (when < c->last_commit) {
+				c->stop = true;
+				return 0;
+			}
+			rp->end = c->tid;
+			rp->end_fixed = true;
+			/* an asynchronous commit may be torn: later ones still count */
+			if (!(j->fmt.incompat & JBD_INCOMPAT_ASYNC)) {
+				rp->corrupt_commit = true;
+				c->stop = true;
+				return 0;
+			}
+		}
+		c->last_commit = when;
+	}
+	c->tid++;
+	return 0;
+}
+
+/* A revoke block (in rp->buf): its records count in PASS_REVOKE. */
+static errcode_t on_revoke(struct jbd *j, enum pass pass, struct replay *rp, struct cursor *c)
+{
+	const unsigned char *b = rp->buf;
+	if (pass == PASS_SCAN && !jbd_tail_ok(&j->fmt, b))
+		c->check_commit_time = true;
+	if (pass != PASS_REVOKE)
+		return 0;
+	size_t n;
+	if (!jbd_revoke_count(&j->fmt, b, &n)) {
+		note("revoke block of transaction %u: r_count %u overruns the block", c->tid,
+		     jbd_be32(b + JBD_HDR));
+		rp->log_error = true;
+		return EXT2_ET_CORRUPT_JOURNAL_SB;
+	}
+	for (size_t i = 0; i < n; i++) {
+		errcode_t err = revoke_set(&rp->rv, jbd_revoke_rec(&j->fmt, b, i), c->tid);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+/* One walk of the log from s_start, as the kernel's do_one_pass: it ends at
+ * a block that is not the next expected one (bad magic, unexpected tid,
+ * unknown type), where a checksum says so, and in the later passes at the
+ * end the scan found. */
+static errcode_t walk(struct jbd *j, enum pass pass, struct replay *rp)
+{
+	struct cursor c = { .tid = rp->start, .blk = jbd_be32(j->sb + JSB_START), .crc = ~0u };
+	/* a descriptor whose tags run the whole circle without a commit must
+	 * not loop forever: a real transaction never spans the log */
+	uint64_t limit = log_len(j);
+	while (!c.stop) {
+		if (pass != PASS_SCAN && !tid_gt(rp->end, c.tid))
+			break;
+		if (c.walked++ >= limit)
+			break;
+		errcode_t err = read_log(j, c.blk, rp->buf);
+		if (err)
+			return err;
+		uint32_t type, tid;
+		if (!jbd_hdr_get(rp->buf, &type, &tid) || tid != c.tid)
+			break;
+		c.blk = log_next(j, c.blk);
+		if (type == JBD_DESCRIPTOR)
+			err = on_descriptor(j, pass, rp, &c);
+		else if (type == JBD_COMMIT)
+			err = on_commit(j, pass, rp, &c);
+		else if (type == JBD_REVOKE)
+			err = on_revoke(j, pass, rp, &c);
+		else
+			break;
+		if (err)
+			return err;
+	}
+	if (pass == PASS_SCAN) {
+		if (!rp->end_fixed)
+			rp->end = c.tid;
+	} else if (c.tid != rp->end) {
+		note("recovery pass %d ended at transaction %u, the scan at %u", (int)pass, c.tid,
+		     rp->end);
+		rp->log_error = true;
+		return EXT2_ET_CORRUPT_JOURNAL_SB;
+	}
+	return 0;
+}
+
+/* Whether the fast-commit area holds a fast commit that follows the last
+ * full commit (the kernel replays it after the log). */
+static errcode_t fast_commits_pending(struct jbd *j, struct replay *rp, bool *pending)
+{
+	*pending = false;
+	if (!j->fc_first || j->fc_first >= jbd_be32(j->sb + JSB_MAXLEN))
+		return 0;
+	errcode_t err = read_log(j, j->fc_first, rp->buf);
+	uint32_t tid;
+	if (!err)
+		*pending = jbd_fc_head_tid(rp->buf, j->bs, &tid) && tid == rp->end;
+	return err;
+}
+
+/* After the scan: what the kernel would refuse in this log.  A replay onto
+ * the disk refuses it (nothing written yet); a view goes on and says so
+ * afterwards.  0 or the error to fail with. */
+static errcode_t judge(struct jbd *j, struct replay *rp, bool fc_pending)
+{
+	if (rp->bad_home)
+		return EXT2_ET_BAD_BLOCK_NUM;
+	if (j->dev.view)
+		return 0;
+	if (rp->corrupt_commit)
+		note("transaction %u has a corrupt commit block", rp->end);
+	if (rp->bad_data)
+		note("%u logged block(s) fail their checksum", rp->bad_data);
+	if (fc_pending)
+		note("fast commits after transaction %u need replay, which recon-fuse does not do",
+		     rp->end - 1);
+	if (rp->corrupt_commit || rp->bad_data) {
+		note("the log is not replayed (the kernel refuses to mount this file system): run "
+		     "e2fsck, or mount read-only (-o ro) to see what can be replayed");
+		return EXT2_ET_BAD_CRC;
+	}
+	if (fc_pending) {
+		note("the log is not replayed: replay it with e2fsck (or the kernel), or mount "
+		     "read-only (-o ro) to see the full commits replayed");
+		return EXT2_ET_UNSUPP_FEATURE;
+	}
+	return 0;
+}
+
+/* A view's account of what it left out. */
+static void view_notes(const struct replay *rp, bool fc_pending, bool discarded)
+{
+	const char *why = "the kernel refuses to mount this file system; run e2fsck -f";
+	if (discarded)
+		note("nothing of the log replayed, as e2fsck does with such a log (%s)", why);
+	if (rp->corrupt_commit)
+		note("transaction %u is corrupt: replayed up to it, as e2fsck does (%s)", rp->end, why);
+	if (rp->bad_data)
+		note("%u logged block(s) failed their checksum and were not replayed, as e2fsck does "
+		     "(%s)", rp->bad_data, why);
+	if (fc_pending)
+		note("fast commits after transaction %u were not replayed (recon-fuse replays full "
+		     "commits only): what is shown lacks the last changes e2fsck or the kernel would "
+		     "replay", rp->end - 1);
+}
+
+/* The replay is home: mark the log empty, durably (flush before and after:
+ * the blocks home before the superblock says so, and that before the file
+ * system's needs_recovery is cleared).  Fast commits are off after a
+ * recovery, as the kernel turns them off. */
+static errcode_t mark_recovered(struct jbd *j, uint32_t end)
+{
+	errcode_t err = flush(j);
+	if (err)
+		return err;
+	if (j->fc_first) {
+		j->fmt.incompat &= ~JBD_INCOMPAT_FAST_COMMIT;
+		jbd_put_be32(j->sb + JSB_INCOMPAT, jbd_be32(j->sb + JSB_INCOMPAT) &
+						   ~JBD_INCOMPAT_FAST_COMMIT);
+		j->last = jbd_be32(j->sb + JSB_MAXLEN);
+		j->fc_first = 0;
+	}
+	err = write_sb(j, 0, end + 1);
+	if (!err)
+		err = flush(j);
+	if (err)
+		return err;
+	j->head = j->first;
+	j->seq = end + 1;
+	j->live = false;
 	return 0;
 }
 
@@ -636,43 +818,39 @@ errcode_t jbd_recover(struct jbd *j, unsigned *replayed)
 		return EIO;
 	if (!jbd_needs_recovery(j))
 		return 0;
-	uint32_t tid0 = get_be32(j->sb + SB_SEQUENCE);
-	struct replay rp = { 0 };
+	struct replay rp = { .start = jbd_be32(j->sb + JSB_SEQUENCE) };
 	rp.buf = malloc(j->bs);
 	rp.data = malloc(j->bs);
-	errcode_t err = 0;
-	if (!rp.buf || !rp.data) {
-		err = ENOMEM;
-		goto out;
-	}
-	err = walk(j, PASS_SCAN, &rp);
+	errcode_t err = rp.buf && rp.data ? 0 : ENOMEM;
+	bool fc_pending = false, discarded = false;
+	if (!err)
+		err = walk(j, PASS_SCAN, &rp);
 	if (!err)
 		err = walk(j, PASS_REVOKE, &rp);
 	if (!err)
+		err = walk(j, PASS_CHECK, &rp);
+	if (err && rp.log_error && j->dev.view) {
+		/* e2fsck's way with a log its recovery fails on: drop it */
+		discarded = true;
+		err = 0;
+		rp.end = rp.start;
+	}
+	if (!err && !discarded)
+		err = fast_commits_pending(j, &rp, &fc_pending);
+	if (!err && !discarded)
+		err = judge(j, &rp, fc_pending);
+	if (!err && !discarded)
 		err = walk(j, PASS_REPLAY, &rp);
+	if (!err && j->dev.view)
+		view_notes(&rp, fc_pending, discarded);
 	if (!err)
-		err = rp.bad_home;
+		err = mark_recovered(j, rp.end);
 	if (err) {
 		/* the log stays as it is for e2fsck */
 		j->failed = true;
-		goto out;
+	} else if (replayed) {
+		*replayed = discarded ? 0 : rp.end - rp.start;
 	}
-	/* the replayed blocks are home before the log is marked empty */
-	err = flush(j);
-	if (!err)
-		err = write_sb(j, 0, rp.end + 1);
-	if (!err)
-		err = flush(j);
-	if (err) {
-		j->failed = true;
-		goto out;
-	}
-	if (replayed)
-		*replayed = rp.end - tid0;
-	j->head = j->first;
-	j->seq = rp.end + 1;
-	j->live = false;
-out:
 	free(rp.rv.key);
 	free(rp.rv.tid);
 	free(rp.buf);
@@ -712,6 +890,51 @@ static errcode_t make_room(struct jbd *j, uint64_t need)
 	}
 }
 
+/* The total blocks of transaction tid in buf, in log order: revoke blocks
+ * (as the kernel writes them, first), then each descriptor followed by the
+ * blocks it tags, then the commit block; all in the journal's format. */
+static void build_transaction(const struct jbd *j, unsigned char *buf, uint32_t tid,
+			      const uint64_t *blk, const void *const *data, size_t n,
+			      const uint64_t *revoke, size_t nrevoke)
+{
+	const struct jbd_fmt *f = &j->fmt;
+	size_t bs = j->bs, k = 0;   /* k: next block of buf */
+	unsigned rpb = jbd_revokes_per_block(f);
+	for (size_t i = 0; i < nrevoke; i += rpb, k++)
+		jbd_revoke_put(f, buf + k * bs, tid, revoke + i, nrevoke - i < rpb ? nrevoke - i : rpb);
+	unsigned tpd = jbd_tags_per_descriptor(f);
+	uint32_t crc = ~0u;   /* checksum v1: CRC32 of descriptors and logged blocks */
+	for (size_t i = 0; i < n; i += tpd) {
+		unsigned char *d = buf + k++ * bs;
+		size_t cnt = n - i < tpd ? n - i : tpd;
+		jbd_hdr_put(d, JBD_DESCRIPTOR, tid);
+		unsigned off = JBD_HDR;
+		for (size_t t = 0; t < cnt; t++) {
+			unsigned char *b = buf + (k + t) * bs;
+			memcpy(b, data[i + t], bs);
+			struct jbd_tag tag = { .blk = blk[i + t] };
+			if (jbd_be32(b) == JBD_MAGIC) {
+				memset(b, 0, 4);
+				tag.flags |= JBD_TAG_ESCAPE;
+			}
+			if (t > 0)
+				tag.flags |= JBD_TAG_SAME_UUID;
+			if (t + 1 == cnt)
+				tag.flags |= JBD_TAG_LAST;
+			tag.csum = jbd_tag_csum(f, tid, b);
+			jbd_tag_put(f, d, &off, &tag);
+		}
+		jbd_tail_set(f, d);
+		if (jbd_fmt_crc32_commit(f))
+			for (size_t t = 0; t <= cnt; t++)
+				crc = jbd_crc32_be(crc, d + t * bs, bs);
+		k += cnt;
+	}
+	struct timespec now = { 0 };
+	clock_gettime(CLOCK_REALTIME, &now);
+	jbd_commit_put(f, buf + k * bs, tid, (uint64_t)now.tv_sec, (uint32_t)now.tv_nsec, crc);
+}
+
 errcode_t jbd_log(struct jbd *j, const uint64_t *blk, const void *const *data, size_t n,
 		  const uint64_t *revoke, size_t nrevoke)
 {
@@ -721,27 +944,27 @@ errcode_t jbd_log(struct jbd *j, const uint64_t *blk, const void *const *data, s
 		return EXT2_ET_JOURNAL_FLAGS_WRONG;   /* replay first */
 	if (n == 0 && nrevoke == 0)
 		return 0;
+	uint64_t widest = jbd_fmt_64bit(&j->fmt) ? UINT64_MAX : UINT32_MAX;
 	for (size_t i = 0; i < n; i++)
-		if (blk[i] >= j->fs_blocks || blk[i] > UINT32_MAX)
+		if (blk[i] >= j->fs_blocks || blk[i] > widest)
 			return EXT2_ET_BAD_BLOCK_NUM;
 	for (size_t i = 0; i < nrevoke; i++)
-		if (revoke[i] >= j->fs_blocks || revoke[i] > UINT32_MAX)
+		if (revoke[i] >= j->fs_blocks || revoke[i] > widest)
 			return EXT2_ET_BAD_BLOCK_NUM;
 	bool set_revoke_feature = false;
 	if (nrevoke) {
-		if (!j->v2)
+		if (!j->fmt.v2)
 			return EXT2_ET_UNSUPP_FEATURE;   /* v1 journals cannot carry revokes */
-		set_revoke_feature = !(get_be32(j->sb + SB_INCOMPAT) & JFEAT_INCOMPAT_REVOKE);
+		set_revoke_feature = !(j->fmt.incompat & JBD_INCOMPAT_REVOKE);
 	}
-	uint64_t total = transaction_blocks(j->bs, n, nrevoke);
+	uint64_t total = transaction_blocks(&j->fmt, n, nrevoke);
 	if (total >= log_len(j))
 		return EFBIG;
 	errcode_t err = make_room(j, total);
 	if (err)
 		return err;
 
-	unsigned bs = j->bs;
-	unsigned char *buf = calloc(total, bs);
+	unsigned char *buf = calloc(total, j->bs);
 	uint32_t *pos = malloc(total * sizeof(*pos));
 	if (!buf || !pos) {
 		free(buf);
@@ -749,62 +972,19 @@ errcode_t jbd_log(struct jbd *j, const uint64_t *blk, const void *const *data, s
 		return ENOMEM;
 	}
 	uint32_t tid = j->seq, start = j->head;
-	size_t k = 0;   /* next block of buf */
+	size_t k = 0;
 	for (uint32_t p = start; k < total; k++, p = log_next(j, p))
 		pos[k] = p;
-	k = 0;
-
-	/* revoke records first, as the kernel writes them */
-	unsigned rpb = records_per_revoke(bs);
-	for (size_t i = 0; i < nrevoke; i += rpb) {
-		unsigned char *b = buf + k++ * (size_t)bs;
-		size_t cnt = nrevoke - i < rpb ? nrevoke - i : rpb;
-		put_header(b, BT_REVOKE, tid);
-		put_be32(b + REVOKE_COUNT, (uint32_t)(REVOKE_HDR + cnt * REVOKE_REC));
-		for (size_t r = 0; r < cnt; r++)
-			put_be32(b + REVOKE_HDR + r * REVOKE_REC, (uint32_t)revoke[i + r]);
-	}
-	unsigned tpd = tags_per_descriptor(bs);
-	for (size_t i = 0; i < n; i += tpd) {
-		unsigned char *d = buf + k++ * (size_t)bs;
-		size_t cnt = n - i < tpd ? n - i : tpd;
-		put_header(d, BT_DESCRIPTOR, tid);
-		unsigned off = HDR_SIZE;
-		for (size_t t = 0; t < cnt; t++) {
-			unsigned char *b = buf + k++ * (size_t)bs;
-			memcpy(b, data[i + t], bs);
-			uint16_t flags = 0;
-			if (get_be32(b) == JBD_MAGIC) {
-				memset(b, 0, 4);
-				flags |= TAG_ESCAPE;
-			}
-			if (t > 0)
-				flags |= TAG_SAME_UUID;
-			if (t + 1 == cnt)
-				flags |= TAG_LAST;
-			put_be32(d + off + TAG_BLOCKNR, (uint32_t)blk[i + t]);
-			put_be16(d + off + TAG_FLAGS, flags);
-			off += TAG_SIZE;
-			if (t == 0) {
-				memcpy(d + off, j->sb + SB_UUID, UUID_SIZE);
-				off += UUID_SIZE;
-			}
-		}
-	}
-	unsigned char *commit = buf + k++ * (size_t)bs;
-	put_header(commit, BT_COMMIT, tid);
-	struct timespec now;
-	if (clock_gettime(CLOCK_REALTIME, &now) == 0) {
-		put_be64(commit + COMMIT_SEC, (uint64_t)now.tv_sec);
-		put_be32(commit + COMMIT_NSEC, (uint32_t)now.tv_nsec);
-	}
+	build_transaction(j, buf, tid, blk, data, n, revoke, nrevoke);
+	const unsigned char *commit = buf + (total - 1) * (size_t)j->bs;
 
 	/* the superblock names this transaction (when the log was empty) before
 	 * the flush that precedes its commit block */
 	if (!j->live || set_revoke_feature) {
-		if (set_revoke_feature)
-			put_be32(j->sb + SB_INCOMPAT,
-				 get_be32(j->sb + SB_INCOMPAT) | JFEAT_INCOMPAT_REVOKE);
+		if (set_revoke_feature) {
+			j->fmt.incompat |= JBD_INCOMPAT_REVOKE;
+			jbd_put_be32(j->sb + JSB_INCOMPAT, j->fmt.incompat);
+		}
 		err = j->live ? write_sb(j, j->tail, j->tail_seq) : write_sb(j, start, tid);
 	}
 	if (!err)

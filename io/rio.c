@@ -634,6 +634,16 @@ void rio_jbd_dev_init(struct rio_raw_dev *ctx, struct jbd_dev *jd, struct rio_ch
 	jd->read_blk = raw_read_blk;
 	jd->write_blks = raw_write_blks;
 	jd->flush = raw_flush;
+	jd->view = false;
+}
+
+/* A superblock changed in place keeps a valid checksum (metadata_csum: an
+ * ext4 image whose journal was replayed). */
+static void sb_csum_refresh(struct ext2_super_block *sb)
+{
+	if (ext2fs_le32_to_cpu(sb->s_feature_ro_compat) & EXT4_FEATURE_RO_COMPAT_METADATA_CSUM)
+		sb->s_checksum = ext2fs_cpu_to_le32(ext2fs_crc32c_le(~0u, (unsigned char *)sb,
+						    offsetof(struct ext2_super_block, s_checksum)));
 }
 
 errcode_t rio_raw_sb_update(struct rio_chan *rc, uint32_t incompat_set, uint32_t incompat_clear,
@@ -651,6 +661,7 @@ errcode_t rio_raw_sb_update(struct rio_chan *rc, uint32_t incompat_set, uint32_t
 		return 0;
 	sb.s_feature_incompat = ext2fs_cpu_to_le32(new_incompat);
 	sb.s_state = ext2fs_cpu_to_le16(new_state);
+	sb_csum_refresh(&sb);
 	rio_cache_invalidate(&rc->cache, SUPERBLOCK_OFFSET, sizeof(sb));
 	err = rio_dev_pwrite(&rc->dev, SUPERBLOCK_OFFSET, &sb, sizeof(sb));
 	if (err)
@@ -735,7 +746,7 @@ static errcode_t recover_in_memory(ext2_filsys fs, struct rio_chan *rc, unsigned
 		return err;
 	struct mem_replay_dev m = { rc, rp };
 	struct jbd_dev jdev = { .ctx = &m, .read_blk = mem_read_blk,
-				.write_blks = mem_write_blks, .flush = mem_flush };
+				.write_blks = mem_write_blks, .flush = mem_flush, .view = true };
 	err = replay_journal(fs, &jdev, replayed, msg, msglen);
 	if (err)
 		goto out;
@@ -751,6 +762,7 @@ static errcode_t recover_in_memory(ext2_filsys fs, struct rio_chan *rc, unsigned
 		struct ext2_super_block *sb = (void *)(blk + SUPERBLOCK_OFFSET % rp->bs);
 		sb->s_feature_incompat = ext2fs_cpu_to_le32(ext2fs_le32_to_cpu(sb->s_feature_incompat) &
 							   ~EXT3_FEATURE_INCOMPAT_RECOVER);
+		sb_csum_refresh(sb);
 		err = replay_put(rp, sb_blk, blk);
 	}
 	free(blk);
@@ -777,6 +789,25 @@ void rio_replay_forget(void)
 	replay_unref(replay_installed);
 	replay_installed = NULL;
 	pthread_mutex_unlock(&replay_mu);
+}
+
+errcode_t rio_journal_check(ext2_filsys fs, char *msg, size_t msglen)
+{
+	if (msg && msglen)
+		msg[0] = 0;
+	io_channel ch = fs->io;
+	if (!ch || ch->magic != EXT2_ET_MAGIC_IO_CHANNEL || ch->manager != rio_io_manager)
+		return EXT2_ET_MAGIC_IO_CHANNEL;
+	if (!ext2fs_has_feature_journal(fs->super) || fs->super->s_journal_inum == 0)
+		return 0;
+	/* only reads: the journal superblock and the journal inode's map */
+	struct rio_raw_dev ctx;
+	struct jbd_dev jdev;
+	rio_jbd_dev_init(&ctx, &jdev, rio_chan_of(ch), fs->blocksize);
+	struct jbd *j = NULL;
+	errcode_t err = jbd_open(fs, &jdev, &j, msg, msglen);
+	jbd_close(j);
+	return err;
 }
 
 errcode_t rio_journal_recover(ext2_filsys fs, unsigned *replayed, char *msg, size_t msglen)

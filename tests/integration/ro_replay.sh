@@ -18,6 +18,16 @@
 #     our ro mount equals the kernel's after its replay, and the image is not
 #     written.
 #  3. A read-only loop device: ro mounts, rw is refused with a message.
+#  4. A normal user who may only read the image.
+#  5. ext4 images (mkfs.ext4 defaults, 1 KiB and 4 KiB blocks) the kernel left
+#     needing recovery (files written and fsync'd, then EXT4_IOC_SHUTDOWN with
+#     LOGFLUSH: a 64-bit, checksum v3 log of committed transactions): our ro
+#     walk equals the kernel's after its replay and e2fsck's after its own; a
+#     read-write mount is refused (extents) and leaves no damage behind.
+#  6. The journal images of the e2fsprogs corpus (64-bit and checksummed logs,
+#     damaged descriptor, commit, revoke and logged blocks): our ro walk
+#     equals the walk after e2fsck's replay (e2fsck -E journal_only) where
+#     e2fsck replays what we do; the table is logged.
 . "$(dirname "$0")/lib.sh"
 need_root
 command -v debugfs >/dev/null || skip "no debugfs"
@@ -295,4 +305,148 @@ user_case() {
 	[ "$(sha256sum <"$img")" = "$before" ] || fail "user mounts wrote to root's image"
 }
 user_case
+
+# ---- 5: ext4 journals the kernel left ----
+kmount4() {
+	mkdir -p "$2"
+	mount -t ext4 -o "loop${3:+,$3}" "$1" "$2" 2>/dev/null && MOUNTS+=("$2")
+}
+# kwalk IMG OUT: the kernel's view of IMG (a copy is mounted read-write: the
+# kernel replays onto it), walked into OUT; 1 when the kernel refuses it.
+kwalk() {
+	local img=$1 out=$2 opts=
+	cp --sparse=always "$img" "$SCRATCH/kw.img"
+	kmount4 "$SCRATCH/kw.img" "$kmnt" "$opts" || return 1
+	python3 "$SCRATCH/walk.py" "$kmnt" >"$out"
+	kumount "$kmnt"
+}
+# fsck_walk IMG OUT: the walk after e2fsck's replay of a copy of IMG
+# (-E journal_only: the replay and nothing else), through the kernel.
+fsck_walk() {
+	local img=$1 out=$2
+	cp --sparse=always "$img" "$SCRATCH/fw.img"
+	e2fsck -y -E journal_only "$SCRATCH/fw.img" >"$SCRATCH/fw.log" 2>&1
+	kmount4 "$SCRATCH/fw.img" "$kmnt" ro || return 1
+	python3 "$SCRATCH/walk.py" "$kmnt" >"$out"
+	kumount "$kmnt"
+}
+cat >"$SCRATCH/ext4_work.py" <<'EOF'
+import fcntl, os, struct, sys
+from pylib import pattern
+mnt = sys.argv[1]
+def write(name, data):
+    fd = os.open(os.path.join(mnt, name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.write(fd, data)
+    os.fsync(fd)
+    os.close(fd)
+dirs = ("a", "b", "a/deep")
+for d in dirs:
+    os.mkdir(os.path.join(mnt, d))
+names = []
+for i in range(60):
+    name = "%s/f%d" % (dirs[i % 3], i)
+    write(name, pattern("f%d" % i, 700 + 2900 * i))
+    names.append(name)
+    if i % 7 == 6:
+        old = names.pop(0)
+        os.rename(os.path.join(mnt, old), os.path.join(mnt, "b/r%d" % i))
+    if i % 11 == 10:
+        os.unlink(os.path.join(mnt, names.pop(0)))
+        os.symlink("../" + names[-1], os.path.join(mnt, "b/s%d" % i))
+        os.link(os.path.join(mnt, names[-2]), os.path.join(mnt, "hard%d" % i))
+fd = os.open(mnt, os.O_RDONLY)
+os.fsync(fd)
+# the log committed, then nothing more reaches the disk
+EXT4_IOC_SHUTDOWN, LOGFLUSH = 0x8004587D, 1
+fcntl.ioctl(fd, EXT4_IOC_SHUTDOWN, struct.pack("I", LOGFLUSH))
+os.close(fd)
+EOF
+for bs in 1024 4096; do
+	img="$SCRATCH/ext4-$bs.img"
+	rm -f "$img"
+	truncate -s 64M "$img"
+	mke2fs -F -q -t ext4 -b "$bs" "$img" >/dev/null 2>&1 || die "mkfs.ext4 -b $bs"
+	kmount4 "$img" "$kmnt" "commit=60" || { log "the kernel does not mount ext4: case 5 not run"; break; }
+	python3 "$SCRATCH/ext4_work.py" "$kmnt" || fail "ext4 $bs: the workload failed"
+	kumount "$kmnt"
+	dumpe2fs -h "$img" 2>/dev/null | grep -q needs_recovery ||
+		{ fail "ext4 $bs: the kernel left no journal to recover"; continue; }
+	dumpe2fs -h "$img" 2>/dev/null | grep -q 'journal_64bit journal_checksum_v3' ||
+		fail "ext4 $bs: the kernel's log is not 64-bit with checksums v3"
+	chmod 0444 "$img"
+	ro_walk "$img" "$SCRATCH/ours4.walk" "ext4 $bs" || continue
+	chmod 0644 "$img"
+	grep -q "replayed [1-9][0-9]* journal transaction" "$RECON_LOG" ||
+		fail "ext4 $bs: the daemon did not say it replayed: $(cat "$RECON_LOG")"
+	[ "$(wc -l <"$SCRATCH/ours4.walk")" -ge 60 ] || fail "ext4 $bs: our walk misses files"
+	kwalk "$img" "$SCRATCH/kernel4.walk" || { fail "ext4 $bs: the kernel does not replay it"; continue; }
+	fsck_walk "$img" "$SCRATCH/fsck4.walk" || { fail "ext4 $bs: e2fsck's replay does not mount"; continue; }
+	for who in kernel fsck; do
+		diff "$SCRATCH/${who}4.walk" "$SCRATCH/ours4.walk" >"$SCRATCH/walk.diff" ||
+			{ fail "ext4 $bs: our ro walk differs from the $who replay's (< $who, > ours):"
+			  head -10 "$SCRATCH/walk.diff" | sed 's/^/    /'; }
+	done
+	# read-write: refused (extents); a replay written on the way is whole
+	if mount_recon "$img" "$mnt" "" 2>/dev/null; then
+		fail "ext4 $bs: mounted read-write"
+		umount_recon "$mnt"
+	else
+		grep -q -- '-o ro' "$RECON_LOG" || fail "ext4 $bs: rw refusal without a pointer to -o ro"
+	fi
+	if ! dumpe2fs -h "$img" 2>/dev/null | grep -q needs_recovery; then
+		fsck_clean "$img" "ext4 $bs after the refused read-write mount (its replay written)"
+	fi
+done
+
+# ---- 6: the corpus's journals, our replay against e2fsck's ----
+if [ -d "$CORPUS" ]; then
+	printf '%-26s %-8s %-10s %-10s\n' image ours e2fsck kernel >"$SCRATCH/table"
+	# (f_journal's journal is a visible file that e2fsck moves even with
+	# -E journal_only: tests/jbd compares its replay block by block)
+	for name in f_jnl_32bit f_jnl_64bit j_corrupt_commit_csum j_corrupt_commit_tid \
+		    j_corrupt_descr_csum j_corrupt_descr_tid j_corrupt_journal_block \
+		    j_corrupt_revoke_block j_corrupt_revoke_csum j_corrupt_revoke_rcount \
+		    j_recover_fast_commit j_corrupt_sb_csum j_corrupt_sb_magic; do
+		img="$SCRATCH/$name.img"
+		corpus_image "$name" "$img" || continue
+		dumpe2fs -h "$img" 2>/dev/null | grep -q needs_recovery || continue
+		before=$(sha256sum <"$img")
+		ours=refused fsck=refused kern=refused
+		if mount_recon "$img" "$mnt" ro 2>/dev/null; then
+			python3 "$SCRATCH/walk.py" "$mnt" >"$SCRATCH/ours.walk"
+			umount_recon "$mnt"
+			ours=mounted
+		fi
+		[ "$(sha256sum <"$img")" = "$before" ] || fail "$name: the read-only mount wrote"
+		if fsck_walk "$img" "$SCRATCH/fsck.walk"; then
+			fsck=differs
+			[ "$ours" = mounted ] && cmp -s "$SCRATCH/fsck.walk" "$SCRATCH/ours.walk" && fsck=same
+		fi
+		if kwalk "$img" "$SCRATCH/kern.walk"; then
+			kern=differs
+			[ "$ours" = mounted ] && cmp -s "$SCRATCH/kern.walk" "$SCRATCH/ours.walk" && kern=same
+		fi
+		printf '%-26s %-8s %-10s %-10s\n' "$name" "$ours" "$fsck" "$kern" >>"$SCRATCH/table"
+		case $name in
+		j_corrupt_sb_*)
+			[ "$ours" = refused ] || fail "$name: a damaged journal superblock mounted"
+			grep -q "journal superblock" "$RECON_LOG" ||
+				fail "$name: no reason given: $(cat "$RECON_LOG")"
+			;;
+		j_recover_fast_commit)
+			[ "$ours" = mounted ] || fail "$name: refused read-only: $(cat "$RECON_LOG")"
+			grep -q "fast commits after transaction .* were not replayed" "$RECON_LOG" ||
+				fail "$name: the daemon does not say the fast commits were not replayed"
+			;;
+		*)
+			[ "$fsck" = same ] || { fail "$name: our ro walk differs from e2fsck's replay:"
+				diff "$SCRATCH/fsck.walk" "$SCRATCH/ours.walk" | head -10 | sed 's/^/    /'; }
+			;;
+		esac
+	done
+	log "journal images (ours: the ro mount; e2fsck, kernel: their replay's walk against ours):"
+	sed 's/^/    /' "$SCRATCH/table"
+else
+	log "no corpus at $CORPUS: case 6 not run"
+fi
 finish
