@@ -560,21 +560,38 @@ int punch_from(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t kee
 	return e ? -errmap(e) : 0;
 }
 
-/* Truncate ino's data to size bytes (smaller than its size).  The size is
- * set first: when the blocks past it take several transactions the inode is
- * on the orphan list with its final size at each commit, so a crash in
- * between ends as the truncate would (orphan processing frees what is past
- * i_size).  The caller writes the inode. */
+/* Truncate ino's data to size bytes (smaller than its size).  When the
+ * blocks past it take more than the open transaction has room for, the
+ * inode goes on the orphan list with its final size before the first step,
+ * so at each commit in between a crash ends as the truncate would (orphan
+ * processing frees what is past i_size).  What came before is committed
+ * first: the checker takes a linked inode on the orphan list only once its
+ * creation is committed (a file made in this transaction).  The caller
+ * writes the inode. */
 int orphan_truncate(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, uint64_t size)
 {
 	struct open_ino *o = *open_slot(r, ino);
 	bool was = o && o->orphan, listed = was;
 	uint64_t bs = r->fs->blocksize;
+	blk64_t keep = (size + bs - 1) / bs, end = 0, step = ~0ULL;
+	int ret = 0;
 
-	errcode_t e = ext2fs_inode_size_set(r->fs, in, size);
+	errcode_t e = map_end(r->fs, in, &end);
+	if (!e && !listed && end > keep && !(ret = punch_step(r, &step)) && end - keep > step) {
+		e = ext2fs_write_inode(r->fs, ino, in);
+		if (!e)
+			e = commit_midway(r);
+		if (!e)
+			e = ext2fs_inode_size_set(r->fs, in, size);
+		if (!e && !(ret = orphan_add(r, ino, in)))
+			listed = true;
+	}
+	if (!e && !ret)
+		e = ext2fs_inode_size_set(r->fs, in, size);
 	if (e)
-		return -errmap(e);
-	int ret = punch_from(r, ino, in, (size + bs - 1) / bs, &listed);
+		return e == EROFS ? -EROFS : -errmap(e);
+	if (!ret)
+		ret = punch_from(r, ino, in, keep, &listed);
 	if (!listed || was)
 		return ret;
 	if (!ret)
