@@ -425,7 +425,7 @@ int punch_step(struct rfs *r, blk64_t *step)
 	size_t used = 0, limit = 0;
 
 	*step = ~0ULL;
-	if (r->ro || !r->attached || rio_txn_room(r->fs->io, &used, &limit) || !limit)
+	if (r->ro || !r->attached || rio_txn_room(r->fs->io, &used, &limit))
 		return 0;
 	/* max_transaction_blocks paces a long release too, but never below
 	 * one step per transaction */
