@@ -830,7 +830,7 @@ static errcode_t punch_blocks(ext2_filsys fs, struct ext2_inode *in, blk64_t sta
 static int do_punch(struct rfs *r, ext2_ino_t ino, off_t off, off_t len)
 {
 	ext2_filsys fs = r->fs;
-	uint64_t bs = fs->blocksize, apb = bs / 4;
+	uint64_t bs = fs->blocksize;
 	struct ext2_inode in;
 	int ret;
 
@@ -857,23 +857,21 @@ static int do_punch(struct rfs *r, ext2_ino_t ino, off_t off, off_t len)
 	if (ret)
 		return ret;
 	while (first < stop && ext2fs_inode_has_valid_blocks2(fs, &in)) {
-		size_t used = 0, limit = 0;
-		blk64_t chunk = stop - first;
-		if (!r->ro && r->attached && !rio_txn_room(fs->io, &used, &limit) && limit) {
-			size_t room = limit > used ? limit - used : 0;
-			blk64_t groups_room = room > 16 ? room - 16 : 0;   /* as punch_from */
-			blk64_t fits = groups_room / 2 * apb;
-			if (fits < apb) {
-				errcode_t e = ext2fs_write_inode(fs, ino, &in);
-				if (!e)
-					e = commit_midway(r);
-				if (e)
-					return e == EROFS ? -EROFS : -errmap(e);
-				continue;
-			}
-			if (chunk > fits)
-				chunk = fits;
+		blk64_t chunk = stop - first, fits;
+		ret = punch_step(r, &fits);
+		if (ret)
+			return ret;
+		if (!fits) {
+			/* the transaction holds something: commit it, go on */
+			errcode_t e = ext2fs_write_inode(fs, ino, &in);
+			if (!e)
+				e = commit_midway(r);
+			if (e)
+				return e == EROFS ? -EROFS : -errmap(e);
+			continue;
 		}
+		if (chunk > fits)
+			chunk = fits;
 		errcode_t e = punch_blocks(fs, &in, first, first + chunk);
 		if (e)
 			return -errmap(e);

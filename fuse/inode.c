@@ -325,22 +325,13 @@ static int zero_tail(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, uint6
 
 int do_truncate(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, uint64_t size)
 {
-	uint64_t old = EXT2_I_SIZE(in);
-	size_t bs = r->fs->blocksize;
-	errcode_t e;
-	int ret;
-
 	if (size > r->max_bytes)
 		return -EFBIG;
-	if (size < old) {
-		ret = zero_tail(r, ino, in, size);
-		if (ret)
-			return ret;
-		ret = punch_from(r, ino, in, (size + bs - 1) / bs);
-		if (ret)
-			return ret;
+	if (size < EXT2_I_SIZE(in)) {
+		int ret = zero_tail(r, ino, in, size);
+		return ret ? ret : orphan_truncate(r, ino, in, size);
 	}
-	e = ext2fs_inode_size_set(r->fs, in, size);
+	errcode_t e = ext2fs_inode_size_set(r->fs, in, size);
 	return e ? -errmap(e) : 0;
 }
 

@@ -821,6 +821,11 @@ static ssize_t dev_read(int fd, void *buf, size_t len, void *userdata)
 {
 	(void)userdata;
 	ssize_t n = dev_read_next(fd, buf, len);
+	/* an unmount with requests still queued (thousands of RELEASEs after a
+	 * process closed its files) aborts the request being read: the end of
+	 * the session, as ENODEV is, not a failure */
+	if (n < 0 && errno == ECONNABORTED)
+		errno = ENODEV;
 	const struct fuse_in_header *h = buf;
 	if (n >= (ssize_t)(sizeof(*h) + offsetof(struct fuse_init_in, flags) + sizeof(uint32_t)) &&
 	    h->opcode == FUSE_INIT) {

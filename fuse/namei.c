@@ -340,7 +340,7 @@ static int make_node(struct rfs *r, fuse_req_t req, ext2_ino_t dir, const char *
 undo:
 	acl_new_free(&acls);
 	in.i_links_count = 0;
-	(void)rfs_free_inode(r, ino, &in);
+	(void)rfs_free_inode(r, ino, &in, false);
 	return ret;
 }
 

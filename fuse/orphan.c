@@ -1,7 +1,7 @@
 /*
  * fuse/orphan.c - open counts, the on-disk orphan list, freeing an inode's blocks
- * (in journal-sized chunks under orphan protection) and mount-time orphan
- * processing.
+ * (in steps sized to the transaction's room, under orphan protection when
+ * they span commits), and releasing the orphan list at mount and unmount.
  */
 #include "rfs.h"
 #include "io.h"
@@ -18,6 +18,10 @@
 #include <syslog.h>
 #include <time.h>
 #include <unistd.h>
+
+static int orphan_release(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in);
+static int orphan_list_release(struct rfs *r, unsigned *n);
+static errcode_t map_end(ext2_filsys fs, const struct ext2_inode *in, blk64_t *end);
 
 /* ---- open table and orphans ---- */
 
@@ -63,12 +67,8 @@ static int free_orphan(struct rfs *r, ext2_ino_t ino)
 	if (ret)
 		return ret == -EROFS ? 0 : ret;
 	ret = get_inode(r, ino, &in);
-	/* links again: the unlink was rolled back */
-	if (!ret && in.i_links_count == 0) {
-		ret = orphan_remove(r, ino, &in);
-		if (!ret)
-			ret = rfs_free_inode(r, ino, &in);
-	}
+	if (!ret)
+		ret = orphan_release(r, ino, &in);
 	return wr_end(r, ret, false);
 }
 
@@ -86,14 +86,6 @@ static int free_orphan(struct rfs *r, ext2_ino_t ino)
 static bool reap_pending(const struct rfs *r)
 {
 	return r->nreap > r->reaphead;
-}
-
-static bool reap_queued(struct rfs *r, ext2_ino_t ino)
-{
-	for (size_t i = r->reaphead; i < r->nreap; i++)
-		if (r->reapq[i] == ino)
-			return true;
-	return false;
 }
 
 static int reap_push(struct rfs *r, ext2_ino_t ino)
@@ -117,9 +109,9 @@ static int reap_push(struct rfs *r, ext2_ino_t ino)
 	return 0;
 }
 
-/* One step for ino: REAP_STEP_BLOCKS logical blocks off its end, or, when
- * no more than that are left in use, the inode and all it holds.  *more when
- * ino needs another step. */
+/* One step for ino: REAP_STEP_BLOCKS logical blocks below its last mapped
+ * one, or, when no more than that are held, the inode and all it holds.
+ * *more when ino needs another step. */
 static int reap_step(struct rfs *r, ext2_ino_t ino, bool *more)
 {
 	ext2_filsys fs = r->fs;
@@ -133,22 +125,20 @@ static int reap_step(struct rfs *r, ext2_ino_t ino, bool *more)
 	if (ret)
 		return ret == -EROFS ? 0 : ret;
 	ret = get_inode(r, ino, &in);
-	if (!ret && in.i_links_count == 0) {
-		blk64_t cur = (EXT2_I_SIZE(&in) + bs - 1) / bs;
-		blk64_t held = ext2fs_get_stat_i_blocks(fs, &in) / (bs / 512);
-		if (held > REAP_STEP_BLOCKS && cur > REAP_STEP_BLOCKS) {
-			blk64_t keep = cur - REAP_STEP_BLOCKS;
-			ret = punch_from(r, ino, &in, keep);
-			if (!ret && keep * bs < EXT2_I_SIZE(&in))
-				ext2fs_inode_size_set(fs, &in, keep * bs);
-			if (!ret)
-				ret = put_inode(r, ino, &in);
-			*more = !ret;
-		} else {
-			ret = orphan_remove(r, ino, &in);
-			if (!ret)
-				ret = rfs_free_inode(r, ino, &in);
-		}
+	blk64_t held = ret ? 0 : ext2fs_get_stat_i_blocks(fs, &in) / (bs / 512);
+	if (!ret && in.i_links_count == 0 && held > REAP_STEP_BLOCKS) {
+		blk64_t end = 0;
+		errcode_t e = map_end(fs, &in, &end);
+		ret = e ? -errmap(e) : 0;
+		blk64_t keep = end > REAP_STEP_BLOCKS ? end - REAP_STEP_BLOCKS : 0;
+		bool listed = true;
+		if (!ret)
+			ret = punch_from(r, ino, &in, keep, &listed);
+		if (!ret)
+			ret = put_inode(r, ino, &in);
+		*more = !ret;
+	} else if (!ret) {
+		ret = orphan_release(r, ino, &in);
 	}
 	ret = wr_end(r, ret, false);
 	if (ret)
@@ -241,14 +231,17 @@ void lookup_put(struct rfs *r, ext2_ino_t ino, uint64_t n)
 }
 
 /*
- * Unmount: the kernel holds nothing any more, so the unlinked inodes only it
- * held are freed now, as the kernel frees at the last iput (the image checks
- * clean).  Inodes still open (a lazy unmount) stay on the orphan list for the
- * next mount.  The table empties.
+ * Unmount: the session is over, so nothing holds any inode: no RELEASE or
+ * FORGET can come any more (those the kernel had queued at an immediate
+ * unmount are lost with the connection, and a file still open on a lazy
+ * unmount can no longer reach us).  So every inode of the orphan list is
+ * released now, as the kernel does at its last iput, and a clean image keeps
+ * no orphans (e2fsck -fn reads a listed orphan as damage).  What cannot be
+ * released (read-only, a failure) stays listed, consistently, for the next
+ * mount.  The tables empty.
  */
 void held_release_all(struct rfs *r)
 {
-	reap_all(r);
 	free(r->reapq);
 	r->reapq = NULL;
 	r->reaphead = r->nreap = r->capreap = 0;
@@ -256,15 +249,15 @@ void held_release_all(struct rfs *r)
 		while (r->open_tab[i]) {
 			struct open_ino *o = r->open_tab[i];
 			r->open_tab[i] = o->next;
-			if (o->orphan && !o->count) {
-				int ret = free_orphan(r, o->ino);
-				if (ret)
-					fprintf(stderr, "recon-fuse: cannot free unlinked inode %u at "
-						"unmount: %s (it stays on the orphan list)\n", o->ino,
-						strerror(-ret));
-			}
 			free(o);
 		}
+	if (!r->ro && r->attached && r->fs->super->s_last_orphan && !wr_begin(r)) {
+		unsigned n = 0;
+		int ret = wr_end(r, orphan_list_release(r, &n), false);
+		if (ret)
+			fprintf(stderr, "recon-fuse: cannot free the unlinked inodes at unmount: %s "
+				"(they stay on the orphan list for the next mount)\n", strerror(-ret));
+	}
 	orphan_hints_clear(r);
 	free(r->orphan_hints);
 	r->orphan_hints = NULL;
@@ -405,14 +398,7 @@ int orphan_remove(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in)
 	return 0;
 }
 
-/* Is ino on the orphan list already (unlinked while open, or being reaped)? */
-static bool orphan_listed(struct rfs *r, ext2_ino_t ino)
-{
-	struct open_ino *o = *open_slot(r, ino);
-	return (o && o->orphan) || reap_queued(r, ino);
-}
-
-/* A commit inside an operation (between chunks of a huge punch): what came
+/* A commit inside an operation (between steps of a huge punch): what came
  * before it stays, so the rollback point moves past it. */
 errcode_t commit_midway(struct rfs *r)
 {
@@ -423,77 +409,213 @@ errcode_t commit_midway(struct rfs *r)
 }
 
 /*
- * Free the blocks of ino from logical block `keep` on.  A huge file frees
- * more blocks than one transaction may hold, so the punch goes from the end
- * in chunks sized to the room left, with i_size following each chunk (the
- * file stays consistent at every commit), committing in between.  As ext3
- * does, the inode sits on the orphan list from before the first chunk
- * commits until the transaction holding the last one, so a crash in between
- * leaves it to the next mount's orphan processing.
+ * What one step of a punch may touch in the open transaction.  Punching k
+ * indirect blocks' worth of logical blocks below the last mapped one writes
+ * (or frees after writing, as libext2fs does) at most k+1 single, k+1 double
+ * and one triple indirect block; the step also rewrites the inode, and the
+ * release around it an orphan-list neighbour and an EA block.  The bitmaps,
+ * descriptors and superblock a commit adds are already outside the room
+ * rio_txn_room reports.
  */
-int punch_from(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t keep)
+#define STEP_OVERHEAD 8
+#define STEP_MIN (STEP_OVERHEAD + 2)
+
+int punch_step(struct rfs *r, blk64_t *step)
+{
+	size_t used = 0, limit = 0;
+
+	*step = ~0ULL;
+	if (r->ro || !r->attached || rio_txn_room(r->fs->io, &used, &limit))
+		return 0;
+	/* max_transaction_blocks paces a long release too, but never below
+	 * one step per transaction */
+	size_t cap = limit, soft = r->cfg->max_transaction_blocks;
+	if (soft && soft < cap)
+		cap = soft > STEP_MIN ? soft : STEP_MIN < limit ? STEP_MIN : limit;
+	if (used + STEP_MIN <= cap) {
+		*step = (cap - used - STEP_OVERHEAD) / 2 * (r->fs->blocksize / 4);
+		return 0;
+	}
+	if (used) {
+		*step = 0;   /* commit what the transaction holds, then go on */
+		return 0;
+	}
+	fprintf(stderr, "recon-fuse: a transaction has room for %zu blocks, fewer than the %d "
+		"one step of freeing blocks needs (the journal is too short)\n", limit, STEP_MIN);
+	return -EFBIG;
+}
+
+/* One past the last logical block the indirect block blk maps (0: none),
+ * blk being a tree of `level` levels (1: it names data blocks) whose first
+ * logical block is base.  bufs holds a block per level. */
+static errcode_t ind_end(ext2_filsys fs, blk_t blk, int level, blk64_t base, char *bufs,
+			 blk64_t *end)
+{
+	blk64_t apb = fs->blocksize / 4, span = 1;
+	for (int l = 1; l < level; l++)
+		span *= apb;
+	*end = 0;
+	if (blk < fs->super->s_first_data_block || blk >= ext2fs_blocks_count(fs->super)) {
+		*end = base + apb * span;   /* not ours to read: the punch judges it */
+		return 0;
+	}
+	errcode_t e = ext2fs_read_ind_block(fs, blk, bufs);
+	if (e)
+		return e;
+	const blk_t *p = (const blk_t *)bufs;
+	for (blk64_t i = apb; i-- > 0 && !*end;) {
+		if (!p[i])
+			continue;
+		if (level == 1)
+			*end = base + i + 1;
+		else if ((e = ind_end(fs, p[i], level - 1, base + i * span, bufs + fs->blocksize,
+				      end)) != 0)
+			return e;
+	}
+	return 0;
+}
+
+/* One past the last logical block in's block map maps (0: none): a huge
+ * sparse file's release does not walk its holes. */
+static errcode_t map_end(ext2_filsys fs, const struct ext2_inode *in, blk64_t *end)
+{
+	blk64_t apb = fs->blocksize / 4;
+	blk64_t base[4] = { 0, EXT2_NDIR_BLOCKS, EXT2_NDIR_BLOCKS + apb,
+			    EXT2_NDIR_BLOCKS + apb + apb * apb };
+
+	*end = 0;
+	if (!ext2fs_inode_has_valid_blocks2(fs, (struct ext2_inode *)in))
+		return 0;
+	char *bufs = malloc(3 * fs->blocksize);
+	if (!bufs)
+		return EXT2_ET_NO_MEMORY;
+	errcode_t e = 0;
+	for (int level = 3; level >= 1 && !e && !*end; level--)
+		if (in->i_block[EXT2_NDIR_BLOCKS + level - 1])
+			e = ind_end(fs, in->i_block[EXT2_NDIR_BLOCKS + level - 1], level,
+				    base[level], bufs, end);
+	for (int i = EXT2_NDIR_BLOCKS; i-- > 0 && !e && !*end;)
+		if (in->i_block[i])
+			*end = i + 1;
+	free(bufs);
+	return e;
+}
+
+/*
+ * Free the blocks of ino from logical block `keep` on; i_size follows down
+ * to keep (a truncate sets its own, smaller, size first).  A huge file frees
+ * more than one transaction may hold, so the punch goes from the last mapped
+ * block down in steps sized to the room left (punch_step), committing when
+ * the room runs out.  Before any such commit the inode goes on the orphan
+ * list (*listed: it is on it; set here when it was put there, and the caller
+ * takes it off in the transaction that ends its work), so every commit in
+ * between leaves the file system consistent and a crash leaves the rest to
+ * the next mount's orphan processing, as ext3 does.  Each pass either frees
+ * a step or commits a transaction that holds something: it always ends.
+ */
+int punch_from(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t keep,
+	       bool *listed)
 {
 	ext2_filsys fs = r->fs;
-	uint64_t bs = fs->blocksize, apb = bs / 4;
-	bool listed = false;   /* put on the orphan list here */
-	errcode_t e;
+	uint64_t bs = fs->blocksize;
+	errcode_t e = 0;
 	int ret;
 
 	if (!ext2fs_inode_has_valid_blocks2(fs, in))
 		return 0;
-	blk64_t cur = (EXT2_I_SIZE(in) + bs - 1) / bs;
 	for (;;) {
-		size_t used = 0, limit = 0;
-		blk64_t chunk = ~0ULL;
-		if (!r->ro && r->attached &&
-		    !rio_txn_room(fs->io, &used, &limit) && limit) {
-			size_t room = limit > used ? limit - used : 0;
-			/* per chunk: its indirect blocks, a bitmap block per group
-			 * touched, descriptors and the inode */
-			blk64_t groups_room = room > 16 ? room - 16 : 0;
-			chunk = groups_room / 2 * apb;
-			if (chunk < apb) {
-				e = commit_midway(r);
-				if (e)
-					return e == EROFS ? -EROFS : -errmap(e);
-				continue;
-			}
-		}
-		if (cur <= keep || cur - keep <= chunk) {
+		blk64_t end, step;
+		if ((e = map_end(fs, in, &end)) != 0)
+			break;
+		if ((ret = punch_step(r, &step)) != 0)
+			return ret;
+		if (end <= keep || end - keep <= step) {
+			/* the last step: also what map_end does not see (an
+			 * indirect block that maps nothing) */
 			e = ext2fs_punch(fs, ino, in, NULL, keep, ~0ULL);
-			if (e)
-				return -errmap(e);
-			/* off the list in the transaction of the last chunk (the
-			 * caller writes the inode) */
-			return listed ? orphan_remove(r, ino, in) : 0;
+			break;
 		}
-		if (!listed && !orphan_listed(r, ino)) {
-			ret = orphan_add(r, ino, in);
-			if (ret)
+		if (!*listed) {
+			if ((ret = orphan_add(r, ino, in)) != 0)
 				return ret;
-			listed = true;
+			*listed = true;
 		}
-		blk64_t start = cur - chunk;
-		e = ext2fs_punch(fs, ino, in, NULL, start, ~0ULL);
-		if (!e && start * bs < EXT2_I_SIZE(in))
-			e = ext2fs_inode_size_set(fs, in, start * bs);
-		if (!e)
+		if (step) {
+			blk64_t start = end - step;
+			e = ext2fs_punch(fs, ino, in, NULL, start, ~0ULL);
+			if (!e && start * bs < EXT2_I_SIZE(in))
+				e = ext2fs_inode_size_set(fs, in, start * bs);
+			if (!e)
+				e = ext2fs_write_inode(fs, ino, in);
+		} else {
 			e = ext2fs_write_inode(fs, ino, in);
-		if (!e)
-			e = commit_midway(r);
+			if (!e)
+				e = commit_midway(r);
+		}
 		if (e)
 			return e == EROFS ? -EROFS : -errmap(e);
-		cur = start;
 	}
+	if (!e && keep * bs < EXT2_I_SIZE(in))
+		e = ext2fs_inode_size_set(fs, in, keep * bs);
+	return e ? -errmap(e) : 0;
 }
 
-int rfs_free_inode(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in)
+/* Truncate ino's data to size bytes (smaller than its size).  When the
+ * blocks past it take more than the open transaction has room for, the
+ * inode goes on the orphan list with its final size before the first step,
+ * so at each commit in between a crash ends as the truncate would (orphan
+ * processing frees what is past i_size).  What came before is committed
+ * first: the checker takes a linked inode on the orphan list only once its
+ * creation is committed (a file made in this transaction).  The caller
+ * writes the inode. */
+int orphan_truncate(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, uint64_t size)
+{
+	struct open_ino *o = *open_slot(r, ino);
+	bool was = o && o->orphan, listed = was;
+	uint64_t bs = r->fs->blocksize;
+	blk64_t keep = (size + bs - 1) / bs, end = 0, step = ~0ULL;
+	int ret = 0;
+
+	errcode_t e = map_end(r->fs, in, &end);
+	if (!e && !listed && end > keep && !(ret = punch_step(r, &step)) && end - keep > step) {
+		e = ext2fs_write_inode(r->fs, ino, in);
+		if (!e)
+			e = commit_midway(r);
+		if (!e)
+			e = ext2fs_inode_size_set(r->fs, in, size);
+		if (!e && !(ret = orphan_add(r, ino, in)))
+			listed = true;
+	}
+	if (!e && !ret)
+		e = ext2fs_inode_size_set(r->fs, in, size);
+	if (e)
+		return e == EROFS ? -EROFS : -errmap(e);
+	if (!ret)
+		ret = punch_from(r, ino, in, keep, &listed);
+	if (!listed || was)
+		return ret;
+	if (!ret)
+		return orphan_remove(r, ino, in);
+	/* listed and committed, then failed: it stays listed, the last
+	 * release or the unmount finishes it (and an unlink does not list
+	 * it twice) */
+	if (o)
+		o->orphan = true;
+	return ret;
+}
+
+/* Free an inode with no links: its blocks, then the inode itself.  listed:
+ * it is on the orphan list (it comes off in the transaction that frees it);
+ * if not, it goes on the list before a commit can fall inside the release. */
+int rfs_free_inode(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, bool listed)
 {
 	ext2_filsys fs = r->fs;
 	errcode_t e;
 	int ret;
 
-	ret = punch_from(r, ino, in, 0);
+	ret = punch_from(r, ino, in, 0, &listed);
+	if (!ret && listed)
+		ret = orphan_remove(r, ino, in);
 	if (ret)
 		return ret;
 	blk64_t ea = ext2fs_file_acl_block(fs, in);
@@ -518,6 +640,24 @@ int rfs_free_inode(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in)
 	return 0;
 }
 
+/* An inode of the orphan list, nothing holding it: freed if it has no
+ * links, else (a truncate cut short) its blocks past i_size freed; off the
+ * list either way, in the transaction that ends the work. */
+static int orphan_release(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in)
+{
+	if (in->i_links_count == 0)
+		return rfs_free_inode(r, ino, in, true);
+	uint64_t bs = r->fs->blocksize;
+	bool listed = true;
+	int ret = punch_from(r, ino, in, (EXT2_I_SIZE(in) + bs - 1) / bs, &listed);
+	if (!ret) {
+		ret = orphan_remove(r, ino, in);
+		if (ret == -ENOENT)
+			return 0;   /* not listed: the unlink that listed it was undone */
+	}
+	return ret ? ret : put_inode(r, ino, in);
+}
+
 /* Drop one link of a non-directory (or the last of a directory). */
 int drop_link(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in)
 {
@@ -532,13 +672,15 @@ int drop_link(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in)
 		dindex_forget(r->di, ino);
 	/* open, or held by the kernel: freed when nothing holds it */
 	struct open_ino *o = *open_slot(r, ino);
+	if (o && o->orphan)
+		return put_inode(r, ino, in);   /* listed already (a cut-short truncate) */
 	if (o) {
 		int ret = orphan_add(r, ino, in);
 		if (!ret)
 			o->orphan = true;
 		return ret;
 	}
-	return rfs_free_inode(r, ino, in);
+	return rfs_free_inode(r, ino, in, false);
 }
 
 static bool orphan_number_ok(ext2_filsys fs, ext2_ino_t ino)
@@ -546,14 +688,13 @@ static bool orphan_number_ok(ext2_filsys fs, ext2_ino_t ino)
 	return ino >= EXT2_FIRST_INO(fs->super) && ino <= fs->super->s_inodes_count;
 }
 
-/* Why ino cannot be an orphan (as the kernel's ext4_orphan_get and e2fsck's
- * release_orphan_inodes judge), or NULL. */
+/* Why ino (a number orphan_number_ok accepts) cannot be an orphan (as the
+ * kernel's ext4_orphan_get and e2fsck's release_orphan_inodes judge), or
+ * NULL. */
 static const char *not_an_orphan(struct rfs *r, ext2_ino_t ino, const struct ext2_inode *in)
 {
-	if (!orphan_number_ok(r->fs, ino))
-		return "is reserved or beyond the inode count";
 	if (!ext2fs_test_inode_bitmap2(r->fs->inode_map, ino))
-		return "is free in the inode bitmap (or listed twice: the list loops)";
+		return "is free in the inode bitmap";
 	unsigned t = in->i_mode & LINUX_S_IFMT;
 	if (t != LINUX_S_IFREG && t != LINUX_S_IFDIR && t != LINUX_S_IFLNK && t != LINUX_S_IFCHR &&
 	    t != LINUX_S_IFBLK && t != LINUX_S_IFIFO && t != LINUX_S_IFSOCK)
@@ -562,61 +703,96 @@ static const char *not_an_orphan(struct rfs *r, ext2_ino_t ino, const struct ext
 }
 
 /*
- * Free (or truncate) the inodes of the on-disk orphan list.  The list is
- * untrusted: a link naming a reserved inode, a free inode or no inode at all
- * stops the processing there with a message, freeing nothing it names (the
- * kernel and e2fsck do the same; e2fsck deals with what is left).  A loop
- * comes back to an inode already processed, which is then free (or off the
- * list, its link cleared), so it stops too.
+ * The list is untrusted: walked from its head, it is cut before the first
+ * link naming a reserved inode, a free inode, no inode at all, or one
+ * already passed (a loop), saying so; what follows is never freed (the
+ * kernel and e2fsck stop there too, and e2fsck deals with the rest).  Cut
+ * before anything is released, so that every commit during the release
+ * finds a list the checker approves.
  */
-int rfs_process_orphans(struct rfs *r)
+static int orphan_list_cut(struct rfs *r)
 {
-	ext2_ino_t ino = r->fs->super->s_last_orphan;
-	unsigned n = 0, guard = 0;
+	ext2_filsys fs = r->fs;
+	uint8_t *seen = calloc(fs->super->s_inodes_count / 8 + 1, 1);
+	ext2_ino_t prev = 0, cur = fs->super->s_last_orphan;
+	struct ext2_inode pin, in;
 
-	r->fs->super->s_last_orphan = 0;
-	ext2fs_mark_super_dirty(r->fs);
-	while (ino && guard++ <= r->fs->super->s_inodes_count) {
-		struct ext2_inode in;
+	if (!seen)
+		return -ENOMEM;
+	while (cur) {
 		const char *why = NULL;
-		if (!orphan_number_ok(r->fs, ino))
-			why = not_an_orphan(r, ino, NULL);
-		else if (get_inode(r, ino, &in))
+		if (!orphan_number_ok(fs, cur))
+			why = "is reserved or beyond the inode count";
+		else if (seen[cur / 8] & (1u << (cur % 8)))
+			why = "is listed twice: the list loops";
+		else if (get_inode(r, cur, &in))
 			why = "cannot be read";
 		else
-			why = not_an_orphan(r, ino, &in);
+			why = not_an_orphan(r, cur, &in);
 		if (why) {
-			fprintf(stderr, "recon-fuse: orphan list: inode %u %s; orphan processing "
-				"stopped there (run e2fsck)\n", ino, why);
+			if (prev)
+				fprintf(stderr, "recon-fuse: orphan list: inode %u links to %u, which %s; "
+					"orphan processing stops before it (run e2fsck)\n", prev, cur, why);
+			else
+				fprintf(stderr, "recon-fuse: orphan list: inode %u %s; orphan processing "
+					"stopped there (run e2fsck)\n", cur, why);
 			break;
 		}
-		ext2_ino_t next = in.i_dtime;
-		in.i_dtime = 0;
-		int ret;
-		if (in.i_links_count == 0) {
-			ret = rfs_free_inode(r, ino, &in);
-		} else {
-			uint64_t size = EXT2_I_SIZE(&in);
-			blk64_t start = (size + r->fs->blocksize - 1) / r->fs->blocksize;
-			errcode_t e = 0;
-			if (ext2fs_inode_has_valid_blocks2(r->fs, &in))
-				e = ext2fs_punch(r->fs, ino, &in, NULL, start, ~0ULL);
-			ret = e ? -errmap(e) : put_inode(r, ino, &in);
-		}
-		if (ret) {
-			fprintf(stderr, "recon-fuse: orphan inode %u: %s\n", ino, strerror(-ret));
-			return ret;
-		}
-		n++;
-		if (next && !orphan_number_ok(r->fs, next)) {
-			fprintf(stderr, "recon-fuse: orphan list: inode %u links to %u, which is "
-				"reserved or beyond the inode count; orphan processing stopped there "
-				"(run e2fsck)\n", ino, next);
-			break;
-		}
-		ino = next;
+		seen[cur / 8] |= (uint8_t)(1u << (cur % 8));
+		hint_set(r, cur, prev);
+		prev = cur;
+		pin = in;
+		cur = in.i_dtime;
 	}
+	free(seen);
+	if (!cur)
+		return 0;
+	if (!prev) {
+		fs->super->s_last_orphan = 0;
+		ext2fs_mark_super_dirty(fs);
+		return 0;
+	}
+	pin.i_dtime = 0;
+	return put_inode(r, prev, &pin);
+}
+
+/* Release the whole orphan list (mount-time processing, unmount), a head at
+ * a time, each off the list in the transaction that releases it, committing
+ * between inodes when the room runs out.  *n counts those released. */
+static int orphan_list_release(struct rfs *r, unsigned *n)
+{
+	ext2_filsys fs = r->fs;
+	unsigned guard = 0;
+	ext2_ino_t ino;
+
+	int ret = orphan_list_cut(r);
+	while (!ret && (ino = fs->super->s_last_orphan) != 0 &&
+	       guard++ <= fs->super->s_inodes_count) {
+		struct ext2_inode in;
+		blk64_t step;
+		ret = punch_step(r, &step);
+		if (!ret && !step) {
+			errcode_t e = commit_midway(r);
+			ret = e ? (e == EROFS ? -EROFS : -errmap(e)) : 0;
+		}
+		if (!ret)
+			ret = get_inode(r, ino, &in);
+		if (!ret)
+			ret = orphan_release(r, ino, &in);
+		if (ret)
+			fprintf(stderr, "recon-fuse: orphan inode %u: %s\n", ino, strerror(-ret));
+		else
+			++*n;
+	}
+	return ret;
+}
+
+/* Free (or truncate) the inodes of the on-disk orphan list at mount. */
+int rfs_process_orphans(struct rfs *r)
+{
+	unsigned n = 0;
+	int ret = orphan_list_release(r, &n);
 	if (n)
 		fprintf(stderr, "recon-fuse: processed %u orphan inode(s)\n", n);
-	return 0;
+	return ret;
 }

@@ -206,11 +206,15 @@ bool rfs_log_detach(void);
 void rfs_log_stop(void);
 
 /* Mount-time orphan processing (the first transaction, after the base
- * check; the caller commits it).  0 or -errno. */
+ * check; the caller commits it; a huge inode's release commits in between,
+ * each commit with the rest still listed).  0 or -errno. */
 int rfs_process_orphans(struct rfs *r);
 
-/* Free an inode with no links: its blocks, then the inode itself. */
-int rfs_free_inode(struct rfs *r, ext2_ino_t ino, struct ext2_inode *inode);
+/* Free an inode with no links: its blocks, then the inode itself.  listed:
+ * it is on the orphan list (it comes off in the transaction that frees it);
+ * if not, it goes on the list before a commit can fall inside the release.
+ * 0 or -errno. */
+int rfs_free_inode(struct rfs *r, ext2_ino_t ino, struct ext2_inode *inode, bool listed);
 
 /* Unmount work (destroy): detach transactions, write stats, close the fs. */
 void rfs_unmount(struct rfs *r);
@@ -365,7 +369,21 @@ void reap_all(struct rfs *r);
 int orphan_remove(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in);
 /* A rolled-back operation may have changed the list: forget every hint. */
 void orphan_hints_clear(struct rfs *r);
-int punch_from(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t keep);
+/* How many logical blocks a punch may free in the open transaction: ~0 with
+ * no limit, 0 when the transaction holds something and must commit first
+ * (commit_midway); -EFBIG when not even an empty transaction has room for
+ * one step (a journal too short). */
+int punch_step(struct rfs *r, blk64_t *step);
+/* Free ino's blocks from logical block keep on, in steps, committing in
+ * between when one transaction cannot hold them all; the inode goes on the
+ * orphan list before such a commit.  *listed: ino is on the list (set when
+ * put there here; the caller takes it off in the transaction that ends its
+ * work).  0 or -errno. */
+int punch_from(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t keep,
+	       bool *listed);
+/* Shrink ino's data to size bytes (below i_size), crash-atomically through
+ * the orphan list when it spans commits; the caller writes the inode. */
+int orphan_truncate(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, uint64_t size);
 
 /* xattr.c */
 int drop_capability(struct rfs *r, ext2_ino_t ino);

@@ -13,12 +13,17 @@
  * header, every symlink target against its own length tag, every xattr value
  * well formed, and each inode's st_nlink against the names found for it.
  *
- *   nsstress [-S seed] [-p procs] [-N ops] [-O outcomes] [-s] DIR    run
- *   nsstress -V DIR                                             verify
+ *   nsstress [-S seed] [-p procs] [-N ops] [-O outcomes] [-s] [-H] DIR    run
+ *   nsstress -V DIR                                                  verify
  * -s: no inode another process may have looked up is freed under it: opens,
  * xattrs and link sources only in the process's own directory o<N>, no
  * rmdir, no directory renames (FUSE servers must keep a looked-up inode until
  * the kernel forgets it; this mode leaves that out).
+ * -H: orphans at scale: files unlinked while open (hundreds held per
+ * process, their content checked through the descriptor before it closes;
+ * those still held at the end close as the process exits, racing whatever
+ * follows, such as an unmount), and writes far past EOF (gigabytes) followed
+ * at once by the file's unlink or its truncate back to its header.
  * -O (one process only): every op's outcome (return, errno, stat of the
  * target, directory listings) for the differential runs.
  * Exit: 0 pass, 1 failure (unexpected errno or a verify mismatch), 2 usage.
@@ -346,6 +351,101 @@ static void op_fsync(void)
 	close(fd);
 }
 
+/* ---- -H: orphans at scale ---- */
+
+static bool orphan_mode;
+#define HELD_MAX 300
+static struct held { int fd; uint32_t fid, len; } held[HELD_MAX];
+static unsigned nheld;
+
+/* The content of an unlinked file read back through its descriptor. */
+static void check_held(const struct held *h)
+{
+	struct header want = { MAGIC, seed, proc_id, h->fid, 0, h->len, 0, 0 };
+	want.sum = header_sum(&want);
+	uint32_t len = h->len < 65536 ? h->len : 65536;
+	uint8_t *b = malloc(len ? len : 1);
+	if (!b)
+		failure("out of memory");
+	ssize_t n = pread(h->fd, b, len, 0);
+	if (n != (ssize_t)len)
+		failure("read of an unlinked file (fid %u): %zd of %u bytes", h->fid, n, len);
+	if (len >= HDR && memcmp(b, &want, HDR))
+		failure("unlinked file (fid %u): header changed", h->fid);
+	for (uint32_t o = HDR; o < len; o++)
+		if (b[o] != content_byte(&want, o))
+			failure("unlinked file (fid %u): byte %u changed", h->fid, o);
+	free(b);
+}
+
+static void release_held(unsigned i)
+{
+	check_held(&held[i]);
+	if (close(held[i].fd))
+		failure("close of an unlinked file: %s", strerror(errno));
+	held[i] = held[--nheld];
+}
+
+/* a far offset: 1 to 9 GiB, past the double-indirect range of 1 KiB blocks
+ * and within the largest file they allow (16 GiB) */
+static off_t far_offset(void)
+{
+	return ((off_t)1 << 30) * (1 + rnd_below(8)) + (off_t)rnd_below(1u << 18) * 4096;
+}
+
+/* create in the own directory, write, unlink while open, hold */
+static void op_hold(void)
+{
+	char p[600];
+	own_path(p, sizeof p, 'f');
+	int fd = open(p, O_CREAT | O_EXCL | O_RDWR, 0644);
+	if (fd < 0) {
+		CALL("hold-create", p, NULL, -1);
+		return;
+	}
+	uint32_t len = HDR + (rnd_below(4) ? rnd_below(4096) : rnd_below(MAXLEN - HDR));
+	struct held h = { fd, ++next_fid, len };
+	if (write_content(fd, h.fid, 0, len))
+		failure("write %s: %s", p, strerror(errno));
+	if (rnd_below(3) == 0 && pwrite(fd, "far", 3, far_offset()) != 3)
+		failure("far write %s: %s", p, strerror(errno));
+	if (unlink(p))
+		failure("unlink %s: %s", p, strerror(errno));
+	if (nheld == HELD_MAX)
+		release_held(rnd_below(nheld));
+	held[nheld++] = h;
+	/* now and then many go at once */
+	if (rnd_below(50) == 0)
+		for (unsigned n = nheld / 2; n; n--)
+			release_held(rnd_below(nheld));
+	else if (nheld && rnd_below(3) == 0)
+		release_held(rnd_below(nheld));
+	outcome("hold", p, NULL, len, 0);
+}
+
+/* a write far past EOF, then at once the unlink or a truncate back */
+static void op_far(void)
+{
+	char p[600];
+	own_path(p, sizeof p, 'f');
+	int fd = open(p, O_CREAT | O_EXCL | O_RDWR, 0644);
+	if (fd < 0) {
+		CALL("far-create", p, NULL, -1);
+		return;
+	}
+	uint32_t len = HDR + rnd_below(8192);
+	if (write_content(fd, ++next_fid, 0, len))
+		failure("write %s: %s", p, strerror(errno));
+	for (unsigned i = rnd_below(3); i < 3; i++)
+		if (pwrite(fd, "far", 3, far_offset()) != 3)
+			failure("far write %s: %s", p, strerror(errno));
+	int r = rnd_below(2) ? unlink(p) : ftruncate(fd, len);
+	if (r)
+		failure("after a far write %s: %s", p, strerror(errno));
+	close(fd);
+	outcome("far", p, NULL, len, 0);
+}
+
 static int cmp_str(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);
@@ -390,8 +490,15 @@ static void run(uint64_t nops)
 	snprintf(own, sizeof own, "%s/o%u", root, proc_id);
 	if (mkdir(own, 0755) && errno != EEXIST)
 		failure("mkdir %s: %s", own, strerror(errno));
+	static void (*const orphan_ops[])(void) = {
+		op_create, op_rewrite, op_mkdir, op_rmdir, op_unlink, op_rename, op_link,
+		op_fsync, op_list, op_hold, op_hold, op_hold, op_hold, op_far, op_far };
 	for (op_n = 1; op_n <= nops; op_n++)
-		ops[rnd_below(sizeof ops / sizeof ops[0])]();
+		if (orphan_mode)
+			orphan_ops[rnd_below(sizeof orphan_ops / sizeof orphan_ops[0])]();
+		else
+			ops[rnd_below(sizeof ops / sizeof ops[0])]();
+	/* with -H the files still held close at exit, racing what follows */
 	free(wbuf);
 }
 
@@ -563,7 +670,7 @@ static int verify(void)
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: nsstress [-S seed] [-p procs] [-N ops] [-O outcomes] [-s] DIR |"
+	fprintf(stderr, "usage: nsstress [-S seed] [-p procs] [-N ops] [-O outcomes] [-s] [-H] DIR |"
 		" nsstress -V DIR\n");
 	return 2;
 }
@@ -575,7 +682,7 @@ int main(int argc, char **argv)
 	bool do_verify = false;
 	const char *outname = NULL;
 	seed = (uint32_t)time(NULL);
-	while ((c = getopt(argc, argv, "S:p:N:O:Vs")) != -1) {
+	while ((c = getopt(argc, argv, "S:p:N:O:VsH")) != -1) {
 		switch (c) {
 		case 'S': seed = (uint32_t)strtoul(optarg, NULL, 0); break;
 		case 'p': procs = atoi(optarg); break;
@@ -583,6 +690,7 @@ int main(int argc, char **argv)
 		case 'O': outname = optarg; break;
 		case 'V': do_verify = true; break;
 		case 's': safe_mode = true; break;
+		case 'H': orphan_mode = true; break;
 		default: return usage();
 		}
 	}
