@@ -28,11 +28,11 @@ ASYNC = {
     "FORGET": "no reply: the kernel queues it when it drops an inode",
     "BATCH_FORGET": "no reply: several FORGETs in one request",
     "INTERRUPT": "no reply awaited: the kernel asks to abort a request a signal interrupted",
-    "RELEASE": "fuse_file_release (fs/fuse/file.c) puts the file with fuse_file_put(ff, false), "
-               "which sends RELEASE by fuse_simple_background: close(2) returns without waiting "
+    "RELEASE": "`fuse_file_release` (`fs/fuse/file.c`) puts the file with `fuse_file_put(ff, false)`, "
+               "which sends RELEASE by `fuse_simple_background`: close(2) returns without waiting "
                "(Linux 6.18 and the stable kernels it went back to; older ones waited on fuseblk mounts)",
     "RELEASEDIR": "as RELEASE",
-    "INIT": "fuse_send_init sends it by fuse_simple_background at mount",
+    "INIT": "`fuse_send_init` sends it by `fuse_simple_background` at mount",
     "NOTIFY_REPLY": "the kernel's answer to a retrieve notification",
 }
 DRIVER_NAME = {"recon": "recon-fuse", "fuse-null": "FUSE floor (fuse-null)", "fuse2fs": "fuse2fs"}
@@ -140,14 +140,16 @@ def main():
         md += [open(a.machine).read().rstrip(), ""]
     md += ["Each phase of `bench/phases` ran once per driver, the daemon with `-d`; a phase's "
            "requests are the libfuse log lines between its start and the moment its log stopped "
-           "growing after it, divided by the operations it did. Kernel ext3 sends no requests. "
-           "A request is *asynchronous* when the caller does not wait for its reply: "
-           + "; ".join(f"{op}: {why}" for op, why in ASYNC.items())
-           + ". Every other request is synchronous (`fuse_simple_request`: the caller sleeps until "
-           "the daemon answers); READ counts as synchronous (readahead READs go in the background "
-           "under `async_read`, but the reader waits for its pages), WRITE too (no driver asks "
-           "for the writeback cache). \"failed\": answered with an error (a LOOKUP of a name "
-           "about to be created fails with ENOENT; an unimplemented FLUSH with ENOSYS, once).", ""]
+           "growing after it, divided by the operations it did. Kernel ext3 sends no requests.", "",
+           "*Asynchronous*: the caller does not wait for the reply.", ""]
+    md += [f"- {op}: {why}" for op, why in ASYNC.items()]
+    md += ["", "*Synchronous*: every other request (`fuse_simple_request`: the caller sleeps until "
+           "the daemon answers). READ counts as synchronous (readahead READs go in the background "
+           "under `async_read`, but the reader waits for its pages), WRITE too (no driver asks for "
+           "the writeback cache). \"failed\": answered with an error (a LOOKUP of a name about to "
+           "be created: ENOENT; an unimplemented FLUSH: ENOSYS, once). Synchronous counts repeat "
+           "exactly from run to run; FORGETs do not quite, as the kernel sends those queued "
+           "together as one BATCH_FORGET.", ""]
     for which, title in (("sync", "Synchronous requests per operation"),
                          ("async", "Asynchronous requests per operation")):
         md += [f"## {title}", "",
