@@ -12,7 +12,10 @@
  * bench/phases runs it as the driver "fuse-null": the time of a phase on it is
  * the kernel's FUSE client and the round trips alone.
  *
- * usage: fuse-null STATE MOUNTPOINT
+ * usage: fuse-null [-d] STATE MOUNTPOINT
+ *
+ * -d: libfuse's debug log of every request on stderr (bench/census counts
+ * the requests from it).
  *
  * STATE is a file the tree is loaded from at mount (when it exists) and saved
  * to at unmount, so that phases that remount to start cold find what earlier
@@ -698,10 +701,13 @@ static const struct fuse_lowlevel_ops ops = {
 
 int main(int argc, char **argv)
 {
-	if (argc != 3) {
-		fprintf(stderr, "usage: fuse-null STATE MOUNTPOINT\n");
+	bool debug = argc == 4 && !strcmp(argv[1], "-d");
+	if (argc != 3 && !debug) {
+		fprintf(stderr, "usage: fuse-null [-d] STATE MOUNTPOINT\n");
 		return 2;
 	}
+	char *prog = argv[0];
+	argv += debug;
 	state_path = argv[1];
 	hgrow();
 	if (load_state()) {
@@ -713,8 +719,9 @@ int main(int argc, char **argv)
 		new_node(0, NULL);               /* inode 0: unused (st_ino 0 marks it free) */
 		new_node(S_IFDIR | 0755, NULL);  /* FUSE_ROOT_ID */
 	}
-	char *fargs[] = { argv[0], "-o", "default_permissions,fsname=fuse-null,subtype=null", NULL };
-	struct fuse_args args = FUSE_ARGS_INIT(3, fargs);
+	char *fargs[] = { prog, "-o", "default_permissions,fsname=fuse-null,subtype=null",
+			  debug ? "-d" : NULL, NULL };
+	struct fuse_args args = FUSE_ARGS_INIT(debug ? 4 : 3, fargs);
 	struct fuse_session *se = fuse_session_new(&args, &ops, sizeof(ops), NULL);
 	if (!se || fuse_session_mount(se, argv[2])) {
 		fprintf(stderr, "fuse-null: cannot mount on %s\n", argv[2]);

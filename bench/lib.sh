@@ -55,6 +55,15 @@ bench_find_recon_check() {
 }
 BENCH_NO_RECON_CHECK="recon-check not found: build it (meson setup build && ninja -C build), install it on PATH, or pass --recon-check PATH"
 
+# Compile bench/fuse-null.c (the FUSE floor driver) into DIR and export
+# FUSE_NULL_BIN for bench_mount; needs cc and libfuse3-dev.
+bench_build_fuse_null() {
+	export FUSE_NULL_BIN=$1/fuse-null
+	# shellcheck disable=SC2046
+	cc -O2 -o "$FUSE_NULL_BIN" "$BENCH_DIR/fuse-null.c" $(pkg-config --cflags --libs fuse3) ||
+		bench_die "cannot build bench/fuse-null.c (cc, libfuse3-dev)"
+}
+
 # The run's scratch directory.  bench_scratch NAME [DIR] sets BENCH_SCRATCH
 # to DIR (made if missing) or to a new $BENCH_TMP/bench-NAME.XXXXXX
 # (BENCH_TMP: /tmp unless set).
@@ -150,25 +159,29 @@ bench_drop_caches() {
 
 # bench_mount DRIVER DEV MNT [RECON_OPTS]
 # DEV is a loop device for "kernel"; an image or a block device for FUSE.
-# Daemon output goes to $BENCH_SCRATCH/daemon.log.
+# Daemon output goes to $BENCH_DAEMON_LOG (default $BENCH_SCRATCH/daemon.log);
+# with BENCH_DAEMON_DEBUG=1 the FUSE daemons run with -d, libfuse's log of
+# every request (bench/census counts them).
 bench_mount() {
-	local drv=$1 dev=$2 mnt=$3 opts=${4:-} pid="" t
+	local drv=$1 dev=$2 mnt=$3 opts=${4:-} pid="" t dbg=()
+	local log=${BENCH_DAEMON_LOG:-$BENCH_SCRATCH/daemon.log}
+	[[ ${BENCH_DAEMON_DEBUG:-0} == 1 ]] && dbg=(-d)
 	mkdir -p "$mnt"
 	case $drv in
 	kernel)
 		mount -t ext3 "$dev" "$mnt" || return 1 ;;
 	fuse2fs)
-		"${FUSE2FS_BIN:-fuse2fs}" "$dev" "$mnt" -f -o fakeroot >>"$BENCH_SCRATCH/daemon.log" 2>&1 &
+		"${FUSE2FS_BIN:-fuse2fs}" "$dev" "$mnt" -f "${dbg[@]}" -o fakeroot >>"$log" 2>&1 &
 		pid=$! ;;
 	fuse-null)
 		# the image is not read: its tree lives in DEV.null between mounts
-		"$FUSE_NULL_BIN" "$dev.null" "$mnt" >>"$BENCH_SCRATCH/daemon.log" 2>&1 &
+		"$FUSE_NULL_BIN" "${dbg[@]}" "$dev.null" "$mnt" >>"$log" 2>&1 &
 		pid=$! ;;
 	recon)
 		if [[ -n $opts ]]; then
-			"$RECON_BIN" -f -o "$opts" "$dev" "$mnt" >>"$BENCH_SCRATCH/daemon.log" 2>&1 &
+			"$RECON_BIN" -f "${dbg[@]}" -o "$opts" "$dev" "$mnt" >>"$log" 2>&1 &
 		else
-			"$RECON_BIN" -f "$dev" "$mnt" >>"$BENCH_SCRATCH/daemon.log" 2>&1 &
+			"$RECON_BIN" -f "${dbg[@]}" "$dev" "$mnt" >>"$log" 2>&1 &
 		fi
 		pid=$! ;;
 	*) bench_log "unknown driver $drv"; return 1 ;;
@@ -181,7 +194,7 @@ bench_mount() {
 			local st; st=$(bench_proc_state "$pid")
 			if [[ -z $st || $st == Z ]]; then
 				wait "$pid" 2>/dev/null
-				bench_log "$drv exited before mounting (see $BENCH_SCRATCH/daemon.log)"
+				bench_log "$drv exited before mounting (see $log)"
 				unset 'BENCH_PID[$mnt]' 'BENCH_DRV[$mnt]'
 				return 1
 			fi
@@ -230,7 +243,7 @@ bench_umount() {
 		wait "$pid" 2>/dev/null
 		local ws=$?
 		if (( rc == 0 && ws != 0 )); then
-			bench_log "${BENCH_DRV[$mnt]} daemon exited with status $ws (see $BENCH_SCRATCH/daemon.log)"
+			bench_log "${BENCH_DRV[$mnt]} daemon exited with status $ws (see ${BENCH_DAEMON_LOG:-$BENCH_SCRATCH/daemon.log})"
 			rc=1
 		fi
 	fi

@@ -1,23 +1,58 @@
 #!/bin/bash
 # bench/lib_phase.sh PHASE MOUNTPOINT - the body of one bench phase, run by
-# bench/phases (and bench/overhead) under a timeout in its own process, so a
-# hung file system can be abandoned.  Timing is done by the caller.
+# bench/phases, bench/census (and bench/overhead) under a timeout in its own
+# process, so a hung file system can be abandoned.  Timing is done by the caller.
+# bench/lib_phase.sh --list - the phases in the order they run, one a line:
+#   NAME COLD UNIT   COLD 1: the caller remounts and drops the caches first;
+#                    UNIT: what one operation of the phase is (per-operation
+#                    figures); "umount" has no body here: the caller unmounts.
 # Sizes come from the environment (bench/phases sets them; --quick shrinks them):
 #   BENCH_TARBALL, SMALL_FILES, SMALL_DIRS, SEQ_MB, ONEDIR_FILES, PM_FILES, PM_TX
+# With PHASE_OPS=FILE set, the phase writes the number of operations it did to
+# FILE (bench/census); the phases whose count depends on the tree get it from
+# their own output, so counting asks the file system nothing more.
 # Writing phases end with syncfs of the mount (sync -f), which for FUSE
 # pushes the kernel's dirty pages to the daemon and asks for its flush where
 # the kernel sends one; the daemon's own final flush is timed by "umount".
 set -u
-phase=$1 mnt=$2
+phase=$1 mnt=${2:-}
+
+if [[ $phase == --list ]]; then
+	cat <<'EOF'
+untar 0 file
+create_small 0 file
+find_cold 1 entry
+read_cold 1 file
+seq_write 0 MiB
+create_onedir 0 create
+stat_cold 1 stat
+create_touch 0 create
+rm 0 entry
+postmark 0 transaction
+umount 0 unmount
+EOF
+	exit 0
+fi
 
 syncfs() { sync -f "$mnt"; }
+ops() { [[ -z ${PHASE_OPS:-} ]] || echo "$1" > "$PHASE_OPS"; }
+# The number of lines (or, with -z, of NUL-terminated names) in FILE, as the
+# phase's operation count; FILE goes.
+ops_of_list() {
+	local n
+	if [[ $1 == -z ]]; then n=$(tr -cd '\0' < "$2" | wc -c); shift; else n=$(wc -l < "$1"); fi
+	rm -f "$1"
+	ops "$n"
+}
 
 case $phase in
 untar)
+	[[ -n ${PHASE_OPS:-} ]] && ops "$(tar -tf "$BENCH_TARBALL" | grep -vc '/$')"
 	mkdir -p "$mnt/src" && tar -xf "$BENCH_TARBALL" -C "$mnt/src" && syncfs ;;
 create_small)
 	# Shell builtins only (no fork per file): the time is the file system's.
 	payload=$(printf '%0512d' 0)
+	ops $((SMALL_DIRS * (SMALL_FILES / SMALL_DIRS)))
 	for ((d = 0; d < SMALL_DIRS; d++)); do
 		mkdir "$mnt/small$d" || exit 1
 		for ((f = 0; f < SMALL_FILES / SMALL_DIRS; f++)); do
@@ -26,13 +61,24 @@ create_small)
 	done
 	syncfs ;;
 find_cold)
-	find "$mnt" -printf '%s\n' > /dev/null ;;
+	if [[ -n ${PHASE_OPS:-} ]]; then
+		find "$mnt" -printf '%s\n' > "$PHASE_OPS.list" && ops_of_list "$PHASE_OPS.list"
+	else
+		find "$mnt" -printf '%s\n' > /dev/null
+	fi ;;
 read_cold)
 	# cat, not tar: GNU tar skips reading file data when writing to /dev/null.
-	find "$mnt" -type f -print0 | xargs -0 -r cat > /dev/null ;;
+	if [[ -n ${PHASE_OPS:-} ]]; then
+		find "$mnt" -type f -print0 | tee "$PHASE_OPS.list" | xargs -0 -r cat > /dev/null &&
+			ops_of_list -z "$PHASE_OPS.list"
+	else
+		find "$mnt" -type f -print0 | xargs -0 -r cat > /dev/null
+	fi ;;
 seq_write)
+	ops "$SEQ_MB"
 	dd if=/dev/zero of="$mnt/seq" bs=1M count="$SEQ_MB" conv=fsync status=none && syncfs ;;
 create_onedir)
+	ops "$ONEDIR_FILES"
 	mkdir "$mnt/onedir" || exit 1
 	for ((i = 0; i < ONEDIR_FILES; i++)); do
 		: > "$mnt/onedir/f$i" || exit 1
@@ -40,16 +86,24 @@ create_onedir)
 	syncfs ;;
 stat_cold)
 	# Lookups by name (no readdir), then getattr: the cost of a large directory.
+	ops "$ONEDIR_FILES"
 	cd "$mnt/onedir" || exit 1
 	seq -f 'f%.0f' 0 $((ONEDIR_FILES - 1)) | xargs stat -c '%s' > /dev/null ;;
 create_touch)
 	# touch(1), as a user would: open(O_CREAT) and utimensat per name.
+	ops "$ONEDIR_FILES"
 	mkdir "$mnt/touchdir" || exit 1
 	seq -f "$mnt/touchdir/t%.0f" 0 $((ONEDIR_FILES - 1)) | xargs touch || exit 1
 	syncfs ;;
 rm)
-	rm -rf "${mnt:?}"/* && syncfs ;;
+	if [[ -n ${PHASE_OPS:-} ]]; then
+		# rm -v names every entry it removed, into a file off the mount
+		rm -rfv "${mnt:?}"/* > "$PHASE_OPS.list" && ops_of_list "$PHASE_OPS.list" && syncfs
+	else
+		rm -rf "${mnt:?}"/* && syncfs
+	fi ;;
 postmark)
+	ops "$PM_TX"
 	mkdir -p "$mnt/pm" || exit 1
 	out=$(printf '%s\n' "set location $mnt/pm" "set number $PM_FILES" "set transactions $PM_TX" \
 		"set size 500 20000" run quit | postmark 2>&1) || { echo "$out" >&2; exit 1; }
