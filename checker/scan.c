@@ -483,6 +483,10 @@ static void scan_resize_inode(struct scan *s, const struct ext2_inode *in)
 	}
 	uint32_t rgdt = fs->rgdt_blocks, nbak = 0;
 	uint64_t first = (uint64_t)fs->first_data_block + 1 + fs->gdt_blocks;
+	if (first + rgdt > fs->blocks_count) {
+		V("INV_STATIC_FROZEN", "s_reserved_gdt_blocks %u reach past the end of the file system", rgdt);
+		return;
+	}
 	uint32_t *want = malloc((size_t)apb * sizeof(*want));
 	uint8_t *tab = rgdt ? malloc((size_t)rgdt * fs->bs) : NULL;
 	if (!want || (rgdt && !tab)) {
