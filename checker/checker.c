@@ -398,21 +398,6 @@ bool chk_inode_walkable(const struct chk_fs *fs, uint32_t ino, const struct ext2
 	return chk_inode_has_block_ptrs(fs, in);
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
-bool chk_inode_in_bad_block(const struct chk_fs *fs, uint32_t ino)
-{
-	if (!fs->nbad_itable || ino == 0 || ino > fs->inodes_count)
-		return false;
-	uint32_t g = (ino - 1) / fs->ipg, i = (ino - 1) % fs->ipg;
-	uint64_t blk = fs->gd[g].bg_inode_table + (uint64_t)i * fs->inode_size / fs->bs;
-	return bsearch(&blk, fs->bad_itable, fs->nbad_itable, sizeof(blk), cmp_u64) != NULL;
-}
-
 /* Without huge_file, i_blocks counts sectors whatever HUGE_FILE_FL says (to
  * libext2fs, the kernel and e2fsck alike); e2fsck's pass 4 takes a regular
  * file named by entries for a file whatever EA_INODE_FL says. */
@@ -565,26 +550,6 @@ static void note_bad(struct chk_fs *fs, struct dup_ent **arr, size_t *n, uint64_
 	(*n)++;
 }
 
-/* Keep fs->bad_itable sorted (the bad-blocks inode lists few blocks). */
-static int note_bad_itable(struct chk_fs *fs, uint64_t blk)
-{
-	size_t n = fs->nbad_itable, i = n;
-	if (n >= 4096)
-		return 0;
-	uint64_t *na = realloc(fs->bad_itable, (n + 1) * sizeof(*na));
-	if (!na)
-		return -ENOMEM;
-	fs->bad_itable = na;
-	while (i > 0 && na[i - 1] > blk)
-		i--;
-	if (i > 0 && na[i - 1] == blk)
-		return 0;
-	memmove(na + i + 1, na + i, (n - i) * sizeof(*na));
-	na[i] = blk;
-	fs->nbad_itable = n + 1;
-	return 0;
-}
-
 /* An indirect block already owned (by another inode, or by this one from
  * another slot) is a duplicate: reported, not descended a second time. */
 static bool attach_visit(void *ctx, uint64_t blk, uint8_t type, uint32_t lblk)
@@ -595,7 +560,7 @@ static bool attach_visit(void *ctx, uint64_t blk, uint8_t type, uint32_t lblk)
 	if (a->ino == EXT2_BAD_INO && t == BT_ITABLE && !bt_indirect(type)) {
 		/* a bad block of an inode table: e2fsck's inode scan skips
 		 * the inodes stored there, and so do we */
-		if (note_bad_itable(fs, blk))
+		if (chk_bad_itable_add(fs, blk))
 			a->err = -ENOMEM;
 		return false;
 	}

@@ -229,7 +229,9 @@ bool chk_inode_has_block_ptrs(const struct chk_fs *fs, const struct ext2_inode *
 #define CHK_EXT4_FLAGS_E2FSCK_KEEPS (EXT4_HUGE_FILE_FL | EXT4_EA_INODE_FL)
 const char *chk_inode_ext4_fields_problem(const struct chk_fs *fs, const struct ext2_inode *in,
 					  uint32_t kept);
-/* Is ino stored in an inode-table block the bad-blocks inode lists? */
+/* An inode-table block the bad-blocks inode lists (0 or -ENOMEM); is ino
+ * stored in one? */
+int  chk_bad_itable_add(struct chk_fs *fs, uint64_t blk);
 bool chk_inode_in_bad_block(const struct chk_fs *fs, uint32_t ino);
 bool chk_inode_walkable(const struct chk_fs *fs, uint32_t ino, const struct ext2_inode *in);
 uint64_t chk_inode_size64(const struct ext2_inode *in);
