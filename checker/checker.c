@@ -398,9 +398,16 @@ bool chk_inode_walkable(const struct chk_fs *fs, uint32_t ino, const struct ext2
 	return chk_inode_has_block_ptrs(fs, in);
 }
 
-/* ext4-only inode fields that must stay clear on ext2/ext3; NULL if fine */
-const char *chk_inode_ext4_fields_problem(const struct chk_fs *fs, const struct ext2_inode *in)
+/* Without huge_file, i_blocks counts sectors whatever HUGE_FILE_FL says (to
+ * libext2fs, the kernel and e2fsck alike); e2fsck's pass 4 takes a regular
+ * file named by entries for a file whatever EA_INODE_FL says. */
+const char *chk_inode_ext4_fields_problem(const struct chk_fs *fs, const struct ext2_inode *in,
+					  uint32_t kept)
 {
+	kept &= CHK_EXT4_FLAGS_E2FSCK_KEEPS;
+	if ((in->i_mode & 0170000) != 0100000)
+		kept &= ~(uint32_t)EXT4_EA_INODE_FL;
+	uint32_t flags = in->i_flags & ~kept;
 	if (in->i_faddr)
 		return "obsolete i_faddr";
 	if (fs->inode_size > 128) {
@@ -408,15 +415,15 @@ const char *chk_inode_ext4_fields_problem(const struct chk_fs *fs, const struct 
 		if (x && (x < 4 || x > fs->inode_size - 128 || (x & 3)))
 			return "invalid i_extra_isize";
 	}
-	if (in->i_flags & EXT4_EXTENTS_FL)
+	if (flags & EXT4_EXTENTS_FL)
 		return "extents flag";
-	if (in->i_flags & EXT4_INLINE_DATA_FL)
+	if (flags & EXT4_INLINE_DATA_FL)
 		return "inline-data flag";
-	if (in->i_flags & EXT4_HUGE_FILE_FL)
+	if (flags & EXT4_HUGE_FILE_FL)
 		return "huge-file flag";
-	if (in->i_flags & EXT4_EA_INODE_FL)
+	if (flags & EXT4_EA_INODE_FL)
 		return "ea-inode flag";
-	if (in->i_flags & EXT4_ENCRYPT_FL)
+	if (flags & EXT4_ENCRYPT_FL)
 		return "encrypt flag";
 	if (in->osd2.linux2.l_i_file_acl_high)
 		return "i_file_acl high bits";
@@ -550,6 +557,13 @@ static bool attach_visit(void *ctx, uint64_t blk, uint8_t type, uint32_t lblk)
 	struct attach_visit_ctx *a = ctx;
 	struct chk_fs *fs = a->fs;
 	uint8_t t = chk_btype(fs, blk);
+	if (a->ino == EXT2_BAD_INO && t == BT_ITABLE && !bt_indirect(type)) {
+		/* a bad block of an inode table: e2fsck's inode scan skips
+		 * the inodes stored there, and so do we */
+		if (chk_bad_itable_add(fs, blk))
+			a->err = -ENOMEM;
+		return false;
+	}
 	if (blk < fs->first_data_block || blk >= fs->blocks_count || bt_static(t)) {
 		note_bad(fs, &fs->badptrs, &fs->nbadptr, blk, a->ino, t);
 		return false;
@@ -780,7 +794,7 @@ static int scan_inodes(struct chk_fs *fs, char *err, size_t errlen)
 		for (uint32_t i = 0; i < fs->ipg; i++) {
 			uint32_t ino = g * fs->ipg + i + 1;
 			const struct ext2_inode *in = (const void *)(tab + (size_t)i * fs->inode_size);
-			if (!bit_get(ibits, i))
+			if (!bit_get(ibits, i) || chk_inode_in_bad_block(fs, ino))
 				continue;
 			if (ino == EXT2_RESIZE_INO) {
 				/* its blocks are the reserved GDT blocks (static) and one dind */
@@ -944,6 +958,7 @@ void chk_detach(struct chk_fs *fs)
 	free(fs->nmeta);
 	free(fs->dups);
 	free(fs->badptrs);
+	free(fs->bad_itable);
 	free(fs);
 }
 

@@ -141,6 +141,10 @@ struct chk_fs {
 	size_t ndups;
 	size_t nbadptr;                  /* out-of-range / static pointers at attach */
 	struct dup_ent *badptrs;
+	/* inode-table blocks the bad-blocks inode lists, sorted: e2fsck leaves
+	 * the inodes stored there unread (in use, named by no entry) */
+	uint64_t *bad_itable;
+	size_t nbad_itable;
 
 	struct blk_cache cache;
 	size_t cache_max;                /* in blocks */
@@ -218,7 +222,17 @@ uint8_t chk_static_type(const struct chk_fs *fs, uint64_t blk);
 /* inode helpers */
 static inline uint16_t imode_type(const struct ext2_inode *in) { return in->i_mode & 0170000; }
 bool chk_inode_has_block_ptrs(const struct chk_fs *fs, const struct ext2_inode *in);
-const char *chk_inode_ext4_fields_problem(const struct chk_fs *fs, const struct ext2_inode *in);
+/* ext4-only inode fields that must stay clear on ext2/ext3, or NULL.  The
+ * flags in `kept` pass (CHK_EXT4_FLAGS_E2FSCK_KEEPS at most): e2fsck leaves
+ * them alone without their feature, so a scanned image may hold them and a
+ * transaction may keep them on an inode that had them, never set them. */
+#define CHK_EXT4_FLAGS_E2FSCK_KEEPS (EXT4_HUGE_FILE_FL | EXT4_EA_INODE_FL)
+const char *chk_inode_ext4_fields_problem(const struct chk_fs *fs, const struct ext2_inode *in,
+					  uint32_t kept);
+/* An inode-table block the bad-blocks inode lists (0 or -ENOMEM); is ino
+ * stored in one? */
+int  chk_bad_itable_add(struct chk_fs *fs, uint64_t blk);
+bool chk_inode_in_bad_block(const struct chk_fs *fs, uint32_t ino);
 bool chk_inode_walkable(const struct chk_fs *fs, uint32_t ino, const struct ext2_inode *in);
 uint64_t chk_inode_size64(const struct ext2_inode *in);
 /* e2fsck's largest indirect-mapped file for block size bs, in bytes */

@@ -517,7 +517,9 @@ static void inv_inode_ext4_fields(struct chk_fs *fs, struct txn *t, struct chk_v
 		struct ichange *ic = t->ich[i];
 		if (!ic->new_inuse || !(ic->written || ic->bitflip))
 			continue;
-		const char *why = chk_inode_ext4_fields_problem(fs, I_NEW(ic));
+		/* a flag e2fsck leaves alone may stay where the approved state had it */
+		uint32_t kept = ic->old_inuse ? I_OLD(ic)->i_flags : 0;
+		const char *why = chk_inode_ext4_fields_problem(fs, I_NEW(ic), kept);
 		if (why)
 			V("INV_INODE_EXT4_FIELDS", ic->recs, ic->nrecs, "inode %u: %s set on ext2/ext3", ic->ino, why);
 		else if (I_NEW(ic)->i_file_acl && !(sb->s_feature_compat & EXT2_FEATURE_COMPAT_EXT_ATTR))
@@ -1057,7 +1059,7 @@ static const struct inv_row table[] = {
 	{ { "INV_BGD_FREE_INODES", "bg_free_inodes_count changes by exactly the inode bitmap flips of its group" }, inv_bgd_free_inodes },
 	{ { "INV_BGD_USED_DIRS", "bg_used_dirs_count changes by exactly the directories coming into and out of use" }, inv_bgd_used_dirs },
 	{ { "INV_BACKUP_COPIES", "backup superblocks and descriptor copies keep geometry and locations" }, inv_backup_copies },
-	{ { "INV_STATIC_FROZEN", "boot block, reserved GDT blocks and the resize inode's blocks never change" }, inv_static_frozen },
+	{ { "INV_STATIC_FROZEN", "boot block, reserved GDT blocks and the resize inode's blocks never change (and the scan finds the resize inode as e2fsck checks it: one double-indirect block listing the reserved GDT blocks, each listing its copies)" }, inv_static_frozen },
 	{ { "INV_BITMAP_PADDING", "bitmap bits past the end of the file system / group stay set" }, inv_bitmap_padding },
 	{ { "INV_PTR_IN_RANGE", "no pointer (or write) reaches outside the file system's blocks" }, inv_ptr_in_range },
 	{ { "INV_PTR_NOT_STATIC", "no pointer names static metadata (superblocks, GDT, bitmaps, inode tables)" }, inv_ptr_not_static },
@@ -1073,7 +1075,7 @@ static const struct inv_row table[] = {
 	{ { "INV_ORPHAN_LIST", "the orphan list (s_last_orphan, chained by i_dtime) is loop-free and holds in-use inodes" }, inv_orphan_list },
 	{ { "INV_FREE_INODE_FORM", "a free inode may change only into the deleted form (links 0, dtime set) or zeros" }, inv_free_inode_form },
 	{ { "INV_INODE_MODE", "an in-use inode has a valid file type that does not change while in use" }, inv_inode_mode },
-	{ { "INV_INODE_EXT4_FIELDS", "ext4-only inode flags, high fields and obsolete i_faddr stay clear; i_extra_isize valid; i_file_acl only with ext_attr" }, inv_inode_ext4_fields },
+	{ { "INV_INODE_EXT4_FIELDS", "ext4-only inode flags, high fields and obsolete i_faddr stay clear (huge_file and, on a regular file, ea_inode may stay where they were: e2fsck leaves them alone on ext3); i_extra_isize valid; i_file_acl only with ext_attr" }, inv_inode_ext4_fields },
 	{ { "INV_RESERVED_INODES", "reserved inodes stay allocated; only their times change; the root stays a live directory" }, inv_reserved_inodes },
 	{ { "INV_LINKS_COUNT", "i_links_count changes by exactly the entries naming the inode added and removed (incl. '.' and '..')" }, inv_links_count },
 	{ { "INV_DIRENT_TARGET", "an added entry names an allocated, linked, non-reserved inode" }, inv_dirent_target },

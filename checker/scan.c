@@ -132,7 +132,7 @@ static void scan_inode(struct scan *s, uint32_t ino, const struct ext2_inode *in
 	}
 	if (reserved && ino != EXT2_ROOT_INO && ino != fs->journal_ino)
 		return;              /* bad-blocks inode, unused journal slot: ownership only */
-	const char *why = chk_inode_ext4_fields_problem(fs, in);
+	const char *why = chk_inode_ext4_fields_problem(fs, in, CHK_EXT4_FLAGS_E2FSCK_KEEPS);
 	if (why)
 		V("INV_INODE_EXT4_FIELDS", "inode %u: %s set on ext2/ext3", ino, why);
 	else if (in->i_file_acl && !(fs->sb->s_feature_compat & EXT2_FEATURE_COMPAT_EXT_ATTR))
@@ -344,8 +344,10 @@ static void scan_entries(struct scan *s)
 			V("INV_DIRENT_TARGET", "dir %u has an entry naming reserved inode %u", e->dir, e->ino);
 			continue;
 		}
+		/* a type byte of 0 (unknown) is one e2fsck -n lets be: it
+		 * would only fill it in (transactions still write the right one) */
 		int want = fs->filetype ? chk_mode_to_ftype(s->mode[e->ino]) : 0;
-		if (e->ft != want)
+		if (e->ft != want && e->ft != EXT2_FT_UNKNOWN)
 			V("INV_DIRENT_FTYPE", "dir %u: entry naming %u has file type %u, needs %d", e->dir, e->ino, e->ft, want);
 		s->seen[e->ino]++;
 		if (e->kind == 0) {
@@ -427,6 +429,102 @@ static void scan_journal_sb(struct scan *s)
 		V("INV_JOURNAL_SB", "journal superblock (block %llu): %s", (unsigned long long)b0, why);
 }
 
+/* Entry idx of a resize-inode indirect block holding want?  Reports the
+ * first difference of the block under what. */
+static bool ptrs_as_expected(struct scan *s, const uint8_t *blk, const uint32_t *want, uint32_t n,
+			     const char *what, uint64_t where)
+{
+	for (uint32_t i = 0; i < s->fs->addr_per_block; i++) {
+		uint32_t have = chk_ld32(blk + 4 * (size_t)i), w = i < n ? want[i] : 0;
+		if (have != w) {
+			chk_verdict_add_violation(s->v, "INV_STATIC_FROZEN", NULL, 0,
+						  "resize inode: %s %llu, entry %u is %u, want %u", what,
+						  (unsigned long long)where, i, have, w);
+			return false;
+		}
+	}
+	return true;
+}
+
+/*
+ * The resize inode, as e2fsck's check_resize_inode and pass 1 judge it and
+ * as the static layout assumes it: without resize_inode, no reserved GDT
+ * blocks and no pointers; with it, a regular file in use whose only pointer
+ * is its double-indirect block, which lists the primary reserved GDT blocks
+ * (at their descriptor-block index, modulo a block's pointers), each listing
+ * its copies in the groups with a superblock backup, and nothing else (pass
+ * 1 would walk any other entry as a block of the file).  Transactions keep
+ * it: the inode changes only in its times, its blocks not at all
+ * (INV_RESERVED_INODES, INV_STATIC_FROZEN).
+ */
+static void scan_resize_inode(struct scan *s, const struct ext2_inode *in)
+{
+	struct chk_fs *fs = s->fs;
+	struct chk_verdict *v = s->v;
+	const struct ext2_super_block *sb = fs->sb;
+	uint32_t apb = fs->addr_per_block, dind = in->i_block[EXT2_DIND_BLOCK];
+	bool feature = sb->s_rev_level && (sb->s_feature_compat & EXT2_FEATURE_COMPAT_RESIZE_INODE);
+	bool other = false;
+	for (int i = 0; i < EXT2_N_BLOCKS; i++)
+		other |= i != EXT2_DIND_BLOCK && in->i_block[i];
+	if (!feature) {
+		if (sb->s_rev_level && sb->s_reserved_gdt_blocks)
+			V("INV_STATIC_FROZEN", "s_reserved_gdt_blocks %u without the resize_inode feature",
+			  sb->s_reserved_gdt_blocks);
+		if (other || dind)
+			V("INV_STATIC_FROZEN", "resize inode: block pointers set without the resize_inode feature");
+		return;
+	}
+	if (other || !dind || !in->i_links_count || !(in->i_mode & 0100000) ||
+	    dind < fs->first_data_block || dind >= fs->blocks_count) {
+		V("INV_STATIC_FROZEN", "resize inode is not valid (mode 0%o, %u links, double-indirect "
+		  "block %u%s)", in->i_mode, in->i_links_count, dind, other ? ", other pointers set" : "");
+		return;
+	}
+	uint32_t rgdt = fs->rgdt_blocks, nbak = 0;
+	uint64_t first = (uint64_t)fs->first_data_block + 1 + fs->gdt_blocks;
+	if (first + rgdt > fs->blocks_count) {
+		V("INV_STATIC_FROZEN", "s_reserved_gdt_blocks %u reach past the end of the file system", rgdt);
+		return;
+	}
+	uint32_t *want = malloc((size_t)apb * sizeof(*want));
+	uint8_t *tab = rgdt ? malloc((size_t)rgdt * fs->bs) : NULL;
+	if (!want || (rgdt && !tab)) {
+		s->err = -ENOMEM;
+		goto out;
+	}
+	int r = chk_read_block(fs, dind, s->buf);
+	/* the primary reserved GDT blocks follow the descriptors: one read */
+	if (!r && rgdt)
+		r = fs->read(fs->ctx, first * fs->bs, tab, (size_t)rgdt * fs->bs);
+	if (r) {
+		s->err = r < 0 ? r : -EIO;
+		goto out;
+	}
+	memset(want, 0, (size_t)apb * sizeof(*want));
+	for (uint32_t i = 0; i < rgdt; i++)
+		want[(fs->gdt_blocks + i) % apb] = (uint32_t)(first + i);
+	if (!ptrs_as_expected(s, s->buf, want, apb, "double-indirect block", dind))
+		goto out;
+	for (uint32_t g = 1; g < fs->ngroups && nbak < apb; g++)
+		if (chk_group_has_super(fs, g))
+			want[nbak++] = g;
+	uint64_t owned = 1 + (uint64_t)rgdt * (1 + nbak);
+	for (uint32_t i = 0; i < rgdt; i++) {
+		uint32_t copies[1024];             /* apb <= 1024: 4 KiB blocks at most */
+		for (uint32_t k = 0; k < nbak; k++)
+			copies[k] = (uint32_t)(first + i + (uint64_t)want[k] * fs->bpg);
+		if (!ptrs_as_expected(s, tab + (size_t)i * fs->bs, copies, nbak, "reserved GDT block", first + i))
+			goto out;
+	}
+	if (in->i_blocks != owned * (fs->bs / 512))
+		V("INV_IBLOCKS", "resize inode: i_blocks %u but it owns %llu blocks", in->i_blocks,
+		  (unsigned long long)owned);
+out:
+	free(want);
+	free(tab);
+}
+
 /* The frozen superblock fields whose validity no transaction can change:
  * the quota inode numbers, as e2fsck judges them (0, or an inode that is
  * neither another reserved one nor past the inode count). */
@@ -482,6 +580,12 @@ int chk_scan(struct chk_fs *fs, struct chk_verdict **out)
 	for (size_t i = 0; i < fs->ndups; i++)
 		V("INV_BLOCK_OWNED_ONCE", "block %llu is owned by inodes %u and %u", (unsigned long long)fs->dups[i].blk,
 		  fs->dups[i].owner1, fs->dups[i].owner2);
+	/* A head that names no possible orphan (reserved, past the inode
+	 * count, free) is a list e2fsck -n, the kernel and the mount's orphan
+	 * processing all drop unread: no orphans, nothing wrong. */
+	uint32_t head = fs->sb->s_last_orphan;
+	if (head && (head < fs->first_ino || head > fs->inodes_count || !chk_ibit(fs, head)))
+		s.t->orphans_done = true;
 	chk_txn_is_orphan(fs, s.t, 0);
 	if (s.t->orphan_loop)
 		V("INV_ORPHAN_LIST", "the orphan list from s_last_orphan %u loops or reaches a free or reserved inode",
@@ -501,9 +605,18 @@ int chk_scan(struct chk_fs *fs, struct chk_verdict **out)
 		for (uint32_t i = 0; i < fs->ipg; i++) {
 			uint32_t ino = g * fs->ipg + i + 1;
 			const struct ext2_inode *in = (const void *)(tab + (size_t)i * fs->inode_size);
+			if (chk_inode_in_bad_block(fs, ino)) {
+				/* unread, as e2fsck: in use, named by no entry */
+				if (!chk_ibit(fs, ino))
+					V("INV_IBITMAP_CLEAR", "inode %u lies in a bad block of the inode table "
+					  "but is free in the inode bitmap", ino);
+				continue;
+			}
 			if (ino == EXT2_ROOT_INO && (!chk_ibit(fs, ino) || imode_type(in) != 0040000 ||
 						     in->i_links_count < 2))
 				V("INV_RESERVED_INODES", "the root inode is not a live directory");
+			if (ino == EXT2_RESIZE_INO)
+				scan_resize_inode(&s, in);
 			if (chk_ibit(fs, ino))
 				scan_inode(&s, ino, in);
 			else if (in->i_links_count && !in->i_dtime && chk_mode_type_valid(in->i_mode))

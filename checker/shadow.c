@@ -390,3 +390,40 @@ bool chk_group_inodes_any(const struct chk_fs *fs, uint32_t g)
 {
 	return fs->gib[g] && chk_any_bit(fs->gib[g], 0, fs->ipg);
 }
+
+/* ------------------------------------------- bad blocks of inode tables */
+
+/* Kept sorted: the bad-blocks inode lists few blocks. */
+int chk_bad_itable_add(struct chk_fs *fs, uint64_t blk)
+{
+	size_t n = fs->nbad_itable, i = n;
+	if (n >= 4096)
+		return 0;
+	uint64_t *na = realloc(fs->bad_itable, (n + 1) * sizeof(*na));
+	if (!na)
+		return -ENOMEM;
+	fs->bad_itable = na;
+	while (i > 0 && na[i - 1] > blk)
+		i--;
+	if (i > 0 && na[i - 1] == blk)
+		return 0;
+	memmove(na + i + 1, na + i, (n - i) * sizeof(*na));
+	na[i] = blk;
+	fs->nbad_itable = n + 1;
+	return 0;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+bool chk_inode_in_bad_block(const struct chk_fs *fs, uint32_t ino)
+{
+	if (!fs->nbad_itable || ino == 0 || ino > fs->inodes_count)
+		return false;
+	uint32_t g = (ino - 1) / fs->ipg, i = (ino - 1) % fs->ipg;
+	uint64_t blk = fs->gd[g].bg_inode_table + (uint64_t)i * fs->inode_size / fs->bs;
+	return bsearch(&blk, fs->bad_itable, fs->nbad_itable, sizeof(blk), cmp_u64) != NULL;
+}

@@ -114,9 +114,13 @@ static uint64_t max_file_bytes(ext2_filsys fs)
 	return bytes;
 }
 
+/* A read-write open writes nothing: libext2fs's open of an MMP image would
+ * write its MMP block (and wait), but such an image is refused read-write
+ * (rfs_rw_refusal) before anything is written. */
 static errcode_t open_fs(const char *dev, bool rw, ext2_filsys *fs)
 {
-	int flags = EXT2_FLAG_64BITS | EXT2_FLAG_IGNORE_CSUM_ERRORS | (rw ? EXT2_FLAG_RW : 0);
+	int flags = EXT2_FLAG_64BITS | EXT2_FLAG_IGNORE_CSUM_ERRORS |
+		    (rw ? EXT2_FLAG_RW | EXT2_FLAG_SKIP_MMP : 0);
 	errcode_t e = ext2fs_open2(dev, NULL, flags, 0, 0, rio_io_manager, fs);
 	/* bitmaps as extents, not one bit per block (the mount's, and those
 	 * ext2fs_check_desc builds): an empty 15 TiB disk's take a few MiB
@@ -166,24 +170,32 @@ static void set_rio_config(const struct recon_config *cfg)
 	rio_set_config(&rc);
 }
 
+/* Close fs without writing anything (a read-write open has written
+ * nothing yet) and open the device again read-only.  0 or -1 (said why). */
+static int reopen_fs_ro(struct rfs *r, ext2_filsys *fs)
+{
+	(*fs)->flags &= ~(EXT2_FLAG_DIRTY | EXT2_FLAG_BB_DIRTY | EXT2_FLAG_IB_DIRTY);
+	ext2fs_close_free(fs);
+	r->ro = true;
+	errcode_t e = open_fs(r->cfg->device, false, fs);
+	if (e) {
+		fprintf(stderr, "recon-fuse: cannot open %s: %s\n", r->cfg->device, error_message(e));
+		return -1;
+	}
+	return 0;
+}
+
 /* Read-write refused after r->fs was set up: close it without writing and
  * open it again read-only (with its directory index).  0 or -1. */
 static int reopen_ro(struct rfs *r)
 {
-	errcode_t e;
 	bool had_di = r->di != NULL;
 
 	if (r->di)
 		dindex_free(r->di);
 	r->di = NULL;
-	r->fs->flags &= ~(EXT2_FLAG_DIRTY | EXT2_FLAG_BB_DIRTY | EXT2_FLAG_IB_DIRTY);
-	ext2fs_close_free(&r->fs);
-	r->ro = true;
-	e = open_fs(r->cfg->device, false, &r->fs);
-	if (e) {
-		fprintf(stderr, "recon-fuse: cannot open %s: %s\n", r->cfg->device, error_message(e));
+	if (reopen_fs_ro(r, &r->fs))
 		return -1;
-	}
 	if (!had_di)
 		return 0;
 	r->di = dindex_new(r->fs, 4096);
@@ -195,52 +207,10 @@ static int reopen_ro(struct rfs *r)
 	return 0;
 }
 
-/*
- * The base case of the checker's induction, before the first transaction:
- * the whole image against the properties every approved commit preserves.
- * An inconsistent image is detached and served read-only (what the checker
- * approves from an inconsistent base proves nothing, and libext2fs would
- * allocate from wrong bitmaps).  0 consistent, 1 not (detached), -1 error.
- */
-static int base_check(struct rfs *r)
-{
-	const char *dev = r->cfg->device;
-	char *report = NULL;
-	struct timespec t0, t1;
-
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	errcode_t e = rio_txn_base_check(r->fs, &report);
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	if (e == EXT2_ET_UNSUPP_FEATURE && !r->cfg->checker) {
-		fprintf(stderr, "recon-fuse: %s: not checked at mount (checker=off, and the checker "
-			"does not model this image)\n", dev);
-		return 0;
-	}
-	if (e) {
-		fprintf(stderr, "recon-fuse: cannot check %s at mount: %s; mount it read-only with "
-			"-o ro, or run e2fsck\n", dev, error_message(e));
-		(void)rio_txn_detach(r->fs);
-		return -1;
-	}
-	double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
-	if (ms > 2000)
-		fprintf(stderr, "recon-fuse: %s: the consistency check at mount took %.1f s\n", dev,
-			ms / 1e3);
-	if (!report)
-		return 0;
-	fprintf(stderr, "recon-fuse: %s is not consistent; mounting read-only (run e2fsck -f; "
-		"-o rw_unchecked mounts it read-write anyway, at your risk):\n%s\n", dev, report);
-	syslog(LOG_WARNING, "recon-fuse: %s is not consistent; mounted read-only", dev);
-	free(report);
-	e = rio_txn_detach(r->fs);
-	if (e)
-		fprintf(stderr, "recon-fuse: %s: leaving read-write mode: %s\n", dev,
-			error_message(e));
-	return 1;
-}
-
 /* Drop a message's lines about the superblock's free counts: the mount
- * recounts those from the descriptors, as the kernel does. */
+ * recounts those from the descriptors, as the kernel does, so the state it
+ * would write has them right whenever the descriptors agree with the
+ * bitmaps (which the check does judge). */
 static void drop_free_count_lines(char *report)
 {
 	char *out = report;
@@ -259,15 +229,168 @@ static void drop_free_count_lines(char *report)
 }
 
 /*
- * A read-write mount writes a journal's replay only once it has judged the
- * state the replay leaves: replayed into memory, that state gets the base
- * check first.  A journal whose replay would leave the image inconsistent (a
- * damaged log block, or an image that was so before) is not written: the
- * image is served read-only from the replay in memory, unchanged on disk.
- * Costs one more whole-image check, at the mounts that need recovery.
- * Entered with the device closed.  0: replay it on disk (*fsp opened
- * read-write); 1: serve it read-only (*fsp reads the replay in memory); -1:
- * error, reported.
+ * The base case of the checker's induction, before anything is written:
+ * the whole image as a read-write mount would take it over (a journal
+ * replayed in memory; the superblock's free counts as recounted) against
+ * the properties every approved commit preserves.  What the checker
+ * approves from an inconsistent base proves nothing, and libext2fs would
+ * allocate from wrong bitmaps: such an image is served read-only.  On a
+ * read-write open the checker that judged it is the transactions' (io
+ * keeps it for rio_txn_attach).  0 consistent, 1 not (said why), -1 cannot
+ * check (said why).
+ */
+static int check_image(struct rfs *r, ext2_filsys fs, bool replayed)
+{
+	const char *dev = r->cfg->device;
+	char *report = NULL;
+	struct timespec t0, t1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	errcode_t e = rio_image_check(fs, &report);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	if (e == EXT2_ET_UNSUPP_FEATURE && !r->cfg->checker) {
+		fprintf(stderr, "recon-fuse: %s: not checked at mount (checker=off, and the checker "
+			"does not model this image)\n", dev);
+		return 0;
+	}
+	if (e) {
+		fprintf(stderr, "recon-fuse: cannot check %s at mount%s: %s; mount it read-only with "
+			"-o ro, or run e2fsck\n", dev, replayed ? " (its journal replayed in memory)" : "",
+			error_message(e));
+		return -1;
+	}
+	double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+	if (ms > 2000)
+		fprintf(stderr, "recon-fuse: %s: the consistency check at mount took %.1f s\n", dev,
+			ms / 1e3);
+	if (report)
+		drop_free_count_lines(report);
+	if (!report || !*report) {
+		free(report);
+		return 0;
+	}
+	if (replayed)
+		fprintf(stderr, "recon-fuse: %s: its journal, replayed, would leave it inconsistent; "
+			"the replay stays in memory, the image is not written and is mounted read-only "
+			"(run e2fsck -f; -o rw_unchecked replays and mounts read-write anyway, at your "
+			"risk):\n%s\n", dev, report);
+	else
+		fprintf(stderr, "recon-fuse: %s is not consistent; mounting read-only (run e2fsck -f; "
+			"-o rw_unchecked mounts it read-write anyway, at your risk):\n%s\n", dev, report);
+	syslog(LOG_WARNING, "recon-fuse: %s is not consistent%s; mounted read-only", dev,
+	       replayed ? " after its journal replay" : "");
+	free(report);
+	return 1;
+}
+
+static bool root_is_dir(struct rfs *r, ext2_filsys fs)
+{
+	struct ext2_inode root;
+	if (ext2fs_read_inode(fs, EXT2_ROOT_INO, &root) || !LINUX_S_ISDIR(root.i_mode) ||
+	    root.i_links_count == 0) {
+		fprintf(stderr, "recon-fuse: %s: the root inode is not a directory; run e2fsck\n",
+			r->cfg->device);
+		return false;
+	}
+	return true;
+}
+
+/*
+ * Whether to serve fs read-write, decided before anything is written: the
+ * features, the recorded errors, the bitmaps (read here, as libext2fs's
+ * allocator needs them) and the whole-image check.  fs is what a read-write
+ * mount would take over: the device opened read-write, or, when its journal
+ * needs recovery, the replay in memory.  0 read-write; 1 read-only (said
+ * why); -1 refused (said why).
+ */
+static int decide_rw(struct rfs *r, ext2_filsys fs, bool replayed)
+{
+	const char *dev = r->cfg->device;
+	struct ext2_super_block *sb = fs->super;
+	char refusal[256], why_bad[256];
+
+	if (rfs_rw_refusal(sb, dev, r->cfg->checker, refusal, sizeof(refusal))) {
+		fprintf(stderr, "recon-fuse: %s\n", refusal);
+		return -1;
+	}
+	bool errors = (sb->s_state & EXT2_ERROR_FS) ||
+		      (!(sb->s_state & EXT2_VALID_FS) && !ext2fs_has_feature_journal(sb));
+	if (errors && !r->cfg->force_rw) {
+		fprintf(stderr, "recon-fuse: %s %s; mounting read-only (run e2fsck, or use -o "
+			"force_rw)\n", dev, (sb->s_state & EXT2_ERROR_FS) ?
+			"is marked with errors (ERROR_FS)" : "was not cleanly unmounted (ext2, no journal)");
+		return 1;
+	}
+	readahead_group_metadata(fs);
+	/* the checker's attach reads the same bitmaps: beside this pass */
+	(void)rio_txn_prepare(fs);
+	/* each bitmap block is read once here: past the block cache */
+	(void)io_channel_set_options(fs->io, "cache=off");
+	errcode_t e = rfs_read_bitmaps(fs);
+	(void)io_channel_set_options(fs->io, "cache=on");
+	if (e) {
+		fprintf(stderr, "recon-fuse: cannot read the bitmaps of %s: %s; mount with -o ro or "
+			"run e2fsck\n", dev, error_message(e));
+		return -1;
+	}
+	/* as the kernel refuses to allocate from such a group: whatever the
+	 * options, a write could land on the metadata */
+	if (rfs_check_bitmaps(fs, why_bad, sizeof(why_bad))) {
+		fprintf(stderr, "recon-fuse: %s: %s; mounting read-only (run e2fsck)\n", dev, why_bad);
+		return 1;
+	}
+	if (!root_is_dir(r, fs))
+		return -1;
+	return r->cfg->rw_unchecked ? 0 : check_image(r, fs, replayed);
+}
+
+/* Replay fs's journal into memory and reopen it on the replay (the device
+ * opened read-only; it is not written).  fs is closed either way.  0, or -1
+ * (said why; the in-memory replay dropped). */
+static int replay_in_memory(struct rfs *r, ext2_filsys *fs)
+{
+	const char *dev = r->cfg->device;
+	char msg[256] = "", why_bad[256];
+	unsigned replayed = 0;
+
+	errcode_t e = rio_journal_recover(*fs, &replayed, msg, sizeof(msg));
+	(*fs)->flags &= ~(EXT2_FLAG_DIRTY | EXT2_FLAG_SUPER_ONLY);
+	ext2fs_close_free(fs);
+	if (e) {
+		fprintf(stderr, "recon-fuse: journal recovery of %s failed: %s%s%s; run e2fsck\n", dev,
+			error_message(e), *msg ? ": " : "", msg);
+		rio_replay_forget();
+		return -1;
+	}
+	/* libext2fs's copies were stale: reopened on the replay */
+	e = open_fs(dev, false, fs);
+	if (e) {
+		fprintf(stderr, "recon-fuse: cannot reopen %s after recovery: %s\n", dev,
+			error_message(e));
+		rio_replay_forget();
+		return -1;
+	}
+	if (rfs_check_geometry(*fs, dev, why_bad, sizeof(why_bad))) {
+		fprintf(stderr, "recon-fuse: %s: after journal recovery, the superblock or group "
+			"descriptors are damaged: %s; run e2fsck\n", dev, why_bad);
+		ext2fs_close_free(fs);
+		rio_replay_forget();
+		return -1;
+	}
+	if (replayed)
+		fprintf(stderr, "recon-fuse: %s: replayed %u journal transaction(s) in memory\n", dev,
+			replayed);
+	return 0;
+}
+
+/*
+ * A read-write mount of an image whose journal needs recovery rehearses the
+ * replay first: replayed into memory, the state it leaves is what the mount
+ * decides on (decide_rw).  Served read-only, or refused, the image is not
+ * written; only a read-write mount replays the journal onto the disk.
+ * Entered with the device closed.  0: replayed on disk (*fsp opened
+ * read-write on it); 1: serve read-only (*fsp reads the replay in memory);
+ * -1: refused, said why.
  */
 static int rehearse_replay(struct rfs *r, ext2_filsys *fsp)
 {
@@ -275,9 +398,28 @@ static int rehearse_replay(struct rfs *r, ext2_filsys *fsp)
 	ext2_filsys fs = NULL;
 	char msg[256] = "", why_bad[256];
 	unsigned replayed = 0;
-	char *report = NULL;
 
 	errcode_t e = open_fs(dev, false, &fs);
+	if (e) {
+		fprintf(stderr, "recon-fuse: cannot open %s: %s\n", dev, error_message(e));
+		return -1;
+	}
+	if (replay_in_memory(r, &fs))
+		return -1;
+	int d = decide_rw(r, fs, true);
+	if (d != 0) {
+		if (d > 0) {
+			*fsp = fs;
+			return 1;
+		}
+		ext2fs_close_free(&fs);
+		rio_replay_forget();
+		return -1;
+	}
+	/* decided: from here the mount writes */
+	ext2fs_close_free(&fs);
+	rio_replay_forget();
+	e = open_fs(dev, true, &fs);
 	if (!e)
 		e = rio_journal_recover(fs, &replayed, msg, sizeof(msg));
 	if (e) {
@@ -285,9 +427,10 @@ static int rehearse_replay(struct rfs *r, ext2_filsys *fsp)
 			error_message(e), *msg ? ": " : "", msg);
 		goto fail;
 	}
+	fprintf(stderr, "recon-fuse: %s: replayed %u journal transaction(s)\n", dev, replayed);
 	fs->flags &= ~(EXT2_FLAG_DIRTY | EXT2_FLAG_SUPER_ONLY);
 	ext2fs_close_free(&fs);
-	e = open_fs(dev, false, &fs);
+	e = open_fs(dev, true, &fs);
 	if (e) {
 		fprintf(stderr, "recon-fuse: cannot reopen %s after recovery: %s\n", dev,
 			error_message(e));
@@ -298,50 +441,81 @@ static int rehearse_replay(struct rfs *r, ext2_filsys *fsp)
 			"descriptors are damaged: %s; run e2fsck\n", dev, why_bad);
 		goto fail;
 	}
-	e = rio_image_check(fs, &report);
-	if (e && e != EXT2_ET_UNSUPP_FEATURE) {
-		fprintf(stderr, "recon-fuse: cannot check %s after replaying its journal in memory: "
-			"%s; mount it read-only with -o ro, or run e2fsck\n", dev, error_message(e));
-		goto fail;
-	}
-	if (report)
-		drop_free_count_lines(report);
-	if (!report || !*report) {
-		/* an image the checker does not model gets the refusals of
-		 * the read-write path */
-		free(report);
-		ext2fs_close_free(&fs);
-		rio_replay_forget();
-		e = open_fs(dev, true, fsp);
-		if (e) {
-			fprintf(stderr, "recon-fuse: cannot open %s: %s\n", dev, error_message(e));
-			return -1;
-		}
-		return 0;
-	}
-	fprintf(stderr, "recon-fuse: %s: its journal, replayed, would leave it inconsistent; the "
-		"replay stays in memory, the image is not written and is mounted read-only (run "
-		"e2fsck -f; -o rw_unchecked replays and mounts read-write anyway, at your risk):\n%s\n",
-		dev, report);
-	syslog(LOG_WARNING, "recon-fuse: %s: journal replay would leave it inconsistent; mounted "
-	       "read-only", dev);
-	free(report);
 	*fsp = fs;
-	return 1;
+	return 0;
 fail:
 	if (fs)
 		ext2fs_close_free(&fs);
-	rio_replay_forget();
 	return -1;
 }
 
-/* Open, replay the journal if needed, check features and state.  On success
- * r->fs is open (read-write unless r->ro). */
+/* Decided read-write: the writes, in order.  Mark the file system mounted
+ * and start transactions (rio_txn_attach); the recounted free counts,
+ * cleared UNINIT flags and the orphans released go in the first
+ * transaction, checked and journaled as any other.  0, 1 (served read-only
+ * after all: orphan processing failed, said why) or -1. */
+static int start_rw(struct rfs *r, bool recounted)
+{
+	ext2_filsys fs = r->fs;
+	const char *dev = r->cfg->device;
+	errcode_t e = rio_txn_attach(fs);
+
+	if (e) {
+		fprintf(stderr, "recon-fuse: cannot start transactions on %s: %s; mount it read-only "
+			"with -o ro, or run e2fsck\n", dev, error_message(e));
+		return -1;
+	}
+	r->attached = true;
+	/* the kernel's rule: the superblock's free counts are hints, the
+	 * descriptors' sums the truth (a power cut leaves them stale); written
+	 * only when the descriptors agree with the bitmaps, so that a damaged
+	 * descriptor's count never reaches the superblock */
+	if (recounted && rfs_group_counts_agree(fs))
+		ext2fs_mark_super_dirty(fs);
+	(void)rfs_clear_uninit(fs);
+	if (rfs_txn_hooks(r))
+		fprintf(stderr, "recon-fuse: out of memory: the kernel's caches will not be "
+			"invalidated after a rejected commit (they expire within 1 s)\n");
+	if (!fs->super->s_last_orphan)
+		return 0;
+	int ret = rfs_process_orphans(r);
+	e = rio_txn_boundary(fs, true);
+	if (!ret && !e)
+		return 0;
+	fprintf(stderr, "recon-fuse: orphan processing on %s %s%s; mounting read-only (run "
+		"e2fsck)\n", dev, e == EROFS ? "was rejected by the checker" : "failed: ",
+		e == EROFS ? "" : e ? error_message(e) : strerror(-ret));
+	r->attached = false;
+	if (!rio_txn_failed(fs->io))
+		(void)rio_txn_detach(fs);
+	return reopen_ro(r) ? -1 : 1;
+}
+
+/* A journal that needs recovery: replayed into memory for a read-only
+ * mount (never written), rehearsed then replayed for a read-write one.
+ * *fs open on entry and on success (0); -1 refused (said why). */
+static int recover_journal(struct rfs *r, ext2_filsys *fs)
+{
+	if (r->ro)
+		return replay_in_memory(r, fs);
+	/* the device is closed while the replay is rehearsed */
+	ext2fs_close_free(fs);
+	int rh = rehearse_replay(r, fs);
+	if (rh < 0)
+		return -1;
+	r->ro = rh > 0;
+	return 0;
+}
+
+/* Open the file system, decide how to serve it, then (read-write) write:
+ * nothing reaches the device before the mount has decided to serve it
+ * read-write.  On success r->fs is open (read-write unless r->ro). */
 static int prepare_fs(struct rfs *r)
 {
 	struct recon_config *cfg = r->cfg;
 	ext2_filsys fs = NULL;
 	errcode_t e;
+	bool served_from_replay = false;
 
 	struct ext2_super_block disk_sb;
 	char refusal[256];
@@ -375,13 +549,12 @@ static int prepare_fs(struct rfs *r)
 		ext2fs_close_free(&fs);
 		return -1;
 	}
-	if (ext2fs_has_feature_journal_needs_recovery(sb) && !cfg->noload) {
-		if (!ext2fs_has_feature_journal(sb) || sb->s_journal_inum == 0) {
-			fprintf(stderr, "recon-fuse: %s needs journal recovery from an external journal, "
-				"which recon-fuse does not support; run e2fsck\n", cfg->device);
-			ext2fs_close_free(&fs);
-			return -1;
-		}
+	bool recover = ext2fs_has_feature_journal_needs_recovery(sb);
+	if (recover && !cfg->noload && (!ext2fs_has_feature_journal(sb) || sb->s_journal_inum == 0)) {
+		fprintf(stderr, "recon-fuse: %s needs journal recovery from an external journal, "
+			"which recon-fuse does not support; run e2fsck\n", cfg->device);
+		ext2fs_close_free(&fs);
+		return -1;
 	}
 	if (ext2fs_has_feature_journal(sb) && !cfg->noload) {
 		/* a journal the kernel refuses to load, it refuses read-only too */
@@ -392,18 +565,7 @@ static int prepare_fs(struct rfs *r)
 			return -1;
 		}
 	}
-	if (ext2fs_has_feature_journal_needs_recovery(sb) && !cfg->noload && !r->ro &&
-	    !cfg->rw_unchecked) {
-		/* after the rehearsal, the file system to replay onto (still
-		 * needing recovery) or the replay in memory, served read-only */
-		ext2fs_close_free(&fs);
-		int rh = rehearse_replay(r, &fs);
-		if (rh < 0)
-			return -1;
-		r->ro = rh > 0;
-		sb = fs->super;
-	}
-	if (ext2fs_has_feature_journal_needs_recovery(sb) && cfg->noload) {
+	if (recover && cfg->noload) {
 		if (!r->ro) {
 			fprintf(stderr, "recon-fuse: %s needs journal recovery, which noload "
 				"suppresses; mount it read-only (-o ro) or allow the replay\n",
@@ -413,156 +575,34 @@ static int prepare_fs(struct rfs *r)
 		}
 		fprintf(stderr, "recon-fuse: %s: journal not replayed (noload): what is mounted is "
 			"the disk without its last transactions and may look inconsistent\n", cfg->device);
-	} else if (ext2fs_has_feature_journal_needs_recovery(sb)) {
-		/* read-only mounts replay into memory (the device is opened
-		 * O_RDONLY and never written); the reopen below reads through it */
-		unsigned replayed = 0;
-		char msg[256] = "";
-		e = rio_journal_recover(fs, &replayed, msg, sizeof(msg));
-		if (e) {
-			fprintf(stderr, "recon-fuse: journal recovery of %s failed: %s%s%s; run "
-				"e2fsck\n", cfg->device, error_message(e), *msg ? ": " : "", msg);
-			ext2fs_close_free(&fs);
+	} else if (recover) {
+		bool was_ro = r->ro;
+		if (recover_journal(r, &fs))
 			return -1;
-		}
-		fprintf(stderr, "recon-fuse: %s: replayed %u journal transaction(s)%s\n",
-			cfg->device, replayed, r->ro ? " in memory (read-only: the image is not "
-			"written)" : "");
-		/* libext2fs's copies are stale: reopen */
-		fs->flags &= ~EXT2_FLAG_DIRTY;
-		fs->flags &= ~EXT2_FLAG_SUPER_ONLY;
-		ext2fs_close_free(&fs);
-		e = open_fs(cfg->device, !r->ro, &fs);
-		if (e) {
-			fprintf(stderr, "recon-fuse: cannot reopen %s after recovery: %s\n", cfg->device,
-				error_message(e));
-			return -1;
-		}
-		sb = fs->super;
-		if (rfs_check_geometry(fs, cfg->device, why_bad, sizeof(why_bad))) {
-			fprintf(stderr, "recon-fuse: %s: after journal recovery, the superblock or "
-				"group descriptors are damaged: %s; run e2fsck\n", cfg->device, why_bad);
-			ext2fs_close_free(&fs);
-			return -1;
-		}
+		served_from_replay = r->ro && !was_ro;
 	}
-
-	if (!r->ro) {
-		if (rfs_rw_refusal(sb, cfg->device, cfg->checker, refusal, sizeof(refusal))) {
-			fprintf(stderr, "recon-fuse: %s\n", refusal);
+	if (!r->ro && !served_from_replay) {
+		int d = decide_rw(r, fs, false);
+		if (d < 0) {
 			ext2fs_close_free(&fs);
 			return -1;
 		}
-		bool errors = (sb->s_state & EXT2_ERROR_FS) ||
-			      (!(sb->s_state & EXT2_VALID_FS) && !ext2fs_has_feature_journal(sb));
-		if (errors && !cfg->force_rw) {
-			fprintf(stderr, "recon-fuse: %s %s; mounting read-only "
-				"(run e2fsck, or use -o force_rw)\n", cfg->device,
-				(sb->s_state & EXT2_ERROR_FS) ? "is marked with errors (ERROR_FS)" :
-				"was not cleanly unmounted (ext2, no journal)");
-			ext2fs_close_free(&fs);
-			r->ro = true;
-			e = open_fs(cfg->device, false, &fs);
-			if (e) {
-				fprintf(stderr, "recon-fuse: cannot open %s: %s\n", cfg->device,
-					error_message(e));
-				return -1;
-			}
-		}
+		if (d > 0 && reopen_fs_ro(r, &fs))
+			return -1;
 	}
 	r->fs = fs;
 	r->max_bytes = max_file_bytes(fs);
-	if (!r->ro) {
-		readahead_group_metadata(fs);
-		/* the checker's attach reads the same bitmaps: beside this pass */
-		(void)rio_txn_prepare(fs);
-		/* each bitmap block is read once here: past the block cache */
-		(void)io_channel_set_options(fs->io, "cache=off");
-		e = rfs_read_bitmaps(fs);
-		(void)io_channel_set_options(fs->io, "cache=on");
-		if (e) {
-			fprintf(stderr, "recon-fuse: cannot read the bitmaps of %s: %s; mount with -o ro "
-				"or run e2fsck\n", cfg->device, error_message(e));
-			goto fail;
-		}
-		/* as the kernel refuses to allocate from such a group: whatever
-		 * the options, a write could land on the metadata */
-		if (rfs_check_bitmaps(fs, why_bad, sizeof(why_bad))) {
-			fprintf(stderr, "recon-fuse: %s: %s; mounting read-only (run e2fsck)\n",
-				cfg->device, why_bad);
-			if (reopen_ro(r))
-				return -1;
-			fs = r->fs;
-		}
-	}
-	/* the kernel's rule: the superblock's free counts are hints, the
-	 * descriptors' sums are the truth (a power cut leaves them stale) */
+	/* in memory; a read-write mount writes it in its first transaction */
 	bool recounted = rfs_recount_free(fs);
-	struct ext2_inode root;
-	if (ext2fs_read_inode(fs, EXT2_ROOT_INO, &root) || !LINUX_S_ISDIR(root.i_mode) ||
-	    root.i_links_count == 0) {
-		fprintf(stderr, "recon-fuse: %s: the root inode is not a directory; run e2fsck\n",
-			cfg->device);
+	if (!root_is_dir(r, fs))
 		goto fail;
-	}
 	r->di = dindex_new(fs, 4096);
 	if (!r->di) {
 		fprintf(stderr, "recon-fuse: out of memory\n");
 		goto fail;
 	}
-	if (!r->ro) {
-		/* written only when the descriptors agree with the bitmaps: a
-		 * damaged descriptor's count must not reach the superblock before
-		 * the base check names it (the image is then served read-only) */
-		if (recounted && rfs_group_counts_agree(fs)) {
-			/* the primary superblock alone, as the kernel writes it */
-			ext2fs_mark_super_dirty(fs);
-			fs->flags |= EXT2_FLAG_SUPER_ONLY;
-			e = ext2fs_flush(fs);
-			fs->flags &= ~EXT2_FLAG_SUPER_ONLY;
-			if (e) {
-				fprintf(stderr, "recon-fuse: writing the recounted free counts of %s "
-					"failed: %s\n", cfg->device, error_message(e));
-				goto fail;
-			}
-		}
-		e = rio_txn_attach(fs);
-		if (e) {
-			fprintf(stderr, "recon-fuse: cannot start transactions on %s: %s; mount it "
-				"read-only with -o ro, or run e2fsck\n", cfg->device, error_message(e));
-			goto fail;
-		}
-		if (!cfg->rw_unchecked) {
-			int bc = base_check(r);
-			if (bc < 0)
-				goto fail;
-			if (bc > 0)
-				return reopen_ro(r);
-		}
-		r->attached = true;
-		/* in the first transaction, checked as any other */
-		(void)rfs_clear_uninit(fs);
-		if (rfs_txn_hooks(r))
-			fprintf(stderr, "recon-fuse: out of memory: the kernel's caches will not be "
-				"invalidated after a rejected commit (they expire within 1 s)\n");
-		/* after the base check, as the first transaction: checked and
-		 * journaled like any other (a crash in the middle replays or
-		 * leaves the list for the next mount) */
-		if (fs->super->s_last_orphan) {
-			int ret = rfs_process_orphans(r);
-			e = rio_txn_boundary(fs, true);
-			if (ret || e) {
-				fprintf(stderr, "recon-fuse: orphan processing on %s %s%s; mounting "
-					"read-only (run e2fsck)\n", cfg->device,
-					e == EROFS ? "was rejected by the checker" : "failed: ",
-					e == EROFS ? "" : e ? error_message(e) : strerror(-ret));
-				r->attached = false;
-				if (!rio_txn_failed(fs->io))
-					(void)rio_txn_detach(fs);
-				return reopen_ro(r);
-			}
-		}
-	}
+	if (!r->ro && start_rw(r, recounted) < 0)
+		goto fail;
 	return 0;
 fail:
 	if (r->di)

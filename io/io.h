@@ -136,10 +136,15 @@ errcode_t rio_journal_recover(ext2_filsys fs, unsigned *replayed, char *msg, siz
  * device is opened read-write and the journal replayed onto it. */
 void rio_replay_forget(void);
 
-/* Judge a file system opened read-only (no transactions) as a whole, as
- * rio_txn_base_check() does, on what it serves (the in-memory replay
- * included): whether the state a replay would write is one to write.  Same
- * report and errors as rio_txn_base_check(). */
+/* Judge a file system before rio_txn_attach (no transactions) as a whole,
+ * as rio_txn_base_check() does, on what it serves (the in-memory replay
+ * included): whether the state a mount would write to is one to write to,
+ * decided before anything is written.  On a read-write channel with the
+ * checker on, it takes over rio_txn_prepare's attach when begun, and when
+ * the image passes keeps its checker for rio_txn_attach, which takes it
+ * over as it does rio_txn_prepare's (only if nothing but the primary
+ * superblock was written in between).  Same report and errors as
+ * rio_txn_base_check(). */
 errcode_t rio_image_check(ext2_filsys fs, char **report);
 
 /* ---- transactions ----

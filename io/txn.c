@@ -677,6 +677,7 @@ struct txn_prep {
 	struct rio_chan *rc;
 	struct chk_fs *chk;
 	int ret;
+	bool joined;          /* no thread: a checker kept by rio_image_check */
 	atomic_bool direct;   /* reads go to the device, not the approved state */
 	atomic_bool stale;
 	atomic_bool cancel;
@@ -728,7 +729,8 @@ static struct chk_fs *prep_take(struct rio_chan *rc)
 	struct txn_prep *p = rc->prep;
 	if (!p)
 		return NULL;
-	pthread_join(p->thread, NULL);
+	if (!p->joined)
+		pthread_join(p->thread, NULL);
 	atomic_store(&p->direct, false);
 	struct chk_fs *chk = p->ret == 0 && !atomic_load(&p->stale) ? p->chk : NULL;
 	if (!chk)
@@ -740,6 +742,21 @@ static struct chk_fs *prep_take(struct rio_chan *rc)
 	rc->prep = NULL;
 	free(p);
 	return chk;
+}
+
+/* Hand chk, a checker of the state on disk, to rio_txn_attach as an early
+ * attach that has finished (the same staleness rules).  Takes chk. */
+static void prep_keep(struct rio_chan *rc, struct chk_fs *chk)
+{
+	struct txn_prep *p = calloc(1, sizeof(*p));
+	if (!p) {
+		chk_detach(chk);
+		return;
+	}
+	p->rc = rc;
+	p->chk = chk;
+	p->joined = true;
+	rc->prep = p;
 }
 
 void rio_txn_prep_drop(struct rio_chan *rc)
@@ -1176,12 +1193,23 @@ errcode_t rio_image_check(ext2_filsys fs, char **report)
 		return EXT2_ET_MAGIC_IO_CHANNEL;
 	if (rc->txn)
 		return EXT2_ET_INVALID_ARGUMENT;
-	struct chk_fs *own = NULL;
-	errcode_t err = attach_checker(rc, served_read_cb, NULL, &own);
+	/* before a read-write attach: rio_txn_prepare's checker when begun,
+	 * kept for the attach when the image passes */
+	bool keep = rio_cfg.checker && (rc->flags & IO_FLAG_RW) && !rc->replay;
+	struct chk_fs *own = keep ? prep_take(rc) : NULL;
+	errcode_t err = 0;
+	if (!own)
+		err = keep ? attach_checker(rc, approved_read_cb, approved_zero_cb, &own)
+			   : attach_checker(rc, served_read_cb, NULL, &own);
 	if (err)
 		return err;
+	bool fill = rio_cache_set_fill(&rc->cache, false);
 	err = scan_report(own, report);
-	chk_detach(own);
+	rio_cache_set_fill(&rc->cache, fill);
+	if (keep && !err && !*report)
+		prep_keep(rc, own);
+	else
+		chk_detach(own);
 	return err;
 }
 

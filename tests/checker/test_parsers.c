@@ -268,6 +268,61 @@ static bool c_sb_quota_inum_root(const struct fz_image *im, uint8_t *img)
 	return true;
 }
 
+/* The resize inode's fields in img: the byte offset of inode 7, and where
+ * the descriptor table's reserved blocks start (the first reserved GDT
+ * block's number and its index in the double-indirect block). */
+struct resize_loc { size_t ino_off; uint32_t dind, rgdt0, gdt_blocks; };
+static bool resize_loc(const struct fz_image *im, const uint8_t *img, struct resize_loc *l)
+{
+	const uint8_t *sb = img + 1024;
+	uint32_t fdb = ld32(sb + 20), bpg = ld32(sb + 32), isize = ld16(sb + 88);
+	uint32_t groups = (im->blocks_count - fdb + bpg - 1) / bpg;
+	if (!ld16(sb + 206))
+		return false;                      /* no reserved GDT blocks */
+	l->gdt_blocks = (groups + im->bs / 32 - 1) / (im->bs / 32);
+	uint32_t itable = ld32(img + (size_t)(fdb + 1) * im->bs + 8);
+	l->ino_off = (size_t)itable * im->bs + (size_t)(EXT2_RESIZE_INO - 1) * isize;
+	l->dind = ld32(img + l->ino_off + 40 + 4 * EXT2_DIND_BLOCK);
+	l->rgdt0 = fdb + 1 + l->gdt_blocks;
+	return l->dind != 0;
+}
+
+/* The double-indirect entry of the first reserved GDT block names the
+ * journal superblock (e2fsck: "Resize inode not valid", illegal blocks in
+ * inode 7); journal superblock updates would then rewrite the resize
+ * inode's tree. */
+static bool c_resize_dind_entry(const struct fz_image *im, uint8_t *img)
+{
+	struct resize_loc l;
+	const struct fz_block *jsb = find(im, FZ_JSB, 0);
+	if (!jsb || !resize_loc(im, img, &l))
+		return false;
+	st32(img + (size_t)l.dind * im->bs + 4 * (l.gdt_blocks % (im->bs / 4)), (uint32_t)jsb->blk);
+	return true;
+}
+
+/* The first reserved GDT block's first entry (its copy in group 1) moved. */
+static bool c_resize_rgdt_entry(const struct fz_image *im, uint8_t *img)
+{
+	struct resize_loc l;
+	if (!resize_loc(im, img, &l))
+		return false;
+	uint8_t *e = img + (size_t)l.rgdt0 * im->bs;
+	st32(e, ld32(e) + 1);
+	return true;
+}
+
+/* The resize inode gains a direct pointer (e2fsck: "Resize inode not valid"). */
+static bool c_resize_direct_ptr(const struct fz_image *im, uint8_t *img)
+{
+	struct resize_loc l;
+	const struct fz_block *jsb = find(im, FZ_JSB, 0);
+	if (!jsb || !resize_loc(im, img, &l))
+		return false;
+	st32(img + l.ino_off + 40, (uint32_t)jsb->blk);
+	return true;
+}
+
 static const struct pcase cases[] = {
 	{ "leaf-name-past-block", "INV_DIRENT_TILING", "INV_DIRENT_TILING", c_leaf_name_past_block },
 	{ "leaf-rec-len-unaligned", "INV_DIRENT_TILING", "INV_DIRENT_TILING", c_leaf_rec_len_unaligned },
@@ -279,6 +334,9 @@ static const struct pcase cases[] = {
 	{ "sb-blocks-past-device", "INV_SB_FROZEN", NULL, c_sb_blocks_past_device },
 	{ "sb-reserved-gdt-huge", "INV_SB_FROZEN", NULL, c_sb_reserved_gdt_huge },
 	{ "sb-quota-inum-root", "INV_SB_FROZEN", "INV_SB_FROZEN", c_sb_quota_inum_root },
+	{ "resize-dind-entry", "INV_STATIC_FROZEN", "INV_STATIC_FROZEN", c_resize_dind_entry },
+	{ "resize-rgdt-entry", "INV_STATIC_FROZEN", "INV_STATIC_FROZEN", c_resize_rgdt_entry },
+	{ "resize-direct-ptr", "INV_RESERVED_INODES", "INV_STATIC_FROZEN", c_resize_direct_ptr },
 };
 
 #define TIME_BOUND 20.0                   /* seconds per case, ASan build on a loaded machine */
@@ -405,6 +463,84 @@ static void refresh_case(const struct fz_image *im)
 	printf("%-24s bs %u: ok\n", "refresh-super", im->bs);
 }
 
+/* One transaction: the blocks where after differs from before, judged on
+ * an attach of before.  1 approved, 0 rejected (with `inv` when given), -1
+ * the check failed. */
+static int judge(const struct fz_image *im, const uint8_t *before, const uint8_t *after, const char *inv)
+{
+	struct mem m = { before, im->size };
+	struct chk_fs *fs;
+	char err[256];
+	if (chk_attach(&fs, mem_read, &m, NULL, err, sizeof(err)))
+		return -1;
+	struct chk_write w[8];
+	size_t nw = 0;
+	for (size_t off = 0; off < im->size && nw < 8; off += im->bs)
+		if (memcmp(before + off, after + off, im->bs))
+			w[nw++] = (struct chk_write){ off, im->bs, after + off };
+	struct chk_verdict *v = NULL;
+	int r = chk_check(fs, w, nw, &v);
+	int res = r ? -1 : chk_verdict_ok(v) ? 1 : !inv || has(v, inv) ? 0 : -1;
+	if (res < 0 && v)
+		dump(v);
+	chk_verdict_free(v);
+	chk_detach(fs);
+	return res;
+}
+
+/* The ext4 inode flags e2fsck leaves alone on ext3 (huge_file, ea_inode on a
+ * regular file): an image holding them scans clean, a transaction may keep
+ * them on an inode that had them, and none may set them. */
+static void kept_flags_case(const struct fz_image *im)
+{
+	size_t a = SIZE_MAX, b = SIZE_MAX;
+	for (size_t i = 0; i < im->nused && b == SIZE_MAX; i++)
+		if ((ld16(im->data + im->inode_off[i]) & 0170000) == 0100000) {
+			if (a == SIZE_MAX)
+				a = i;
+			else
+				b = i;
+		}
+	uint8_t *base = malloc(im->size), *next = malloc(im->size);
+	if (b == SIZE_MAX || !base || !next) {
+		FAIL("kept-flags (bs %u): no two regular files", im->bs);
+		goto out;
+	}
+	memcpy(base, im->data, im->size);
+	uint8_t *fa = base + im->inode_off[a] + 32;            /* i_flags */
+	st32(fa, ld32(fa) | EXT4_HUGE_FILE_FL | EXT4_EA_INODE_FL);
+	struct mem m = { base, im->size };
+	struct chk_fs *fs = NULL;
+	struct chk_verdict *v = NULL;
+	char err[256];
+	if (chk_attach(&fs, mem_read, &m, NULL, err, sizeof(err)) || chk_scan(fs, &v) || !chk_verdict_ok(v)) {
+		FAIL("kept-flags (bs %u): an image with the flags does not scan clean", im->bs);
+		if (v)
+			dump(v);
+	}
+	chk_verdict_free(v);
+	if (fs)
+		chk_detach(fs);
+	/* its mtime changes, the flags stay: approved */
+	memcpy(next, base, im->size);
+	st32(next + im->inode_off[a] + 16, ld32(next + im->inode_off[a] + 16) + 7);
+	if (judge(im, base, next, NULL) != 1)
+		FAIL("kept-flags (bs %u): a transaction keeping the flags was not approved", im->bs);
+	/* another file gains each flag: rejected */
+	static const uint32_t flags[] = { EXT4_HUGE_FILE_FL, EXT4_EA_INODE_FL };
+	for (int k = 0; k < 2; k++) {
+		memcpy(next, base, im->size);
+		uint8_t *fb = next + im->inode_off[b] + 32;
+		st32(fb, ld32(fb) | flags[k]);
+		if (judge(im, base, next, "INV_INODE_EXT4_FIELDS") != 0)
+			FAIL("kept-flags (bs %u): setting flag 0x%x was not rejected", im->bs, flags[k]);
+	}
+	printf("%-24s bs %u: ok\n", "kept-flags", im->bs);
+out:
+	free(base);
+	free(next);
+}
+
 int main(int argc, char **argv)
 {
 	if (system("command -v mke2fs >/dev/null && command -v debugfs >/dev/null && command -v e2fsck >/dev/null"))
@@ -424,6 +560,8 @@ int main(int argc, char **argv)
 				run_case(&im, &cases[i]);
 		if (argc < 2 || !strcmp(argv[1], "refresh-super"))
 			refresh_case(&im);
+		if (argc < 2 || !strcmp(argv[1], "kept-flags"))
+			kept_flags_case(&im);
 		fz_free(&im);
 	}
 	char cmd[128];

@@ -1,10 +1,13 @@
 #!/bin/bash
 # The corpus walk: every image of the e2fsprogs test corpus, on a copy, either
 # mounts or is refused with a message (read-write first; where that is refused,
-# read-only); where it mounts: find, read every file, list xattrs and links,
-# and when read-write create and remove a file.  Never a crash (the daemon
-# killed by a signal, or a sanitizer report) and never a hang (timeouts).  An
-# image e2fsck finds clean stays clean after our read-write walk.
+# read-only); where it mounts: find, read every file, list xattrs and links.
+# Read-write, a file with data is written and fsynced, the daemon exits 0, and
+# a read-write remount reads it back (the image still passes the mount's check:
+# not served read-only) and removes it; a write refused for any reason but a
+# full image is a failure.  Never a crash (the daemon killed by a signal, or a
+# sanitizer report) and never a hang (timeouts).  An image e2fsck finds clean
+# stays clean after our read-write walk.
 # Usage: corpus.sh [K/N]   (the K-th of N shards, so meson can run them in parallel)
 . "$(dirname "$0")/lib.sh"
 need_root
@@ -17,7 +20,11 @@ img="$SCRATCH/image.img"
 # a hang is no progress at all: generous, since f_many_subdirs (130,000 entries)
 # takes 40 s to find and 50 s to read on an idle 2-core machine
 walk_limit=$((240 * TMUL))
-tried=0 mounted_rw=0 mounted_ro=0 refused=0
+tried=0 mounted_rw=0 mounted_ro=0 refused=0 written=0 full=0
+# the file written on every read-write image: past the direct blocks of a
+# 1 KiB-block file, so an indirect block too
+data="$SCRATCH/walk.data"
+head -c 40000 /dev/urandom >"$data"
 
 # crashed RC LOG: a signal or a sanitizer's report
 crashed() {
@@ -42,8 +49,9 @@ try_mount() {
 	return 1
 }
 
-walk() {   # walk RW: the reads, and a create+remove when RW=1
+walk() {   # walk RW: the reads, and when RW=1 a file written (0, or 1 after a failure)
 	local rw=$1
+	wrote=0
 	timeout -s KILL "$walk_limit" find "$mnt" >"$SCRATCH/find.out" 2>/dev/null
 	[ $? -eq 137 ] && { fail "$name: find hung (> $walk_limit s)"; return 1; }
 	timeout -s KILL "$walk_limit" find "$mnt" -type f -exec cat {} + >/dev/null 2>&1
@@ -53,16 +61,40 @@ walk() {   # walk RW: the reads, and a create+remove when RW=1
 	timeout -s KILL "$walk_limit" find "$mnt" -exec getfattr -h -d -m - {} + >/dev/null 2>&1
 	[ $? -eq 137 ] && { fail "$name: listing xattrs hung"; return 1; }
 	timeout -s KILL "$walk_limit" stat -f "$mnt" >/dev/null 2>&1
-	if [ "$rw" = 1 ]; then
-		timeout -s KILL "$walk_limit" sh -c 'echo walk >"$1/.recon-walk" && rm "$1/.recon-walk"' _ "$mnt" \
-			>/dev/null 2>"$SCRATCH/rw.err"
-		case $? in
-		0) ;;
-		137) fail "$name: create+remove hung"; return 1 ;;
-		*) log "$name: create+remove refused: $(head -c 200 "$SCRATCH/rw.err")" ;;
-		esac
-	fi
+	[ "$rw" = 1 ] || return 0
+	timeout -s KILL "$walk_limit" dd if="$data" of="$mnt/.recon-walk" bs=16k conv=fsync status=none \
+		2>"$SCRATCH/rw.err"
+	case $? in
+	0) wrote=1; written=$((written + 1)) ;;
+	137) fail "$name: writing a file hung"; return 1 ;;
+	*)
+		if grep -q "No space left" "$SCRATCH/rw.err"; then
+			full=$((full + 1))
+			log "$name: full: the write got ENOSPC"
+			rm -f "$mnt/.recon-walk"
+		else
+			fail "$name: writing a file failed: $(head -c 200 "$SCRATCH/rw.err")"
+			return 1
+		fi
+		;;
+	esac
 	return 0
+}
+
+# verify_written: remount read-write, read the file back, remove it
+verify_written() {
+	if ! mount_recon "$img" "$mnt" "" 2>/dev/null; then
+		fail "$name: refused after our read-write walk: $(head -3 "$RECON_LOG" | tr '\n' ' ')"
+		return
+	fi
+	if grep -q "read-only" "$RECON_LOG"; then
+		fail "$name: served read-only after our read-write walk: $(head -3 "$RECON_LOG" | tr '\n' ' ')"
+	elif ! cmp -s "$data" "$mnt/.recon-walk"; then
+		fail "$name: the file written does not read back after a remount"
+	elif ! rm "$mnt/.recon-walk" 2>"$SCRATCH/rm.err"; then
+		fail "$name: removing the file written failed: $(head -c 200 "$SCRATCH/rm.err")"
+	fi
+	finish_mount rw
 }
 
 finish_mount() {   # unmount, wait; crash or hang fails
@@ -82,7 +114,7 @@ finish_mount() {   # unmount, wait; crash or hang fails
 	elif crashed "$RECON_STATUS" "$RECON_LOG"; then
 		fail "$name: daemon crashed at unmount, status $RECON_STATUS"; tail -15 "$RECON_LOG"
 	elif [ "$RECON_STATUS" -ne 0 ]; then
-		log "$name: daemon exited $RECON_STATUS after the walk ($rw)"
+		fail "$name: daemon exited $RECON_STATUS after the walk ($rw): $(grep -v '^INV_' "$RECON_LOG" | head -2 | tr '\n' ' ')"
 	fi
 }
 
@@ -94,33 +126,38 @@ for dir in "$CORPUS"/*/; do
 	[ -f "$dir/image.gz" ] || continue
 	tried=$((tried + 1))
 	corpus_image "$name" "$img" || { fail "$name: cannot gunzip"; continue; }
-	clean_before=0 needs_rec=0
-	dumpe2fs -h "$img" 2>/dev/null | grep -q needs_recovery && needs_rec=1
+	clean_before=0
 	# (e2fsck itself loops forever on a few corrupt images: bounded)
 	timeout -s KILL 15 e2fsck -fn "$img" >/dev/null 2>&1 && clean_before=1
-	if try_mount ""; then
-		mounted_rw=$((mounted_rw + 1))
-		walk 1
-		finish_mount rw
-		if [ "$clean_before" = 1 ]; then
-			fsck_clean "$img" "$name (clean before our read-write walk)"
-		fi
-	else
-		corpus_image "$name" "$img"
+	if ! try_mount ""; then
+		# refused read-write: it wrote nothing; then read-only
+		gzip -dc "$dir/image.gz" | cmp -s "$img" - || fail "$name: a refused read-write mount changed the image"
 		if try_mount ro; then
 			mounted_ro=$((mounted_ro + 1))
 			walk 0
 			finish_mount ro
-			# (a journal may be replayed even read-only, as the kernel does)
-			if [ "$needs_rec" = 0 ] && ! gzip -dc "$dir/image.gz" | cmp -s "$img" -; then
-				fail "$name: a read-only mount changed the image"
-			fi
+			gzip -dc "$dir/image.gz" | cmp -s "$img" - || fail "$name: a read-only mount changed the image"
 		else
 			refused=$((refused + 1))
 			log "$name: refused: $(grep -m1 '[[:alpha:]]' "$RECON_LOG" | head -c 160)"
 		fi
+	elif grep -q "^recon-fuse: mounted .* read-only$" "$RECON_LOG"; then
+		# read-write refused, served read-only (said why): the read-only walk
+		mounted_ro=$((mounted_ro + 1))
+		log "$name: read-only: $(grep -m1 '[[:alpha:]]' "$RECON_LOG" | head -c 160)"
+		walk 0
+		finish_mount ro
+		gzip -dc "$dir/image.gz" | cmp -s "$img" - || fail "$name: a mount served read-only changed the image"
+	else
+		mounted_rw=$((mounted_rw + 1))
+		walk 1
+		finish_mount rw
+		[ "$wrote" = 1 ] && verify_written
+		if [ "$clean_before" = 1 ]; then
+			fsck_clean "$img" "$name (clean before our read-write walk)"
+		fi
 	fi
 	rm -f "$img"
 done
-log "shard $shard: $tried images: $mounted_rw read-write, $mounted_ro read-only, $refused refused"
+log "shard $shard: $tried images: $mounted_rw read-write ($written written, $full full), $mounted_ro read-only, $refused refused"
 finish

@@ -11,9 +11,11 @@
 #     -o rw_unchecked the create fails with EIO and the old file is intact;
 #  4. an image the kernel's ext3 left with needs_recovery and stale
 #     superblock free counts (the first commit used to be rejected): written;
-#  5. orphan lists naming a reserved inode, an inode past the end, or looping
-#     (inode 1 used to be freed; a loop freed an inode twice): read-only with
-#     the list named; with -o rw_unchecked nothing wrong freed, e2fsck clean;
+#  5. orphan lists linking to a reserved inode, or looping (inode 1 used to
+#     be freed; a loop freed an inode twice): read-only with the list named;
+#     with -o rw_unchecked nothing wrong freed, e2fsck clean.  A head naming
+#     a reserved inode or one past the end is a list e2fsck -n and the kernel
+#     drop unread: mounted read-write, the list dropped, nothing freed;
 #  6. a block marked in use that nothing owns: read-only with the invariant
 #     and e2fsck named; -o rw_unchecked mounts read-write;
 #  7. the superblock overwritten on disk under the daemon, then a rejected
@@ -183,8 +185,28 @@ orphans() {   # orphans WHAT MESSAGE DEBUGFS-COMMAND...
 	fsck_clean "$img" "$what"
 	log "$what: $(grep -m1 orphan "$RECON_LOG")"
 }
-orphans "s_last_orphan 1" "inode 1 is reserved" "ssv last_orphan 1"
-orphans "s_last_orphan past the inode count" "inode 5000000 is reserved or beyond" "ssv last_orphan 5000000"
+# bad_head WHAT MESSAGE DEBUGFS-COMMAND...: read-write, the list dropped with MESSAGE
+bad_head() {
+	local what=$1 msg=$2; shift 2
+	mkimg "$img" 4096 16M
+	{ printf 'write %s x\n' "$SCRATCH/hello"; printf '%s\n' "$@"; } | dbg "$img"
+	if mount_recon "$img" "$mnt" ""; then
+		echo more >"$mnt/new" || fail "$what: not writable"
+		umount_recon "$mnt"
+	else
+		fail "$what: not mounted"
+		return
+	fi
+	grep -q -- "$msg" "$RECON_LOG" || fail "$what: no message saying '$msg': $(head -3 "$RECON_LOG")"
+	for i in 1 7; do
+		debugfs -R "testi <$i>" "$img" 2>/dev/null | grep -q "marked in use" || fail "$what: inode $i was freed"
+	done
+	[ "$(debugfs -R 'cat /x' "$img" 2>/dev/null)" = hello ] || fail "$what: x no longer reads hello"
+	fsck_clean "$img" "$what"
+	log "$what: $(grep -m1 orphan "$RECON_LOG")"
+}
+bad_head "s_last_orphan 1" "inode 1 is reserved" "ssv last_orphan 1"
+bad_head "s_last_orphan past the inode count" "inode 5000000 is reserved or beyond" "ssv last_orphan 5000000"
 orphans "orphan 12 linking to reserved inode 7" "links to 7" "unlink x" "sif <12> links_count 0" \
 	"sif <12> dtime 7" "ssv last_orphan 12"
 orphans "orphan loop 12 -> 13 -> 12" "the list loops" "unlink x" "unlink y" "sif <12> links_count 0" \
