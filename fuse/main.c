@@ -715,8 +715,9 @@ static int write_pidfile(const char *path)
 }
 
 /*
- * The /dev/fuse channel, with one change to what libfuse sends: the INIT
- * reply also asks for FUSE_HANDLE_KILLPRIV_V2 when the kernel offers it.
+ * The /dev/fuse channel, with changes to what libfuse sends: the INIT reply
+ * also asks for FUSE_HANDLE_KILLPRIV_V2 and FUSE_DIRECT_IO_ALLOW_MMAP when
+ * the kernel offers them.
  * libfuse 3.14 (Debian 12) does not forward FUSE_CAP_HANDLE_KILLPRIV*, and
  * without it the kernel asks getxattr("security.capability") before every
  * write(2) and re-reads the mode by GETATTR before every chown; with it the
@@ -731,6 +732,11 @@ static uint32_t init_offered2;	/* and the high 32 bits (with FUSE_INIT_EXT) */
 /* Protocol 7.42 (Linux 6.14): requests over io_uring (fuse/uring.c). */
 #define INIT_EXT_FLAG (1u << 30)		/* FUSE_INIT_EXT: flags2 is valid */
 #define OVER_IO_URING_FLAG2 (1u << (41 - 32))	/* FUSE_OVER_IO_URING in flags2 */
+/* Protocol 7.39 (Linux 6.6): a shared mmap of a file opened with direct I/O
+ * (O_DIRECT and write-only opens, set_open_mode) goes through the page
+ * cache, which the kernel keeps coherent with the direct reads and writes;
+ * without it such an mmap fails with ENODEV. */
+#define DIRECT_IO_ALLOW_MMAP_FLAG2 (1u << (36 - 32))
 
 static unsigned dev_poll_us;	/* 0: plain blocking reads */
 static bool dev_uring_serving;	/* requests come over io_uring (fuse/uring.c) */
@@ -871,8 +877,14 @@ static ssize_t dev_writev(int fd, struct iovec *iov, int count, void *userdata)
 			    iov[1].iov_len >= offsetof(struct fuse_init_out, flags) + sizeof(uint32_t))
 				out->flags |= FUSE_HANDLE_KILLPRIV_V2;
 			if (oh->error == 0 && iov[1].iov_len >= offsetof(struct fuse_init_out, flags2) +
-								 sizeof(uint32_t))
+								 sizeof(uint32_t)) {
+				if ((init_offered & INIT_EXT_FLAG) &&
+				    (init_offered2 & DIRECT_IO_ALLOW_MMAP_FLAG2)) {
+					out->flags |= INIT_EXT_FLAG;
+					out->flags2 |= DIRECT_IO_ALLOW_MMAP_FLAG2;
+				}
 				starting = init_uring(r, fd, out);
+			}
 		}
 	}
 	n = writev(fd, iov, count);
