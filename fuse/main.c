@@ -148,12 +148,13 @@ static void readahead_group_metadata(ext2_filsys fs)
 	free(blks);
 }
 
-static void set_rio_config(const struct recon_config *cfg)
+static void set_rio_config(const struct recon_config *cfg, bool shared_bdev)
 {
 	struct rio_config rc = {
 		.block_cache_mb = cfg->block_cache_mb,
 		.no_uring = cfg->no_uring,
 		.quiet = false,
+		.shared_bdev = shared_bdev,
 		.checker = cfg->checker,
 		.checker_cache_mb = cfg->checker_cache_mb,
 		.commit_interval_ms = cfg->commit_interval_ms,
@@ -764,8 +765,9 @@ static int write_pidfile(const char *path)
 }
 
 /*
- * The /dev/fuse channel, with one change to what libfuse sends: the INIT
- * reply also asks for FUSE_HANDLE_KILLPRIV_V2 when the kernel offers it.
+ * The /dev/fuse channel, with changes to what libfuse sends: the INIT reply
+ * also asks for FUSE_HANDLE_KILLPRIV_V2 and FUSE_DIRECT_IO_ALLOW_MMAP when
+ * the kernel offers them.
  * libfuse 3.14 (Debian 12) does not forward FUSE_CAP_HANDLE_KILLPRIV*, and
  * without it the kernel asks getxattr("security.capability") before every
  * write(2) and re-reads the mode by GETATTR before every chown; with it the
@@ -780,6 +782,11 @@ static uint32_t init_offered2;	/* and the high 32 bits (with FUSE_INIT_EXT) */
 /* Protocol 7.42 (Linux 6.14): requests over io_uring (fuse/uring.c). */
 #define INIT_EXT_FLAG (1u << 30)		/* FUSE_INIT_EXT: flags2 is valid */
 #define OVER_IO_URING_FLAG2 (1u << (41 - 32))	/* FUSE_OVER_IO_URING in flags2 */
+/* Protocol 7.39 (Linux 6.6): a shared mmap of a file opened with direct I/O
+ * (O_DIRECT and write-only opens, set_open_mode) goes through the page
+ * cache, which the kernel keeps coherent with the direct reads and writes;
+ * without it such an mmap fails with ENODEV. */
+#define DIRECT_IO_ALLOW_MMAP_FLAG2 (1u << (36 - 32))
 
 static unsigned dev_poll_us;	/* 0: plain blocking reads */
 static bool dev_uring_serving;	/* requests come over io_uring (fuse/uring.c) */
@@ -867,6 +874,8 @@ static ssize_t dev_read(int fd, void *buf, size_t len, void *userdata)
 	if (n < 0 && errno == ECONNABORTED)
 		errno = ENODEV;
 	const struct fuse_in_header *h = buf;
+	if (n >= (ssize_t)sizeof(*h))
+		mountstate_request(h->opcode, h->nodeid);
 	if (n >= (ssize_t)(sizeof(*h) + offsetof(struct fuse_init_in, flags) + sizeof(uint32_t)) &&
 	    h->opcode == FUSE_INIT) {
 		const struct fuse_init_in *in = (const void *)(h + 1);
@@ -923,8 +932,14 @@ static ssize_t dev_writev(int fd, struct iovec *iov, int count, void *userdata)
 			    iov[1].iov_len >= offsetof(struct fuse_init_out, flags) + sizeof(uint32_t))
 				out->flags |= FUSE_HANDLE_KILLPRIV_V2;
 			if (oh->error == 0 && iov[1].iov_len >= offsetof(struct fuse_init_out, flags2) +
-								 sizeof(uint32_t))
+								 sizeof(uint32_t)) {
+				if ((init_offered & INIT_EXT_FLAG) &&
+				    (init_offered2 & DIRECT_IO_ALLOW_MMAP_FLAG2)) {
+					out->flags |= INIT_EXT_FLAG;
+					out->flags2 |= DIRECT_IO_ALLOW_MMAP_FLAG2;
+				}
 				starting = init_uring(r, fd, out);
+			}
 		}
 	}
 	n = writev(fd, iov, count);
@@ -990,8 +1005,11 @@ int main(int argc, char **argv)
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	struct recon_config cfg;
 	struct rfs r;
-	int status = 1;
+	int status = 1, bdev_claim = -1;
 
+	/* mount -o remount runs us through mount.fuse3: no daemon, a change */
+	if (mountstate_is_remount(argc, argv))
+		return mountstate_remount(argc, argv);
 	memset(&r, 0, sizeof(r));
 	if (config_parse(argc, argv, &cfg, &args)) {
 		fuse_opt_free_args(&args);
@@ -1030,12 +1048,10 @@ int main(int argc, char **argv)
 	r.cfg = &cfg;
 	r.ro = cfg.ro;
 	pthread_mutex_init(&r.lock, NULL);
-	set_rio_config(&cfg);
 	if (rfs_log_start(&cfg))
 		goto out;
-	/* the session first: it rejects unknown mount options before we touch the device */
-	r.se = fuse_session_new(&args, &rfs_ops, sizeof(rfs_ops), &r);
-	if (!r.se) {
+	/* before we touch the device */
+	if (mountstate_check_options(&args)) {
 		fprintf(stderr, "recon-fuse: unknown or bad mount option (recon-fuse --help lists them)\n");
 		goto out;
 	}
@@ -1044,22 +1060,48 @@ int main(int argc, char **argv)
 		if (!uring_offered(&why)) {
 			fprintf(stderr, "recon-fuse: fuse_uring=on, but %s; use fuse_uring=auto or off\n",
 				why);
-			goto out_session;
+			goto out;
 		}
 	}
 	if (rfs_claim_image(cfg.device, r.ro))
-		goto out_session;
+		goto out;
+	bdev_claim = mountstate_fuseblk_claim(&cfg, &args);
+	set_rio_config(&cfg, bdev_claim >= 0);
 	if (prepare_fs(&r))
-		goto out_session;
+		goto out;
+	/* the session that mounts, with the flags the daemon's state decides */
+	if (mountstate_add_flags(&args, &r, bdev_claim >= 0) ||
+	    !(r.se = fuse_session_new(&args, &rfs_ops, sizeof(rfs_ops), &r))) {
+		fprintf(stderr, "recon-fuse: cannot set up the FUSE session\n");
+		rfs_unmount(&r);
+		goto out;
+	}
 	if (fuse_set_signal_handlers(r.se)) {
 		rfs_unmount(&r);
 		goto out_session;
 	}
+	bool fuseblk = bdev_claim >= 0;
+	if (fuseblk)
+		close(bdev_claim);   /* the kernel's mount takes the claim over */
+	bdev_claim = -1;
 	if (fuse_session_mount(r.se, cfg.mountpoint)) {
 		fprintf(stderr, "recon-fuse: cannot mount on %s\n", cfg.mountpoint);
+		if (fuseblk && mountstate_fuseblk_claim_lost(cfg.device)) {
+			/* another mount has the device now: the daemon must not
+			 * write to it again, not even at close */
+			fprintf(stderr, "recon-fuse: %s was claimed by another user while it was being "
+				"mounted: nothing more is written to it\n", cfg.device);
+			report_status(1);
+			rfs_log_stop();
+			_exit(1);
+		}
 		rfs_unmount(&r);
 		goto out_signals;
 	}
+	/* libfuse and fusermount3 know noatime but not strictatime (then the
+	 * mount shows relatime, as for a normal user's mount) */
+	if (cfg.atime == ATIME_STRICTATIME && geteuid() == 0)
+		(void)mountstate_show_atime(cfg.mountpoint, cfg.atime);
 	if (cfg.poll_us && cfg.threads <= 1) {
 		int fl = fcntl(fuse_session_fd(r.se), F_GETFL);
 		if (fl >= 0 && fcntl(fuse_session_fd(r.se), F_SETFL, fl | O_NONBLOCK) == 0)
@@ -1081,7 +1123,9 @@ int main(int argc, char **argv)
 		syslog(LOG_WARNING, "recon-fuse: on_violation=log on %s: rejected commits reach "
 		       "the disk", cfg.device);
 	}
+	(void)mountstate_start(&r, !cfg.deterministic);
 	if (cfg.pidfile && write_pidfile(cfg.pidfile)) {
+		mountstate_stop();
 		fuse_session_unmount(r.se);
 		rfs_unmount(&r);
 		goto out_signals;
@@ -1099,6 +1143,7 @@ int main(int argc, char **argv)
 		struct fuse_loop_config lc = { .clone_fd = 0, .max_idle_threads = cfg.threads };
 		ret = fuse_session_loop_mt(r.se, &lc);
 	}
+	mountstate_stop();
 	stop_ticker(&r);
 	/* the ring serves too while the notifier finishes: a request it waits
 	 * for may come either way */
@@ -1119,6 +1164,7 @@ out_signals:
 	fuse_remove_signal_handlers(r.se);
 out_session:
 	fuse_session_destroy(r.se);   /* calls destroy: the final flush and close */
+out:
 	rfs_unmount(&r);              /* when init never ran */
 	if (status == 0 && r.lost)
 		status = RFS_EXIT_LOST;
@@ -1126,7 +1172,8 @@ out_session:
 		rfs_log_flush();          /* the messages are complete too */
 		unlink(cfg.pidfile);      /* last: the image is complete once it is gone */
 	}
-out:
+	if (bdev_claim >= 0)
+		close(bdev_claim);
 	rfs_log_stop();
 	report_status(1);
 	pthread_mutex_destroy(&r.lock);

@@ -1,7 +1,7 @@
 /*
  * fuse/rfs.h - internal to fuse/: the mounted file system's state and what
  * the rooms of fuse/ (main.c, super.c, lifecycle.c, inode.c, namei.c, dir.c,
- * file.c, orphan.c, xattr.c, acl.c, flags.c) share.
+ * file.c, orphan.c, xattr.c, acl.c, flags.c, mountstate.c) share.
  */
 #ifndef RECON_FUSE_RFS_H
 #define RECON_FUSE_RFS_H
@@ -147,6 +147,39 @@ extern const struct fuse_lowlevel_ops rfs_ops;
  * recon-fuse that holds the image with no mount of it left (still writing
  * after umount).  0, or -1 after a message naming the holder. */
 int rfs_claim_image(const char *dev, bool ro);
+
+/* mountstate.c: the kernel mount's state and the daemon's kept in step.
+ * mountstate_start, after the mount and before the loop: finds the mount
+ * (no request reaches the file system) and, with watch, starts the thread
+ * that follows remounts and marks the mount read-only once the daemon
+ * serves it so; 0, or -1 after a message (the mount goes on, unfollowed).
+ * mountstate_request: called by the channel before each request is served;
+ * an fsync of the root directory first brings the daemon in step (the
+ * signal `recon-fuse -o remount` sends).  mountstate_stop: after the loop.
+ * mountstate_show_atime: strictatime in the mount's flags (libfuse passes
+ * noatime only; root); 0 or -errno.  mountstate_is_remount /
+ * mountstate_remount: recon-fuse run by mount(8) for mount -o remount (the
+ * word remount in an -o list): makes the change and returns the exit
+ * status (0, or 1 after a message). */
+int mountstate_start(struct rfs *r, bool watch);
+/* Before the mount: mountstate_check_options: libfuse accepts the options
+ * (0, or -1 after its message), with a session made and destroyed;
+ * mountstate_fuseblk_claim: the exclusive claim on a block device root
+ * mounts as fuseblk (a descriptor to close just before the mount; the I/O
+ * manager must then open it shared), or -1 to mount as fuse;
+ * mountstate_fuseblk_claim_lost: after a failed fuseblk mount, another user
+ * holds the device now; mountstate_add_flags: the flags for libfuse that
+ * make the mount say what the daemon serves (read-only, noatime, fuseblk),
+ * 0 or -1 (out of memory). */
+int mountstate_check_options(const struct fuse_args *args);
+int mountstate_fuseblk_claim(const struct recon_config *cfg, const struct fuse_args *args);
+bool mountstate_fuseblk_claim_lost(const char *dev);
+int mountstate_add_flags(struct fuse_args *args, const struct rfs *r, bool blkdev);
+void mountstate_request(uint32_t opcode, uint64_t nodeid);
+void mountstate_stop(void);
+int mountstate_show_atime(const char *mountpoint, enum atime_mode atime);
+bool mountstate_is_remount(int argc, char **argv);
+int mountstate_remount(int argc, char **argv);
 
 /* bitmaps.c: fs->block_map and fs->inode_map from the disk, as
  * ext2fs_read_bitmaps() makes them, in time that grows with the groups in

@@ -370,6 +370,7 @@ static void serve_request(struct server *s, struct entry *e)
 	struct fuse_buf fb = { .size = in.len, .mem = start };
 	atomic_store(&e->unique, in.unique);
 	atomic_fetch_add(&u->served, 1);
+	mountstate_request(in.opcode, in.nodeid);
 	current_entry = e;
 	fuse_session_process_buf(u->r->se, &fb);
 	current_entry = NULL;

@@ -30,6 +30,8 @@ struct rio_config {
 	unsigned block_cache_mb;  /* metadata block cache; 0 = no caching (write-through) */
 	bool     no_uring;        /* force the pread/pwrite fallback (tests) */
 	bool     quiet;           /* do not print the fallback notice */
+	bool     shared_bdev;     /* open block devices without O_EXCL: the caller holds
+				   * the exclusive claim (a fuseblk mount's kernel claim) */
 
 	/* transactions (used from rio_txn_attach on) */
 	bool     checker;                 /* shadow checker on every commit */

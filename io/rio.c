@@ -264,7 +264,7 @@ static errcode_t rio_open(const char *name, int flags, io_channel *out)
 	}
 	int oflags = (flags & IO_FLAG_RW) ? O_RDWR : O_RDONLY;
 	/* a block device is ours alone: O_EXCL fails if it is mounted */
-	if (blockdev || (flags & IO_FLAG_EXCLUSIVE))
+	if ((blockdev && !rio_cfg.shared_bdev) || (flags & IO_FLAG_EXCLUSIVE))
 		oflags |= O_EXCL;
 	fd = open(name, oflags | O_CLOEXEC);
 	if (fd < 0) {
