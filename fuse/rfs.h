@@ -437,6 +437,7 @@ struct acl_new {           /* a new inode's ACLs (posix_acl_xattr values) */
 	size_t access_len, deflt_len;
 };
 bool acl_name(const char *name);
+void acl_map_ids(const struct rfs *r, void *val, size_t len);
 int acl_set(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *name,
 	    const void *val, size_t len);
 int acl_chmod(struct rfs *r, ext2_ino_t ino, unsigned mode);

@@ -297,6 +297,8 @@ void op_getxattr(fuse_req_t req, fuse_ino_t fino, const char *name, size_t size)
 		errcode_t e = ext2fs_xattr_get(h, name, &val, &len);
 		ret = e ? -errmap(e) : 0;
 		ext2fs_xattrs_close(&h);
+		if (!ret && acl_name(name))
+			acl_map_ids(r, val, len);
 	}
 	unlock(r);
 	if (ret)
