@@ -798,6 +798,24 @@ static char *fsname_opt(const char *dev)
 	return opt;
 }
 
+/* Whether /etc/fuse.conf lets users mount with allow_other (a line saying
+ * user_allow_other, as fusermount3 reads it: comments and blanks aside). */
+static bool fuse_conf_allows_other(void)
+{
+	FILE *f = fopen("/etc/fuse.conf", "re");
+	char line[256];
+	bool ok = false;
+	if (!f)
+		return false;
+	while (!ok && fgets(line, sizeof(line), f)) {
+		char *p = line + strspn(line, " \t");
+		size_t n = strcspn(p, " \t\r\n#");
+		ok = n == 16 && !strncmp(p, "user_allow_other", 16);
+	}
+	fclose(f);
+	return ok;
+}
+
 int config_parse(int argc, char **argv, struct recon_config *cfg, struct fuse_args *fuse_args)
 {
 	struct optbuf ours = { 0 }, theirs = { 0 };
@@ -901,6 +919,13 @@ int config_parse(int argc, char **argv, struct recon_config *cfg, struct fuse_ar
 	if (cfg->noload && !cfg->ro) {
 		fprintf(stderr, "recon-fuse: noload (norecovery) requires ro: a read-write mount "
 			"must replay the journal first\n");
+		ret = -EINVAL;
+		goto out;
+	}
+	if (cfg->allow_other && geteuid() != 0 && !fuse_conf_allows_other()) {
+		/* fusermount3 would refuse it after we have opened the image */
+		fprintf(stderr, "recon-fuse: allow_other: /etc/fuse.conf does not say "
+			"user_allow_other, which a user's mount needs for it (root may always)\n");
 		ret = -EINVAL;
 		goto out;
 	}

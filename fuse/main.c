@@ -378,9 +378,9 @@ static int replay_in_memory(struct rfs *r, ext2_filsys *fs)
 		rio_replay_forget();
 		return -1;
 	}
-	if (replayed)
-		fprintf(stderr, "recon-fuse: %s: replayed %u journal transaction(s) in memory\n", dev,
-			replayed);
+	/* said even of none: the image is marked as needing recovery */
+	fprintf(stderr, "recon-fuse: %s: replayed %u journal transaction(s) in memory\n", dev,
+		replayed);
 	return 0;
 }
 
