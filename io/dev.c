@@ -440,9 +440,9 @@ errcode_t rio_dev_pread_sparse(struct dev *d, uint64_t off, void *buf, size_t le
 
 static void readahead_one(struct dev *d, uint64_t off, size_t len)
 {
-	/* many scattered hints queue many reads at once: at mount, a cold
-	 * 15 TiB image's 245,760 bitmap blocks arrive in about 1.5 s instead
-	 * of 22 s one synchronous read at a time */
+	/* many scattered hints queue many reads at once: at mount, the device
+	 * works on a cold image's bitmap blocks together instead of one
+	 * synchronous read at a time (bench/results/history-2026-12-scale.md) */
 	(void)posix_fadvise(d->fd, (off_t)off, (off_t)len, POSIX_FADV_WILLNEED);
 }
 

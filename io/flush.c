@@ -4,17 +4,17 @@
  * blocks that changed and the primary superblock.
  *
  * ext2fs_flush writes every group's bitmaps and every descriptor block at
- * each call: on a 15 TiB file system that is 245,760 blocks copied into the
- * overlay and compared per commit (seconds), whatever the commit changed.
- * Here the cost follows what the transaction did.  io sees the block
+ * each call: on a large file system every commit would copy and compare
+ * hundreds of thousands of blocks, whatever it changed.  Here the cost
+ * follows what the transaction did.  io sees the block
  * bitmap's changes through libext2fs's alloc-stats callbacks; the inode
  * bitmap has none, so its users report each change (rio_txn_inode_changed).
  * A descriptor changes with its group's bitmaps (free counts, directory
  * count, checksums), so after the first commit, which compares every
  * descriptor block with what is on disk, a commit compares with what it
  * last wrote only the descriptor blocks of the groups whose bitmaps it
- * marked: on 15 TiB, 960 blocks compared at every commit were most of an
- * fsync's time.
+ * marked: comparing them all at every commit was most of an fsync's time
+ * on a large disk (bench/results/history-2026-12-scale.md).
  *
  * What each block holds is what ext2fs_flush would write for it (padding
  * bits, checksums), so the disk is byte-identical either way.  A missed

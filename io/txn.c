@@ -16,8 +16,8 @@
  * The overlay and the block sets live in overlay.c, the flush of libext2fs's
  * bitmaps, descriptors and superblock in flush.c, the test-only corruption
  * injector in fault.c; txn_internal.h names what they share.  What
- * stays here (about 1,130 lines) is the commit path and the public calls,
- * which share the commit thread's locking.
+ * stays here is the commit path and the public calls, which share the
+ * commit thread's locking.
  */
 #include <errno.h>
 #include <signal.h>
