@@ -456,7 +456,7 @@ static void went_readonly(struct rfs *r)
 	syslog(LOG_ERR, "recon-fuse: a commit was rejected or failed; read-only from now on");
 	(void)ext2fs_flush_icache(r->fs);
 	reread_super(r);
-	if (r->cfg->on_violation == ONV_STOP) {
+	if (r->cfg->io.on_violation == RIO_ONV_STOP) {
 		dindex_drop_all(r->di);
 		r->stopped = true;
 		fprintf(stderr, "recon-fuse: on_violation=stop: unmounting\n");

@@ -429,7 +429,7 @@ int punch_step(struct rfs *r, blk64_t *step)
 		return 0;
 	/* max_transaction_blocks paces a long release too, but never below
 	 * one step per transaction */
-	size_t cap = limit, soft = r->cfg->max_transaction_blocks;
+	size_t cap = limit, soft = r->cfg->io.max_transaction_blocks;
 	if (soft && soft < cap)
 		cap = soft > STEP_MIN ? soft : STEP_MIN < limit ? STEP_MIN : limit;
 	if (used + STEP_MIN <= cap) {

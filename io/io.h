@@ -22,9 +22,16 @@
 #include <stdint.h>
 #include <ext2fs/ext2fs.h>
 
-/* Set before ext2fs_open2(..., rio_io_manager, ...): the manager's open()
- * takes only a name and flags, so configuration is process-global. */
-enum rio_on_violation { RIO_ONV_READONLY, RIO_ONV_STOP, RIO_ONV_LOG };
+/* The manager's configuration, set before ext2fs_open2(..., rio_io_manager,
+ * ...): the manager's open() takes only a name and flags, so configuration
+ * is process-global.  The daemon's -o keys of the same names fill it
+ * (recon-fuse(8)); RIO_CONFIG_DEFAULTS is the one place their defaults are
+ * written, for the daemon and for io alone. */
+enum rio_on_violation {
+	RIO_ONV_READONLY,   /* a rejected commit: EROFS from then on */
+	RIO_ONV_STOP,       /* ... and the daemon unmounts (exit 2) */
+	RIO_ONV_LOG,        /* the rejected commit is written anyway (experiments only) */
+};
 
 struct rio_config {
 	unsigned block_cache_mb;  /* metadata block cache; 0 = no caching (write-through) */
@@ -44,10 +51,16 @@ struct rio_config {
 	/* fault injection (tests; -o only) */
 	uint64_t fault_crash_after;       /* 0 = off; counts device write requests */
 	uint64_t fault_seed;
-	const char *fault_corrupt;        /* "KIND@N" or NULL */
+	const char *fault_corrupt;        /* "KIND@N" or NULL; the caller's, read at attach */
 	uint64_t fault_data_eio;          /* 0 = off; the Nth rio_data_io write fails with EIO,
 					   * nothing of it issued (a device error on file data) */
 };
+#define RIO_CONFIG_DEFAULTS { \
+	.block_cache_mb = 64, .checker = true, .checker_cache_mb = 128, \
+	.commit_interval_ms = 1000, .on_violation = RIO_ONV_READONLY, .journal = true, \
+	.async_commit = true, \
+}
+/* Copied: later changes to *cfg do not reach the manager. */
 void rio_set_config(const struct rio_config *cfg);
 
 extern io_manager rio_io_manager;

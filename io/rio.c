@@ -13,14 +13,7 @@
 #include <unistd.h>
 #include "rio_internal.h"
 
-struct rio_config rio_cfg = {
-	.block_cache_mb = 64,
-	.checker = true,
-	.checker_cache_mb = 128,
-	.commit_interval_ms = 5000,
-	.on_violation = RIO_ONV_READONLY,
-	.journal = true,
-};
+struct rio_config rio_cfg = RIO_CONFIG_DEFAULTS;
 
 void rio_set_config(const struct rio_config *cfg)
 {
