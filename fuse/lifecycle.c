@@ -59,7 +59,7 @@ static void block_stats_range_hook(ext2_filsys fs, blk64_t blk, blk_t num, int i
 void inode_stats(struct rfs *r, ext2_ino_t ino, int inuse, bool isdir)
 {
 	ext2fs_inode_alloc_stats2(r->fs, ino, inuse, isdir);
-	rio_txn_inode_changed(r->fs, ino);   /* libext2fs has no callback for it */
+	rio_txn_inode_bitmap_changed(r->fs, ino);   /* libext2fs has no callback for it */
 	note_alloc(r, ino, inuse, true, isdir);
 }
 
@@ -201,10 +201,10 @@ static int op_rollback(struct rfs *r)
 		struct alloc_rec *a = &r->undo[i];
 		if (a->inode) {
 			ext2fs_inode_alloc_stats2(fs, (ext2_ino_t)a->num, -a->inuse, a->isdir);
-			rio_txn_inode_changed(fs, (ext2_ino_t)a->num);
+			rio_txn_inode_bitmap_changed(fs, (ext2_ino_t)a->num);
 		} else {
 			ext2fs_block_alloc_stats2(fs, a->num, -a->inuse);
-			rio_txn_block_changed(fs, a->num);
+			rio_txn_block_bitmap_changed(fs, a->num);
 		}
 	}
 	ext2fs_set_block_alloc_stats_callback(fs, cur, NULL);

@@ -274,7 +274,8 @@ int wr_room_for(struct rfs *r, blk64_t need);
 int rfs_fsync(struct rfs *r, ext2_ino_t ino);
 
 /* inode.c */
-int corrupt(ext2_ino_t ino, const char *what);
+/* A corrupt object found on disk: said once per inode; returns -EIO. */
+int report_corruption(ext2_ino_t ino, const char *what);
 int do_truncate(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, uint64_t size);
 int errmap(errcode_t e);
 void fill_entry(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in,

@@ -12,7 +12,7 @@
 
 /* ---- fault_corrupt ---- */
 
-errcode_t parse_corrupt(struct txn *t, const char *spec)
+errcode_t fault_corrupt_parse(struct txn_manager *t, const char *spec)
 {
 	t->ckind = CK_NONE;
 	if (!spec || !*spec)
@@ -58,7 +58,7 @@ static void cand_add(struct cands *c, struct ovl_ent *e, uint32_t off, uint64_t 
 	c->v[c->n++] = (struct cand){ e, off, aux };
 }
 
-static bool is_ovl_blk(struct txn *t, uint64_t blk, dgrp_t *group,
+static bool is_ovl_blk(struct txn_manager *t, uint64_t blk, dgrp_t *group,
 		       blk64_t (*loc)(ext2_filsys, dgrp_t))
 {
 	for (dgrp_t g = 0; g < t->fs->group_desc_count; g++)
@@ -70,7 +70,7 @@ static bool is_ovl_blk(struct txn *t, uint64_t blk, dgrp_t *group,
 }
 
 /* Inode-table block?  Returns the first inode number in it, or 0. */
-static ext2_ino_t itable_first_ino(struct txn *t, uint64_t blk)
+static ext2_ino_t itable_first_ino(struct txn_manager *t, uint64_t blk)
 {
 	ext2_filsys fs = t->fs;
 	for (dgrp_t g = 0; g < fs->group_desc_count; g++) {
@@ -83,7 +83,7 @@ static ext2_ino_t itable_first_ino(struct txn *t, uint64_t blk)
 }
 
 /* In-use inodes this transaction changed (cand.off = offset of the inode). */
-static void changed_inodes(struct txn *t, struct cands *out)
+static void changed_inodes(struct txn_manager *t, struct cands *out)
 {
 	unsigned isz = EXT2_INODE_SIZE(t->fs->super);
 	for (size_t i = 0; i < t->nents; i++) {
@@ -111,7 +111,7 @@ static bool has_block_map(const struct ext2_inode *in)
 
 /* Directory blocks of changed directories held by the overlay
  * (aux = 1 for a directory's first block). */
-static void changed_dir_blocks(struct txn *t, struct cands *out)
+static void changed_dir_blocks(struct txn_manager *t, struct cands *out)
 {
 	struct cands ino = { 0 };
 	changed_inodes(t, &ino);
@@ -129,8 +129,8 @@ static void changed_dir_blocks(struct txn *t, struct cands *out)
 }
 
 /* Dirents of one directory block: offsets of entries (validated chain). */
-static void dirents(struct txn *t, struct ovl_ent *d, uint64_t first_block, struct cands *out,
-		    bool want_dotdot)
+static void dirents(struct txn_manager *t, struct ovl_ent *d, uint64_t first_block,
+		    struct cands *out, bool want_dotdot)
 {
 	unsigned o = 0, idx = 0;
 	while (o + 8 <= t->bs) {
@@ -151,7 +151,7 @@ static void dirents(struct txn *t, struct ovl_ent *d, uint64_t first_block, stru
 	}
 }
 
-static blk64_t block_in_use_elsewhere(struct txn *t, ext2_ino_t not_ino)
+static blk64_t block_in_use_elsewhere(struct txn_manager *t, ext2_ino_t not_ino)
 {
 	struct ext2_inode in;
 	ext2_ino_t ino = not_ino == EXT2_ROOT_INO ? EXT2_GOOD_OLD_FIRST_INO : EXT2_ROOT_INO;
@@ -160,7 +160,7 @@ static blk64_t block_in_use_elsewhere(struct txn *t, ext2_ino_t not_ino)
 	return in.i_block[0];
 }
 
-static blk64_t free_block(struct txn *t)
+static blk64_t free_block(struct txn_manager *t)
 {
 	blk64_t goal = t->fs->super->s_first_data_block +
 		       txn_random(t) % ext2fs_blocks_count(t->fs->super);
@@ -176,7 +176,7 @@ static blk64_t free_block(struct txn *t)
 }
 
 /* Find the targets of the configured kind in this transaction. */
-static void corrupt_candidates(struct txn *t, struct cands *c)
+static void injection_sites(struct txn_manager *t, struct cands *c)
 {
 	ext2_filsys fs = t->fs;
 	dgrp_t g;
@@ -295,7 +295,7 @@ static void corrupt_candidates(struct txn *t, struct cands *c)
 	}
 }
 
-static void corrupt_apply(struct txn *t, const struct cand *c)
+static void inject_at_site(struct txn_manager *t, const struct cand *c)
 {
 	ext2_filsys fs = t->fs;
 	unsigned char *p = c->e->data + c->off;
@@ -443,13 +443,13 @@ static void corrupt_apply(struct txn *t, const struct cand *c)
 	fprintf(stderr, "recon-fuse: fault: %s: inode %" PRIu64 "\n", what, c->aux);
 }
 
-void maybe_corrupt(struct txn *t)
+void inject_corruption(struct txn_manager *t)
 {
 	if (t->ckind == CK_NONE || t->cseen >= t->cwhen)
 		return;
 	struct cands c = { 0 };
-	corrupt_candidates(t, &c);
+	injection_sites(t, &c);
 	if (c.n > 0 && ++t->cseen == t->cwhen)
-		corrupt_apply(t, &c.v[txn_random(t) % c.n]);
+		inject_at_site(t, &c.v[txn_random(t) % c.n]);
 	free(c.v);
 }

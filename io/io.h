@@ -193,8 +193,9 @@ errcode_t rio_txn_base_check(ext2_filsys fs, char **report);
  * fsyncdir, unmount), or it is older than commit_interval_ms, or larger than
  * max_transaction_blocks.  Commit: flush what changed of libext2fs's
  * in-memory bitmaps, group descriptors and superblock into the overlay once
- * (see rio_txn_inode_changed), check, journal, checkpoint.  With `force` the transaction is durable on return; without
- * it and with async_commit the commit runs on the commit thread and its
+ * (see rio_txn_inode_bitmap_changed), check, journal, checkpoint.  With
+ * `force` the transaction is durable on return; without it and with
+ * async_commit the commit runs on the commit thread and its
  * failure is reported by a later call (and rio_txn_failed at once).
  * Returns 0, or EROFS when this or an earlier commit was rejected (the
  * transaction is discarded and the caller must drop its in-memory state), or
@@ -209,9 +210,10 @@ errcode_t rio_txn_boundary(ext2_filsys fs, bool force);
  * stay below the limit; a commit over the journal's capacity fails (EFBIG). */
 errcode_t rio_txn_room(io_channel ch, size_t *used, size_t *limit);
 
-/* A commit writes the bitmaps of only the groups whose in-memory bitmaps
- * changed since the last commit, and only the descriptor blocks that
- * changed.  io sees the block bitmap's changes made through
+/* A bit of libext2fs's in-memory inode bitmap (for ino) or block bitmap
+ * (for blk) flipped.  A commit writes the bitmaps of only the groups whose
+ * in-memory bitmaps changed since the last commit, and only the descriptor
+ * blocks that changed.  io sees the block bitmap's changes made through
  * ext2fs_block_alloc_stats2() and ext2fs_block_alloc_stats_range() (their
  * callbacks).  Every other change to libext2fs's in-memory bitmaps after
  * rio_txn_attach() is reported here, or it never reaches the disk (and the
@@ -220,8 +222,8 @@ errcode_t rio_txn_room(io_channel ch, size_t *used, size_t *limit);
  * mark.  With RECON_VERIFY_FLUSH=1 in the environment each commit also
  * compares every group's bitmaps with the disk and aborts on a difference
  * (tests). */
-void rio_txn_inode_changed(ext2_filsys fs, ext2_ino_t ino);
-void rio_txn_block_changed(ext2_filsys fs, blk64_t blk);
+void rio_txn_inode_bitmap_changed(ext2_filsys fs, ext2_ino_t ino);
+void rio_txn_block_bitmap_changed(ext2_filsys fs, blk64_t blk);
 
 /* Operation-level rollback, for an operation that fails half-way (ENOSPC in
  * the middle of a rename, a write error): rio_txn_savepoint() at the start

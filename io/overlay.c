@@ -95,7 +95,7 @@ void blkset_clear(struct blkset *s)
 
 /* ---- the overlay ---- */
 
-struct ovl_ent *ovl_find(struct txn *t, uint64_t blk)
+struct ovl_ent *ovl_find(struct txn_manager *t, uint64_t blk)
 {
 	if (!t->nhash)
 		return NULL;
@@ -105,7 +105,7 @@ struct ovl_ent *ovl_find(struct txn *t, uint64_t blk)
 	return NULL;
 }
 
-static errcode_t ovl_grow(struct txn *t)
+static errcode_t ovl_grow(struct txn_manager *t)
 {
 	size_t nhash = t->nhash ? t->nhash * 2 : 256;
 	struct ovl_ent **h = calloc(nhash, sizeof(*h));
@@ -123,7 +123,7 @@ static errcode_t ovl_grow(struct txn *t)
 	return 0;
 }
 
-static errcode_t ovl_get(struct txn *t, uint64_t blk, struct ovl_ent **out)
+static errcode_t ovl_get(struct txn_manager *t, uint64_t blk, struct ovl_ent **out)
 {
 	struct ovl_ent *e = ovl_find(t, blk);
 	if (e) {
@@ -175,7 +175,7 @@ static errcode_t ovl_get(struct txn *t, uint64_t blk, struct ovl_ent **out)
 	return 0;
 }
 
-void ovl_clear(struct txn *t)
+void ovl_clear(struct txn_manager *t)
 {
 	for (size_t i = 0; i < t->nents; i++) {
 		free(t->ents[i]->data);
@@ -189,13 +189,13 @@ void ovl_clear(struct txn *t)
 	t->opened_ns = 0;
 }
 
-bool ovl_changed(const struct txn *t, const struct ovl_ent *e)
+bool ovl_changed(const struct txn_manager *t, const struct ovl_ent *e)
 {
 	return memcmp(e->data, e->base, t->bs) != 0;
 }
 
-errcode_t rio_ovl_write(struct txn *t, struct rio_chan *rc, uint64_t off, size_t len,
-			    const void *buf)
+errcode_t rio_ovl_write(struct txn_manager *t, struct rio_chan *rc, uint64_t off, size_t len,
+			const void *buf)
 {
 	if (rc->totals.failed)
 		return EROFS;
@@ -234,7 +234,7 @@ errcode_t rio_ovl_write(struct txn *t, struct rio_chan *rc, uint64_t off, size_t
 	return err;
 }
 
-void ovl_remove(struct txn *t, struct ovl_ent *e)
+void ovl_remove(struct txn_manager *t, struct ovl_ent *e)
 {
 	struct ovl_ent **pp = &t->hash[bs_slot(e->blk, t->nhash)];
 	while (*pp != e)
@@ -251,7 +251,7 @@ void ovl_remove(struct txn *t, struct ovl_ent *e)
 	free(e);
 }
 
-void rio_ovl_data_written(struct txn *t, uint64_t off, size_t len)
+void rio_ovl_data_written(struct txn_manager *t, uint64_t off, size_t len)
 {
 	if (len == 0)
 		return;
@@ -267,7 +267,7 @@ void rio_ovl_data_written(struct txn *t, uint64_t off, size_t len)
 	pthread_mutex_unlock(&t->rc->ovl_lock);
 }
 
-void rio_ovl_patch(struct txn *t, uint64_t off, size_t len, void *buf)
+void rio_ovl_patch(struct txn_manager *t, uint64_t off, size_t len, void *buf)
 {
 	if (len == 0)
 		return;
@@ -288,7 +288,7 @@ void rio_ovl_patch(struct txn *t, uint64_t off, size_t len, void *buf)
 	pthread_mutex_unlock(&t->rc->ovl_lock);
 }
 
-bool rio_ovl_read_whole(struct txn *t, uint64_t off, size_t len, void *buf)
+bool rio_ovl_read_whole(struct txn_manager *t, uint64_t off, size_t len, void *buf)
 {
 	uint64_t bs = t->bs;
 	if (len == 0 || off % bs || len % bs)
@@ -312,14 +312,14 @@ bool rio_ovl_read_whole(struct txn *t, uint64_t off, size_t len, void *buf)
 
 /* ---- committed-data rule ---- */
 
-static struct txn *txn_of_fs(ext2_filsys fs)
+static struct txn_manager *txn_of_fs(ext2_filsys fs)
 {
 	if (!fs->io || fs->io->manager != rio_io_manager)
 		return NULL;
 	return rio_chan_of(fs->io)->txn;
 }
 
-static void sp_note(struct txn *t, uint64_t **v, size_t *n, size_t *cap, uint64_t blk)
+static void sp_note(struct txn_manager *t, uint64_t **v, size_t *n, size_t *cap, uint64_t blk)
 {
 	if (!t->sp_gen)
 		return;
@@ -336,7 +336,7 @@ static void sp_note(struct txn *t, uint64_t **v, size_t *n, size_t *cap, uint64_
 	(*v)[(*n)++] = blk;
 }
 
-static void note_block_stats(struct txn *t, ext2_filsys fs, blk64_t blk, int inuse)
+static void note_block_stats(struct txn_manager *t, ext2_filsys fs, blk64_t blk, int inuse)
 {
 	flush_mark_block(t, blk);
 	if (inuse < 0) {
@@ -355,7 +355,7 @@ static void note_block_stats(struct txn *t, ext2_filsys fs, blk64_t blk, int inu
 
 void block_stats_cb(ext2_filsys fs, blk64_t blk, int inuse)
 {
-	struct txn *t = txn_of_fs(fs);
+	struct txn_manager *t = txn_of_fs(fs);
 	if (t) {
 		if (t->old_stats)
 			t->old_stats(fs, blk, inuse);
@@ -365,7 +365,7 @@ void block_stats_cb(ext2_filsys fs, blk64_t blk, int inuse)
 
 void block_stats_range_cb(ext2_filsys fs, blk64_t blk, blk_t num, int inuse)
 {
-	struct txn *t = txn_of_fs(fs);
+	struct txn_manager *t = txn_of_fs(fs);
 	if (t) {
 		if (t->old_stats_range)
 			t->old_stats_range(fs, blk, num, inuse);
@@ -375,7 +375,7 @@ void block_stats_range_cb(ext2_filsys fs, blk64_t blk, blk_t num, int inuse)
 }
 
 /* Before the bitmaps go into the overlay: the freed blocks are free. */
-void release_freed_marks(struct txn *t)
+void release_freed_marks(struct txn_manager *t)
 {
 	for (size_t i = 0; i < t->freed.cap; i++)
 		if (t->freed.slot[i])
@@ -386,7 +386,7 @@ void release_freed_marks(struct txn *t)
 
 /* After a failed commit the blocks are still referenced by the durable
  * state: mark them again. */
-void restore_freed_marks(struct txn *t)
+void restore_freed_marks(struct txn_manager *t)
 {
 	for (size_t i = 0; i < t->freed.cap; i++)
 		if (t->freed.slot[i])

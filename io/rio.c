@@ -500,7 +500,7 @@ static errcode_t data_write_begin(io_channel ch, ext2_ino_t ino, const struct ri
 				  unsigned n)
 {
 	struct rio_chan *rc = rio_chan_of(ch);
-	struct txn *t = rc->txn;
+	struct txn_manager *t = rc->txn;
 	if (!(rc->flags & IO_FLAG_RW))
 		return EXT2_ET_RO_FILSYS;
 	if (t) {
@@ -543,7 +543,7 @@ errcode_t rio_data_io(io_channel ch, bool write, ext2_ino_t ino, const struct ri
 	struct rio_chan *rc = rio_chan_of(ch);
 	if (n == 0)
 		return 0;
-	struct txn *t = rc->txn;
+	struct txn_manager *t = rc->txn;
 	if (write) {
 		errcode_t werr = data_write_begin(ch, ino, ext, n);
 		if (werr)

@@ -65,7 +65,7 @@ drop:
 /* Records the verdict's violations in the totals and the last-violation
  * text, and prints them (what memory allows: a rejection is never lost for
  * want of its description, only the description). */
-static void record_verdict(struct txn *t, const struct chk_verdict *v)
+static void record_verdict(struct txn_manager *t, const struct chk_verdict *v)
 {
 	struct txn_totals *tt = &t->rc->totals;
 	size_t cap = 4096, len = 0;
@@ -163,7 +163,7 @@ static void cset_free(struct cset *c)
 	free(c);
 }
 
-struct ovl_ent *committing_find(struct txn *t, uint64_t blk)
+struct ovl_ent *committing_find(struct txn_manager *t, uint64_t blk)
 {
 	return cset_find(t->committing, blk);
 }
@@ -171,7 +171,7 @@ struct ovl_ent *committing_find(struct txn *t, uint64_t blk)
 /* The open transaction is lost (rejected, or built on a rejected or failed
  * one): nothing of it reaches the disk; libext2fs's in-memory state now runs
  * ahead of the disk and the caller must re-read it.  ovl_lock held. */
-static void discard(struct txn *t)
+static void discard(struct txn_manager *t)
 {
 	ovl_clear(t);
 	restore_freed_marks(t);
@@ -182,7 +182,7 @@ static void discard(struct txn *t)
 /* Home writes of an approved transaction, in one sorted batch.  Under
  * ovl_lock, so that a data write racing for a block of it either marks it
  * dropped first (and it is skipped) or waits until it is home. */
-static errcode_t write_home(struct txn *t, struct cset *c)
+static errcode_t write_home(struct txn_manager *t, struct cset *c)
 {
 	pthread_mutex_lock(&t->rc->ovl_lock);
 	struct dev_req *reqs = calloc(c->n ? c->n : 1, sizeof(*reqs));
@@ -213,7 +213,7 @@ static errcode_t write_home(struct txn *t, struct cset *c)
 /* Check, log, write home, checkpoint.  Runs without ovl_lock (except for
  * the home writes); touches the checker, the journal and the counters,
  * which only the thread running commits uses. */
-static errcode_t run_cset(struct txn *t, struct cset *c)
+static errcode_t run_cset(struct txn_manager *t, struct cset *c)
 {
 	struct rio_chan *rc = t->rc;
 	struct txn_totals *tt = &rc->totals;
@@ -339,7 +339,7 @@ fail:
 
 /* Close the open transaction into a cset (file-system thread, ovl_lock
  * held).  *out = NULL when there is nothing to commit. */
-static errcode_t prepare(struct txn *t, struct cset **out)
+static errcode_t prepare(struct txn_manager *t, struct cset **out)
 {
 	*out = NULL;
 	release_freed_marks(t);
@@ -387,7 +387,7 @@ static errcode_t prepare(struct txn *t, struct cset **out)
 		discard(t);
 		return EFBIG;
 	}
-	maybe_corrupt(t);
+	inject_corruption(t);
 	qsort(t->ents, n, sizeof(*t->ents), cmp_ent);
 
 	struct cset *c = calloc(1, sizeof(*c));
@@ -423,7 +423,7 @@ static errcode_t prepare(struct txn *t, struct cset **out)
 	return 0;
 }
 
-static void wait_cset(struct txn *t, struct cset *c)
+static void wait_cset(struct txn_manager *t, struct cset *c)
 {
 	pthread_mutex_lock(&t->cm);
 	while (!c->done)
@@ -433,7 +433,7 @@ static void wait_cset(struct txn *t, struct cset *c)
 
 /* The committing transaction finished (file-system thread): its freed
  * blocks become allocatable; if it failed, what was built on it goes too. */
-static errcode_t retire(struct txn *t)
+static errcode_t retire(struct txn_manager *t)
 {
 	struct cset *c = t->committing;
 	if (!c)
@@ -456,7 +456,7 @@ static errcode_t retire(struct txn *t)
 	return err;
 }
 
-static bool cset_done(struct txn *t, struct cset *c)
+static bool cset_done(struct txn_manager *t, struct cset *c)
 {
 	pthread_mutex_lock(&t->cm);
 	bool d = c->done;
@@ -466,7 +466,7 @@ static bool cset_done(struct txn *t, struct cset *c)
 
 static void *commit_thread(void *arg)
 {
-	struct txn *t = arg;
+	struct txn_manager *t = arg;
 	pthread_mutex_lock(&t->cm);
 	for (;;) {
 		while (!t->queued && !t->stop)
@@ -490,7 +490,7 @@ static void *commit_thread(void *arg)
  * committing transaction at a time, as jbd).  With `wait` (or without a
  * commit thread) it runs here and is durable on return; otherwise the
  * commit thread runs it while the next transaction builds. */
-static errcode_t txn_commit(struct txn *t, bool wait)
+static errcode_t txn_commit(struct txn_manager *t, bool wait)
 {
 	struct rio_chan *rc = t->rc;
 	errcode_t err = retire(t);
@@ -537,8 +537,8 @@ static errcode_t txn_commit(struct txn *t, bool wait)
  * finds its block free or its own there.  A refusal is a violation: recorded
  * and printed as a rejection is, the file system fails (EIO for this write,
  * nothing of it written), unless on_violation=log lets it through. */
-errcode_t rio_txn_data_guard(struct txn *t, ext2_ino_t ino, const struct rio_extent *ext,
-			     unsigned n)
+errcode_t rio_txn_data_guard(struct txn_manager *t, ext2_ino_t ino,
+			     const struct rio_extent *ext, unsigned n)
 {
 	if (!t->chk)
 		return 0;   /* checker off: no approved owner map to consult */
@@ -790,7 +790,7 @@ errcode_t rio_txn_prepare(ext2_filsys fs)
 	return 0;
 }
 
-void rio_txn_free(struct txn *t)
+void rio_txn_free(struct txn_manager *t)
 {
 	if (!t)
 		return;
@@ -864,7 +864,7 @@ errcode_t rio_txn_attach(ext2_filsys fs)
 		if (err)
 			return err;
 	}
-	struct txn *t = calloc(1, sizeof(*t));
+	struct txn_manager *t = calloc(1, sizeof(*t));
 	if (!t)
 		return ENOMEM;
 	t->fs = fs;
@@ -875,7 +875,7 @@ errcode_t rio_txn_attach(ext2_filsys fs)
 	pthread_rwlock_init(&t->chk_lock, NULL);
 	t->rng = rio_cfg.fault_seed * 0xD1B54A32D192ED03ull + 0x8CB92BA72F3D8DD7ull;
 	t->tid_open = 1;
-	errcode_t err = parse_corrupt(t, rio_cfg.fault_corrupt);
+	errcode_t err = fault_corrupt_parse(t, rio_cfg.fault_corrupt);
 	if (err) {
 		fprintf(stderr, "recon-fuse: bad fault_corrupt '%s'\n", rio_cfg.fault_corrupt);
 		rio_txn_free(t);
@@ -973,7 +973,7 @@ errcode_t rio_txn_boundary(ext2_filsys fs, bool force)
 	struct rio_chan *rc = chan_of_fs(fs);
 	if (!rc)
 		return EXT2_ET_MAGIC_IO_CHANNEL;
-	struct txn *t = rc->txn;
+	struct txn_manager *t = rc->txn;
 	if (!t)
 		return EXT2_ET_INVALID_ARGUMENT;
 	if (rio_dev_crashed(&rc->dev))
@@ -1006,7 +1006,7 @@ errcode_t rio_txn_room(io_channel ch, size_t *used, size_t *limit)
 {
 	if (!ch || ch->magic != EXT2_ET_MAGIC_IO_CHANNEL || ch->manager != rio_io_manager)
 		return EXT2_ET_MAGIC_IO_CHANNEL;
-	struct txn *t = rio_chan_of(ch)->txn;
+	struct txn_manager *t = rio_chan_of(ch)->txn;
 	if (!t)
 		return EXT2_ET_INVALID_ARGUMENT;
 	ext2_filsys fs = t->fs;
@@ -1019,14 +1019,14 @@ errcode_t rio_txn_room(io_channel ch, size_t *used, size_t *limit)
 	return 0;
 }
 
-void rio_txn_inode_changed(ext2_filsys fs, ext2_ino_t ino)
+void rio_txn_inode_bitmap_changed(ext2_filsys fs, ext2_ino_t ino)
 {
 	struct rio_chan *rc = chan_of_fs(fs);
 	if (rc && rc->txn)
 		flush_mark_inode(rc->txn, ino);
 }
 
-void rio_txn_block_changed(ext2_filsys fs, blk64_t blk)
+void rio_txn_block_bitmap_changed(ext2_filsys fs, blk64_t blk)
 {
 	struct rio_chan *rc = chan_of_fs(fs);
 	if (rc && rc->txn)
@@ -1037,7 +1037,7 @@ errcode_t rio_txn_savepoint(io_channel ch)
 {
 	if (!ch || ch->magic != EXT2_ET_MAGIC_IO_CHANNEL || ch->manager != rio_io_manager)
 		return EXT2_ET_MAGIC_IO_CHANNEL;
-	struct txn *t = rio_chan_of(ch)->txn;
+	struct txn_manager *t = rio_chan_of(ch)->txn;
 	if (!t)
 		return EXT2_ET_INVALID_ARGUMENT;
 	pthread_mutex_lock(&t->rc->ovl_lock);
@@ -1053,7 +1053,7 @@ errcode_t rio_txn_rollback(io_channel ch)
 	if (!ch || ch->magic != EXT2_ET_MAGIC_IO_CHANNEL || ch->manager != rio_io_manager)
 		return EXT2_ET_MAGIC_IO_CHANNEL;
 	struct rio_chan *rc = rio_chan_of(ch);
-	struct txn *t = rc->txn;
+	struct txn_manager *t = rc->txn;
 	if (!t || !t->sp_gen)
 		return EXT2_ET_INVALID_ARGUMENT;
 	pthread_mutex_lock(&rc->ovl_lock);
@@ -1094,7 +1094,7 @@ void rio_txn_ids(io_channel ch, uint64_t *open, uint64_t *durable)
 	*open = *durable = 0;
 	if (!ch || ch->magic != EXT2_ET_MAGIC_IO_CHANNEL || ch->manager != rio_io_manager)
 		return;
-	struct txn *t = rio_chan_of(ch)->txn;
+	struct txn_manager *t = rio_chan_of(ch)->txn;
 	if (!t)
 		return;
 	*open = t->tid_open;
@@ -1105,7 +1105,7 @@ uint64_t rio_txn_pending_frees(io_channel ch)
 {
 	if (!ch || ch->magic != EXT2_ET_MAGIC_IO_CHANNEL || ch->manager != rio_io_manager)
 		return 0;
-	struct txn *t = rio_chan_of(ch)->txn;
+	struct txn_manager *t = rio_chan_of(ch)->txn;
 	if (!t)
 		return 0;
 	return t->freed.count + (t->committing ? t->committing->freed.count : 0);
@@ -1161,7 +1161,7 @@ errcode_t rio_txn_base_check(ext2_filsys fs, char **report)
 	*report = NULL;
 	if (!rc)
 		return EXT2_ET_MAGIC_IO_CHANNEL;
-	struct txn *t = rc->txn;
+	struct txn_manager *t = rc->txn;
 	if (!t)
 		return EXT2_ET_INVALID_ARGUMENT;
 	struct chk_fs *chk = t->chk, *own = NULL;
@@ -1218,7 +1218,7 @@ errcode_t rio_txn_detach(ext2_filsys fs)
 	struct rio_chan *rc = chan_of_fs(fs);
 	if (!rc)
 		return EXT2_ET_MAGIC_IO_CHANNEL;
-	struct txn *t = rc->txn;
+	struct txn_manager *t = rc->txn;
 	if (!t)
 		return EXT2_ET_INVALID_ARGUMENT;
 	errcode_t err = retire(t);

@@ -54,7 +54,10 @@ static const char *const corrupt_names[] = {
 
 struct cset;
 
-struct txn {
+/* A channel's transactions, from rio_txn_attach to detach: the open one's
+ * overlay, the one committing, the journal, the checker and the savepoint
+ * of the operation in progress. */
+struct txn_manager {
 	ext2_filsys fs;
 	struct rio_chan *rc;
 	unsigned bs;
@@ -125,7 +128,7 @@ static inline uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static inline uint64_t txn_random(struct txn *t)
+static inline uint64_t txn_random(struct txn_manager *t)
 {
 	uint64_t z = (t->rng += 0x9E3779B97F4A7C15ull);
 	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -141,25 +144,27 @@ void blkset_remove(struct blkset *s, uint64_t blk);
 void block_stats_cb(ext2_filsys fs, blk64_t blk, int inuse);
 void block_stats_range_cb(ext2_filsys fs, blk64_t blk, blk_t num, int inuse);
 size_t bs_slot(uint64_t blk, size_t cap);
-bool ovl_changed(const struct txn *t, const struct ovl_ent *e);
-void ovl_clear(struct txn *t);
-struct ovl_ent *ovl_find(struct txn *t, uint64_t blk);
-void ovl_remove(struct txn *t, struct ovl_ent *e);
-void release_freed_marks(struct txn *t);
-void restore_freed_marks(struct txn *t);
+bool ovl_changed(const struct txn_manager *t, const struct ovl_ent *e);
+void ovl_clear(struct txn_manager *t);
+struct ovl_ent *ovl_find(struct txn_manager *t, uint64_t blk);
+void ovl_remove(struct txn_manager *t, struct ovl_ent *e);
+void release_freed_marks(struct txn_manager *t);
+void restore_freed_marks(struct txn_manager *t);
 
 /* flush.c */
-errcode_t flush_init(struct txn *t);
-void flush_free(struct txn *t);
-void flush_mark_block(struct txn *t, blk64_t blk);
-void flush_mark_inode(struct txn *t, ext2_ino_t ino);
-errcode_t flush_fs_state(struct txn *t);
+errcode_t flush_init(struct txn_manager *t);
+void flush_free(struct txn_manager *t);
+void flush_mark_block(struct txn_manager *t, blk64_t blk);
+void flush_mark_inode(struct txn_manager *t, ext2_ino_t ino);
+errcode_t flush_fs_state(struct txn_manager *t);
 
-/* fault.c */
-void maybe_corrupt(struct txn *t);
-errcode_t parse_corrupt(struct txn *t, const char *spec);
+/* fault.c: fault_corrupt_parse reads the KIND@N option; inject_corruption
+ * corrupts one site of the closing transaction when it is the Nth that
+ * holds a site of KIND. */
+void inject_corruption(struct txn_manager *t);
+errcode_t fault_corrupt_parse(struct txn_manager *t, const char *spec);
 
 /* txn.c */
-struct ovl_ent *committing_find(struct txn *t, uint64_t blk);
+struct ovl_ent *committing_find(struct txn_manager *t, uint64_t blk);
 
 #endif

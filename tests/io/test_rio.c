@@ -289,7 +289,7 @@ static void make_files(ext2_filsys fs, const char *prefix, unsigned nfiles, unsi
 		ext2_ino_t ino;
 		CHECK_ERR(ext2fs_new_inode(fs, EXT2_ROOT_INO, 0100644, 0, &ino));
 		ext2fs_inode_alloc_stats2(fs, ino, +1, 0);
-		rio_txn_inode_changed(fs, ino);
+		rio_txn_inode_bitmap_changed(fs, ino);
 		struct ext2_inode inode;
 		memset(&inode, 0, sizeof(inode));
 		inode.i_mode = 0100644;
@@ -637,7 +637,7 @@ static void remove_file(ext2_filsys fs, const char *name)
 	inode.i_dtime = 1700000001;
 	CHECK_ERR(ext2fs_write_inode(fs, ino, &inode));
 	ext2fs_inode_alloc_stats2(fs, ino, -1, 0);
-	rio_txn_inode_changed(fs, ino);
+	rio_txn_inode_bitmap_changed(fs, ino);
 }
 
 static void test_txn(bool journal, bool checker)
@@ -772,7 +772,7 @@ static errcode_t sweep_workload(ext2_filsys fs, bool synced[SWEEP_ROUNDS])
 			if (err)
 				break;
 			ext2fs_inode_alloc_stats2(fs, ino, +1, 0);
-			rio_txn_inode_changed(fs, ino);
+			rio_txn_inode_bitmap_changed(fs, ino);
 			struct ext2_inode inode;
 			memset(&inode, 0, sizeof(inode));
 			inode.i_mode = 0100644;
@@ -835,7 +835,7 @@ static errcode_t sweep_workload(ext2_filsys fs, bool synced[SWEEP_ROUNDS])
 			}
 			if (!err) {
 				ext2fs_inode_alloc_stats2(fs, ino, -1, 0);
-				rio_txn_inode_changed(fs, ino);
+				rio_txn_inode_bitmap_changed(fs, ino);
 			}
 		}
 		if (!err)
@@ -1256,7 +1256,7 @@ static errcode_t corrupt_workload(ext2_filsys fs, int rounds)
 		struct ext2_inode inode;
 		if (!err) {
 			ext2fs_inode_alloc_stats2(fs, ino, +1, 0);
-			rio_txn_inode_changed(fs, ino);
+			rio_txn_inode_bitmap_changed(fs, ino);
 			memset(&inode, 0, sizeof(inode));
 			inode.i_mode = 0100644;
 			inode.i_links_count = 1;
@@ -1415,7 +1415,7 @@ static void test_txn_flush(void)
 	CHECK_ERR(rio_get_stats(fs->io, &before));
 	ext2fs_block_alloc_stats2(fs, blk, +1);
 	ext2fs_inode_alloc_stats2(fs, ino, +1, 0);
-	rio_txn_inode_changed(fs, ino);
+	rio_txn_inode_bitmap_changed(fs, ino);
 	CHECK_ERR(rio_txn_boundary(fs, true));
 	CHECK_ERR(rio_get_stats(fs->io, &after));
 	/* two bitmaps, the superblock and (the first time) every descriptor
@@ -1443,7 +1443,7 @@ static void test_txn_flush(void)
 	CHECK_ERR(rio_get_stats(fs->io, &before));
 	ext2fs_block_alloc_stats2(fs, blk, -1);
 	ext2fs_inode_alloc_stats2(fs, ino, -1, 0);
-	rio_txn_inode_changed(fs, ino);
+	rio_txn_inode_bitmap_changed(fs, ino);
 	CHECK_ERR(rio_txn_boundary(fs, true));
 	CHECK_ERR(rio_get_stats(fs->io, &after));
 	/* now only the descriptor block that changed */
