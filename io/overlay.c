@@ -1,7 +1,9 @@
 /*
  * io/overlay.c - the open transaction's overlay of metadata blocks, the block sets
- * that track frees, and the committed-data rule: blocks an open transaction
- * frees stay marked in libext2fs's bitmap until it commits.
+ * that track frees, and the committed-data rule's marks: blocks an open
+ * transaction frees stay marked in libext2fs's bitmap until it commits
+ * (savepoint.c's callbacks keep the set; here the marks are released for a
+ * commit's flush and restored after a failed one).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -311,68 +313,6 @@ bool rio_ovl_read_whole(struct txn_manager *t, uint64_t off, size_t len, void *b
 }
 
 /* ---- committed-data rule ---- */
-
-static struct txn_manager *txn_of_fs(ext2_filsys fs)
-{
-	if (!fs->io || fs->io->manager != rio_io_manager)
-		return NULL;
-	return rio_chan_of(fs->io)->txn;
-}
-
-static void sp_note(struct txn_manager *t, uint64_t **v, size_t *n, size_t *cap, uint64_t blk)
-{
-	if (!t->sp_gen)
-		return;
-	if (*n == *cap) {
-		size_t nc = *cap ? *cap * 2 : 64;
-		uint64_t *nv = realloc(*v, nc * sizeof(*nv));
-		if (!nv) {
-			t->sp_lost = true;
-			return;
-		}
-		*v = nv;
-		*cap = nc;
-	}
-	(*v)[(*n)++] = blk;
-}
-
-static void note_block_stats(struct txn_manager *t, ext2_filsys fs, blk64_t blk, int inuse)
-{
-	flush_mark_block(t, blk);
-	if (inuse < 0) {
-		/* keep it marked so no allocator hands it out before the commit
-		 * that frees it is durable; if we cannot remember it, leave it
-		 * free (correct bitmap, weaker protection) */
-		if (!blkset_has(&t->freed, blk) && blkset_add(&t->freed, blk) == 0) {
-			ext2fs_mark_block_bitmap2(fs->block_map, blk);
-			sp_note(t, &t->sp_freed, &t->sp_nfreed, &t->sp_capfreed, blk);
-		}
-	} else if (inuse > 0 && blkset_has(&t->freed, blk)) {
-		blkset_remove(&t->freed, blk);
-		sp_note(t, &t->sp_unfreed, &t->sp_nunfreed, &t->sp_capunfreed, blk);
-	}
-}
-
-void block_stats_cb(ext2_filsys fs, blk64_t blk, int inuse)
-{
-	struct txn_manager *t = txn_of_fs(fs);
-	if (t) {
-		if (t->old_stats)
-			t->old_stats(fs, blk, inuse);
-		note_block_stats(t, fs, blk, inuse);
-	}
-}
-
-void block_stats_range_cb(ext2_filsys fs, blk64_t blk, blk_t num, int inuse)
-{
-	struct txn_manager *t = txn_of_fs(fs);
-	if (t) {
-		if (t->old_stats_range)
-			t->old_stats_range(fs, blk, num, inuse);
-		for (blk_t i = 0; i < num; i++)
-			note_block_stats(t, fs, blk + i, inuse);
-	}
-}
 
 /* Before the bitmaps go into the overlay: the freed blocks are free. */
 void release_freed_marks(struct txn_manager *t)

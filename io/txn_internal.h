@@ -1,9 +1,15 @@
 /*
- * io/txn_internal.h - what the files of io/'s transactions share (txn.c:
- * boundaries, commit, the data guard and the public calls; overlay.c: the
- * overlay and the block sets; flush.c: libext2fs's allocation state into the
- * overlay at a commit; fault.c: the test-only corruption injector).
- * Internal to io/: nothing outside it includes this.
+ * io/txn_internal.h - what the files of io/'s transactions share: txn.c
+ * (the boundary, violations, the data guard, the small public calls and
+ * the stats), attach.c (attach, detach, the checker's attach and the base
+ * check), commit.c (the commit path and its thread), savepoint.c
+ * (libext2fs's allocation callbacks, savepoints and rollback), overlay.c
+ * (the overlay and the block sets), flush.c (libext2fs's allocation state
+ * into the overlay at a commit), fault.c (the test-only corruption
+ * injector).  Internal to io/: nothing outside it includes this.
+ *
+ * Threads: the file-system thread (under the caller's lock) and the commit
+ * thread; what each field's users are is said at the field.
  */
 #ifndef RECON_IO_TXN_INTERNAL_H
 #define RECON_IO_TXN_INTERNAL_H
@@ -52,7 +58,19 @@ static const char *const corrupt_names[] = {
 	[CK_DOTDOT] = "dotdot", [CK_XATTR_REFCOUNT] = "xattr_refcount", [CK_RANDOM] = "random",
 };
 
-struct cset;
+/* A transaction closed at a boundary: frozen overlay blocks (sorted) and the
+ * blocks it frees.  Built and retired by the file-system thread; run (check,
+ * log, write home) by the commit thread or, synchronously, by the caller. */
+struct cset {
+	struct ovl_ent **ents;
+	size_t n;
+	struct ovl_ent **hash;      /* lookups for reads while it is in flight */
+	size_t nhash;
+	struct blkset freed;
+	uint64_t tid;
+	errcode_t result;
+	bool done;                  /* under t->cm */
+};
 
 /* A channel's transactions, from rio_txn_attach to detach: the open one's
  * overlay, the one committing, the journal, the checker and the savepoint
@@ -136,13 +154,20 @@ static inline uint64_t txn_random(struct txn_manager *t)
 	return z ^ (z >> 31);
 }
 
+/* The channel of fs when it is one of ours, else NULL. */
+static inline struct rio_chan *chan_of_fs(ext2_filsys fs)
+{
+	if (!fs || !fs->io || fs->io->magic != EXT2_ET_MAGIC_IO_CHANNEL ||
+	    fs->io->manager != rio_io_manager)
+		return NULL;
+	return rio_chan_of(fs->io);
+}
+
 /* overlay.c */
 errcode_t blkset_add(struct blkset *s, uint64_t blk);
 void blkset_clear(struct blkset *s);
 bool blkset_has(const struct blkset *s, uint64_t blk);
 void blkset_remove(struct blkset *s, uint64_t blk);
-void block_stats_cb(ext2_filsys fs, blk64_t blk, int inuse);
-void block_stats_range_cb(ext2_filsys fs, blk64_t blk, blk_t num, int inuse);
 size_t bs_slot(uint64_t blk, size_t cap);
 bool ovl_changed(const struct txn_manager *t, const struct ovl_ent *e);
 void ovl_clear(struct txn_manager *t);
@@ -164,7 +189,31 @@ errcode_t flush_fs_state(struct txn_manager *t);
 void inject_corruption(struct txn_manager *t);
 errcode_t fault_corrupt_parse(struct txn_manager *t, const char *spec);
 
-/* txn.c */
+/* savepoint.c: libext2fs's block alloc-stats callbacks while attached */
+void block_stats_cb(ext2_filsys fs, blk64_t blk, int inuse);
+void block_stats_range_cb(ext2_filsys fs, blk64_t blk, blk_t num, int inuse);
+
+/* commit.c (file-system thread unless said).  txn_commit: commit the open
+ * transaction, on the commit thread unless `wait` (retiring the one in
+ * flight first); retire: wait for the committing transaction and take its
+ * result (its frees become allocatable, or what was built on a failed one
+ * is discarded); discard: the open transaction is lost (ovl_lock held);
+ * cset_done: the committing one finished; wait_cset: wait until it has;
+ * commit_thread: the commit thread's body; committing_find: a block of the
+ * committing transaction (ovl_lock held). */
+errcode_t txn_commit(struct txn_manager *t, bool wait);
+errcode_t retire(struct txn_manager *t);
+void discard(struct txn_manager *t);
+bool cset_done(struct txn_manager *t, struct cset *c);
+void wait_cset(struct txn_manager *t, struct cset *c);
+void *commit_thread(void *arg);
+void cset_free(struct cset *c);
 struct ovl_ent *committing_find(struct txn_manager *t, uint64_t blk);
+
+/* txn.c: record_verdict puts a rejection's violations into the channel's
+ * totals, the last violation's text and stderr (takes the totals' lock);
+ * set_last_violation replaces that text (the totals' lock held). */
+void record_verdict(struct txn_manager *t, const struct chk_verdict *v);
+void set_last_violation(struct txn_totals *tt, const char *text);
 
 #endif
