@@ -248,22 +248,9 @@ void rio_txn_totals_free(struct txn_totals *tt)
 	memset(tt, 0, sizeof(*tt));
 }
 
-errcode_t rio_txn_attach(ext2_filsys fs)
+/* A new transaction manager for fs on rc, not yet attached. */
+static errcode_t txn_new(ext2_filsys fs, struct rio_chan *rc, struct txn_manager **out)
 {
-	struct rio_chan *rc = chan_of_fs(fs);
-	if (!rc)
-		return EXT2_ET_MAGIC_IO_CHANNEL;
-	if (rc->txn)
-		return EXT2_ET_INVALID_ARGUMENT;
-	if (!(rc->flags & IO_FLAG_RW) || !(fs->flags & EXT2_FLAG_RW))
-		return EXT2_ET_RO_FILSYS;
-	if (fs->blocksize != (unsigned)fs->io->block_size)
-		return EXT2_ET_INVALID_ARGUMENT;
-	if (!fs->block_map) {
-		errcode_t err = ext2fs_read_bitmaps(fs);
-		if (err)
-			return err;
-	}
 	struct txn_manager *t = calloc(1, sizeof(*t));
 	if (!t)
 		return ENOMEM;
@@ -281,57 +268,110 @@ errcode_t rio_txn_attach(ext2_filsys fs)
 		rio_txn_free(t);
 		return err;
 	}
+	*out = t;
+	return 0;
+}
 
-	/* what libext2fs wrote before (orphan processing, recovery) is the
-	 * approved base: make it durable */
-	err = rio_flush_device(fs->io);
-	if (err)
-		goto fail;
-
+/* Log through the journal when there is one to use (it must not need
+ * recovery), and the transaction size limit that follows. */
+static errcode_t open_journal(struct txn_manager *t)
+{
+	ext2_filsys fs = t->fs;
 	t->journal = rio_cfg.journal && ext2fs_has_feature_journal(fs->super) &&
 		     fs->super->s_journal_inum != 0;
-	if (t->journal) {
-		char msg[256] = "";
-		rio_jbd_dev_init(&t->jctx, &t->jdev, rc, fs->blocksize);
-		err = jbd_open(fs, &t->jdev, &t->jbd, msg, sizeof(msg));
-		if (err) {
-			fprintf(stderr, "recon-fuse: journal: %s\n", msg[0] ? msg : error_message(err));
-			goto fail;
-		}
-		if (jbd_needs_recovery(t->jbd)) {
-			fprintf(stderr, "recon-fuse: the journal needs recovery; replay it before attaching\n");
-			err = EXT2_ET_UNSUPP_FEATURE;
-			goto fail;
-		}
-		uint32_t jmax = jbd_max_transaction_blocks(t->jbd);
-		t->max_blocks = rio_cfg.max_transaction_blocks ? rio_cfg.max_transaction_blocks
-							       : jmax / 4;
-		if (t->max_blocks > jmax)
-			t->max_blocks = jmax;
-		if (t->max_blocks == 0)
-			t->max_blocks = 1;
-	} else {
+	if (!t->journal) {
 		t->max_blocks = rio_cfg.max_transaction_blocks ? rio_cfg.max_transaction_blocks : 8192;
+		return 0;
 	}
-	err = flush_init(t);
-	if (err)
-		goto fail;
+	char msg[256] = "";
+	rio_jbd_dev_init(&t->jctx, &t->jdev, t->rc, fs->blocksize);
+	errcode_t err = jbd_open(fs, &t->jdev, &t->jbd, msg, sizeof(msg));
+	if (err) {
+		fprintf(stderr, "recon-fuse: journal: %s\n", msg[0] ? msg : error_message(err));
+		return err;
+	}
+	if (jbd_needs_recovery(t->jbd)) {
+		fprintf(stderr, "recon-fuse: the journal needs recovery; replay it before attaching\n");
+		return EXT2_ET_UNSUPP_FEATURE;
+	}
+	uint32_t jmax = jbd_max_transaction_blocks(t->jbd);
+	t->max_blocks = rio_cfg.max_transaction_blocks ? rio_cfg.max_transaction_blocks
+						       : jmax / 4;
+	if (t->max_blocks > jmax)
+		t->max_blocks = jmax;
+	if (t->max_blocks == 0)
+		t->max_blocks = 1;
+	return 0;
+}
 
-	/* mark the file system mounted, durably, before anything is logged */
+/* Mark the file system mounted, durably, before anything is logged:
+ * needs_recovery with the journal, VALID_FS cleared without. */
+static errcode_t mark_mounted(struct txn_manager *t)
+{
+	ext2_filsys fs = t->fs;
+	errcode_t err;
 	t->was_valid = fs->super->s_state & EXT2_VALID_FS;
 	if (t->journal) {
-		err = rio_raw_sb_update(rc, EXT3_FEATURE_INCOMPAT_RECOVER, 0, 0, 0);
+		err = rio_raw_sb_update(t->rc, EXT3_FEATURE_INCOMPAT_RECOVER, 0, 0, 0);
 		fs->super->s_feature_incompat |= EXT3_FEATURE_INCOMPAT_RECOVER;
 	} else {
-		err = rio_raw_sb_update(rc, 0, 0, 0, EXT2_VALID_FS);
+		err = rio_raw_sb_update(t->rc, 0, 0, 0, EXT2_VALID_FS);
 		fs->super->s_state &= (uint16_t)~EXT2_VALID_FS;
 	}
 	if (err)
-		goto fail;
+		return err;
 	/* libext2fs compares against orig_super to write only what changed:
 	 * keep it equal to the disk */
 	if (fs->orig_super)
 		memcpy(fs->orig_super, fs->super, SUPERBLOCK_SIZE);
+	return 0;
+}
+
+/* mark_mounted undone, for an attach that fails after it. */
+static void unmark_mounted(struct txn_manager *t)
+{
+	ext2_filsys fs = t->fs;
+	if (t->journal) {
+		if (!rio_raw_sb_update(t->rc, 0, EXT3_FEATURE_INCOMPAT_RECOVER, 0, 0))
+			fs->super->s_feature_incompat &= ~EXT3_FEATURE_INCOMPAT_RECOVER;
+	} else if (t->was_valid && !rio_raw_sb_update(t->rc, 0, 0, EXT2_VALID_FS, 0)) {
+		fs->super->s_state |= EXT2_VALID_FS;
+	}
+	if (fs->orig_super)
+		memcpy(fs->orig_super, fs->super, SUPERBLOCK_SIZE);
+}
+
+errcode_t rio_txn_attach(ext2_filsys fs)
+{
+	struct rio_chan *rc = chan_of_fs(fs);
+	if (!rc)
+		return EXT2_ET_MAGIC_IO_CHANNEL;
+	if (rc->txn)
+		return EXT2_ET_INVALID_ARGUMENT;
+	if (!(rc->flags & IO_FLAG_RW) || !(fs->flags & EXT2_FLAG_RW))
+		return EXT2_ET_RO_FILSYS;
+	if (fs->blocksize != (unsigned)fs->io->block_size)
+		return EXT2_ET_INVALID_ARGUMENT;
+	if (!fs->block_map) {
+		errcode_t err = ext2fs_read_bitmaps(fs);
+		if (err)
+			return err;
+	}
+	struct txn_manager *t;
+	errcode_t err = txn_new(fs, rc, &t);
+	if (err)
+		return err;
+	/* what libext2fs wrote before (orphan processing, recovery) is the
+	 * approved base: make it durable */
+	err = rio_flush_device(fs->io);
+	if (!err)
+		err = open_journal(t);
+	if (!err)
+		err = flush_init(t);
+	if (!err)
+		err = mark_mounted(t);
+	if (err)
+		goto fail;
 
 	rc->chk_early = rio_cfg.checker && (t->chk = prep_take(rc)) != NULL;
 	if (rio_cfg.checker && !t->chk) {
@@ -341,7 +381,6 @@ errcode_t rio_txn_attach(ext2_filsys fs)
 			goto unmark;
 		}
 	}
-
 	if (rio_cfg.async_commit) {
 		int ret = start_quiet_thread(&t->thread, commit_thread, t);
 		if (ret) {
@@ -355,14 +394,7 @@ errcode_t rio_txn_attach(ext2_filsys fs)
 	rc->txn = t;
 	return 0;
 unmark:
-	if (t->journal) {
-		if (!rio_raw_sb_update(rc, 0, EXT3_FEATURE_INCOMPAT_RECOVER, 0, 0))
-			fs->super->s_feature_incompat &= ~EXT3_FEATURE_INCOMPAT_RECOVER;
-	} else if (t->was_valid && !rio_raw_sb_update(rc, 0, 0, EXT2_VALID_FS, 0)) {
-		fs->super->s_state |= EXT2_VALID_FS;
-	}
-	if (fs->orig_super)
-		memcpy(fs->orig_super, fs->super, SUPERBLOCK_SIZE);
+	unmark_mounted(t);
 fail:
 	rio_txn_free(t);
 	return err;

@@ -99,59 +99,67 @@ static errcode_t write_home(struct txn_manager *t, struct cset *c)
 	return err;
 }
 
-/* Check, log, write home, checkpoint.  Runs without ovl_lock (except for
- * the home writes); touches the checker, the journal and the counters,
- * which only the thread running commits uses. */
-static errcode_t run_cset(struct txn_manager *t, struct cset *c)
+/* The checker's verdict on c (*verdict NULL without a checker): 0 when c may
+ * be written (approved, or rejected with on_violation=log); else the file
+ * system has failed: EROFS for a rejection, EIO when the check could not
+ * run, ENOMEM. */
+static errcode_t check_cset(struct txn_manager *t, struct cset *c, struct chk_verdict **verdict)
 {
-	struct rio_chan *rc = t->rc;
-	struct txn_totals *tt = &rc->totals;
+	struct txn_totals *tt = &t->rc->totals;
+	size_t n = c->n;
+	*verdict = NULL;
+	if (!t->chk)
+		return 0;
+	struct chk_write *w = calloc(n, sizeof(*w));
+	if (!w) {
+		tt->failed = true;
+		return ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		w[i].offset = c->ents[i]->blk * t->bs;
+		w[i].len = t->bs;
+		w[i].data = c->ents[i]->data;
+	}
+	int ret = chk_check(t->chk, w, n, verdict);
+	free(w);
+	if (ret < 0) {
+		/* the check could not run: not approved */
+		char msg[160];
+		snprintf(msg, sizeof(msg), "checker failed to run: %s\n", strerror(-ret));
+		pthread_mutex_lock(&tt->lock);
+		set_last_violation(tt, msg);
+		pthread_mutex_unlock(&tt->lock);
+		fprintf(stderr, "recon-fuse: %s", msg);
+		tt->failed = true;
+		return EIO;
+	}
+	tt->blocks_checked += n;
+	if (!chk_verdict_ok(*verdict)) {
+		record_verdict(t, *verdict);
+		if (rio_cfg.on_violation != RIO_ONV_LOG) {
+			chk_verdict_free(*verdict);
+			*verdict = NULL;
+			tt->failed = true;
+			return EROFS;
+		}
+		fprintf(stderr, "recon-fuse: on_violation=log: WRITING THE REJECTED TRANSACTION\n");
+	}
+	return 0;
+}
+
+/* Log c through the journal, with revoke records for what it frees that the
+ * log could still replay (*logged: the blocks logged), or without a journal
+ * make the data written so far durable before the home writes. */
+static errcode_t log_cset(struct txn_manager *t, struct cset *c, struct blkset *logged)
+{
 	size_t n = c->n;
 	errcode_t err = 0;
-	struct chk_verdict *verdict = NULL;
-	if (t->chk) {
-		struct chk_write *w = calloc(n, sizeof(*w));
-		if (!w) {
-			tt->failed = true;
-			return ENOMEM;
-		}
-		for (size_t i = 0; i < n; i++) {
-			w[i].offset = c->ents[i]->blk * t->bs;
-			w[i].len = t->bs;
-			w[i].data = c->ents[i]->data;
-		}
-		int ret = chk_check(t->chk, w, n, &verdict);
-		free(w);
-		if (ret < 0) {
-			/* the check could not run: not approved */
-			char msg[160];
-			snprintf(msg, sizeof(msg), "checker failed to run: %s\n", strerror(-ret));
-			pthread_mutex_lock(&tt->lock);
-			set_last_violation(tt, msg);
-			pthread_mutex_unlock(&tt->lock);
-			fprintf(stderr, "recon-fuse: %s", msg);
-			tt->failed = true;
-			return EIO;
-		}
-		tt->blocks_checked += n;
-		if (!chk_verdict_ok(verdict)) {
-			record_verdict(t, verdict);
-			if (rio_cfg.on_violation != RIO_ONV_LOG) {
-				chk_verdict_free(verdict);
-				tt->failed = true;
-				return EROFS;
-			}
-			fprintf(stderr, "recon-fuse: on_violation=log: WRITING THE REJECTED TRANSACTION\n");
-		}
-	}
-
 	const void **data = malloc(n * sizeof(*data));
 	uint64_t *blks = malloc(n * sizeof(*blks));
 	uint64_t *revoke = malloc((c->freed.count + 1) * sizeof(*revoke));
-	struct blkset logged = { 0 };
 	if (!data || !blks || !revoke) {
 		err = ENOMEM;
-		goto fail;
+		goto out;
 	}
 	for (size_t i = 0; i < n; i++) {
 		data[i] = c->ents[i]->data;
@@ -171,31 +179,57 @@ static errcode_t run_cset(struct txn_manager *t, struct cset *c)
 		 * which makes them durable first */
 		err = jbd_log(t->jbd, blks, data, n, revoke, nrevoke);
 		if (err)
-			goto fail;
-		tt->blocks_journalled += n;
+			goto out;
+		t->rc->totals.blocks_journalled += n;
 		for (size_t i = 0; i < n && !err; i++)
-			err = blkset_add(&logged, blks[i]);
-		if (err)
-			goto fail;
+			err = blkset_add(logged, blks[i]);
 	} else {
 		/* write in place: data first, durably */
-		err = rio_dev_flush(&rc->dev);
-		if (err)
-			goto fail;
+		err = rio_dev_flush(&t->rc->dev);
 	}
-	err = write_home(t, c);
+out:
+	free(data);
+	free(blks);
+	free(revoke);
+	return err;
+}
+
+/* Check, log, write home, checkpoint.  Runs without ovl_lock (except for
+ * the home writes); touches the checker, the journal and the counters,
+ * which only the thread running commits uses. */
+static errcode_t run_cset(struct txn_manager *t, struct cset *c)
+{
+	struct rio_chan *rc = t->rc;
+	struct txn_totals *tt = &rc->totals;
+	struct chk_verdict *verdict;
+	errcode_t err = check_cset(t, c, &verdict);
+	if (err)
+		return err;
+	struct blkset logged = { 0 };
+	err = log_cset(t, c, &logged);
+	if (!err)
+		err = write_home(t, c);
 	if (!err)
 		err = rio_dev_flush(&rc->dev);
 	if (!err && t->journal)
 		err = jbd_checkpointed(t->jbd);
-	if (err)
-		goto fail;
+	if (err) {
+		/* an I/O error mid-commit: the device (or the log) is in an
+		 * unknown state; what the journal holds is replayed at the next
+		 * mount */
+		fprintf(stderr, "recon-fuse: commit failed: %s\n", error_message(err));
+		if (verdict)
+			chk_verdict_free(verdict);
+		blkset_clear(&logged);
+		tt->io_failed = true;
+		tt->failed = true;
+		return err;
+	}
 	if (verdict) {
 		pthread_rwlock_wrlock(&t->chk_lock);
 		int ret = chk_advance(t->chk, verdict);
 		pthread_rwlock_unlock(&t->chk_lock);
 		chk_verdict_free(verdict);
-		verdict = NULL;
 		if (ret < 0) {
 			/* the checker's approved state is lost: it cannot judge the
 			 * next transaction; stop taking writes */
@@ -207,22 +241,6 @@ static errcode_t run_cset(struct txn_manager *t, struct cset *c)
 	tt->transactions++;
 	blkset_clear(&t->logged_prev);
 	t->logged_prev = logged;
-	free(data);
-	free(blks);
-	free(revoke);
-	return err;
-fail:
-	/* an I/O error mid-commit: the device (or the log) is in an unknown
-	 * state; what the journal holds is replayed at the next mount */
-	fprintf(stderr, "recon-fuse: commit failed: %s\n", error_message(err));
-	if (verdict)
-		chk_verdict_free(verdict);
-	blkset_clear(&logged);
-	free(data);
-	free(blks);
-	free(revoke);
-	tt->io_failed = true;
-	tt->failed = true;
 	return err;
 }
 
