@@ -632,9 +632,6 @@ void rfs_unmount(struct rfs *r)
 	e = ext2fs_close_free(&r->fs);
 	if (e)
 		fprintf(stderr, "recon-fuse: closing the file system failed: %s\n", error_message(e));
-	free(r->undo);
-	r->undo = NULL;
-	r->nundo = r->capundo = 0;
 	free(r->known);
 	r->known = NULL;
 	free(r->chg);

@@ -198,7 +198,7 @@ static int new_inode(struct rfs *r, fuse_req_t req, ext2_ino_t dir, unsigned mod
 	e = ext2fs_write_new_inode(r->fs, *out, in);
 	if (e)
 		return -errmap(e);
-	inode_stats(r, *out, +1, LINUX_S_ISDIR(mode));
+	rio_txn_inode_alloc_stats(r->fs, *out, +1, LINUX_S_ISDIR(mode));
 	return 0;
 }
 

@@ -216,6 +216,7 @@ void rio_txn_free(struct txn_manager *t)
 	blkset_clear(&t->logged_prev);
 	free(t->sp_freed);
 	free(t->sp_unfreed);
+	free(t->sp_allocs);
 	if (t->jbd)
 		jbd_close(t->jbd);
 	if (t->chk) {

@@ -279,7 +279,7 @@ static errcode_t prepare(struct txn_manager *t, struct cset **out)
 	}
 	/* a commit ends any savepoint */
 	t->sp_gen = 0;
-	t->sp_nfreed = t->sp_nunfreed = 0;
+	t->sp_nfreed = t->sp_nunfreed = t->sp_nallocs = 0;
 	if (n == 0) {
 		/* nothing changed on disk: the freed blocks (if any) are free */
 		blkset_clear(&t->freed);

@@ -218,23 +218,34 @@ errcode_t rio_txn_room(io_channel ch, size_t *used, size_t *limit);
  * callbacks).  Every other change to libext2fs's in-memory bitmaps after
  * rio_txn_attach() is reported here, or it never reaches the disk (and the
  * checker rejects the commit that relied on it): ext2fs_inode_alloc_stats2()
- * (it has no callback), an undo run with the callbacks unset, a direct
- * mark.  With RECON_VERIFY_FLUSH=1 in the environment each commit also
- * compares every group's bitmaps with the disk and aborts on a difference
- * (tests). */
+ * called directly (it has no callback; rio_txn_inode_alloc_stats reports
+ * its own), a direct mark.  With RECON_VERIFY_FLUSH=1 in the environment
+ * each commit also compares every group's bitmaps with the disk and aborts
+ * on a difference (tests). */
 void rio_txn_inode_bitmap_changed(ext2_filsys fs, ext2_ino_t ino);
 void rio_txn_block_bitmap_changed(ext2_filsys fs, blk64_t blk);
+
+/* Inode ino allocated (inuse +1) or freed (-1) in libext2fs's in-memory
+ * state: ext2fs_inode_alloc_stats2(), reported to the transaction (see
+ * rio_txn_inode_bitmap_changed) and recorded for rio_txn_rollback.  After
+ * rio_txn_attach every inode allocation and free of an operation that may
+ * roll back goes through here: libext2fs has no callback for them. */
+void rio_txn_inode_alloc_stats(ext2_filsys fs, ext2_ino_t ino, int inuse, bool isdir);
 
 /* Operation-level rollback, for an operation that fails half-way (ENOSPC in
  * the middle of a rename, a write error): rio_txn_savepoint() at the start
  * of each operation marks the open transaction's state; rio_txn_rollback()
- * undoes every metadata write made since and forgets the blocks freed since
- * (they are in use again).  libext2fs's in-memory copies (superblock, group
- * descriptors, bitmaps, inode cache) are the caller's to restore from its
- * own snapshot.  A commit ends the savepoint.  rollback returns EROFS if it
- * could not restore exactly (out of memory while tracking): the whole open
- * transaction is then discarded and the file system fails as on a
- * rejection. */
+ * undoes every metadata write made since, forgets the blocks freed since
+ * (they are in use again), and undoes, newest first, in libext2fs's bitmaps
+ * and group descriptors every allocation and free made since: the blocks'
+ * (ext2fs_block_alloc_stats2 and _range, whoever called them; io owns
+ * those callbacks while attached) and the inodes' (rio_txn_inode_alloc_stats).
+ * libext2fs's superblock and inode cache are the caller's to restore from
+ * its own snapshot.  A commit ends the savepoint.  One savepoint at a time
+ * per channel: the caller's file-system lock makes operations one at a
+ * time.  rollback returns EROFS if it could not restore exactly (out of
+ * memory while tracking): the whole open transaction is then discarded and
+ * the file system fails as on a rejection. */
 errcode_t rio_txn_savepoint(io_channel ch);
 errcode_t rio_txn_rollback(io_channel ch);
 

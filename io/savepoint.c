@@ -4,7 +4,20 @@
  * alloc-stats callbacks mark the groups a commit must flush and keep the
  * committed-data rule (a block the open transaction frees stays marked in
  * libext2fs's bitmap until that transaction is durable); since a savepoint
- * they also note the frees and take-backs a rollback reverses.
+ * they also note the frees and take-backs a rollback reverses, and every
+ * allocation and free, which the rollback undoes in libext2fs's bitmaps
+ * and group descriptors.
+ *
+ * Why io, and not the caller, keeps the undo log: io must see every block
+ * allocation and free whoever makes it (the caller's operations, the
+ * libext2fs calls inside them such as punch, bmap or the xattr code, the
+ * mount's orphan processing), or a group's bitmap is not written and the
+ * checker rejects the commit, or a freed block is reused before its free is
+ * durable.  It owns libext2fs's one alloc-stats callback while attached, so
+ * the log is kept where every allocation is already seen, and the caller
+ * undoes an operation through rio_txn_rollback instead of hooking the
+ * callback a second time.  Inodes have no callback: their allocations come
+ * through rio_txn_inode_alloc_stats.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -37,8 +50,28 @@ static void sp_note(struct txn_manager *t, uint64_t **v, size_t *n, size_t *cap,
 	(*v)[(*n)++] = blk;
 }
 
+/* An allocation or free since the savepoint, for the rollback's undo. */
+static void note_alloc(struct txn_manager *t, uint64_t num, int inuse, bool inode, bool isdir)
+{
+	if (!t->sp_gen)
+		return;
+	if (t->sp_nallocs == t->sp_capallocs) {
+		size_t cap = t->sp_capallocs ? t->sp_capallocs * 2 : 64;
+		struct alloc_change *v = realloc(t->sp_allocs, cap * sizeof(*v));
+		if (!v) {
+			t->sp_lost = true;
+			return;
+		}
+		t->sp_allocs = v;
+		t->sp_capallocs = cap;
+	}
+	t->sp_allocs[t->sp_nallocs++] = (struct alloc_change){ .num = num, .inuse = inuse,
+							       .inode = inode, .isdir = isdir };
+}
+
 static void note_block_stats(struct txn_manager *t, ext2_filsys fs, blk64_t blk, int inuse)
 {
+	note_alloc(t, blk, inuse, false, false);
 	flush_mark_block(t, blk);
 	if (inuse < 0) {
 		/* keep it marked so no allocator hands it out before the commit
@@ -89,6 +122,16 @@ void rio_txn_block_bitmap_changed(ext2_filsys fs, blk64_t blk)
 		flush_mark_block(rc->txn, blk);
 }
 
+void rio_txn_inode_alloc_stats(ext2_filsys fs, ext2_ino_t ino, int inuse, bool isdir)
+{
+	ext2fs_inode_alloc_stats2(fs, ino, inuse, isdir);
+	struct rio_chan *rc = chan_of_fs(fs);
+	if (rc && rc->txn) {
+		flush_mark_inode(rc->txn, ino);
+		note_alloc(rc->txn, ino, inuse, true, isdir);
+	}
+}
+
 /* ---- operation savepoints ---- */
 
 errcode_t rio_txn_savepoint(io_channel ch)
@@ -100,10 +143,36 @@ errcode_t rio_txn_savepoint(io_channel ch)
 		return EXT2_ET_INVALID_ARGUMENT;
 	pthread_mutex_lock(&t->rc->ovl_lock);
 	t->sp_gen = ++t->sp_next;
-	t->sp_nfreed = t->sp_nunfreed = 0;
+	t->sp_nfreed = t->sp_nunfreed = t->sp_nallocs = 0;
 	t->sp_lost = false;
 	pthread_mutex_unlock(&t->rc->ovl_lock);
 	return 0;
+}
+
+/* The allocations and frees since the savepoint undone in libext2fs's
+ * bitmaps and group descriptors, newest first.  The undo is not an
+ * allocation to follow (no freed-set or savepoint notes): the callbacks are
+ * unset meanwhile, and the groups marked for the flush by hand. */
+static void undo_allocs(struct txn_manager *t)
+{
+	ext2_filsys fs = t->fs;
+	void (*cur)(ext2_filsys, blk64_t, int) = NULL;
+	void (*cur_range)(ext2_filsys, blk64_t, blk_t, int) = NULL;
+	ext2fs_set_block_alloc_stats_callback(fs, NULL, &cur);
+	ext2fs_set_block_alloc_stats_range_callback(fs, NULL, &cur_range);
+	for (size_t i = t->sp_nallocs; i-- > 0;) {
+		const struct alloc_change *a = &t->sp_allocs[i];
+		if (a->inode) {
+			ext2fs_inode_alloc_stats2(fs, (ext2_ino_t)a->num, -a->inuse, a->isdir);
+			flush_mark_inode(t, (ext2_ino_t)a->num);
+		} else {
+			ext2fs_block_alloc_stats2(fs, a->num, -a->inuse);
+			flush_mark_block(t, a->num);
+		}
+	}
+	ext2fs_set_block_alloc_stats_callback(fs, cur, NULL);
+	ext2fs_set_block_alloc_stats_range_callback(fs, cur_range, NULL);
+	t->sp_nallocs = 0;
 }
 
 errcode_t rio_txn_rollback(io_channel ch)
@@ -144,5 +213,6 @@ errcode_t rio_txn_rollback(io_channel ch)
 	t->sp_gen = 0;
 	t->sp_nfreed = t->sp_nunfreed = 0;
 	pthread_mutex_unlock(&rc->ovl_lock);
+	undo_allocs(t);
 	return err;
 }

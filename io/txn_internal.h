@@ -32,6 +32,14 @@ struct ovl_ent {
 	unsigned char *undo;
 };
 
+/* An allocation or free libext2fs made since the savepoint, undone in
+ * reverse order by a rollback. */
+struct alloc_change {
+	uint64_t num;      /* block or inode number */
+	int inuse;         /* +1 allocated, -1 freed */
+	bool inode, isdir;
+};
+
 /* A set of block numbers (open addressing; 0 marks an empty slot, so block 0
  * is never stored: it is never freed, and the sets only serve frees). */
 struct blkset {
@@ -122,12 +130,16 @@ struct txn_manager {
 	bool stop, thread_running;
 	pthread_t thread;
 
-	/* the savepoint of the operation in progress (0 = none) */
+	/* the savepoint of the operation in progress (0 = none), per channel:
+	 * one operation at a time, as the caller's file-system lock makes
+	 * them (savepoint.c) */
 	uint64_t sp_gen, sp_next;
 	uint64_t *sp_freed;          /* blocks freed since the savepoint */
 	size_t sp_nfreed, sp_capfreed;
 	uint64_t *sp_unfreed;        /* blocks taken back from the freed set since */
 	size_t sp_nunfreed, sp_capunfreed;
+	struct alloc_change *sp_allocs;  /* libext2fs's allocations and frees since */
+	size_t sp_nallocs, sp_capallocs;
 	bool sp_lost;                /* out of memory while tracking: cannot roll back */
 
 	/* transaction ids: the open one, and the highest known durable (every
