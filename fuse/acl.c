@@ -264,7 +264,7 @@ static int acl_handle(struct rfs *r, ext2_ino_t ino, struct ext2_xattr_handle **
 	e = ext2fs_xattrs_read(*h);
 	if (e) {
 		ext2fs_xattrs_close(h);
-		return e == EXT2_ET_MISSING_EA_FEATURE ? -EOPNOTSUPP : corrupt(ino, "bad xattrs");
+		return e == EXT2_ET_MISSING_EA_FEATURE ? -EOPNOTSUPP : report_corruption(ino, "bad xattrs");
 	}
 	return 0;
 }
@@ -287,10 +287,10 @@ static int acl_read(struct rfs *r, ext2_ino_t ino, const char *name, struct acl 
 	if (e == EXT2_ET_EA_KEY_NOT_FOUND)
 		return 0;
 	if (e)
-		return e == EINVAL ? corrupt(ino, "malformed ACL") : -errmap(e);
+		return e == EINVAL ? report_corruption(ino, "malformed ACL") : -errmap(e);
 	ret = acl_parse(val, len, out);
 	ext2fs_free_mem(&val);
-	return ret ? corrupt(ino, "malformed ACL") : 0;
+	return ret ? report_corruption(ino, "malformed ACL") : 0;
 }
 
 /* Store (a non-NULL) or remove (NULL) one ACL; removing one that is not

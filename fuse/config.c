@@ -18,6 +18,8 @@
 
 #define DEFAULT_CONFIG_FILE "/etc/recon-fuse.conf"
 
+static const struct rio_config io_defaults = RIO_CONFIG_DEFAULTS;
+
 enum key_kind { K_BOOL, K_UINT, K_U64, K_STR, K_ATIME, K_ONV, K_ERRORS, K_DATA, K_COMMIT, K_MAPROOT,
 		K_URING, K_UID, K_GID };
 
@@ -58,34 +60,34 @@ static const struct key_desc keys[] = {
 	  "a group whose members may use the reserved blocks (the superblock's)" },
 	{ "minixdf", NULL, K_BOOL, F(minixdf), false,
 	  "statfs counts every block, metadata too (off: bsddf, without the metadata)" },
-	{ "errors", "ACTION", K_ERRORS, F(on_violation), false,
+	{ "errors", "ACTION", K_ERRORS, F(io.on_violation), false,
 	  "ext3's: remount-ro or continue (on_violation=readonly), panic (on_violation=stop)" },
 	{ "data", "MODE", K_DATA, 0, false,
 	  "ext3's: ordered or writeback (both run ordered); journal is refused" },
-	{ "commit", "S", K_COMMIT, F(commit_interval_ms), false,
+	{ "commit", "S", K_COMMIT, F(io.commit_interval_ms), false,
 	  "ext3's commit interval in seconds (commit_interval_ms)" },
-	{ "block_cache_mb", "N", K_UINT, F(block_cache_mb), false, "metadata block cache in MiB (64)" },
+	{ "block_cache_mb", "N", K_UINT, F(io.block_cache_mb), false, "metadata block cache in MiB (64)" },
 	{ "threads", "N", K_UINT, F(threads), false, "FUSE worker threads (1: one thread)" },
 	{ "poll_us", "N", K_UINT, F(poll_us), false,
 	  "with one thread: poll for the next request this long, in us (50)" },
 	{ "fuse_uring", "MODE", K_URING, F(fuse_uring), false,
 	  "FUSE requests over io_uring when the kernel offers it: auto (default), on, off" },
-	{ "checker", NULL, K_BOOL, F(checker), false, "shadow checker on every commit (on)" },
-	{ "checker_cache_mb", "N", K_UINT, F(checker_cache_mb), false, "checker's block cache in MiB (128)" },
-	{ "commit_interval_ms", "N", K_UINT, F(commit_interval_ms), false, "commit age limit in ms (1000)" },
-	{ "max_transaction_blocks", "N", K_UINT, F(max_transaction_blocks), false,
+	{ "checker", NULL, K_BOOL, F(io.checker), false, "shadow checker on every commit (on)" },
+	{ "checker_cache_mb", "N", K_UINT, F(io.checker_cache_mb), false, "checker's block cache in MiB (128)" },
+	{ "commit_interval_ms", "N", K_UINT, F(io.commit_interval_ms), false, "commit age limit in ms (1000)" },
+	{ "max_transaction_blocks", "N", K_UINT, F(io.max_transaction_blocks), false,
 	  "commit size limit in blocks (0 = a quarter of the journal)" },
-	{ "on_violation", "ACTION", K_ONV, F(on_violation), false, "readonly (default), stop or log" },
-	{ "journal", NULL, K_BOOL, F(journal), false, "log commits through the ext3 journal (on)" },
-	{ "async_commit", NULL, K_BOOL, F(async_commit), false, "commit on a separate thread (on)" },
+	{ "on_violation", "ACTION", K_ONV, F(io.on_violation), false, "readonly (default), stop or log" },
+	{ "journal", NULL, K_BOOL, F(io.journal), false, "log commits through the ext3 journal (on)" },
+	{ "async_commit", NULL, K_BOOL, F(io.async_commit), false, "commit on a separate thread (on)" },
 	{ "deterministic", NULL, K_BOOL, F(deterministic), true, "test: one thread, no timers" },
-	{ "fault_crash_after", "N", K_U64, F(fault_crash_after), true, "test: crash after N device writes" },
-	{ "fault_seed", "N", K_U64, F(fault_seed), true, "test: fault injection seed" },
-	{ "fault_corrupt", "KIND@N", K_STR, F(fault_corrupt), true, "test: corrupt KIND@N" },
-	{ "fault_data_eio", "N", K_U64, F(fault_data_eio), true,
+	{ "fault_crash_after", "N", K_U64, F(io.fault_crash_after), true, "test: crash after N device writes" },
+	{ "fault_seed", "N", K_U64, F(io.fault_seed), true, "test: fault injection seed" },
+	{ "fault_corrupt", "KIND@N", K_STR, F(io.fault_corrupt), true, "test: corrupt KIND@N" },
+	{ "fault_data_eio", "N", K_U64, F(io.fault_data_eio), true,
 	  "test: fail the Nth file-data write with EIO" },
 	{ "stats", "FILE", K_STR, F(stats_file), true, "test: write the stats JSON to FILE at unmount" },
-	{ "no_uring", NULL, K_BOOL, F(no_uring), true, "test: force the pread/pwrite fallback" },
+	{ "no_uring", NULL, K_BOOL, F(io.no_uring), true, "test: force the pread/pwrite fallback" },
 };
 #undef F
 
@@ -389,13 +391,16 @@ static int set_key(struct recon_config *cfg, const char *key, const char *val,
 	case K_STR: {
 		if (!*val)
 			goto bad;
-		if (k->off == offsetof(struct recon_config, fault_corrupt) && check_fault_corrupt(val))
+		if (k->off == offsetof(struct recon_config, io.fault_corrupt) &&
+		    check_fault_corrupt(val))
 			goto bad;
-		char *dup = strdup(val);
+		/* copied as bytes: the field is a char * or (io's) a const char * */
+		char *dup = strdup(val), *old;
 		if (!dup)
 			return -ENOMEM;
-		free(*(char **)(base + k->off));
-		*(char **)(base + k->off) = dup;
+		memcpy(&old, base + k->off, sizeof(old));
+		free(old);
+		memcpy(base + k->off, &dup, sizeof(dup));
 		return 0;
 	}
 	case K_ATIME:
@@ -422,9 +427,9 @@ static int set_key(struct recon_config *cfg, const char *key, const char *val,
 		 * read-only like remount-ro; panic stops the file system (exit 2),
 		 * not the machine */
 		if (!strcmp(val, "remount-ro") || !strcmp(val, "continue"))
-			cfg->on_violation = ONV_READONLY;
+			cfg->io.on_violation = RIO_ONV_READONLY;
 		else if (!strcmp(val, "panic"))
-			cfg->on_violation = ONV_STOP;
+			cfg->io.on_violation = RIO_ONV_STOP;
 		else
 			goto bad;
 		return 0;
@@ -442,15 +447,15 @@ static int set_key(struct recon_config *cfg, const char *key, const char *val,
 		/* seconds, 0 for the default, as ext3's commit= */
 		if (parse_u64(val, UINT32_MAX / 1000, &n))
 			goto bad;
-		cfg->commit_interval_ms = n ? (unsigned)n * 1000 : 1000;
+		cfg->io.commit_interval_ms = n ? (unsigned)n * 1000 : io_defaults.commit_interval_ms;
 		return 0;
 	case K_ONV:
 		if (!strcmp(val, "readonly"))
-			cfg->on_violation = ONV_READONLY;
+			cfg->io.on_violation = RIO_ONV_READONLY;
 		else if (!strcmp(val, "stop"))
-			cfg->on_violation = ONV_STOP;
+			cfg->io.on_violation = RIO_ONV_STOP;
 		else if (!strcmp(val, "log"))
-			cfg->on_violation = ONV_LOG;
+			cfg->io.on_violation = RIO_ONV_LOG;
 		else
 			goto bad;
 		return 0;
@@ -552,16 +557,10 @@ static void set_defaults(struct recon_config *cfg)
 	cfg->atime = ATIME_RELATIME;
 	cfg->acl = true;
 	cfg->user_xattr = true;
-	cfg->block_cache_mb = 64;
 	cfg->threads = 1;
 	cfg->poll_us = 50;
 	cfg->fuse_uring = FUSE_URING_AUTO;
-	cfg->checker = true;
-	cfg->checker_cache_mb = 128;
-	cfg->commit_interval_ms = 1000;
-	cfg->on_violation = ONV_READONLY;
-	cfg->journal = true;
-	cfg->async_commit = true;
+	cfg->io = io_defaults;
 	cfg->resuid = cfg->resgid = -1;
 }
 
@@ -910,8 +909,8 @@ int config_parse(int argc, char **argv, struct recon_config *cfg, struct fuse_ar
 	if (cfg->deterministic) {
 		cfg->threads = 1;
 		cfg->poll_us = 0;
-		cfg->commit_interval_ms = 0;
-		cfg->async_commit = false;
+		cfg->io.commit_interval_ms = 0;
+		cfg->io.async_commit = false;
 		cfg->fuse_uring = FUSE_URING_OFF;
 	}
 	if (cfg->threads == 0)
@@ -1082,7 +1081,7 @@ void config_free(struct recon_config *cfg)
 	free(cfg->pidfile);
 	free(cfg->log_file);
 	free(cfg->config_file);
-	free(cfg->fault_corrupt);
+	free((char *)cfg->io.fault_corrupt);   /* set_key's copy */
 	free(cfg->stats_file);
 	memset(cfg, 0, sizeof(*cfg));
 }

@@ -25,7 +25,7 @@
 static int check_blk(struct rfs *r, ext2_ino_t ino, blk64_t b)
 {
 	if (b && (b < r->fs->super->s_first_data_block || b >= ext2fs_blocks_count(r->fs->super)))
-		return corrupt(ino, "block pointer out of range");
+		return report_corruption(ino, "block pointer out of range");
 	return 0;
 }
 
@@ -35,7 +35,7 @@ int map_block(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t lblk
 	int ret_flags = 0;
 	errcode_t e = ext2fs_bmap2(r->fs, ino, in, NULL, 0, lblk, &ret_flags, pblk);
 	if (e)
-		return corrupt(ino, "cannot map a block");
+		return report_corruption(ino, "cannot map a block");
 	if (ret_flags & BMAP_RET_UNINIT)
 		*pblk = 0;
 	return check_blk(r, ino, *pblk);

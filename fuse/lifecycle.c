@@ -19,50 +19,6 @@
 #include <time.h>
 #include <unistd.h>
 
-/* ---- rollback of a failed operation ---- */
-
-static void note_alloc(struct rfs *r, uint64_t num, int inuse, bool inode, bool isdir)
-{
-	if (!r->sp_active || r->undo_lost)
-		return;
-	if (r->nundo == r->capundo) {
-		size_t cap = r->capundo ? r->capundo * 2 : 64;
-		struct alloc_rec *n = realloc(r->undo, cap * sizeof(*n));
-		if (!n) {
-			r->undo_lost = true;
-			return;
-		}
-		r->undo = n;
-		r->capundo = cap;
-	}
-	r->undo[r->nundo++] = (struct alloc_rec){ .num = num, .inuse = inuse, .inode = inode,
-						  .isdir = isdir };
-}
-
-static void block_stats_hook(ext2_filsys fs, blk64_t blk, int inuse)
-{
-	struct rfs *r = fs->priv_data;
-	if (r->old_stats)
-		r->old_stats(fs, blk, inuse);
-	note_alloc(r, blk, inuse, false, false);
-}
-
-static void block_stats_range_hook(ext2_filsys fs, blk64_t blk, blk_t num, int inuse)
-{
-	struct rfs *r = fs->priv_data;
-	if (r->old_stats_range)
-		r->old_stats_range(fs, blk, num, inuse);
-	for (blk_t i = 0; i < num; i++)
-		note_alloc(r, blk + i, inuse, false, false);
-}
-
-void inode_stats(struct rfs *r, ext2_ino_t ino, int inuse, bool isdir)
-{
-	ext2fs_inode_alloc_stats2(r->fs, ino, inuse, isdir);
-	rio_txn_inode_changed(r->fs, ino);   /* libext2fs has no callback for it */
-	note_alloc(r, ino, inuse, true, isdir);
-}
-
 /* ---- what fsync may promise ----
  * Every inode write (libext2fs's write_inode hook: ours, libext2fs's own in
  * punch, link, ...) records the transaction it went into.  A directory whose
@@ -155,12 +111,14 @@ int rfs_txn_hooks(struct rfs *r)
 {
 	r->fs->priv_data = r;
 	r->fs->write_inode = note_inode_write;
-	ext2fs_set_block_alloc_stats_callback(r->fs, block_stats_hook, &r->old_stats);
-	ext2fs_set_block_alloc_stats_range_callback(r->fs, block_stats_range_hook,
-						    &r->old_stats_range);
 	r->known = calloc(r->fs->super->s_inodes_count / 8 + 1, 1);
 	return r->known ? 0 : -ENOMEM;
 }
+
+/* ---- rollback of a failed operation ----
+ * io keeps the undo log (io/savepoint.c says why: it owns libext2fs's
+ * alloc-stats callback and sees every allocation); here, what io does not
+ * hold: the superblock, the inode cache, the directory indexes. */
 
 /* Start of a mutating operation (and again after a commit inside one). */
 void op_savepoint(struct rfs *r)
@@ -169,24 +127,20 @@ void op_savepoint(struct rfs *r)
 	if (!r->attached || rio_txn_savepoint(r->fs->io))
 		return;
 	r->sb_saved = *r->fs->super;
-	r->nundo = 0;
-	r->undo_lost = false;
 	dindex_mark(r->di);
 	r->sp_active = true;
 }
 
 /*
- * The operation failed: io drops its metadata writes since the savepoint;
- * here libext2fs's in-memory copies follow (allocation changes undone in
- * reverse, which restores bitmaps and group counters; the superblock as it
- * was; the inode cache and the changed directories' indexes forgotten).
- * 0, or -EROFS when it could not be restored exactly.
+ * The operation failed: io drops its metadata writes since the savepoint
+ * and undoes its allocation changes in libext2fs's bitmaps and group
+ * counters; here the rest of libext2fs's in-memory copies follow (the
+ * superblock as it was; the inode cache and the changed directories'
+ * indexes forgotten).  0, or -EROFS when it could not be restored exactly.
  */
 static int op_rollback(struct rfs *r)
 {
 	ext2_filsys fs = r->fs;
-	void (*cur)(ext2_filsys, blk64_t, int) = NULL;
-	void (*cur_range)(ext2_filsys, blk64_t, blk_t, int) = NULL;
 
 	if (!r->sp_active)
 		return 0;
@@ -194,30 +148,15 @@ static int op_rollback(struct rfs *r)
 	if (rio_txn_failed(fs->io))
 		return -EROFS;
 	errcode_t e = rio_txn_rollback(fs->io);
-	/* the undo is not an allocation io must track: no callbacks */
-	ext2fs_set_block_alloc_stats_callback(fs, NULL, &cur);
-	ext2fs_set_block_alloc_stats_range_callback(fs, NULL, &cur_range);
-	for (size_t i = r->nundo; i-- > 0;) {
-		struct alloc_rec *a = &r->undo[i];
-		if (a->inode) {
-			ext2fs_inode_alloc_stats2(fs, (ext2_ino_t)a->num, -a->inuse, a->isdir);
-			rio_txn_inode_changed(fs, (ext2_ino_t)a->num);
-		} else {
-			ext2fs_block_alloc_stats2(fs, a->num, -a->inuse);
-			rio_txn_block_changed(fs, a->num);
-		}
-	}
-	ext2fs_set_block_alloc_stats_callback(fs, cur, NULL);
-	ext2fs_set_block_alloc_stats_range_callback(fs, cur_range, NULL);
 	*fs->super = r->sb_saved;
 	ext2fs_mark_super_dirty(fs);
 	(void)ext2fs_flush_icache(fs);
 	dindex_forget_changed(r->di);
 	orphan_hints_clear(r);
-	r->nundo = 0;
-	if (e || r->undo_lost) {
+	if (e) {
+		/* io's EROFS: it ran out of memory while tracking the operation */
 		fprintf(stderr, "recon-fuse: cannot roll back a failed operation (%s); the file "
-			"system is now read-only\n", e ? error_message(e) : "out of memory");
+			"system is now read-only\n", e == EROFS ? "out of memory" : error_message(e));
 		return -EROFS;
 	}
 	return 0;
@@ -456,7 +395,7 @@ static void went_readonly(struct rfs *r)
 	syslog(LOG_ERR, "recon-fuse: a commit was rejected or failed; read-only from now on");
 	(void)ext2fs_flush_icache(r->fs);
 	reread_super(r);
-	if (r->cfg->on_violation == ONV_STOP) {
+	if (r->cfg->io.on_violation == RIO_ONV_STOP) {
 		dindex_drop_all(r->di);
 		r->stopped = true;
 		fprintf(stderr, "recon-fuse: on_violation=stop: unmounting\n");

@@ -148,29 +148,6 @@ static void readahead_group_metadata(ext2_filsys fs)
 	free(blks);
 }
 
-static void set_rio_config(const struct recon_config *cfg, bool shared_bdev)
-{
-	struct rio_config rc = {
-		.block_cache_mb = cfg->block_cache_mb,
-		.no_uring = cfg->no_uring,
-		.quiet = false,
-		.shared_bdev = shared_bdev,
-		.checker = cfg->checker,
-		.checker_cache_mb = cfg->checker_cache_mb,
-		.commit_interval_ms = cfg->commit_interval_ms,
-		.max_transaction_blocks = cfg->max_transaction_blocks,
-		.on_violation = cfg->on_violation == ONV_STOP ? RIO_ONV_STOP :
-				cfg->on_violation == ONV_LOG ? RIO_ONV_LOG : RIO_ONV_READONLY,
-		.journal = cfg->journal,
-		.async_commit = cfg->async_commit,
-		.fault_crash_after = cfg->fault_crash_after,
-		.fault_seed = cfg->fault_seed,
-		.fault_corrupt = cfg->fault_corrupt,
-		.fault_data_eio = cfg->fault_data_eio,
-	};
-	rio_set_config(&rc);
-}
-
 /* Close fs without writing anything (a read-write open has written
  * nothing yet) and open the device again read-only.  0 or -1 (said why). */
 static int reopen_fs_ro(struct rfs *r, ext2_filsys *fs)
@@ -249,7 +226,7 @@ static int check_image(struct rfs *r, ext2_filsys fs, bool replayed)
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	errcode_t e = rio_image_check(fs, &report);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
-	if (e == EXT2_ET_UNSUPP_FEATURE && !r->cfg->checker) {
+	if (e == EXT2_ET_UNSUPP_FEATURE && !r->cfg->io.checker) {
 		fprintf(stderr, "recon-fuse: %s: not checked at mount (checker=off, and the checker "
 			"does not model this image)\n", dev);
 		return 0;
@@ -310,7 +287,7 @@ static int decide_rw(struct rfs *r, ext2_filsys fs, bool replayed)
 	struct ext2_super_block *sb = fs->super;
 	char refusal[256], why_bad[256];
 
-	if (rfs_rw_refusal(sb, dev, r->cfg->checker, refusal, sizeof(refusal))) {
+	if (rfs_rw_refusal(sb, dev, r->cfg->io.checker, refusal, sizeof(refusal))) {
 		fprintf(stderr, "recon-fuse: %s\n", refusal);
 		return -1;
 	}
@@ -524,7 +501,7 @@ static int prepare_fs(struct rfs *r)
 	 * without naming them, and a refused image must not be written */
 	if (!r->ro && rfs_read_super(cfg->device, &disk_sb) == 0 &&
 	    disk_sb.s_magic == EXT2_SUPER_MAGIC &&
-	    rfs_rw_refusal(&disk_sb, cfg->device, cfg->checker, refusal, sizeof(refusal))) {
+	    rfs_rw_refusal(&disk_sb, cfg->device, cfg->io.checker, refusal, sizeof(refusal))) {
 		fprintf(stderr, "recon-fuse: %s\n", refusal);
 		return -1;
 	}
@@ -655,9 +632,6 @@ void rfs_unmount(struct rfs *r)
 	e = ext2fs_close_free(&r->fs);
 	if (e)
 		fprintf(stderr, "recon-fuse: closing the file system failed: %s\n", error_message(e));
-	free(r->undo);
-	r->undo = NULL;
-	r->nundo = r->capundo = 0;
 	free(r->known);
 	r->known = NULL;
 	free(r->chg);
@@ -691,7 +665,7 @@ static void ticker_reap_kick(struct rfs *r)
 static void *ticker_main(void *arg)
 {
 	struct rfs *r = arg;
-	unsigned ms = r->cfg->commit_interval_ms;
+	unsigned ms = r->cfg->io.commit_interval_ms;
 
 	pthread_mutex_lock(&ticker_mu);
 	while (!atomic_load(&ticker_stop)) {
@@ -1066,7 +1040,8 @@ int main(int argc, char **argv)
 	if (rfs_claim_image(cfg.device, r.ro))
 		goto out;
 	bdev_claim = mountstate_fuseblk_claim(&cfg, &args);
-	set_rio_config(&cfg, bdev_claim >= 0);
+	cfg.io.shared_bdev = bdev_claim >= 0;
+	rio_set_config(&cfg.io);
 	if (prepare_fs(&r))
 		goto out;
 	/* the session that mounts, with the flags the daemon's state decides */
@@ -1116,7 +1091,7 @@ int main(int argc, char **argv)
 	}
 	if (r.ro && !cfg.ro)
 		fprintf(stderr, "recon-fuse: mounted %s read-only\n", cfg.device);
-	if (!r.ro && cfg.on_violation == ONV_LOG) {
+	if (!r.ro && cfg.io.on_violation == RIO_ONV_LOG) {
 		fprintf(stderr, "recon-fuse: WARNING: on_violation=log: commits that break the "
 			"checker's invariants are WRITTEN to %s anyway (for experiments only; the "
 			"file system may end up corrupt)\n", cfg.device);
@@ -1134,7 +1109,7 @@ int main(int argc, char **argv)
 		report_status(0);
 		detach_stdio();
 	}
-	if (!cfg.deterministic && cfg.commit_interval_ms && !r.ro)
+	if (!cfg.deterministic && cfg.io.commit_interval_ms && !r.ro)
 		start_ticker(&r);
 	int ret;
 	if (cfg.threads <= 1 || cfg.deterministic) {

@@ -110,7 +110,7 @@ void op_readlink(fuse_req_t req, fuse_ino_t fino)
 	}
 	size_t len = EXT2_I_SIZE(&in);
 	if (len >= r->fs->blocksize) {
-		ret = corrupt(ino, "symlink too long");
+		ret = report_corruption(ino, "symlink too long");
 		goto out;
 	}
 	buf = calloc(1, r->fs->blocksize + 1);
@@ -122,7 +122,7 @@ void op_readlink(fuse_req_t req, fuse_ino_t fino)
 		ret = inline_file_read(r->fs, ino, &in, 0, len, buf);
 	} else if (ext2fs_is_fast_symlink(&in)) {
 		if (len >= sizeof(in.i_block)) {
-			ret = corrupt(ino, "fast symlink too long");
+			ret = report_corruption(ino, "fast symlink too long");
 			goto out;
 		}
 		memcpy(buf, in.i_block, len);
@@ -130,7 +130,7 @@ void op_readlink(fuse_req_t req, fuse_ino_t fino)
 		blk64_t pblk;
 		ret = map_block(r, ino, &in, 0, &pblk);
 		if (!ret && !pblk)
-			ret = corrupt(ino, "symlink without a block");
+			ret = report_corruption(ino, "symlink without a block");
 		if (!ret)
 			ret = blocks_io(r, ino, false, &pblk, 1, buf);
 	}
@@ -198,7 +198,7 @@ static int new_inode(struct rfs *r, fuse_req_t req, ext2_ino_t dir, unsigned mod
 	e = ext2fs_write_new_inode(r->fs, *out, in);
 	if (e)
 		return -errmap(e);
-	inode_stats(r, *out, +1, LINUX_S_ISDIR(mode));
+	rio_txn_inode_alloc_stats(r->fs, *out, +1, LINUX_S_ISDIR(mode));
 	return 0;
 }
 

@@ -429,7 +429,7 @@ int punch_step(struct rfs *r, blk64_t *step)
 		return 0;
 	/* max_transaction_blocks paces a long release too, but never below
 	 * one step per transaction */
-	size_t cap = limit, soft = r->cfg->max_transaction_blocks;
+	size_t cap = limit, soft = r->cfg->io.max_transaction_blocks;
 	if (soft && soft < cap)
 		cap = soft > STEP_MIN ? soft : STEP_MIN < limit ? STEP_MIN : limit;
 	if (used + STEP_MIN <= cap) {
@@ -636,7 +636,7 @@ int rfs_free_inode(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, bool li
 	ret = put_inode(r, ino, in);
 	if (ret)
 		return ret;
-	inode_stats(r, ino, -1, LINUX_S_ISDIR(in->i_mode));
+	rio_txn_inode_alloc_stats(r->fs, ino, -1, LINUX_S_ISDIR(in->i_mode));
 	return 0;
 }
 

@@ -29,14 +29,6 @@ struct open_ino {
 };
 #define OPEN_TAB_SIZE 8192
 
-/* A block or inode allocation change made by the operation in progress,
- * undone in reverse order if the operation fails. */
-struct alloc_rec {
-	uint64_t num;      /* block or inode number */
-	int inuse;         /* +1 allocated, -1 freed */
-	bool inode, isdir;
-};
-
 struct rfs {
 	ext2_filsys fs;
 	pthread_mutex_t lock;      /* libext2fs is not thread-safe: every call under it */
@@ -50,15 +42,13 @@ struct rfs {
 	struct open_ino *open_tab[OPEN_TAB_SIZE];
 	uint64_t max_bytes;        /* largest file size the block map can address */
 
-	/* rollback of the operation in progress (lifecycle.c): a savepoint in io,
-	 * the superblock as it was, and the allocation changes made since */
+	/* rollback of the operation in progress (lifecycle.c): a savepoint in io
+	 * (which undoes the allocation changes) and the superblock as it was.
+	 * Per-operation state kept per mount, as io's savepoint is per channel:
+	 * valid because `lock` makes operations one at a time, from wr_begin to
+	 * wr_end; concurrent writers would need it per operation. */
 	bool sp_active;
 	struct ext2_super_block sb_saved;
-	struct alloc_rec *undo;
-	size_t nundo, capundo;
-	bool undo_lost;            /* out of memory while recording */
-	void (*old_stats)(ext2_filsys fs, blk64_t blk, int inuse);
-	void (*old_stats_range)(ext2_filsys fs, blk64_t blk, blk_t num, int inuse);
 
 	/* after a rejected commit: the kernel's caches are invalidated once */
 	uint8_t *known;            /* bit per inode handed to the kernel */
@@ -123,8 +113,8 @@ struct rfs_uring;
  * a device error): what was not durable then was discarded. */
 #define RFS_EXIT_LOST 3
 
-/* After rio_txn_attach: hook libext2fs's allocation callbacks for rollback
- * and start tracking the inodes the kernel knows.  0 or -errno. */
+/* After rio_txn_attach: hook libext2fs's inode writes (what fsync may
+ * promise) and start tracking the inodes the kernel knows.  0 or -errno. */
 int rfs_txn_hooks(struct rfs *r);
 
 /* The cache-invalidation thread writes to the FUSE channel: at exit, stop
@@ -296,7 +286,6 @@ static inline void unlock(struct rfs *r)
 }
 
 /* lifecycle.c */
-void inode_stats(struct rfs *r, ext2_ino_t ino, int inuse, bool isdir);
 bool name_ok(const char *name, int *err);
 void op_savepoint(struct rfs *r);
 int space_check(struct rfs *r, fuse_req_t req, blk64_t need);
@@ -307,7 +296,8 @@ int wr_room_for(struct rfs *r, blk64_t need);
 int rfs_fsync(struct rfs *r, ext2_ino_t ino);
 
 /* inode.c */
-int corrupt(ext2_ino_t ino, const char *what);
+/* A corrupt object found on disk: said once per inode; returns -EIO. */
+int report_corruption(ext2_ino_t ino, const char *what);
 int do_truncate(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, uint64_t size);
 int errmap(errcode_t e);
 void fill_entry(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in,
