@@ -386,16 +386,16 @@ static int recover_journal(struct rfs *r, ext2_filsys *fs)
 	return 0;
 }
 
-/* Open the file system, decide how to serve it, then (read-write) write:
- * nothing reaches the device before the mount has decided to serve it
- * read-write.  On success r->fs is open (read-write unless r->ro). */
-int prepare_fs(struct rfs *r)
+/* Open the device as r->ro says, refusing what cannot be served at all
+ * before anything is written: a feature the read-write gate refuses, a
+ * device we may not write, damaged geometry, an external journal to
+ * recover, a journal the kernel would not load.  0 with *fsp open, or -1
+ * (said why). */
+static int open_servable(struct rfs *r, ext2_filsys *fsp)
 {
 	struct recon_config *cfg = r->cfg;
 	ext2_filsys fs = NULL;
 	errcode_t e;
-	bool served_from_replay = false;
-
 	struct ext2_super_block disk_sb;
 	char refusal[256];
 	/* before libext2fs opens it read-write: it refuses some features
@@ -444,6 +444,22 @@ int prepare_fs(struct rfs *r)
 			return -1;
 		}
 	}
+	*fsp = fs;
+	return 0;
+}
+
+/* Open the file system, decide how to serve it, then (read-write) write:
+ * nothing reaches the device before the mount has decided to serve it
+ * read-write.  On success r->fs is open (read-write unless r->ro). */
+int prepare_fs(struct rfs *r)
+{
+	struct recon_config *cfg = r->cfg;
+	ext2_filsys fs = NULL;
+	bool served_from_replay = false;
+
+	if (open_servable(r, &fs))
+		return -1;
+	bool recover = ext2fs_has_feature_journal_needs_recovery(fs->super);
 	if (recover && cfg->noload) {
 		if (!r->ro) {
 			fprintf(stderr, "recon-fuse: %s needs journal recovery, which noload "
