@@ -134,6 +134,8 @@ void rfs_stop_notifier(struct rfs *r);
 bool rfs_notifier_busy(struct rfs *r);
 void rfs_join_notifier(struct rfs *r);
 
+/* session.c: the low-level operations fuse_session_new serves; its init
+ * negotiates what the kernel offers, its destroy is rfs_unmount. */
 extern const struct fuse_lowlevel_ops rfs_ops;
 
 /* claim.c: claim the image for this daemon, before it is opened, in the
@@ -394,6 +396,9 @@ void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t n
 void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name);
 void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name);
 void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name);
+
+/* super.c */
+void op_statfs(fuse_req_t req, fuse_ino_t ino);
 
 /* dir.c */
 void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
