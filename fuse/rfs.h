@@ -59,7 +59,7 @@ struct rfs {
 	void (*old_stats)(ext2_filsys fs, blk64_t blk, int inuse);
 	void (*old_stats_range)(ext2_filsys fs, blk64_t blk, blk_t num, int inuse);
 
-	/* after a rejected commit: the kernel's caches are invalidated once */
+	/* after a rejected commit: the kernel's caches are invalidated once (notify.c) */
 	uint8_t *known;            /* bit per inode handed to the kernel */
 	bool invalidated;
 	bool notifier_running;
@@ -126,10 +126,18 @@ struct rfs_uring;
  * and start tracking the inodes the kernel knows.  0 or -errno. */
 int rfs_txn_hooks(struct rfs *r);
 
-/* The cache-invalidation thread writes to the FUSE channel: at exit, stop
+/* notify.c: the kernel's caches after a rejected commit.  invalidate_kernel
+ * (lock held; once, as the file system goes read-only): every inode the
+ * kernel was handed, the names added since the last durable commit (then
+ * forgotten) and the names on disk in the indexed directories are
+ * invalidated from a thread of its own, as a notification sent from inside
+ * a request on the same inode would deadlock; out of memory, it says that
+ * the kernel's entries expire within TIMEOUT s instead.
+ * The cache-invalidation thread writes to the FUSE channel: at exit, stop
  * it (it ends after the notification in progress), wait while it is busy
  * (requests must still be answered meanwhile: a notification can wait for a
  * lock a request holds), and join it, all before the channel closes. */
+void invalidate_kernel(struct rfs *r);
 void rfs_stop_notifier(struct rfs *r);
 bool rfs_notifier_busy(struct rfs *r);
 void rfs_join_notifier(struct rfs *r);
