@@ -66,9 +66,9 @@ struct rfs {
 	pthread_t notifier;
 	atomic_bool notifier_stop;  /* set at exit: no more notifications */
 	atomic_bool notifier_done;
-	/* unlinked inodes nothing holds, freed a step at a time by the reaper
-	 * thread (orphan.c) while requests go on; reap_kick wakes it (NULL: no
-	 * reaper, inodes are freed at once) */
+	/* unlinked inodes nothing holds, freed a step at a time (orphan.c) by
+	 * the reaper thread (ticker.c) while requests go on; reap_kick wakes it
+	 * (NULL: no reaper, inodes are freed at once) */
 	ext2_ino_t *reapq;         /* queued inodes are reapq[reaphead .. nreap) */
 	size_t reaphead, nreap, capreap;
 	/* where each inode on the on-disk orphan list sits: its predecessor
