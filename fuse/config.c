@@ -815,13 +815,13 @@ static bool fuse_conf_allows_other(void)
 	return ok;
 }
 
-int config_parse(int argc, char **argv, struct recon_config *cfg, struct fuse_args *fuse_args)
+/* The command line: its options (-o lists split into ours and libfuse's),
+ * the device and the mount point.  0, or -errno after a message. */
+static int parse_argv(int argc, char **argv, struct recon_config *cfg, struct optbuf *ours,
+		      struct optbuf *theirs)
 {
-	struct optbuf ours = { 0 }, theirs = { 0 };
-	char *config_file = NULL;
 	int ret = 0, npos = 0;
 
-	set_defaults(cfg);
 	for (int i = 1; i < argc && !ret; i++) {
 		const char *a = argv[i];
 
@@ -831,9 +831,9 @@ int config_parse(int argc, char **argv, struct recon_config *cfg, struct fuse_ar
 				ret = -EINVAL;
 				break;
 			}
-			ret = split_opts(argv[++i], &ours, &theirs);
+			ret = split_opts(argv[++i], ours, theirs);
 		} else if (!strncmp(a, "-o", 2)) {
-			ret = split_opts(a + 2, &ours, &theirs);
+			ret = split_opts(a + 2, ours, theirs);
 		} else if (!strcmp(a, "-f")) {
 			cfg->foreground = true;
 		} else if (!strcmp(a, "-d") || !strcmp(a, "--debug")) {
@@ -859,29 +859,29 @@ int config_parse(int argc, char **argv, struct recon_config *cfg, struct fuse_ar
 			ret = -EINVAL;
 		}
 	}
-	if (ret)
-		goto out;
-	if (cfg->show_help || cfg->show_version)
-		goto out;
+	if (ret || cfg->show_help || cfg->show_version)
+		return ret;
 	if (npos != 2) {
 		fprintf(stderr, "usage: recon-fuse [-o opt,...] [-f] [-d] DEVICE MOUNTPOINT "
 			"(recon-fuse --help for the options)\n");
-		ret = -EINVAL;
-		goto out;
+		return -EINVAL;
 	}
 	ret = make_absolute(&cfg->device);
-	if (!ret)
-		ret = make_absolute(&cfg->mountpoint);
-	if (ret)
-		goto out;
+	return ret ? ret : make_absolute(&cfg->mountpoint);
+}
 
-	/* the config file first, then -o on top of it */
-	if (ours.s) {
-		char *copy = strdup(ours.s), *save = NULL;
-		if (!copy) {
-			ret = -ENOMEM;
-			goto out;
-		}
+/* Our options: the config file first (config= in ours, else the default
+ * file when it exists), then the -o list ours on top of it.  0, or -errno
+ * after a message. */
+static int apply_options(struct recon_config *cfg, char *ours)
+{
+	char *config_file = NULL;
+	int ret = 0;
+
+	if (ours) {
+		char *copy = strdup(ours), *save = NULL;
+		if (!copy)
+			return -ENOMEM;
 		for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
 			if (!strncmp(tok, "config=", 7)) {
 				free(config_file);
@@ -891,21 +891,26 @@ int config_parse(int argc, char **argv, struct recon_config *cfg, struct fuse_ar
 				ret = -EINVAL;
 			}
 		free(copy);
-		if (ret)
-			goto out;
+		if (ret) {
+			free(config_file);
+			return ret;
+		}
 	}
 	if (config_file) {
 		ret = read_config_file(cfg, config_file);
 		cfg->config_file = config_file;
-		config_file = NULL;
 	} else if (access(DEFAULT_CONFIG_FILE, F_OK) == 0) {
 		ret = read_config_file(cfg, DEFAULT_CONFIG_FILE);
 		cfg->config_file = strdup(DEFAULT_CONFIG_FILE);
 	}
-	if (!ret)
-		ret = apply_cmdline_opts(cfg, ours.s);
-	if (ret)
-		goto out;
+	return ret ? ret : apply_cmdline_opts(cfg, ours);
+}
+
+/* The options as a whole, once all are set: what deterministic implies,
+ * the combinations refused, the paths made absolute, the mount point
+ * judged.  0, or -errno after a message. */
+static int settle_options(struct recon_config *cfg)
+{
 	if (cfg->deterministic) {
 		cfg->threads = 1;
 		cfg->poll_us = 0;
@@ -918,49 +923,64 @@ int config_parse(int argc, char **argv, struct recon_config *cfg, struct fuse_ar
 	if (cfg->noload && !cfg->ro) {
 		fprintf(stderr, "recon-fuse: noload (norecovery) requires ro: a read-write mount "
 			"must replay the journal first\n");
-		ret = -EINVAL;
-		goto out;
+		return -EINVAL;
 	}
 	if (cfg->allow_other && geteuid() != 0 && !fuse_conf_allows_other()) {
 		/* fusermount3 would refuse it after we have opened the image */
 		fprintf(stderr, "recon-fuse: allow_other: /etc/fuse.conf does not say "
 			"user_allow_other, which a user's mount needs for it (root may always)\n");
-		ret = -EINVAL;
-		goto out;
+		return -EINVAL;
 	}
 	if (cfg->poll_us > 10000) {
 		fprintf(stderr, "recon-fuse: poll_us=%u: at most 10000 (10 ms)\n", cfg->poll_us);
-		ret = -EINVAL;
-		goto out;
+		return -EINVAL;
 	}
-	ret = make_absolute(&cfg->pidfile);
+	int ret = make_absolute(&cfg->pidfile);
 	if (!ret)
 		ret = make_absolute(&cfg->stats_file);
-	if (!ret)
-		ret = check_mountpoint(cfg->mountpoint);
-	if (ret)
-		goto out;
+	return ret ? ret : check_mountpoint(cfg->mountpoint);
+}
+
+/* libfuse's arguments: the program's name, -d, and the -o list theirs
+ * with the device shown as fsname and the subtype added unless given.
+ * 0 or -ENOMEM. */
+static int libfuse_args(const struct recon_config *cfg, const char *argv0,
+			struct optbuf *theirs, struct fuse_args *fuse_args)
+{
+	int ret = 0;
 
 	/* show the device in mount(8) and /proc/mounts */
-	if (!strstr(theirs.s ? theirs.s : "", "fsname=")) {
+	if (!strstr(theirs->s ? theirs->s : "", "fsname=")) {
 		char *fsname = fsname_opt(cfg->device);
-		if (!fsname) {
-			ret = -ENOMEM;
-			goto out;
-		}
-		ret = optbuf_add(&theirs, fsname);
+		if (!fsname)
+			return -ENOMEM;
+		ret = optbuf_add(theirs, fsname);
 		free(fsname);
 	}
-	if (!ret && !strstr(theirs.s ? theirs.s : "", "subtype="))
-		ret = optbuf_add(&theirs, "subtype=recon-fuse");
+	if (!ret && !strstr(theirs->s ? theirs->s : "", "subtype="))
+		ret = optbuf_add(theirs, "subtype=recon-fuse");
 	if (ret)
-		goto out;
-	if (fuse_opt_add_arg(fuse_args, argv[0]) ||
+		return ret;
+	if (fuse_opt_add_arg(fuse_args, argv0) ||
 	    (cfg->debug && fuse_opt_add_arg(fuse_args, "-d")) ||
-	    (theirs.s && (fuse_opt_add_arg(fuse_args, "-o") || fuse_opt_add_arg(fuse_args, theirs.s))))
-		ret = -ENOMEM;
-out:
-	free(config_file);
+	    (theirs->s && (fuse_opt_add_arg(fuse_args, "-o") || fuse_opt_add_arg(fuse_args, theirs->s))))
+		return -ENOMEM;
+	return 0;
+}
+
+int config_parse(int argc, char **argv, struct recon_config *cfg, struct fuse_args *fuse_args)
+{
+	struct optbuf ours = { 0 }, theirs = { 0 };
+
+	set_defaults(cfg);
+	int ret = parse_argv(argc, argv, cfg, &ours, &theirs);
+	if (!ret && !cfg->show_help && !cfg->show_version) {
+		ret = apply_options(cfg, ours.s);
+		if (!ret)
+			ret = settle_options(cfg);
+		if (!ret)
+			ret = libfuse_args(cfg, argv[0], &theirs, fuse_args);
+	}
 	free(ours.s);
 	free(theirs.s);
 	return ret;

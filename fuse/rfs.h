@@ -1,7 +1,6 @@
 /*
  * fuse/rfs.h - internal to fuse/: the mounted file system's state and what
- * the rooms of fuse/ (main.c, super.c, lifecycle.c, inode.c, namei.c, dir.c,
- * file.c, orphan.c, xattr.c, acl.c, flags.c, mountstate.c) share.
+ * the rooms of fuse/ (one concern per file) share.
  */
 #ifndef RECON_FUSE_RFS_H
 #define RECON_FUSE_RFS_H
@@ -50,16 +49,16 @@ struct rfs {
 	bool sp_active;
 	struct ext2_super_block sb_saved;
 
-	/* after a rejected commit: the kernel's caches are invalidated once */
+	/* after a rejected commit: the kernel's caches are invalidated once (notify.c) */
 	uint8_t *known;            /* bit per inode handed to the kernel */
 	bool invalidated;
 	bool notifier_running;
 	pthread_t notifier;
 	atomic_bool notifier_stop;  /* set at exit: no more notifications */
 	atomic_bool notifier_done;
-	/* unlinked inodes nothing holds, freed a step at a time by the reaper
-	 * thread (orphan.c) while requests go on; reap_kick wakes it (NULL: no
-	 * reaper, inodes are freed at once) */
+	/* unlinked inodes nothing holds, freed a step at a time (orphan.c) by
+	 * the reaper thread (ticker.c) while requests go on; reap_kick wakes it
+	 * (NULL: no reaper, inodes are freed at once) */
 	ext2_ino_t *reapq;         /* queued inodes are reapq[reaphead .. nreap) */
 	size_t reaphead, nreap, capreap;
 	/* where each inode on the on-disk orphan list sits: its predecessor
@@ -117,14 +116,24 @@ struct rfs_uring;
  * promise) and start tracking the inodes the kernel knows.  0 or -errno. */
 int rfs_txn_hooks(struct rfs *r);
 
-/* The cache-invalidation thread writes to the FUSE channel: at exit, stop
+/* notify.c: the kernel's caches after a rejected commit.  invalidate_kernel
+ * (lock held; once, as the file system goes read-only): every inode the
+ * kernel was handed, the names added since the last durable commit (then
+ * forgotten) and the names on disk in the indexed directories are
+ * invalidated from a thread of its own, as a notification sent from inside
+ * a request on the same inode would deadlock; out of memory, it says that
+ * the kernel's entries expire within TIMEOUT s instead.
+ * The cache-invalidation thread writes to the FUSE channel: at exit, stop
  * it (it ends after the notification in progress), wait while it is busy
  * (requests must still be answered meanwhile: a notification can wait for a
  * lock a request holds), and join it, all before the channel closes. */
+void invalidate_kernel(struct rfs *r);
 void rfs_stop_notifier(struct rfs *r);
 bool rfs_notifier_busy(struct rfs *r);
 void rfs_join_notifier(struct rfs *r);
 
+/* session.c: the low-level operations fuse_session_new serves; its init
+ * negotiates what the kernel offers, its destroy is rfs_unmount. */
 extern const struct fuse_lowlevel_ops rfs_ops;
 
 /* claim.c: claim the image for this daemon, before it is opened, in the
@@ -239,8 +248,62 @@ int rfs_process_orphans(struct rfs *r);
  * 0 or -errno. */
 int rfs_free_inode(struct rfs *r, ext2_ino_t ino, struct ext2_inode *inode, bool listed);
 
-/* Unmount work (destroy): detach transactions, write stats, close the fs. */
+/* daemon.c: daemon mode's ties to the process that started it, all called
+ * from the main thread.  daemonize_early: forks, before any thread or ring
+ * exists; the parent waits for report_status and exits with the status it
+ * is told (1 if the child dies first), so that errors reach the terminal
+ * and its exit status means "mounted"; the child returns 0 in a session of
+ * its own, or -errno (errno set) when the pipe, fork or setsid fails.
+ * report_status: tells the waiting parent st (0: mounted), once the log has
+ * forwarded what was said; the first call only, none in the foreground.
+ * detach_stdio: stdin, stdout and (unless the log's pipe holds it) stderr
+ * on /dev/null, the working directory /.  write_pidfile: path holds our
+ * pid; 0, or -1 (after a message when it cannot be opened). */
+int daemonize_early(void);
+void report_status(int st);
+void detach_stdio(void);
+int write_pidfile(const char *path);
+
+/* mount.c: prepare_fs opens r->cfg->device and decides how to serve it
+ * before anything is written: read-write only when its features, recorded
+ * errors, bitmaps and the whole-image check allow (else read-only, or
+ * refused, said why); a journal that needs recovery is replayed in memory
+ * for a read-only mount, rehearsed so before a read-write one replays it on
+ * disk.  Read-write, it then makes the first writes (transactions attached,
+ * free counts recounted, orphans released).  Called once, from main, after
+ * rio_set_config.  0 with r->fs open (read-write unless r->ro is set),
+ * r->di and r->max_bytes set; -1 after a message, nothing left open.
+ * rfs_unmount: the unmount (op_destroy, and main at exit; a no-op once the
+ * file system is closed): frees the unlinked inodes only the kernel held,
+ * makes the last commit, writes the stats file and closes the file system;
+ * r->lost is set when changes were discarded.  Takes r->lock. */
+int prepare_fs(struct rfs *r);
 void rfs_unmount(struct rfs *r);
+
+/* ticker.c: start_ticker, after the mount of a read-write file system: the
+ * thread, with every signal blocked, that calls rfs_tick every
+ * commit_interval_ms and is the reaper (it frees the queued unlinked
+ * inodes, rfs_reap, when r->reap_kick wakes it).  When the thread cannot
+ * start there is no reaper (r->reap_kick stays NULL).  stop_ticker, after
+ * the session loop: stops and joins it (nothing when it did not start).
+ * Both from the main thread, without r->lock (they take it). */
+void start_ticker(struct rfs *r);
+void stop_ticker(struct rfs *r);
+
+/* channel.c: the /dev/fuse channel.  channel_start, once r->se is mounted:
+ * libfuse reads and writes the device through the channel, which patches
+ * the INIT reply, hands requests over to io_uring when the kernel offers
+ * it and fuse_uring allows (uring.c), and with poll_us and one thread polls
+ * for the next request before it sleeps; 0, or -1 (the caller says so).
+ * channel_finish, after the session loop and before fuse_session_unmount:
+ * keeps answering requests until the cache-invalidation and direct-write
+ * reply threads, which write to the channel, are done, joins them, and
+ * stops the ring; true when a queue of the ring failed. */
+int channel_start(struct rfs *r);
+bool channel_finish(struct rfs *r);
+
+/* main.c: the largest size of a block-mapped file on fs. */
+uint64_t max_file_bytes(ext2_filsys fs);
 
 /* Periodic boundary so an idle transaction still commits within
  * commit_interval_ms. */
@@ -331,6 +394,9 @@ void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t n
 void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name);
 void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name);
 void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name);
+
+/* super.c */
+void op_statfs(fuse_req_t req, fuse_ino_t ino);
 
 /* dir.c */
 void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
@@ -455,7 +521,7 @@ void op_ioctl(fuse_req_t req, fuse_ino_t fino, unsigned int cmd, void *arg,
 	      size_t in_bufsz, size_t out_bufsz);
 
 /* uring.c: FUSE requests over io_uring (the kernel's FUSE_OVER_IO_URING).
- * main.c's channel calls these: uring_prepare while answering INIT, when the
+ * channel.c calls these: uring_prepare while answering INIT, when the
  * kernel offers the transport (NULL, after saying why, if it cannot be set
  * up: the reply then does not ask for it); uring_start once the reply is
  * written (init_sent) or failed (everything undone, -ECANCELED); uring_reply
