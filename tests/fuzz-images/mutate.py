@@ -27,14 +27,15 @@ import mutate_ext4
 
 CLASSES_EXT3 = ("sb", "gdt", "bbitmap", "ibitmap", "inode", "dir", "htree", "ind",
                 "ea", "jsb", "jblk")
-CLASSES = CLASSES_EXT3 + ("extent", "inline", "dirtail", "none")
+CLASSES = CLASSES_EXT3 + ("extent", "inline", "dirtail", "jinode", "none")
 NoTarget = em.NoTarget
 # the ext4 campaign (imgfuzz.py --classes ext4): each class on the bases that
 # have its structures; +csum: the same mutants with repaired checksums
 EXT4_CLASSES = ("extent@e4:e1:ej,extent+csum@e4:e1:ej,inline@ei,inline+csum@ei,"
                 "dirtail@e4:e1:ej:ei,dirtail+csum@e4:e1:ej:ei,dir+csum@e4:e1:ei,htree@e1:e4,"
                 "htree+csum@e1:e4,inode+csum@e4:e1:ei,ea+csum@e4:e1:ei,sb+csum@e4:e1:ei,"
-                "gdt+csum@e4:e1:ei,jsb+csum@ej,jblk@ej,jblk+csum@ej")
+                "gdt+csum@e4:e1:ei,jsb+csum@ej,jblk@ej,jblk+csum@ej,jinode@ej:e1,"
+                "jinode+csum@ej:e1")
 
 
 class Mutation:
@@ -297,7 +298,9 @@ def in_flips(m):
 INODE_EDITS = {
     "i_size": inode_field("i_size", 4, "<I", lambda m, i, c: m.pick(
         [0, 1, c + m.img.bs, max(c - m.img.bs, 0), 0x7FFFFFFF, 0xFFFFFFFF, m.rng.randrange(1 << 32)])),
-    "i_size_high": inode_field("i_size_high", 108, "<I", lambda m, i, c: m.pick([1, 0xFFFFFFFF, 0x100])),
+    # bs / 2 + 1: a size of more than 2^31 blocks
+    "i_size_high": inode_field("i_size_high", 108, "<I", lambda m, i, c: m.pick(
+        [1, 0xFFFFFFFF, 0x100, m.img.bs // 2 + 1])),
     "i_links_count": inode_field("i_links_count", 26, "<H", lambda m, i, c: m.pick(
         [0, 1, c + 1, 65000, 65535])),
     "i_blocks": inode_field("i_blocks", 28, "<I", lambda m, i, c: m.count_value(c, 32)),

@@ -10,6 +10,9 @@ Classes (each a table of edits, as in mutate.py):
   dirtail  the checksum tails of directory blocks: a leaf's 12-byte tail
            entry (found by walking rec_len), a dx root's or node's limit
            and dx_tail
+  jinode   the journal inode (mode, links, size, flags, its block map or
+           extent root) and the superblock's copy of its map (s_jnl_blocks),
+           which a reader falls back on when the inode is unusable
 A class named CLASS+csum (e.g. extent+csum) makes the same mutant as CLASS
 and then recomputes the checksum of every structure it changed
 (repair()): on a metadata_csum image the reader then meets the damaged
@@ -502,6 +505,65 @@ def tail_flips(m):
 
 
 # ---------------------------------------------------------------------------
+# the journal inode
+
+S_IFREG = 0o100000
+SB_JNL_BLOCKS, SB_JNL_BACKUP_TYPE = 0x10C, 0xFD
+
+
+def journal_inode(m):
+    img = m.img
+    if not img.journal_inum or img.journal_inum not in img.data_blocks:
+        raise em.NoTarget("no journal inode")
+    return img.journal_inum, img.inode_off(img.journal_inum)
+
+
+def jinode_field(name):
+    def edit(m):
+        ino, o = journal_inode(m)
+        bs = m.img.bs
+        what = "journal inode %d %s" % (ino, name)
+        if name == "i_mode":
+            m.put(o, "<H", m.pick([0, 0o040600, 0o120777, S_IFREG | 0o4600, 0xFFFF]), what)
+        elif name == "i_links_count":
+            m.put(o + 26, "<H", m.pick([0, 2, 0xFFFF]), what)
+        elif name == "i_size":
+            cur = u32(m.d, o + 4)
+            m.put(o + 4, "<I", m.pick([0, bs, 2 * bs, cur - bs, cur + bs, cur * 2, 0xFFFFFFFF]), what)
+        elif name == "i_size_high":
+            m.put(o + 108, "<I", m.pick([1, 0x100, 0xFFFFFFFF]), what)
+        elif name == "i_flags":
+            cur = u32(m.d, o + 32)
+            m.put(o + 32, "<I", m.pick([cur ^ em.EXT4_EXTENTS_FL, cur | em.EXT4_INLINE_DATA_FL,
+                                        cur | 0x10, cur | 0x4000]), what)
+        elif name == "i_block":
+            k = m.rng.randrange(15)
+            m.put(o + 40 + 4 * k, "<I", m.block_value(), what + "[%d]" % k)
+    return edit
+
+
+def jinode_flips(m):
+    ino, o = journal_inode(m)
+    m.flips([(o + 40, 60)], "journal inode %d i_block" % ino)
+
+
+def jinode_backup(m):
+    """The inode made unusable (mode 0), so the superblock's copy of its map
+    is what a reader uses: with flips in that copy, half of the time."""
+    ino, o = journal_inode(m)
+    m.put(o, "<H", 0, "journal inode %d i_mode" % ino)
+    if m.rng.random() < 0.5:
+        m.flips([(em.SB_OFF + SB_JNL_BLOCKS, 17 * 4)], "superblock s_jnl_blocks")
+
+
+def jinode_backup_type(m):
+    ino, o = journal_inode(m)
+    if m.rng.random() < 0.5:
+        m.put(o, "<H", 0, "journal inode %d i_mode" % ino)
+    m.put(em.SB_OFF + SB_JNL_BACKUP_TYPE, "<B", m.pick([0, 2, 0xFF]), "superblock s_jnl_backup_type")
+
+
+# ---------------------------------------------------------------------------
 EDITS = {
     "extent": dict([(f, ext_header(f)) for f in ("eh_magic", "eh_entries", "eh_max", "eh_depth")]
                    + [(f, ext_leaf(f)) for f in ("ee_block", "ee_len", "ee_start")]
@@ -520,4 +582,8 @@ EDITS = {
                     + [("swallow", tail_swallow), ("short", tail_short)]
                     + [("dx_" + f, dx_tail(f)) for f in ("limit", "reserved", "checksum")]
                     + [("flips", tail_flips)]),
+    "jinode": dict([(f, jinode_field(f)) for f in ("i_mode", "i_links_count", "i_size",
+                                                    "i_size_high", "i_flags", "i_block")]
+                   + [("backup", jinode_backup), ("backup_type", jinode_backup_type),
+                      ("flips", jinode_flips)]),
 }
