@@ -185,8 +185,9 @@ class Jbd:
         self.tail = JBD_TAIL if self.csum else 0
         self.revoke_rec = 8 if self.bit64 else 4
 
-    @staticmethod
-    def sb_set(d, off):
+    def sb_set(self, d, off):
+        if not self.csum:
+            return
         b = bytearray(d[off:off + 1024])
         b[JSB_CSUM:JSB_CSUM + 4] = b"\0\0\0\0"
         struct.pack_into(">I", d, off + JSB_CSUM, crc32c(0xFFFFFFFF, b))

@@ -631,7 +631,9 @@ def report(results, allow, a):
            "%s, recon-fuse %s (%s build, commit %s); %s." % (
                time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), a.fuse,
                {True: "ASan+UBSan", False: "plain", None: "?"}[a.asan], rev or "?",
-               "seeds %d..%d per class, bases %s" % (a.seed0, a.seed0 + a.per_class - 1, a.bases)
+               "seeds %d..%d per class, classes %s, bases %s for those without @" % (
+                   a.seed0, a.seed0 + a.per_class - 1,
+                   mutate.EXT4_CLASSES if a.classes == "ext4" else a.classes, a.bases)
                if a.per_class else "listed mutants"),
            "Outcomes: see tests/fuzz-images/imgfuzz.py (a mutant counts under its worst); "
            "e2fsck-flagged: e2fsck -fn found the mutant damaged before the run (exit not 0).", "",
