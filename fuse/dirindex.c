@@ -270,6 +270,9 @@ static int64_t gap_find(const struct dirix *d, uint32_t need)
 /* Make room for nblocks blocks in pblk[] and the gap tree. */
 static int dirix_reserve_blocks(struct dirix *d, uint32_t nblocks)
 {
+	/* the capacities double: past 2^31 they would wrap to 0 */
+	if (nblocks > UINT32_C(1) << 31)
+		return -EFBIG;
 	if (nblocks > d->blk_cap) {
 		uint32_t cap = d->blk_cap ? d->blk_cap : 8;
 		blk64_t *p;
@@ -512,7 +515,10 @@ static int dirix_build(struct dindex *di, ext2_ino_t dir, struct dirix **out)
 	if (inode.i_flags & EXT4_INLINE_DATA_FL)
 		return dirix_build_inline(fs, dir, &inode, out);
 	size = EXT2_I_SIZE(&inode);
+	/* a directory with more blocks than the file system is damaged (its
+	 * index would be sized by i_size alone) */
 	if (size == 0 || size % fs->blocksize ||
+	    size / fs->blocksize > ext2fs_blocks_count(fs->super) ||
 	    size / fs->blocksize > UINT32_MAX)
 		return -EIO;
 

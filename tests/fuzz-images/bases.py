@@ -14,6 +14,8 @@ what) is the same from run to run on one kernel; a mutant is then named by
        journal that were not checkpointed (needs the recon-fuse binary)
 Contents: files in the direct, indirect and double-indirect ranges, a fast and
 a slow symlink, a 400-entry htree directory, hard links, nested directories.
+The ext4 bases e4, e1, ei, ej are bases_ext4.py's; recon-fuse serves ext4
+read-only, so for them (READ_ONLY) a read-write mount must be refused.
 """
 import os
 import shutil
@@ -21,7 +23,10 @@ import subprocess
 import tempfile
 import time
 
-BASES = ("k1", "k4", "o1", "kc1", "jr1")
+import bases_ext4
+
+BASES = ("k1", "k4", "o1", "kc1", "jr1") + bases_ext4.BASES
+READ_ONLY = bases_ext4.BASES
 UUID = "6a3c0e52-1f7b-4c3e-9d2a-5b8e7f1c2d40"
 HASH_SEED = "0b1c2d3e-4f50-4a61-8b72-93a4b5c6d7e8"
 GEOMETRY = {  # base: (block size, inode size, image size)
@@ -160,6 +165,8 @@ def make(name, dest, fuse=None):
     (for jr1)."""
     if name == "jr1":
         return _make_jr(dest, fuse)
+    if name in bases_ext4.BASES:
+        return bases_ext4.make(name, dest)
     bs, isz, size = GEOMETRY[name]
     env = dict(os.environ, E2FSPROGS_FAKE_TIME="1700000000", MKE2FS_CONFIG="/dev/null")
     if os.path.exists(dest):

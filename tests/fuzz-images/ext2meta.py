@@ -1,9 +1,11 @@
-"""ext2meta.py - find the metadata of a small ext2/ext3 image, by parsing it.
+"""ext2meta.py - find the metadata of a small ext2/ext3/ext4 image, by parsing it.
 
-The fuzzer's own reader (struct on the superblock, descriptors, inodes and
-block maps; formats from ext2_fs.h and the JBD2 documentation), so mutants
-can be aimed at one class of metadata.  It trusts nothing it did not parse
-from the base image, which is clean when it is read.
+The fuzzer's own reader (struct on the superblock, descriptors of 32 or 64
+bytes, inodes, block maps, extent trees, inline data, and the journal's log
+with any tag format; formats from ext2_fs.h, ext4's on-disk documentation and
+the JBD2 documentation), so mutants can be aimed at one class of metadata.
+It trusts nothing it did not parse from the base image, which is clean when
+it is read.
 """
 import struct
 
@@ -12,13 +14,22 @@ EXT2_ROOT_INO = 2
 JOURNAL_INO = 8
 S_IFMT, S_IFDIR, S_IFREG, S_IFLNK = 0o170000, 0o040000, 0o100000, 0o120000
 EXT2_INDEX_FL = 0x1000
+EXT4_EXTENTS_FL = 0x80000
+EXT4_INLINE_DATA_FL = 0x10000000
+EXT_MAGIC = 0xF30A
+INCOMPAT_64BIT, INCOMPAT_INLINE_DATA = 0x80, 0x8000
 EA_MAGIC = 0xEA020000
 JBD_MAGIC = 0xC03B3998
+
+
+class NoTarget(Exception):
+    """The base has nothing of this class to damage."""
 
 
 def u16(b, o): return struct.unpack_from("<H", b, o)[0]
 def u32(b, o): return struct.unpack_from("<I", b, o)[0]
 def be32(b, o): return struct.unpack_from(">I", b, o)[0]
+def u48(b, o_hi16, o_lo32): return u16(b, o_hi16) << 32 | u32(b, o_lo32)
 
 
 class Image:
@@ -29,7 +40,12 @@ class Image:
         sb = data[SB_OFF:SB_OFF + 1024]
         self.sb = sb
         self.inodes_count = u32(sb, 0)
-        self.blocks_count = u32(sb, 4)
+        self.incompat = u32(sb, 96)
+        self.ro_compat = u32(sb, 100)
+        self.is64 = bool(self.incompat & INCOMPAT_64BIT)
+        self.blocks_count = u32(sb, 4) | ((u32(sb, 0x150) << 32) if self.is64 else 0)
+        self.desc_size = u16(sb, 254) if self.is64 else 32
+        self.metadata_csum = bool(self.ro_compat & 0x400)
         self.first_data_block = u32(sb, 20)
         self.bs = 1024 << u32(sb, 24)
         self.blocks_per_group = u32(sb, 32)
@@ -44,10 +60,12 @@ class Image:
         self.gdt_off = gdt_block * self.bs
         self.groups = []
         for g in range(self.ngroups):
-            o = self.gdt_off + 32 * g
-            self.groups.append(dict(off=o, block_bitmap=u32(data, o),
-                                    inode_bitmap=u32(data, o + 4),
-                                    inode_table=u32(data, o + 8)))
+            o = self.gdt_off + self.desc_size * g
+
+            def field(lo):   # a block number: its high half at +32 in 64-byte descriptors
+                return u32(data, o + lo) | (u32(data, o + 32 + lo) << 32 if self.desc_size >= 64 else 0)
+            self.groups.append(dict(off=o, block_bitmap=field(0), inode_bitmap=field(4),
+                                    inode_table=field(8), flags=u16(data, o + 18)))
         self.itable_blocks = (self.inodes_per_group * self.inode_size
                               + self.bs - 1) // self.bs
         self._scan_inodes()
@@ -59,6 +77,8 @@ class Image:
 
     def inode_in_use(self, ino):
         g, i = divmod(ino - 1, self.inodes_per_group)
+        if self.groups[g]["flags"] & 1 and self.ro_compat & 0x410:   # INODE_UNINIT
+            return False
         b = self.groups[g]["inode_bitmap"] * self.bs
         return bool(self.data[b + i // 8] >> (i % 8) & 1)
 
@@ -69,6 +89,37 @@ class Image:
 
     def block(self, blk):
         return self.data[blk * self.bs:(blk + 1) * self.bs]
+
+    def _extent_map(self, off):
+        """(data blocks in logical order, [(tree block, depth below it)],
+        [(logical, physical, length, unwritten)]) of an extent-mapped inode."""
+        d, bs = self.data, self.bs
+        data_blocks, tree, extents = [], [], []
+
+        def node(o, depth_expected, limit):
+            if u16(d, o) != EXT_MAGIC:
+                return
+            entries, depth = u16(d, o + 2), u16(d, o + 6)
+            if depth != depth_expected or entries > limit:
+                return
+            for k in range(entries):
+                e = o + 12 + 12 * k
+                if depth == 0:
+                    lblk, ln = u32(d, e), u16(d, e + 4)
+                    unwritten = ln > 32768
+                    ln = ln - 32768 if unwritten else ln
+                    start = u48(d, e + 6, e + 8)
+                    extents.append((lblk, start, ln, unwritten))
+                    if start + ln <= self.blocks_count:
+                        data_blocks.extend(range(start, start + ln))
+                else:
+                    child = u48(d, e + 8, e + 4)
+                    if self.first_data_block < child < self.blocks_count and \
+                            all(b != child for b, _ in tree):
+                        tree.append((child, depth - 1))
+                        node(child * bs, depth - 1, (bs - 12) // 12)
+        node(off + 40, u16(d, off + 46), 4)
+        return data_blocks, tree, extents
 
     def _block_map(self, ino, off):
         """(logical -> physical data blocks, [(indirect block, level)])."""
@@ -97,6 +148,10 @@ class Image:
         self.ea_blocks = {}   # block -> [inos]
         self.inline_ea = []   # inos with an in-inode EA area
         self.data_blocks = {} # ino -> [blocks]
+        self.ext_inodes = []  # inos mapped by extents
+        self.ext_blocks = []  # (ino, block, depth below it): extent index and leaf blocks
+        self.extents = {}     # ino -> [(logical, physical, length, unwritten)]
+        self.inline = []      # (ino, kind): inodes with inline data
         for ino in range(1, self.inodes_count + 1):
             if ino != EXT2_ROOT_INO and ino != self.journal_inum and ino < self.first_ino:
                 continue
@@ -117,16 +172,31 @@ class Image:
                         u32(self.data, off + 128 + extra) == EA_MAGIC:
                     self.inline_ea.append(ino)
             iblocks = u32(self.data, off + 28)
+            flags = u32(self.data, off + 32)
+            if flags & EXT4_INLINE_DATA_FL:
+                self.inline.append((ino, {S_IFDIR: "dir", S_IFREG: "file", S_IFLNK: "symlink"}
+                                    .get(kind, "other")))
+                self.live.append((ino, mode))
+                (self.dirs if kind == S_IFDIR else self.files if kind == S_IFREG else
+                 self.symlinks).append(ino if kind != S_IFLNK else (ino, "inline"))
+                continue
             if kind == S_IFLNK and iblocks - (self.bs // 512 if acl else 0) == 0:
                 self.symlinks.append((ino, "fast"))
                 self.live.append((ino, mode))
                 continue
-            blocks, ind = self._block_map(ino, off)
+            if flags & EXT4_EXTENTS_FL:
+                blocks, tree, extents = self._extent_map(off)
+                self.ext_inodes.append(ino)
+                self.extents[ino] = extents
+                for b, depth in tree:
+                    self.ext_blocks.append((ino, b, depth))
+                    self.owner[b] = (ino, "ext%d" % depth)
+            else:
+                blocks, ind = self._block_map(ino, off)
+                for b, lvl in ind:
+                    self.ind_blocks.append((ino, b, lvl))
+                    self.owner[b] = (ino, "ind%d" % lvl)
             self.data_blocks[ino] = blocks
-            for b, lvl in ind:
-                self.ind_blocks.append((ino, b, lvl))
-                self.owner[b] = (ino, "ind%d" % lvl)
-            flags = u32(self.data, off + 32)
             for n, b in enumerate(blocks):
                 self.owner[b] = (ino, "data")
                 if kind == S_IFDIR:
@@ -145,7 +215,8 @@ class Image:
     def meta_blocks(self):
         """Blocks that hold fixed metadata: superblock/descriptors (group 0),
         bitmaps and inode tables of every group."""
-        out = list(range(self.first_data_block, self.first_data_block + 2))
+        gdt = (self.ngroups * self.desc_size + self.bs - 1) // self.bs
+        out = list(range(self.first_data_block, self.first_data_block + 1 + gdt))
         for g in self.groups:
             out += [g["block_bitmap"], g["inode_bitmap"]]
             out += list(range(g["inode_table"], g["inode_table"] + self.itable_blocks))
@@ -174,45 +245,60 @@ class Image:
         blocks = self.data_blocks.get(ino, [])
         return blocks[lblk] if lblk < len(blocks) else None
 
+    def journal_format(self):
+        """The journal's csum.Jbd (tag size, tail, checksum seed), or None."""
+        import csum
+        blocks = self.data_blocks.get(self.journal_inum, [])
+        if not blocks or be32(self.block(blocks[0]), 0) != JBD_MAGIC:
+            return None
+        return csum.Jbd(self.block(blocks[0]), self.bs)
+
     def journal(self):
         """(journal superblock block, [(block, kind)] of the log's blocks:
-        'descriptor', 'commit', 'revoke', 'data' as a scan from s_first finds
-        them; [] when the journal is empty)."""
+        'descriptor', 'commit', 'revoke', 'data' as a scan from s_start finds
+        them; [] when the journal is empty).  Also self.jinfo: block ->
+        (kind, tid, descriptor block, tag offset) (the last two for data)."""
+        self.jinfo = {}
         blocks = self.data_blocks.get(self.journal_inum, [])
         if not blocks:
             return None, []
         jsb = self.block(blocks[0])
         if be32(jsb, 0) != JBD_MAGIC:
             return blocks[0], []
-        maxlen, first, start = be32(jsb, 16), be32(jsb, 20), be32(jsb, 28)
-        incompat = be32(jsb, 40)
+        fmt = self.journal_format()
+        maxlen, first, seq, start = be32(jsb, 16), be32(jsb, 20), be32(jsb, 24), be32(jsb, 28)
         log = []
         if start == 0:
             return blocks[0], log
-        i = start
-        tag_bytes = 8 if not incompat & 0x2 else 12   # 64bit tags
+        i, tid = start, seq
+
+        def add(blk, kind, desc=None, tag_off=None):
+            log.append((blk, kind))
+            self.jinfo[blk] = (kind, tid, desc, tag_off)
         for _ in range(maxlen):
-            if i >= len(blocks):
+            if i >= len(blocks) or i >= maxlen:
                 break
             blk = self.block(blocks[i])
-            if be32(blk, 0) != JBD_MAGIC:
+            if be32(blk, 0) != JBD_MAGIC or be32(blk, 8) != tid:
                 break
             btype = be32(blk, 4)
             if btype == 1:
-                log.append((blocks[i], "descriptor"))
+                desc = blocks[i]
+                add(desc, "descriptor")
                 o = 12
-                while o + tag_bytes <= self.bs:
+                while o + fmt.tag_bytes <= self.bs - fmt.tail:
                     flags = struct.unpack_from(">H", blk, o + 6)[0]
                     i = i + 1 if i + 1 < maxlen else first
                     if i < len(blocks):
-                        log.append((blocks[i], "data"))
-                    o += tag_bytes + (0 if flags & 2 else 16)
+                        add(blocks[i], "data", desc, o)
+                    o += fmt.tag_bytes + (0 if flags & 2 else 16)
                     if flags & 8:   # last tag
                         break
             elif btype == 2:
-                log.append((blocks[i], "commit"))
+                add(blocks[i], "commit")
+                tid += 1
             elif btype == 5:
-                log.append((blocks[i], "revoke"))
+                add(blocks[i], "revoke")
             else:
                 break
             i = i + 1 if i + 1 < maxlen else first

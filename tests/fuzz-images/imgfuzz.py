@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
-"""imgfuzz.py - run recon-fuse on mutated ext2/ext3 images and judge it.
+"""imgfuzz.py - run recon-fuse on mutated ext2/ext3/ext4 images and judge it.
 
-For each mutant BASE/CLASS/SEED[/EDIT] (mutate.py):
+For each mutant BASE/CLASS[+csum]/SEED[/EDIT] (mutate.py):
   1. e2fsck -fn before (on a copy with the journal replayed by e2fsck when the
      image needs recovery): its exit status and its problems;
   2. a read-only mount (-o ro): walk everything (lstat, readdir, read each file
-     up to 8 MiB, readlink, listxattr/getxattr) and record checksums;
+     up to 8 MiB, readlink, listxattr/getxattr, statfs) and record checksums;
+     the image must be byte-identical afterwards;
   3. a read-write mount (default options): a small workload (mkdir, creates,
      writes, fsync, rename, unlink of its own files, a create in an existing
-     directory), unmount;
+     directory), unmount.  A refused mount must leave the image
+     byte-identical; the ext4 bases (bases.READ_ONLY) must be refused, and
+     are not given the workload if they are not;
   4. e2fsck -fn after, and a second read-only mount that reads every file the
      workload did not write again.
 Each daemon runs in the foreground with a timeout; ASAN_OPTIONS/UBSAN_OPTIONS
@@ -18,6 +21,9 @@ Outcomes, worst first (a mutant gets the first that applies):
   hang       a mount, walk, workload or unmount exceeded its time
   bad-exit   exit status not as documented (0 without mounting, non-zero
              without a message, or a refusal with no message)
+  written    the image changed under a read-only mount or a refused
+             read-write one
+  rw-served  a base recon-fuse cannot write (ext4) was mounted read-write
   worse      e2fsck after the read-write run is worse than before: the image
              was clean (exit 0) and is not, or a problem appears that was not
              there before (problem lines normalised: answers, pass headers and
@@ -27,7 +33,8 @@ Outcomes, worst first (a mutant gets the first that applies):
   changed    a file the workload did not write reads back different content
   false-alarm  a commit was rejected on an image e2fsck -fn passed (exit 0)
   harness    the walk or the workload itself failed (a bug of this script)
-  refused    the read-write mount was refused with a message
+  refused    the read-write mount was refused with a message (for a
+             read-only base: the read-only mount)
   readonly   a commit was rejected: the daemon went read-only and said so
   errors     some operation failed (EIO, EUCLEAN, ...) with no crash
   clean      everything worked
@@ -54,7 +61,8 @@ sys.path.insert(0, HERE)
 import bases  # noqa: E402
 import mutate  # noqa: E402
 
-BAD = ("crash", "hang", "bad-exit", "worse", "changed", "false-alarm", "harness")
+BAD = ("crash", "hang", "bad-exit", "written", "rw-served", "worse", "changed", "false-alarm",
+       "harness")
 ORDER = BAD + ("refused", "readonly", "errors", "clean", "no-target")
 READ_CAP = 8 << 20
 SAN_RE = re.compile(r"ERROR: AddressSanitizer|runtime error:|ERROR: LeakSanitizer|SUMMARY: UndefinedBehavior")
@@ -176,6 +184,14 @@ def workload(root):
         attempt(os.fsync, fd)
         attempt(os.close, fd)
     print(json.dumps(errs))
+
+
+def digest(path):
+    h = hashlib.sha1()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 # ---------------------------------------------------------------------------
@@ -442,8 +458,14 @@ class Harness:
             else:
                 note("%s: exit status %s" % (tag, d.status))
 
+        def unchanged(before, what):
+            if digest(img) != before:
+                flags.add("written")
+                note("the image changed under %s" % what)
+
         # 2. read-only walk
         walk0 = None
+        sha = digest(img)
         d = mount("ro", "ro")
         if d:
             walk0, st = client(self, "walk", mnt, d)
@@ -458,12 +480,23 @@ class Harness:
             if walk0 and walk0["errors"]:
                 flags.add("errors")
                 note("ro walk: %d errors, e.g. %s" % (len(walk0["errors"]), walk0["errors"][0]))
+        if "hang" not in flags:
+            unchanged(sha, "the read-only mount")
+        read_only = base in bases.READ_ONLY
+        if not d and read_only and "crash" not in flags and "hang" not in flags:
+            flags.add("refused")    # what a read-only base is judged by
 
         # 3. read-write workload
         rw_mounted = False
         if "crash" not in flags and "hang" not in flags:
+            sha = digest(img)
             d = mount("", "rw")
-            if d:
+            if d and read_only:
+                flags.add("rw-served")
+                note("rw: a base recon-fuse cannot write was mounted read-write")
+                finish(d, "rw")
+                unchanged(sha, "a read-write mount of an image recon-fuse cannot write")
+            elif d:
                 rw_mounted = True
                 errs, st = client(self, "workload", mnt, d)
                 errs = self.harness_check(errs, flags, note)
@@ -480,7 +513,9 @@ class Harness:
                     if "now read-only" in d.output():
                         flags.add("readonly" if rc0 != 0 else "false-alarm")
             elif "crash" not in flags and "hang" not in flags:
-                flags.add("refused")
+                if not read_only:   # expected of a read-only base: not its outcome
+                    flags.add("refused")
+                unchanged(sha, "a refused read-write mount")
 
         # 4. e2fsck after, and the contents again
         if rw_mounted and "crash" not in flags and "hang" not in flags:
@@ -540,6 +575,10 @@ class Harness:
 
 
 def specs_from(args):
+    """The mutants named, listed, and --per-class's: for each class of
+    --classes (CLASS, or CLASS@BASE:BASE... for a pool of its own; jblk's
+    default pool is kc1 and jr1) N seeds, the base taken from its pool by the
+    seed."""
     out = list(args.spec)
     for path in args.list or []:
         for line in open(path):
@@ -547,16 +586,18 @@ def specs_from(args):
             if line:
                 out.append(line.split()[0])
     if args.per_class:
-        classes = args.classes.split(",")
-        for cls in classes:
+        classes = mutate.EXT4_CLASSES if args.classes == "ext4" else args.classes
+        for item in classes.split(","):
+            cls, _, own = item.partition("@")
+            if own:
+                pool = own.split(":")
+            elif cls.split("+")[0] == "jblk":
+                pool = ["kc1", "jr1"]
+            else:
+                pool = args.bases.split(",")
             for k in range(args.per_class):
                 seed = args.seed0 + k
-                if cls == "jblk":
-                    base = ("kc1", "jr1")[seed % 2]
-                else:
-                    pool = args.bases.split(",")
-                    base = pool[seed % len(pool)]
-                out.append("%s/%s/%d" % (base, cls, seed))
+                out.append("%s/%s/%d" % (pool[seed % len(pool)], cls, seed))
     return out
 
 
@@ -590,7 +631,9 @@ def report(results, allow, a):
            "%s, recon-fuse %s (%s build, commit %s); %s." % (
                time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), a.fuse,
                {True: "ASan+UBSan", False: "plain", None: "?"}[a.asan], rev or "?",
-               "seeds %d..%d per class, bases %s" % (a.seed0, a.seed0 + a.per_class - 1, a.bases)
+               "seeds %d..%d per class, classes %s, bases %s for those without @" % (
+                   a.seed0, a.seed0 + a.per_class - 1,
+                   mutate.EXT4_CLASSES if a.classes == "ext4" else a.classes, a.bases)
                if a.per_class else "listed mutants"),
            "Outcomes: see tests/fuzz-images/imgfuzz.py (a mutant counts under its worst); "
            "e2fsck-flagged: e2fsck -fn found the mutant damaged before the run (exit not 0).", "",
@@ -614,8 +657,11 @@ def main():
     ap.add_argument("spec", nargs="*", help="mutants BASE/CLASS/SEED[/EDIT[=VALUE]]")
     ap.add_argument("--list", action="append", help="file of mutants, one a line (# comments)")
     ap.add_argument("--per-class", type=int, default=0, help="N seeded mutants per class")
-    ap.add_argument("--classes", default=",".join(c for c in mutate.CLASSES if c != "none"))
-    ap.add_argument("--bases", default="k1,k4,o1", help="bases for --per-class (jblk uses kc1 and jr1)")
+    ap.add_argument("--classes", default=",".join(mutate.CLASSES_EXT3),
+                    help="for --per-class: CLASS[+csum][@BASE:BASE...],... (default: the ext3 "
+                    "classes), or 'ext4': mutate.EXT4_CLASSES")
+    ap.add_argument("--bases", default="k1,k4,o1",
+                    help="bases for --per-class of classes without @ (jblk uses kc1 and jr1)")
     ap.add_argument("--seed0", type=int, default=1)
     ap.add_argument("--fuse", default=os.environ.get("RECON_FUSE"), help="the recon-fuse binary")
     ap.add_argument("--cache", help="directory for the base images (default: a temporary one)")

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""mutate.py - a seeded metadata mutator for ext2/ext3 images.
+"""mutate.py - a seeded metadata mutator for ext2/ext3/ext4 images.
 
 A mutant is named BASE/CLASS/SEED[/EDIT]: the base image generator (bases.py),
-the class of metadata it damages, the seed of its random choices, and
+the class of metadata it damages (the ext4 classes are mutate_ext4.py's;
+CLASS+csum is CLASS's mutant with the checksums of what it changed
+recomputed, see mutate_ext4.repair), the seed of its random choices, and
 optionally the edit to make (else the seed picks one: half of the time a
 targeted field edit of the class, half of the time 1-4 bit or byte flips in
 the class's bytes).  EDIT is a name from the class's table (`mutate.py
@@ -21,13 +23,19 @@ import struct
 import sys
 
 import ext2meta as em
+import mutate_ext4
 
-CLASSES = ("sb", "gdt", "bbitmap", "ibitmap", "inode", "dir", "htree", "ind",
-           "ea", "jsb", "jblk", "none")
-
-
-class NoTarget(Exception):
-    """The base has nothing of this class to damage."""
+CLASSES_EXT3 = ("sb", "gdt", "bbitmap", "ibitmap", "inode", "dir", "htree", "ind",
+                "ea", "jsb", "jblk")
+CLASSES = CLASSES_EXT3 + ("extent", "inline", "dirtail", "jinode", "none")
+NoTarget = em.NoTarget
+# the ext4 campaign (imgfuzz.py --classes ext4): each class on the bases that
+# have its structures; +csum: the same mutants with repaired checksums
+EXT4_CLASSES = ("extent@e4:e1:ej,extent+csum@e4:e1:ej,inline@ei,inline+csum@ei,"
+                "dirtail@e4:e1:ej:ei,dirtail+csum@e4:e1:ej:ei,dir+csum@e4:e1:ei,htree@e1:e4,"
+                "htree+csum@e1:e4,inode+csum@e4:e1:ei,ea+csum@e4:e1:ei,sb+csum@e4:e1:ei,"
+                "gdt+csum@e4:e1:ei,jsb+csum@ej,jblk@ej,jblk+csum@ej,jinode@ej:e1,"
+                "jinode+csum@ej:e1")
 
 
 class Mutation:
@@ -190,7 +198,7 @@ def gd_edit(name):
 
 
 def gd_flips(m):
-    m.flips([(m.img.gdt_off, 32 * m.img.ngroups)], "descriptors")
+    m.flips([(m.img.gdt_off, m.img.desc_size * m.img.ngroups)], "descriptors")
 
 
 # ---------------------------------------------------------------------------
@@ -290,7 +298,9 @@ def in_flips(m):
 INODE_EDITS = {
     "i_size": inode_field("i_size", 4, "<I", lambda m, i, c: m.pick(
         [0, 1, c + m.img.bs, max(c - m.img.bs, 0), 0x7FFFFFFF, 0xFFFFFFFF, m.rng.randrange(1 << 32)])),
-    "i_size_high": inode_field("i_size_high", 108, "<I", lambda m, i, c: m.pick([1, 0xFFFFFFFF, 0x100])),
+    # bs / 2 + 1: a size of more than 2^31 blocks
+    "i_size_high": inode_field("i_size_high", 108, "<I", lambda m, i, c: m.pick(
+        [1, 0xFFFFFFFF, 0x100, m.img.bs // 2 + 1])),
     "i_links_count": inode_field("i_links_count", 26, "<H", lambda m, i, c: m.pick(
         [0, 1, c + 1, 65000, 65535])),
     "i_blocks": inode_field("i_blocks", 28, "<I", lambda m, i, c: m.count_value(c, 32)),
@@ -601,15 +611,19 @@ def pick_log(m, kinds):
 def jb_tag(m):
     blk, _ = pick_log(m, ("descriptor",))
     base = blk * m.img.bs
+    fmt = m.img.journal_format()
     tags, o = [], 12
-    while o + 8 <= m.img.bs:
+    while o + fmt.tag_bytes <= m.img.bs - fmt.tail:
         flags = struct.unpack_from(">H", m.d, base + o + 6)[0]
         tags.append(o)
-        o += 8 + (0 if flags & 2 else 16)
+        o += fmt.tag_bytes + (0 if flags & 2 else 16)
         if flags & 8:
             break
     o = m.rng.choice(tags)
-    if m.rng.random() < 0.6:
+    if fmt.bit64 and m.rng.random() < 0.3:
+        m.put(base + o + 8, ">I", m.pick([1, 0xFFFF, 0xFFFFFFFF]),
+              "journal descriptor %d tag at +%d t_blocknr_high" % (blk, o))
+    elif m.rng.random() < 0.6:
         m.put(base + o, ">I", m.block_value(), "journal descriptor %d tag at +%d t_blocknr" % (blk, o))
     else:
         cur = struct.unpack_from(">H", m.d, base + o + 6)[0]
@@ -630,13 +644,19 @@ def jb_commit(m):
 def jb_revoke(m):
     blk, _ = pick_log(m, ("revoke",))
     base = blk * m.img.bs
+    rec = m.img.journal_format().revoke_rec
     cnt = struct.unpack_from(">I", m.d, base + 12)[0]
     if m.rng.random() < 0.5 or cnt <= 16:
         m.put(base + 12, ">I", m.pick([0, 4, 15, cnt + 4, m.img.bs, m.img.bs + 4, 0xFFFFFFFF]),
               "journal revoke %d r_count" % blk)
     else:
-        k = m.rng.randrange((cnt - 16) // 4)
-        m.put(base + 16 + 4 * k, ">I", m.block_value(), "journal revoke %d [%d]" % (blk, k))
+        k = m.rng.randrange((cnt - 16) // rec)
+        v = m.block_value()
+        if rec == 8:
+            m.put(base + 16 + 8 * k, ">Q", m.pick([v, 1 << 32, (1 << 64) - 1]),
+                  "journal revoke %d [%d]" % (blk, k))
+        else:
+            m.put(base + 16 + 4 * k, ">I", v, "journal revoke %d [%d]" % (blk, k))
 
 
 def jb_flips(m):
@@ -670,29 +690,33 @@ EDITS = {
     "jblk": {"tag": jb_tag, "commit": jb_commit, "revoke": jb_revoke, "flips": jb_flips},
     "none": {"none": lambda m: None},
 }
+EDITS.update(mutate_ext4.EDITS)
 
 
 def parse_spec(spec):
+    """(base, class, seed, edit, value, repair checksums)."""
     parts = spec.split("/")
-    if len(parts) not in (3, 4) or parts[1] not in CLASSES:
-        raise ValueError("bad mutant %r: BASE/CLASS/SEED[/EDIT[=VALUE]], CLASS one of %s"
+    cls, plus, flag = parts[1].partition("+") if len(parts) > 1 else ("", "", "")
+    if len(parts) not in (3, 4) or cls not in CLASSES or (plus and flag != "csum"):
+        raise ValueError("bad mutant %r: BASE/CLASS[+csum]/SEED[/EDIT[=VALUE]], CLASS one of %s"
                          % (spec, " ".join(CLASSES)))
-    base, cls, seed = parts[0], parts[1], int(parts[2])
+    base, seed = parts[0], int(parts[2])
     edit, value = None, None
     if len(parts) == 4:
         edit, _, value = parts[3].partition("=")
         value = value or None
         if edit not in EDITS[cls]:
             raise ValueError("class %s has no edit %r (%s)" % (cls, edit, " ".join(EDITS[cls])))
-    return base, cls, seed, edit, value
+    return base, cls, seed, edit, value, bool(plus)
 
 
 def mutate(spec, data):
     """Apply mutant SPEC to bytearray DATA (the base image); returns the log.
     Raises NoTarget when the base has nothing of the class."""
-    base, cls, seed, edit, value = parse_spec(spec)
+    base, cls, seed, edit, value, repair = parse_spec(spec)
     rng = random.Random("%s/%s/%d" % (base, cls, seed))
-    img = em.Image(bytes(data))
+    orig = bytes(data)
+    img = em.Image(orig)
     table = EDITS[cls]
     if edit is None:
         flips = "flips" in table and rng.random() < 0.5
@@ -700,7 +724,10 @@ def mutate(spec, data):
         edit = "flips" if flips or not names else rng.choice(names)
     m = Mutation(data, img, rng, value)
     table[edit](m)
-    return ["%s %s" % (edit, line) for line in m.log] or [edit]
+    log = ["%s %s" % (edit, line) for line in m.log] or [edit]
+    if repair:
+        log += mutate_ext4.repair(orig, data, img)
+    return log
 
 
 def main(argv):
