@@ -308,7 +308,7 @@ static int zero_tail(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, uint6
 
 	if (size % bs == 0 || !ext2fs_inode_has_valid_blocks2(r->fs, in))
 		return 0;
-	ret = map_block(r, ino, in, size / bs, &pblk);
+	ret = bmap_block(r, ino, in, size / bs, &pblk);
 	if (ret || !pblk)
 		return ret;
 	char *buf = malloc(bs);

@@ -79,41 +79,6 @@ static void detach_stdio(void)
 	}
 }
 
-/*
- * The largest size of a block-mapped file, as the kernel's ext4 driver
- * computes s_bitmap_maxbytes for ext3: what the block tree addresses, unless
- * i_blocks (512-byte sectors in 32 bits without huge_file) runs out first;
- * then the limit is the i_blocks bound less the indirect blocks needed to
- * map that many data blocks.
- */
-static uint64_t max_file_bytes(ext2_filsys fs)
-{
-	unsigned bits = EXT2_BLOCK_SIZE_BITS(fs->super);
-	uint64_t ppb = 1ULL << (bits - 2);
-	uint64_t tree = EXT2_NDIR_BLOCKS + ppb + ppb * ppb + ppb * ppb * ppb;
-	uint64_t tree_meta = 1 + (1 + ppb) + (1 + ppb + ppb * ppb);
-	uint64_t cap = ext2fs_has_feature_huge_file(fs->super) ? (1ULL << 48) - 1 :
-			   ((1ULL << 32) - 1) >> (bits - 9);
-	uint64_t blocks = tree;
-
-	if (tree + tree_meta > cap) {
-		uint64_t rest = cap - EXT2_NDIR_BLOCKS - ppb;
-		uint64_t meta = 1;
-		if (rest < ppb * ppb) {
-			meta += 1 + (rest + ppb - 1) / ppb;
-		} else {
-			meta += 1 + ppb;
-			rest -= ppb * ppb;
-			meta += 1 + (rest + ppb - 1) / ppb + (rest + ppb * ppb - 1) / (ppb * ppb);
-		}
-		blocks = cap - meta;
-	}
-	uint64_t bytes = blocks << bits;
-	if (bytes > (uint64_t)INT64_MAX)
-		bytes = INT64_MAX;
-	return bytes;
-}
-
 /* A read-write open writes nothing: libext2fs's open of an MMP image would
  * write its MMP block (and wait), but such an image is refused read-write
  * (rfs_rw_refusal) before anything is written. */
@@ -591,7 +556,7 @@ static int prepare_fs(struct rfs *r)
 			return -1;
 	}
 	r->fs = fs;
-	r->max_bytes = max_file_bytes(fs);
+	r->max_bytes = bmap_max_bytes(fs);
 	/* in memory; a read-write mount writes it in its first transaction */
 	bool recounted = rfs_recount_free(fs);
 	if (!root_is_dir(r, fs))

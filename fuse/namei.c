@@ -128,7 +128,7 @@ void op_readlink(fuse_req_t req, fuse_ino_t fino)
 		memcpy(buf, in.i_block, len);
 	} else {
 		blk64_t pblk;
-		ret = map_block(r, ino, &in, 0, &pblk);
+		ret = bmap_block(r, ino, &in, 0, &pblk);
 		if (!ret && !pblk)
 			ret = corrupt(ino, "symlink without a block");
 		if (!ret)
@@ -312,7 +312,7 @@ static int make_node(struct rfs *r, fuse_req_t req, ext2_ino_t dir, const char *
 				goto undo;
 			}
 			memcpy(buf, link, len);
-			ret = alloc_block(r, ino, &in, 0, 0, &pblk);
+			ret = bmap_alloc(r, ino, &in, 0, 0, &pblk);
 			if (!ret)
 				ret = blocks_io(r, ino, true, &pblk, 1, buf);
 			free(buf);

@@ -1,7 +1,7 @@
 /*
  * fuse/rfs.h - internal to fuse/: the mounted file system's state and what
  * the rooms of fuse/ (main.c, super.c, lifecycle.c, inode.c, namei.c, dir.c,
- * file.c, orphan.c, xattr.c, acl.c, flags.c) share.
+ * file.c, bmap.c, orphan.c, xattr.c, acl.c, flags.c) share.
  */
 #ifndef RECON_FUSE_RFS_H
 #define RECON_FUSE_RFS_H
@@ -318,14 +318,10 @@ void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			   struct fuse_file_info *fi);
 
 /* file.c */
-int alloc_block(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t lblk,
-		       blk64_t goal, blk64_t *pblk);
 /* Data of inode ino: the io layer refuses a write to a block the checker
  * does not record as free or ino's own (EIO). */
 int blocks_io(struct rfs *r, ext2_ino_t ino, bool write, const blk64_t *phys, unsigned n,
 	      char *buf);
-int map_block(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t lblk,
-		     blk64_t *pblk);
 void op_fallocate(fuse_req_t req, fuse_ino_t fino, int mode, off_t off, off_t len,
 			 struct fuse_file_info *fi);
 void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
@@ -350,8 +346,55 @@ void direct_write_replies_stop(void);
 bool direct_write_replies_busy(void);
 void direct_write_replies_join(void);
 
+/* bmap.c: how a file's logical blocks map onto the disk; no other room
+ * knows.  Every call runs under the lock, in the caller's write lifecycle
+ * when it changes anything; in is the caller's copy of ino's inode, changed
+ * in memory (the caller writes it).
+ * bmap_block: the physical block of logical block lblk in *pblk, 0 for a
+ * hole; a pointer outside the file system is corruption (EIO, logged).
+ * bmap_run: the same for n blocks from first, into phys[].
+ * bmap_alloc: a new block for the hole at lblk, near goal (0: near the
+ * inode's other blocks), its contents the caller's; 0 or -errno.
+ * bmap_trim_past_eof: after a failed allocation, gives back what is mapped
+ * past i_size (invalid in a block-mapped file).
+ * bmap_punch: frees what is mapped at logical blocks [start, end).
+ * bmap_end: one past the last logical block mapped (0: none), without
+ * walking holes.
+ * bmap_seek: the first logical block at or after from that holds data
+ * (want_data) or is a hole; -ENXIO when no data follows.
+ * bmap_max_bytes: the largest file size the map can address.
+ * bmap_alloc_meta: blocks of metadata a run of up to 256 allocations may
+ * dirty (what a fallocate keeps free in the transaction). */
+int bmap_block(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t lblk,
+	       blk64_t *pblk);
+int bmap_run(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t first, unsigned n,
+	     blk64_t *phys);
+int bmap_alloc(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t lblk,
+	       blk64_t goal, blk64_t *pblk);
+void bmap_trim_past_eof(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in);
+errcode_t bmap_punch(ext2_filsys fs, struct ext2_inode *in, blk64_t start, blk64_t end);
+errcode_t bmap_end(ext2_filsys fs, const struct ext2_inode *in, blk64_t *end);
+int bmap_seek(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t from,
+	      bool want_data, blk64_t *found);
+uint64_t bmap_max_bytes(ext2_filsys fs);
+unsigned bmap_alloc_meta(struct rfs *r);
+/* How many logical blocks a punch may free in the open transaction: ~0 with
+ * no limit, 0 when the transaction holds something and must commit first
+ * (commit_midway); -EFBIG when not even an empty transaction has room for
+ * one step (a journal too short). */
+int punch_step(struct rfs *r, blk64_t *step);
+/* Free ino's blocks from logical block keep on, in steps, committing in
+ * between when one transaction cannot hold them all; the inode goes on the
+ * orphan list before such a commit.  *listed: ino is on the list (set when
+ * put there here; the caller takes it off in the transaction that ends its
+ * work).  0 or -errno. */
+int punch_from(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t keep,
+	       bool *listed);
+
 /* orphan.c */
 errcode_t commit_midway(struct rfs *r);
+/* Put ino at the head of the on-disk orphan list (written); 0 or -errno. */
+int orphan_add(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in);
 int drop_link(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in);
 struct open_ino **open_slot(struct rfs *r, ext2_ino_t ino);
 int held_settle(struct rfs *r, struct open_ino **p);
@@ -369,18 +412,6 @@ void reap_all(struct rfs *r);
 int orphan_remove(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in);
 /* A rolled-back operation may have changed the list: forget every hint. */
 void orphan_hints_clear(struct rfs *r);
-/* How many logical blocks a punch may free in the open transaction: ~0 with
- * no limit, 0 when the transaction holds something and must commit first
- * (commit_midway); -EFBIG when not even an empty transaction has room for
- * one step (a journal too short). */
-int punch_step(struct rfs *r, blk64_t *step);
-/* Free ino's blocks from logical block keep on, in steps, committing in
- * between when one transaction cannot hold them all; the inode goes on the
- * orphan list before such a commit.  *listed: ino is on the list (set when
- * put there here; the caller takes it off in the transaction that ends its
- * work).  0 or -errno. */
-int punch_from(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t keep,
-	       bool *listed);
 /* Shrink ino's data to size bytes (below i_size), crash-atomically through
  * the orphan list when it spans commits; the caller writes the inode. */
 int orphan_truncate(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, uint64_t size);
