@@ -3,7 +3,8 @@
  * room of fuse/ that knows it (as the kernel's ext4_map_blocks is): looking
  * a block or a run up, allocating, punching a range, freeing a file's blocks
  * in steps sized to the transaction's room, SEEK_DATA/SEEK_HOLE, and the
- * largest file size the map can address.
+ * largest file size the map can address.  Indirect block trees are here;
+ * extent trees (EXT4_EXTENTS_FL) in extmap.c.
  */
 #include "rfs.h"
 #include "io.h"
@@ -21,9 +22,21 @@ static int check_blk(struct rfs *r, ext2_ino_t ino, blk64_t b)
 	return 0;
 }
 
+static bool is_extent(const struct ext2_inode *in)
+{
+	return in->i_flags & EXT4_EXTENTS_FL;
+}
+
+bool bmap_has_unwritten(const struct ext2_inode *in)
+{
+	return is_extent(in);
+}
+
 int bmap_block(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t lblk,
 	       blk64_t *pblk)
 {
+	if (is_extent(in))
+		return ext_map_run(r, ino, in, lblk, 1, pblk, NULL);
 	int ret_flags = 0;
 	errcode_t e = ext2fs_bmap2(r->fs, ino, in, NULL, 0, lblk, &ret_flags, pblk);
 	if (e)
@@ -34,9 +47,13 @@ int bmap_block(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t lbl
 }
 
 int bmap_run(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t first, unsigned n,
-	     blk64_t *phys)
+	     blk64_t *phys, bool *unwritten)
 {
+	if (is_extent(in))
+		return ext_map_run(r, ino, in, first, n, phys, unwritten);
 	int ret = 0;
+	if (unwritten)
+		memset(unwritten, 0, n * sizeof(*unwritten));
 	for (unsigned i = 0; i < n && !ret; i++)
 		ret = bmap_block(r, ino, in, first + i, &phys[i]);
 	return ret;
@@ -51,6 +68,10 @@ int bmap_alloc(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t lbl
 	ext2_filsys fs = r->fs;
 	errcode_t e;
 
+	if (is_extent(in)) {
+		*pblk = 0;
+		return ext_alloc_run(r, ino, in, lblk, 1, goal, false, pblk);
+	}
 	if (!goal || goal >= ext2fs_blocks_count(fs->super))
 		goal = ext2fs_find_inode_goal(fs, ino, in, lblk);
 	if (goal >= ext2fs_blocks_count(fs->super))
@@ -58,6 +79,9 @@ int bmap_alloc(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t lbl
 	e = ext2fs_new_block2(fs, goal, NULL, pblk);
 	if (e)
 		return -errmap(e);
+	/* an indirect block map holds 32-bit block numbers (64bit images) */
+	if (*pblk >> 32)
+		return -ENOSPC;
 	ext2fs_block_alloc_stats2(fs, *pblk, +1);
 	ext2fs_iblk_add_blocks(fs, in, 1);
 	e = ext2fs_bmap2(fs, ino, in, NULL, BMAP_SET | BMAP_ALLOC, lblk, NULL, pblk);
@@ -69,13 +93,50 @@ int bmap_alloc(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t lbl
 	return 0;
 }
 
+int bmap_alloc_run(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t first,
+		   unsigned n, bool unwritten, blk64_t *phys)
+{
+	if (is_extent(in))
+		return ext_alloc_run(r, ino, in, first, n, 0, unwritten, phys);
+	blk64_t goal = 0;
+	for (unsigned i = 0; i < n; i++) {
+		if (phys[i]) {
+			goal = phys[i] + 1;
+			continue;
+		}
+		int ret = bmap_alloc(r, ino, in, first + i, goal, &phys[i]);
+		if (ret) {
+			phys[i] = 0;
+			return ret;
+		}
+		goal = phys[i] + 1;
+	}
+	return 0;
+}
+
+int bmap_mark_written(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t lblk,
+		      blk64_t len)
+{
+	return is_extent(in) ? ext_mark_written(r, ino, in, lblk, len) : 0;
+}
+
 /* After an allocation failed half-way: blocks past i_size are invalid in a
- * block-mapped file, so give them back. */
-void bmap_trim_past_eof(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in)
+ * block-mapped file (and written blocks in an extent-mapped one), so the
+ * ones of [from, to) past it are given back. */
+void bmap_trim_past_eof(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t from,
+			blk64_t to)
 {
 	blk64_t keep = (EXT2_I_SIZE(in) + r->fs->blocksize - 1) / r->fs->blocksize;
-	if (ext2fs_inode_has_valid_blocks2(r->fs, in))
-		(void)ext2fs_punch(r->fs, ino, in, NULL, keep, ~0ULL);
+	if (!ext2fs_inode_has_valid_blocks2(r->fs, in))
+		return;
+	if (is_extent(in)) {
+		if (from < keep)
+			from = keep;
+		if (from < to)
+			(void)ext_punch(r->fs, ino, in, from, to);
+		return;
+	}
+	(void)ext2fs_punch(r->fs, ino, in, NULL, keep, ~0ULL);
 }
 
 /* A run of 256 allocations in a block-mapped file dirties at most a single,
@@ -136,8 +197,11 @@ static errcode_t punch_tree(ext2_filsys fs, struct ext2_inode *in, blk_t *p, blk
 	return 0;
 }
 
-errcode_t bmap_punch(ext2_filsys fs, struct ext2_inode *in, blk64_t start, blk64_t end)
+errcode_t bmap_punch(ext2_filsys fs, ext2_ino_t ino, struct ext2_inode *in, blk64_t start,
+		     blk64_t end)
 {
+	if (is_extent(in))
+		return ext_punch(fs, ino, in, start, end);
 	blk64_t apb = fs->blocksize / 4, base = 0, span = 1;
 	char *bufs = malloc(3 * fs->blocksize);
 	errcode_t e = 0;
@@ -172,8 +236,12 @@ errcode_t bmap_punch(ext2_filsys fs, struct ext2_inode *in, blk64_t start, blk64
  */
 #define STEP_OVERHEAD 8
 #define STEP_MIN (STEP_OVERHEAD + 2)
+/* In an extent tree a step may also split a leaf, and each node above it
+ * up to the root (five levels at most): new blocks and rewritten ones. */
+#define EXT_SPLIT 12
 
-int punch_step(struct rfs *r, blk64_t *step)
+int punch_step(struct rfs *r, ext2_ino_t ino, const struct ext2_inode *in, blk64_t from,
+	       bool down, blk64_t *step)
 {
 	size_t used = 0, limit = 0;
 
@@ -185,6 +253,12 @@ int punch_step(struct rfs *r, blk64_t *step)
 	size_t cap = limit, soft = r->cfg->max_transaction_blocks;
 	if (soft && soft < cap)
 		cap = soft > STEP_MIN ? soft : STEP_MIN < limit ? STEP_MIN : limit;
+	if (used + STEP_MIN <= cap && in && is_extent(in)) {
+		size_t room = cap - used - STEP_OVERHEAD;
+		errcode_t e = ext_punch_span(r->fs, ino, in, from, down,
+					     room > EXT_SPLIT ? room - EXT_SPLIT : 0, step);
+		return e ? -errmap(e) : 0;
+	}
 	if (used + STEP_MIN <= cap) {
 		*step = (cap - used - STEP_OVERHEAD) / 2 * (r->fs->blocksize / 4);
 		return 0;
@@ -230,8 +304,10 @@ static errcode_t ind_end(ext2_filsys fs, blk_t blk, int level, blk64_t base, cha
 
 /* One past the last logical block in's block map maps (0: none): a huge
  * sparse file's release does not walk its holes. */
-errcode_t bmap_end(ext2_filsys fs, const struct ext2_inode *in, blk64_t *end)
+errcode_t bmap_end(ext2_filsys fs, ext2_ino_t ino, const struct ext2_inode *in, blk64_t *end)
 {
+	if (is_extent(in))
+		return ext_end(fs, ino, in, end);
 	blk64_t apb = fs->blocksize / 4;
 	blk64_t base[4] = { 0, EXT2_NDIR_BLOCKS, EXT2_NDIR_BLOCKS + apb,
 			    EXT2_NDIR_BLOCKS + apb + apb * apb };
@@ -252,6 +328,17 @@ errcode_t bmap_end(ext2_filsys fs, const struct ext2_inode *in, blk64_t *end)
 			*end = i + 1;
 	free(bufs);
 	return e;
+}
+
+/* Everything mapped from logical block start on. */
+static errcode_t punch_to_end(ext2_filsys fs, ext2_ino_t ino, struct ext2_inode *in,
+			      blk64_t start)
+{
+	if (is_extent(in)) {
+		errcode_t e = ext_punch(fs, ino, in, start, ~0ULL);
+		return e ? e : ext2fs_write_inode(fs, ino, in);
+	}
+	return ext2fs_punch(fs, ino, in, NULL, start, ~0ULL);
 }
 
 /*
@@ -278,14 +365,14 @@ int punch_from(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t kee
 		return 0;
 	for (;;) {
 		blk64_t end, step;
-		if ((e = bmap_end(fs, in, &end)) != 0)
+		if ((e = bmap_end(fs, ino, in, &end)) != 0)
 			break;
-		if ((ret = punch_step(r, &step)) != 0)
+		if ((ret = punch_step(r, ino, in, end, true, &step)) != 0)
 			return ret;
 		if (end <= keep || end - keep <= step) {
 			/* the last step: also what bmap_end does not see (an
 			 * indirect block that maps nothing) */
-			e = ext2fs_punch(fs, ino, in, NULL, keep, ~0ULL);
+			e = punch_to_end(fs, ino, in, keep);
 			break;
 		}
 		if (!*listed) {
@@ -295,7 +382,7 @@ int punch_from(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t kee
 		}
 		if (step) {
 			blk64_t start = end - step;
-			e = ext2fs_punch(fs, ino, in, NULL, start, ~0ULL);
+			e = punch_to_end(fs, ino, in, start);
 			if (!e && start * bs < EXT2_I_SIZE(in))
 				e = ext2fs_inode_size_set(fs, in, start * bs);
 			if (!e)
@@ -353,6 +440,8 @@ static int seek_scan_block(ext2_filsys fs, blk64_t *pblk, e2_blkcnt_t lblk, blk6
 int bmap_seek(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t from,
 	      bool want_data, blk64_t *found)
 {
+	if (is_extent(in))
+		return ext_seek(r, ino, in, from, want_data, found);
 	struct seek_scan s = { .from = from, .want_data = want_data, .next = from };
 	if (ext2fs_inode_has_valid_blocks2(r->fs, in)) {
 		errcode_t e = ext2fs_block_iterate3(r->fs, ino,
@@ -378,7 +467,7 @@ int bmap_seek(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t from
  * then the limit is the i_blocks bound less the indirect blocks needed to
  * map that many data blocks.
  */
-uint64_t bmap_max_bytes(ext2_filsys fs)
+static uint64_t bmap_max_bytes(ext2_filsys fs)
 {
 	unsigned bits = EXT2_BLOCK_SIZE_BITS(fs->super);
 	uint64_t ppb = 1ULL << (bits - 2);
@@ -404,4 +493,37 @@ uint64_t bmap_max_bytes(ext2_filsys fs)
 	if (bytes > (uint64_t)INT64_MAX)
 		bytes = INT64_MAX;
 	return bytes;
+}
+
+/* An extent's first block is 32 bits: 2^32 - 1 blocks, less when i_blocks
+ * (512-byte sectors, 32 bits without huge_file) runs out first, as the
+ * kernel's ext4_max_size computes s_maxbytes. */
+static uint64_t extent_max_bytes(ext2_filsys fs)
+{
+	unsigned bits = EXT2_BLOCK_SIZE_BITS(fs->super);
+	uint64_t bytes = ((1ULL << 32) - 1) << bits;
+	if (!ext2fs_has_feature_huge_file(fs->super)) {
+		uint64_t cap = (((1ULL << 32) - 1) >> (bits - 9)) << bits;
+		if (bytes > cap)
+			bytes = cap;
+	}
+	return bytes;
+}
+
+uint64_t bmap_file_max(const struct rfs *r, const struct ext2_inode *in)
+{
+	return in && is_extent(in) ? r->max_extent_bytes : r->max_bytes;
+}
+
+void bmap_init(struct rfs *r, struct ext2_inode *in)
+{
+	if (ext2fs_has_feature_extents(r->fs->super))
+		ext_init(in);
+}
+
+void bmap_limits(struct rfs *r)
+{
+	r->max_bytes = bmap_max_bytes(r->fs);
+	r->max_extent_bytes = ext2fs_has_feature_extents(r->fs->super) ?
+				      extent_max_bytes(r->fs) : r->max_bytes;
 }

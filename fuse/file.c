@@ -260,7 +260,7 @@ void op_read(fuse_req_t req, fuse_ino_t fino, size_t size, off_t off,
 	if (in.i_flags & EXT4_INLINE_DATA_FL) {
 		ret = inline_file_read(r->fs, ino, &in, off, size, buf + off % bs);
 	} else {
-		ret = bmap_run(r, ino, &in, first, n, phys);
+		ret = bmap_run(r, ino, &in, first, n, phys, NULL);
 		if (!ret)
 			ret = blocks_io(r, ino, false, phys, n, buf);
 	}
@@ -278,22 +278,79 @@ out:
 	free(phys);
 }
 
+/* Holes and unwritten blocks among n: what a write must allocate or convert. */
+static unsigned count_new(const blk64_t *phys, const bool *unwritten, unsigned n,
+			  unsigned *nunwritten)
+{
+	unsigned holes = 0;
+	*nunwritten = 0;
+	for (unsigned i = 0; i < n; i++) {
+		holes += !phys[i];
+		*nunwritten += unwritten[i];
+	}
+	return holes;
+}
+
+/* The partial first and last blocks of a write: what is there (holes and
+ * unwritten blocks read as zeros) around the new bytes, in buf. */
+static int read_edges(struct rfs *r, ext2_ino_t ino, const blk64_t *phys, const bool *unwritten,
+		      unsigned n, off_t off, size_t size, char *buf)
+{
+	size_t bs = r->fs->blocksize;
+	blk64_t none = 0;
+	int ret = 0;
+	if (off % bs)
+		ret = blocks_io(r, ino, false, unwritten[0] ? &none : &phys[0], 1, buf);
+	if (!ret && (off + size) % bs && (n > 1 || off % bs == 0))
+		ret = blocks_io(r, ino, false, unwritten[n - 1] ? &none : &phys[n - 1], 1,
+				buf + (n - 1) * bs);
+	return ret;
+}
+
+/* After the data is on its blocks: the unwritten ones among them are
+ * written now. */
+static int mark_written(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t first,
+			const bool *unwritten, unsigned n)
+{
+	int ret = 0;
+	for (unsigned i = 0; i < n && !ret;) {
+		if (!unwritten[i]) {
+			i++;
+			continue;
+		}
+		unsigned j = i;
+		while (j < n && unwritten[j])
+			j++;
+		ret = bmap_mark_written(r, ino, in, first + i, j - i);
+		i = j;
+	}
+	return ret;
+}
+
+/* *size is cut to what fits below the largest file size (a write that
+ * crosses it writes what fits, as the kernel's ext3 does; EFBIG only when
+ * nothing does). */
 static int do_write(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *data,
-		    size_t size, off_t off)
+		    size_t *sizep, off_t off)
 {
 	size_t bs = r->fs->blocksize;
 	struct ext2_inode in;
 	char *buf = NULL;
 	blk64_t *phys = NULL;
+	bool *unwritten = NULL;
 	int ret;
 
 	if (off < 0)
 		return -EINVAL;
-	if ((uint64_t)off + size > r->max_bytes)
-		return -EFBIG;
 	ret = get_inode(r, ino, &in);
 	if (ret)
 		return ret;
+	uint64_t max = bmap_file_max(r, &in);
+	if ((uint64_t)off > max || ((uint64_t)off == max && *sizep))
+		return -EFBIG;
+	if ((uint64_t)off + *sizep > max)
+		*sizep = max - off;
+	size_t size = *sizep;
 	if (LINUX_S_ISDIR(in.i_mode))
 		return -EISDIR;
 	ret = flags_check_write(&in, off);
@@ -311,45 +368,27 @@ static int do_write(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *d
 	if (!whole)
 		src = buf = malloc(n * bs);
 	phys = calloc(n, sizeof(*phys));
-	if (!src || !phys) {
+	unwritten = calloc(n, sizeof(*unwritten));
+	if (!src || !phys || !unwritten) {
 		ret = -ENOMEM;
 		goto out;
 	}
-	unsigned holes = 0;
-	for (unsigned i = 0; i < n && !ret; i++) {
-		ret = bmap_block(r, ino, &in, first + i, &phys[i]);
-		holes += !phys[i];
-	}
+	ret = bmap_run(r, ino, &in, first, n, phys, unwritten);
 	if (ret)
 		goto out;
+	unsigned nuw, holes = count_new(phys, unwritten, n, &nuw);
 	if (holes && ((ret = space_check(r, req, holes)) != 0 || (ret = wr_room_for(r, holes)) != 0))
 		goto out;
-	/* partial first and last blocks: read what is there (holes read as zeros) */
 	if (!whole) {
-		if (off % bs)
-			ret = blocks_io(r, ino, false, &phys[0], 1, buf);
-		if (!ret && (off + size) % bs && (n > 1 || off % bs == 0))
-			ret = blocks_io(r, ino, false, &phys[n - 1], 1, buf + (n - 1) * bs);
+		ret = read_edges(r, ino, phys, unwritten, n, off, size, buf);
 		if (ret)
 			goto out;
 		memcpy(buf + off % bs, data, size);
 	}
-	blk64_t goal = 0;
-	for (unsigned i = 0; i < n; i++) {
-		if (phys[i]) {
-			goal = phys[i] + 1;
-			continue;
-		}
-		ret = bmap_alloc(r, ino, &in, first + i, goal, &phys[i]);
-		if (ret) {
-			phys[i] = 0;
-			break;
-		}
-		goal = phys[i] + 1;
-	}
+	ret = holes ? bmap_alloc_run(r, ino, &in, first, n, false, phys) : 0;
 	if (ret) {
 		/* nothing written: give back what lies past the end of the file */
-		bmap_trim_past_eof(r, ino, &in);
+		bmap_trim_past_eof(r, ino, &in, first, first + n);
 		n = 0;
 		int pret = put_inode(r, ino, &in);
 		(void)pret;
@@ -357,6 +396,8 @@ static int do_write(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *d
 	int ioret = n ? blocks_io(r, ino, true, phys, n, src) : 0;
 	if (ioret && !ret)
 		ret = ioret;
+	if (n && !ret && nuw)
+		ret = mark_written(r, ino, &in, first, unwritten, n);
 	if (n) {
 		uint64_t end = (uint64_t)off + size;
 		if (end > EXT2_I_SIZE(&in) && !ret)
@@ -373,6 +414,7 @@ static int do_write(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *d
 out:
 	free(buf);
 	free(phys);
+	free(unwritten);
 	return ret;
 }
 
@@ -503,16 +545,12 @@ void op_write(fuse_req_t req, fuse_ino_t fino, const char *data, size_t size, of
 	bool inval = false;
 	int ret;
 
-	/* a write that crosses the largest file size writes what fits, as the
-	 * kernel's ext3 does; EFBIG only when nothing does */
-	if (off >= 0 && (uint64_t)off < r->max_bytes && (uint64_t)off + size > r->max_bytes)
-		size = r->max_bytes - off;
 	lock(r);
 	ret = wr_begin(r);
 	if (!ret) {
 		bool retried = false;
 		do {
-			ret = do_write(r, req, to_ext(fino), data, size, off);
+			ret = do_write(r, req, to_ext(fino), data, &size, off);
 			if (!ret)
 				ret = drop_capability(r, to_ext(fino));
 		} while (wr_retry_enospc(r, ret, &retried));
@@ -589,11 +627,12 @@ void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_inf
 
 /* A commit in the middle of a fallocate that would not fit one transaction:
  * the file covers what is allocated so far (blocks past i_size are invalid
- * in a block-mapped file), so each commit leaves a consistent file. */
+ * in a block-mapped file; an extent-mapped one keeps its size when asked,
+ * its new blocks being unwritten), so each commit leaves a consistent file. */
 static int fallocate_midway(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in,
-			    uint64_t covered)
+			    uint64_t covered, bool keep_size)
 {
-	if (covered > EXT2_I_SIZE(in))
+	if (covered > EXT2_I_SIZE(in) && !keep_size)
 		ext2fs_inode_size_set(r->fs, in, covered);
 	errcode_t e = ext2fs_write_inode(r->fs, ino, in);
 	if (!e)
@@ -601,7 +640,51 @@ static int fallocate_midway(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in
 	return e ? (e == EROFS ? -EROFS : -errmap(e)) : 0;
 }
 
-static int do_fallocate(struct rfs *r, fuse_req_t req, ext2_ino_t ino, off_t off, off_t len)
+/* The holes among logical blocks [first, last]: what a fallocate allocates. */
+static int count_holes(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t first,
+		       blk64_t last, blk64_t *holes)
+{
+	blk64_t phys[FALLOC_RUN];
+	bool uw[FALLOC_RUN];
+	*holes = 0;
+	for (blk64_t l = first; l <= last; l += FALLOC_RUN) {
+		unsigned n = last - l + 1 < FALLOC_RUN ? last - l + 1 : FALLOC_RUN;
+		int ret = bmap_run(r, ino, in, l, n, phys, uw);
+		if (ret)
+			return ret;
+		for (unsigned i = 0; i < n; i++)
+			*holes += !phys[i];
+	}
+	return 0;
+}
+
+/* One run of up to FALLOC_RUN blocks from l: its holes get blocks, unwritten
+ * in an extent-mapped file, else zeroed (contiguous ones as one range, even
+ * when an allocation failed: no stale data behind it). */
+static int fallocate_run(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t l,
+			 unsigned n)
+{
+	blk64_t phys[FALLOC_RUN], fresh[FALLOC_RUN];
+	bool uw[FALLOC_RUN], hole[FALLOC_RUN];
+	bool unwritten = bmap_has_unwritten(in);
+	int ret = bmap_run(r, ino, in, l, n, phys, uw);
+	if (ret)
+		return ret;
+	for (unsigned i = 0; i < n; i++)
+		hole[i] = !phys[i];
+	ret = bmap_alloc_run(r, ino, in, l, n, unwritten, phys);
+	if (unwritten)
+		return ret;
+	unsigned nfresh = 0;
+	for (unsigned i = 0; i < n; i++)
+		if (hole[i] && phys[i])
+			fresh[nfresh++] = phys[i];
+	int zret = nfresh ? blocks_zero(r, ino, fresh, nfresh) : 0;
+	return ret ? ret : zret;
+}
+
+static int do_fallocate(struct rfs *r, fuse_req_t req, ext2_ino_t ino, off_t off, off_t len,
+			bool keep_size)
 {
 	size_t bs = r->fs->blocksize;
 	struct ext2_inode in;
@@ -609,65 +692,41 @@ static int do_fallocate(struct rfs *r, fuse_req_t req, ext2_ino_t ino, off_t off
 
 	if (off < 0 || len <= 0)
 		return -EINVAL;
-	if ((uint64_t)off + len > r->max_bytes)
-		return -EFBIG;
 	ret = get_inode(r, ino, &in);
 	if (ret)
 		return ret;
+	if ((uint64_t)off + len > bmap_file_max(r, &in))
+		return -EFBIG;
 	if (!LINUX_S_ISREG(in.i_mode))
 		return LINUX_S_ISDIR(in.i_mode) ? -EISDIR : -ENODEV;
-	blk64_t first = off / bs, last = (off + len - 1) / bs, goal = 0;
-	blk64_t holes = 0;
-	for (blk64_t l = first; l <= last && !ret; l++) {
-		blk64_t p;
-		ret = bmap_block(r, ino, &in, l, &p);
-		holes += !p;
-	}
+	/* blocks past i_size are invalid in a block-mapped file */
+	if (keep_size && !bmap_has_unwritten(&in))
+		return -EOPNOTSUPP;
+	blk64_t first = off / bs, last = (off + len - 1) / bs, holes = 0;
+	ret = count_holes(r, ino, &in, first, last, &holes);
 	if (!ret)
 		ret = space_check(r, req, holes);
 	if (!ret)
 		ret = wr_room_for(r, holes);
 	if (ret)
 		return ret;
-	/* new blocks are zeroed FALLOC_RUN at a time (contiguous ones as one
-	 * range) */
-	blk64_t run[FALLOC_RUN];
-	unsigned nrun = 0;
-	for (blk64_t l = first; l <= last && !ret; l++) {
-		blk64_t p;
-		ret = bmap_block(r, ino, &in, l, &p);
-		if (ret)
-			break;
-		if (p) {
-			goal = p + 1;
-			continue;
-		}
-		ret = bmap_alloc(r, ino, &in, l, goal, &p);
-		if (ret)
-			break;
-		goal = p + 1;
-		run[nrun++] = p;
-		if (nrun < FALLOC_RUN && l < last)
-			continue;
-		ret = blocks_zero(r, ino, run, nrun);
-		nrun = 0;
+	for (blk64_t l = first; l <= last && !ret;) {
+		unsigned n = last - l + 1 < FALLOC_RUN ? last - l + 1 : FALLOC_RUN;
+		ret = fallocate_run(r, ino, &in, l, n);
+		l += n;
 		/* the mapping blocks the next run writes must fit the journal */
 		size_t used = 0, limit = 0;
-		if (!ret && l < last && r->attached &&
+		if (!ret && l <= last && r->attached &&
 		    !rio_txn_room(r->fs->io, &used, &limit) && used + bmap_alloc_meta(r) > limit)
-			ret = fallocate_midway(r, ino, &in, (l + 1) * bs);
-	}
-	if (nrun) {
-		/* zeroed even when an allocation failed: no stale data behind it */
-		int zret = blocks_zero(r, ino, run, nrun);
-		if (!ret)
-			ret = zret;
+			ret = fallocate_midway(r, ino, &in, l * bs, keep_size);
 	}
 	if (ret)
-		bmap_trim_past_eof(r, ino, &in);
-	if (!ret && (uint64_t)off + len > EXT2_I_SIZE(&in))
+		bmap_trim_past_eof(r, ino, &in, first, last + 1);
+	if (!ret && !keep_size && (uint64_t)off + len > EXT2_I_SIZE(&in))
 		ext2fs_inode_size_set(r->fs, &in, off + len);
-	in.i_ctime = in.i_mtime = stamp_now(r, ino, T_M | T_C);
+	in.i_ctime = stamp_now(r, ino, T_C | (keep_size ? 0 : T_M));
+	if (!keep_size)
+		in.i_mtime = in.i_ctime;
 	int pret = put_inode(r, ino, &in);
 	return ret ? ret : pret;
 }
@@ -731,7 +790,7 @@ static int do_punch(struct rfs *r, ext2_ino_t ino, off_t off, off_t len)
 		return ret;
 	while (first < stop && ext2fs_inode_has_valid_blocks2(fs, &in)) {
 		blk64_t chunk = stop - first, fits;
-		ret = punch_step(r, &fits);
+		ret = punch_step(r, ino, &in, first, false, &fits);
 		if (ret)
 			return ret;
 		if (!fits) {
@@ -745,7 +804,7 @@ static int do_punch(struct rfs *r, ext2_ino_t ino, off_t off, off_t len)
 		}
 		if (chunk > fits)
 			chunk = fits;
-		errcode_t e = bmap_punch(fs, &in, first, first + chunk);
+		errcode_t e = bmap_punch(fs, ino, &in, first, first + chunk);
 		if (e)
 			return -errmap(e);
 		first += chunk;
@@ -761,7 +820,7 @@ void op_fallocate(fuse_req_t req, fuse_ino_t fino, int mode, off_t off, off_t le
 	int ret;
 
 	(void)fi;
-	if (mode && mode != (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)) {
+	if (mode && mode != FALLOC_FL_KEEP_SIZE && mode != (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)) {
 		fuse_reply_err(req, EOPNOTSUPP);
 		return;
 	}
@@ -777,8 +836,10 @@ void op_fallocate(fuse_req_t req, fuse_ino_t fino, int mode, off_t off, off_t le
 			flags_sync_inode(r, &in);
 		if (!ret)
 			do
-				ret = mode ? do_punch(r, to_ext(fino), off, len) :
-					     do_fallocate(r, req, to_ext(fino), off, len);
+				ret = (mode & FALLOC_FL_PUNCH_HOLE) ?
+					      do_punch(r, to_ext(fino), off, len) :
+					      do_fallocate(r, req, to_ext(fino), off, len,
+							   mode & FALLOC_FL_KEEP_SIZE);
 			while (wr_retry_enospc(r, ret, &retried));
 		ret = wr_end(r, ret, false);
 	}

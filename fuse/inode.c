@@ -325,7 +325,7 @@ static int zero_tail(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, uint6
 
 int do_truncate(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, uint64_t size)
 {
-	if (size > r->max_bytes)
+	if (size > bmap_file_max(r, in))
 		return -EFBIG;
 	if (size < EXT2_I_SIZE(in)) {
 		int ret = zero_tail(r, ino, in, size);

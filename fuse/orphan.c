@@ -127,7 +127,7 @@ static int reap_step(struct rfs *r, ext2_ino_t ino, bool *more)
 	blk64_t held = ret ? 0 : ext2fs_get_stat_i_blocks(fs, &in) / (bs / 512);
 	if (!ret && in.i_links_count == 0 && held > REAP_STEP_BLOCKS) {
 		blk64_t end = 0;
-		errcode_t e = bmap_end(fs, &in, &end);
+		errcode_t e = bmap_end(fs, ino, &in, &end);
 		ret = e ? -errmap(e) : 0;
 		blk64_t keep = end > REAP_STEP_BLOCKS ? end - REAP_STEP_BLOCKS : 0;
 		bool listed = true;
@@ -423,8 +423,9 @@ int orphan_truncate(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, uint64
 	blk64_t keep = (size + bs - 1) / bs, end = 0, step = ~0ULL;
 	int ret = 0;
 
-	errcode_t e = bmap_end(r->fs, in, &end);
-	if (!e && !listed && end > keep && !(ret = punch_step(r, &step)) && end - keep > step) {
+	errcode_t e = bmap_end(r->fs, ino, in, &end);
+	if (!e && !listed && end > keep && !(ret = punch_step(r, ino, in, end, true, &step)) &&
+	    end - keep > step) {
 		e = ext2fs_write_inode(r->fs, ino, in);
 		if (!e)
 			e = commit_midway(r);
@@ -617,7 +618,7 @@ static int orphan_list_release(struct rfs *r, unsigned *n)
 	       guard++ <= fs->super->s_inodes_count) {
 		struct ext2_inode in;
 		blk64_t step;
-		ret = punch_step(r, &step);
+		ret = punch_step(r, 0, NULL, 0, false, &step);
 		if (!ret && !step) {
 			errcode_t e = commit_midway(r);
 			ret = e ? (e == EROFS ? -EROFS : -errmap(e)) : 0;
