@@ -56,15 +56,22 @@ static bool extent_in_fs(ext2_filsys fs, const struct ext2fs_extent *x)
 }
 
 /* The extent after (or before) *x in file order: EXT2_ET_EXTENT_NO_NEXT at
- * the end.  libext2fs's NEXT_LEAF and PREV_LEAF wrap around at the ends of
- * a tree deeper than the root. */
+ * the end.  After ext2fs_extent_goto, libext2fs's NEXT_LEAF (PREV_LEAF)
+ * first goes back down into the leaf it came from at each level of a tree
+ * deeper than the root (the path's visit counts are left unset): the
+ * extents it passes again are skipped. */
 static errcode_t step_extent(ext2_extent_handle_t h, struct ext2fs_extent *x, bool back)
 {
 	blk64_t was = x->e_lblk;
-	errcode_t e = ext2fs_extent_get(h, back ? EXT2_EXTENT_PREV_LEAF : EXT2_EXTENT_NEXT_LEAF, x);
-	if (e == EXT2_ET_EXTENT_NO_PREV || (!e && (back ? x->e_lblk >= was : x->e_lblk <= was)))
-		return EXT2_ET_EXTENT_NO_NEXT;
-	return e;
+	for (unsigned guard = 0; guard < (1u << 20); guard++) {
+		errcode_t e = ext2fs_extent_get(h, back ? EXT2_EXTENT_PREV_LEAF :
+							  EXT2_EXTENT_NEXT_LEAF, x);
+		if (e == EXT2_ET_EXTENT_NO_PREV)
+			return EXT2_ET_EXTENT_NO_NEXT;
+		if (e || (back ? x->e_lblk < was : x->e_lblk > was))
+			return e;
+	}
+	return EXT2_ET_EXTENT_LEAF_BAD;
 }
 
 /*

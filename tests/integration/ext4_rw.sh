@@ -11,9 +11,9 @@
 #     largest offset an extent addresses (and EFBIG one block further);
 #  2. a fragmented file removed with -o max_transaction_blocks=16: its
 #     release spans several commits;
-#  3. after each mount: the daemon exits 0, e2fsck -fn is clean, and the
-#     kernel's ext4 reads the same bytes (and debugfs shows the trees:
-#     depth, unwritten extents);
+#  3. after each mount: the daemon exits 0, e2fsck -fn is clean, and a
+#     read-only remount and the kernel's ext4 read the same bytes (and
+#     debugfs shows the trees: depth, unwritten extents);
 #  4. power cuts (fault_crash_after) inside the release of a fragmented
 #     file and a truncate spanning commits: our recovery and the kernel's
 #     leave a clean image, the truncated file its old size or its new.
@@ -58,7 +58,9 @@ c = Checker("ext4_rw cases bs %d" % bs)
 def p(n):
     return os.path.join(m, n)
 def rd(n):
+    # through recon-fuse, not the kernel's page cache
     with open(p(n), "rb") as f:
+        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
         return f.read()
 
 # unwritten extents: a 1 MiB fallocate, written into in three places
@@ -97,16 +99,22 @@ os.close(fd)
 data[200 << 10:264 << 10] = bytes(64 << 10)
 c.eq(rd("ps") == bytes(data), True, "a punch inside an extent")
 
-# a deep tree: every other block, 6,000 extents, then truncated to a third
+# a deep tree: every other block, 6,000 extents; a hole punched across
+# leaves (from a hole), then truncated to a third
 n = 6000
 fd = os.open(p("deep"), os.O_RDWR | os.O_CREAT, 0o644)
 for i in range(n):
     os.pwrite(fd, b"%08d" % i, 2 * i * bs)
+fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (2 * (n // 6) - 1) * bs,
+          2 * (n // 4 - n // 6) * bs)
 os.ftruncate(fd, 2 * (n // 3) * bs)
 os.close(fd)
 d = rd("deep")
 c.eq(len(d), 2 * (n // 3) * bs, "the deep file's size after truncate")
-c.ok(all(d[2 * i * bs:2 * i * bs + 8] == b"%08d" % i for i in range(n // 3)), "the deep file's blocks")
+def deep_want(i):
+    return bytes(8) if n // 6 <= i < n // 4 else b"%08d" % i
+bad = [i for i in range(n // 3) if d[2 * i * bs:2 * i * bs + 8] != deep_want(i)]
+c.eq(bad[:3], [], "the deep file's blocks after the punch and the truncate")
 
 # new files, directories, slow symlinks
 os.makedirs(p("dir/sub"))
@@ -151,6 +159,33 @@ with open(os.path.join(root, "top"), "rb") as f:
 sys.exit(1 if bad else 0)
 EOF
 
+# leaves.py MNT BS LEAF...: O_DIRECT reads of the deep file from the first
+# block of each leaf of its tree to the end of the leaf after it (a walk
+# that starts on a leaf's first block and crosses into the next leaf)
+cat >"$SCRATCH/leaves.py" <<'EOF'
+import mmap, os, sys
+m, bs, leaves = sys.argv[1], int(sys.argv[2]), [int(x) for x in sys.argv[3:]]
+n = 6000
+size = os.stat(os.path.join(m, "deep")).st_size
+want = bytearray(size)
+for i in range(n // 3):
+    if not n // 6 <= i < n // 4:
+        want[2 * i * bs:2 * i * bs + 8] = b"%08d" % i
+fd = os.open(os.path.join(m, "deep"), os.O_RDONLY | os.O_DIRECT)
+bad = 0
+for a, b in zip(leaves, leaves[2:] + [size // bs]):
+    n_bytes = min(b * bs, size) - a * bs
+    if n_bytes <= 0:
+        continue
+    buf = mmap.mmap(-1, n_bytes)
+    got = os.preadv(fd, [buf], a * bs)
+    if buf[:got] != want[a * bs:a * bs + got] or got != n_bytes:
+        print("FAIL: the deep file read from leaf start %d to %d differs" % (a, b))
+        bad += 1
+os.close(fd)
+sys.exit(1 if bad else 0)
+EOF
+
 # frag.py MNT NAME N: N single-block extents (every other block)
 cat >"$SCRATCH/frag.py" <<'EOF'
 import os, sys
@@ -180,6 +215,16 @@ for kind in default seed; do
 			debugfs -R "stat $f" "$img" 2>/dev/null | grep -q 'Flags: 0x80000' ||
 				fail "$what: $f is not extent-mapped"
 		done
+		leaves=$(debugfs -R "ex deep" "$img" 2>/dev/null |
+			 awk 'NR > 1 { split($1, a, "/"); if (a[1] + 1 == $2) print $5 }')
+		[ "$(echo "$leaves" | wc -w)" -ge 3 ] || fail "$what: the deep file has too few leaves"
+		if mount_recon "$img" "$mnt" ro,checker=off; then
+			python3 "$SCRATCH/check.py" "$mnt" "$SCRATCH/want" || fail "$what: a remount reads other bytes"
+			python3 "$SCRATCH/leaves.py" "$mnt" "$bs" $leaves || fail "$what: reads across leaves"
+			umount_recon "$mnt"
+		else
+			fail "$what: the read-only remount"
+		fi
 		if mount -t ext4 -o ro,loop "$img" "$kmnt"; then
 			MOUNTS+=("$kmnt")
 			python3 "$SCRATCH/check.py" "$kmnt" "$SCRATCH/want" || fail "$what: the kernel reads other bytes"
