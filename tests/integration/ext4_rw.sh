@@ -8,7 +8,8 @@
 #     fallocate KEEP_SIZE past EOF; a hole punched inside one extent; a
 #     tree of depth >= 2 (every other block written) truncated to a third;
 #     new files, directories and slow symlinks extent-mapped; a write at the
-#     largest offset an extent addresses (and EFBIG one block further);
+#     largest offset an extent addresses (and EFBIG one block further;
+#     without huge_file the kernel's lower limit);
 #  2. a fragmented file removed with -o max_transaction_blocks=16: its
 #     release spans several commits;
 #  3. after each mount: the daemon exits 0, e2fsck -fn is clean, and a
@@ -246,6 +247,39 @@ for kind in default seed; do
 		[ "${n:-0}" -ge 3 ] || fail "$what: the release took $n transactions, want several"
 		[ "$(free_blocks "$img")" -gt "$free" ] || fail "$what: nothing freed"
 	done
+done
+
+# limit.py ROOT BS: without huge_file i_blocks caps a file below 2^32 - 1
+# blocks: the last byte below the kernel's limit is written, the next one
+# is EFBIG
+cat >"$SCRATCH/limit.py" <<'EOF'
+import errno, os, sys
+root, bits = sys.argv[1], {1024: 10, 4096: 12}[int(sys.argv[2])]
+top = (((1 << 32) - 1) >> (bits - 9)) << bits
+fd = os.open(os.path.join(root, "limit%d" % os.getpid()), os.O_RDWR | os.O_CREAT, 0o644)
+os.pwrite(fd, b"z", top - 1)
+try:
+    os.pwrite(fd, b"z", top)
+    print("FAIL: a write at %d did not fail" % top)
+    sys.exit(1)
+except OSError as e:
+    sys.exit(0 if e.errno == errno.EFBIG else 1)
+EOF
+
+for bs in 1024 4096; do
+	img="$SCRATCH/nohuge.img"
+	rm -f "$img"
+	truncate -s 64M "$img"
+	mke2fs -F -q -t ext4 -b "$bs" -O ^huge_file "$img" >/dev/null 2>&1 || die "mke2fs ^huge_file"
+	mount_recon "$img" "$mnt" checker=off || { fail "^huge_file $bs: mount"; continue; }
+	python3 "$SCRATCH/limit.py" "$mnt" "$bs" || fail "^huge_file $bs: the size limit"
+	umount_recon "$mnt"
+	fsck_clean "$img" "^huge_file, $bs-byte blocks"
+	if mount -t ext4 -o loop "$img" "$kmnt"; then
+		MOUNTS+=("$kmnt")
+		python3 "$SCRATCH/limit.py" "$kmnt" "$bs" || fail "^huge_file $bs: the kernel's limit differs"
+		umount "$kmnt"
+	fi
 done
 
 # 4. power cuts inside a release and a truncate spanning commits
