@@ -44,6 +44,34 @@ bool acl_name(const char *name)
 	return !strcmp(name, ACL_ACCESS_NAME) || !strcmp(name, ACL_DEFAULT_NAME);
 }
 
+/* With map_root the image's uid 0 and the mounting user's uid trade places
+ * (map_uid, map_gid): the ids named in ACL entries trade too, so that
+ * user:root in the image reads as the user, and the user's own entry is
+ * stored as root's.  The swap is its own inverse: one call for either
+ * direction, in place on a posix_acl_xattr value (partial entries left). */
+void acl_map_ids(const struct rfs *r, void *val, size_t len)
+{
+	size_t es = sizeof(struct posix_acl_xattr_entry);
+	unsigned char *p = val;
+
+	if (!r->map_root || len < sizeof(struct posix_acl_xattr_header))
+		return;
+	for (size_t off = sizeof(struct posix_acl_xattr_header); off + es <= len; off += es) {
+		struct posix_acl_xattr_entry x;
+		memcpy(&x, p + off, es);
+		uint16_t tag = ext2fs_le16_to_cpu(x.e_tag);
+		uint32_t id = ext2fs_le32_to_cpu(x.e_id);
+		if (tag == ACL_USER)
+			id = map_uid(r, id);
+		else if (tag == ACL_GROUP)
+			id = map_gid(r, id);
+		else
+			continue;
+		x.e_id = ext2fs_cpu_to_le32(id);
+		memcpy(p + off, &x, es);
+	}
+}
+
 /*
  * Parse and validate an xattr value as the kernel's posix_acl_from_xattr
  * and posix_acl_valid do: version 2 (else EOPNOTSUPP), whole entries,
@@ -236,7 +264,7 @@ static int acl_handle(struct rfs *r, ext2_ino_t ino, struct ext2_xattr_handle **
 	e = ext2fs_xattrs_read(*h);
 	if (e) {
 		ext2fs_xattrs_close(h);
-		return e == EXT2_ET_MISSING_EA_FEATURE ? -EOPNOTSUPP : corrupt(ino, "bad xattrs");
+		return e == EXT2_ET_MISSING_EA_FEATURE ? -EOPNOTSUPP : report_corruption(ino, "bad xattrs");
 	}
 	return 0;
 }
@@ -259,10 +287,10 @@ static int acl_read(struct rfs *r, ext2_ino_t ino, const char *name, struct acl 
 	if (e == EXT2_ET_EA_KEY_NOT_FOUND)
 		return 0;
 	if (e)
-		return e == EINVAL ? corrupt(ino, "malformed ACL") : -errmap(e);
+		return e == EINVAL ? report_corruption(ino, "malformed ACL") : -errmap(e);
 	ret = acl_parse(val, len, out);
 	ext2fs_free_mem(&val);
-	return ret ? corrupt(ino, "malformed ACL") : 0;
+	return ret ? report_corruption(ino, "malformed ACL") : 0;
 }
 
 /* Store (a non-NULL) or remove (NULL) one ACL; removing one that is not
@@ -332,6 +360,14 @@ int acl_set(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *name,
 		return -EOPNOTSUPP;
 	if (val && (ret = acl_parse(val, len, &a)) != 0)
 		return ret;
+	if (a && r->map_root) {
+		/* the ids as the image keeps them (see acl_map_ids) */
+		for (unsigned i = 0; i < a->n; i++)
+			if (a->e[i].tag == ACL_USER)
+				a->e[i].id = map_uid(r, a->e[i].id);
+			else if (a->e[i].tag == ACL_GROUP)
+				a->e[i].id = map_gid(r, a->e[i].id);
+	}
 	ret = get_inode(r, ino, &in);
 	if (ret)
 		goto out;

@@ -2,8 +2,8 @@
  * fuse/bitmaps.c - reading the allocation bitmaps at mount.
  *
  * libext2fs's ext2fs_read_bitmaps() hands each group's bitmap block to its
- * red-black-tree bitmap a byte at a time; on a 15 TiB disk (120,000 groups
- * of 32,768 blocks) that is most of the mount.  Nearly every group of a big
+ * red-black-tree bitmap a byte at a time; on a large disk that is most of
+ * the mount (bench/results/history-2026-12-scale.md).  Nearly every group of a big
  * disk is empty or full up to some block: its bitmap is a run of ones from
  * the start and zeros after it, which is one range to mark.  So groups of
  * that shape are marked as a range and every other group goes through

@@ -18,7 +18,7 @@
 static int check_blk(struct rfs *r, ext2_ino_t ino, blk64_t b)
 {
 	if (b && (b < r->fs->super->s_first_data_block || b >= ext2fs_blocks_count(r->fs->super)))
-		return corrupt(ino, "block pointer out of range");
+		return report_corruption(ino, "block pointer out of range");
 	return 0;
 }
 
@@ -40,7 +40,7 @@ int bmap_block(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t lbl
 	int ret_flags = 0;
 	errcode_t e = ext2fs_bmap2(r->fs, ino, in, NULL, 0, lblk, &ret_flags, pblk);
 	if (e)
-		return corrupt(ino, "cannot map a block");
+		return report_corruption(ino, "cannot map a block");
 	if (ret_flags & BMAP_RET_UNINIT)
 		*pblk = 0;
 	return check_blk(r, ino, *pblk);
@@ -250,7 +250,7 @@ int punch_step(struct rfs *r, ext2_ino_t ino, const struct ext2_inode *in, blk64
 		return 0;
 	/* max_transaction_blocks paces a long release too, but never below
 	 * one step per transaction */
-	size_t cap = limit, soft = r->cfg->max_transaction_blocks;
+	size_t cap = limit, soft = r->cfg->io.max_transaction_blocks;
 	if (soft && soft < cap)
 		cap = soft > STEP_MIN ? soft : STEP_MIN < limit ? STEP_MIN : limit;
 	if (used + STEP_MIN <= cap && in && is_extent(in)) {

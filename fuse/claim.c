@@ -35,6 +35,7 @@
  * it mounted, so that "umount; mount" works. */
 #define CLAIM_WAIT_MS 30000
 #define CLAIM_POLL_MS 100
+#define CLAIM_UNSEEN_RETRIES 5	/* tries when the lock is held but no holder is listed */
 
 static int claim_fd = -1;	/* never closed: the lock lasts as long as the process */
 
@@ -305,7 +306,7 @@ static void say_held(const char *dev, bool ro, pid_t pid, const char *comm, bool
 static int take_lock(const char *dev, const char *path, const struct file_id *img, bool ro)
 {
 	struct stat st;
-	unsigned waited = 0;
+	unsigned waited = 0, unseen = 0;
 	bool told = false;
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
 
@@ -339,6 +340,13 @@ static int take_lock(const char *dev, const char *path, const struct file_id *im
 				comm[0] = 0;
 		}
 		bool served = find_mount(mount_of_image, img, mp, sizeof(mp));
+		if (pid <= 0 && unseen++ < CLAIM_UNSEEN_RETRIES) {
+			/* the holder let go between our try and the look at
+			 * /proc/locks (a daemon exiting): try again */
+			struct timespec ts = { 0, 10 * 1000000L };
+			nanosleep(&ts, NULL);
+			continue;
+		}
 		if (pid <= 0 || strcmp(comm, "recon-fuse") || served || waited >= CLAIM_WAIT_MS) {
 			say_held(dev, ro, pid, comm, exclusive, served ? mp : NULL, waited);
 			close(fd);

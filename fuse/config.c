@@ -18,6 +18,8 @@
 
 #define DEFAULT_CONFIG_FILE "/etc/recon-fuse.conf"
 
+static const struct rio_config io_defaults = RIO_CONFIG_DEFAULTS;
+
 enum key_kind { K_BOOL, K_UINT, K_U64, K_STR, K_ATIME, K_ONV, K_ERRORS, K_DATA, K_COMMIT, K_MAPROOT,
 		K_URING, K_UID, K_GID };
 
@@ -58,34 +60,34 @@ static const struct key_desc keys[] = {
 	  "a group whose members may use the reserved blocks (the superblock's)" },
 	{ "minixdf", NULL, K_BOOL, F(minixdf), false,
 	  "statfs counts every block, metadata too (off: bsddf, without the metadata)" },
-	{ "errors", "ACTION", K_ERRORS, F(on_violation), false,
+	{ "errors", "ACTION", K_ERRORS, F(io.on_violation), false,
 	  "ext3's: remount-ro or continue (on_violation=readonly), panic (on_violation=stop)" },
 	{ "data", "MODE", K_DATA, 0, false,
 	  "ext3's: ordered or writeback (both run ordered); journal is refused" },
-	{ "commit", "S", K_COMMIT, F(commit_interval_ms), false,
+	{ "commit", "S", K_COMMIT, F(io.commit_interval_ms), false,
 	  "ext3's commit interval in seconds (commit_interval_ms)" },
-	{ "block_cache_mb", "N", K_UINT, F(block_cache_mb), false, "metadata block cache in MiB (64)" },
+	{ "block_cache_mb", "N", K_UINT, F(io.block_cache_mb), false, "metadata block cache in MiB (64)" },
 	{ "threads", "N", K_UINT, F(threads), false, "FUSE worker threads (1: one thread)" },
 	{ "poll_us", "N", K_UINT, F(poll_us), false,
 	  "with one thread: poll for the next request this long, in us (50)" },
 	{ "fuse_uring", "MODE", K_URING, F(fuse_uring), false,
 	  "FUSE requests over io_uring when the kernel offers it: auto (default), on, off" },
-	{ "checker", NULL, K_BOOL, F(checker), false, "shadow checker on every commit (on)" },
-	{ "checker_cache_mb", "N", K_UINT, F(checker_cache_mb), false, "checker's block cache in MiB (128)" },
-	{ "commit_interval_ms", "N", K_UINT, F(commit_interval_ms), false, "commit age limit in ms (1000)" },
-	{ "max_transaction_blocks", "N", K_UINT, F(max_transaction_blocks), false,
+	{ "checker", NULL, K_BOOL, F(io.checker), false, "shadow checker on every commit (on)" },
+	{ "checker_cache_mb", "N", K_UINT, F(io.checker_cache_mb), false, "checker's block cache in MiB (128)" },
+	{ "commit_interval_ms", "N", K_UINT, F(io.commit_interval_ms), false, "commit age limit in ms (1000)" },
+	{ "max_transaction_blocks", "N", K_UINT, F(io.max_transaction_blocks), false,
 	  "commit size limit in blocks (0 = a quarter of the journal)" },
-	{ "on_violation", "ACTION", K_ONV, F(on_violation), false, "readonly (default), stop or log" },
-	{ "journal", NULL, K_BOOL, F(journal), false, "log commits through the ext3 journal (on)" },
-	{ "async_commit", NULL, K_BOOL, F(async_commit), false, "commit on a separate thread (on)" },
+	{ "on_violation", "ACTION", K_ONV, F(io.on_violation), false, "readonly (default), stop or log" },
+	{ "journal", NULL, K_BOOL, F(io.journal), false, "log commits through the ext3 journal (on)" },
+	{ "async_commit", NULL, K_BOOL, F(io.async_commit), false, "commit on a separate thread (on)" },
 	{ "deterministic", NULL, K_BOOL, F(deterministic), true, "test: one thread, no timers" },
-	{ "fault_crash_after", "N", K_U64, F(fault_crash_after), true, "test: crash after N device writes" },
-	{ "fault_seed", "N", K_U64, F(fault_seed), true, "test: fault injection seed" },
-	{ "fault_corrupt", "KIND@N", K_STR, F(fault_corrupt), true, "test: corrupt KIND@N" },
-	{ "fault_data_eio", "N", K_U64, F(fault_data_eio), true,
+	{ "fault_crash_after", "N", K_U64, F(io.fault_crash_after), true, "test: crash after N device writes" },
+	{ "fault_seed", "N", K_U64, F(io.fault_seed), true, "test: fault injection seed" },
+	{ "fault_corrupt", "KIND@N", K_STR, F(io.fault_corrupt), true, "test: corrupt KIND@N" },
+	{ "fault_data_eio", "N", K_U64, F(io.fault_data_eio), true,
 	  "test: fail the Nth file-data write with EIO" },
 	{ "stats", "FILE", K_STR, F(stats_file), true, "test: write the stats JSON to FILE at unmount" },
-	{ "no_uring", NULL, K_BOOL, F(no_uring), true, "test: force the pread/pwrite fallback" },
+	{ "no_uring", NULL, K_BOOL, F(io.no_uring), true, "test: force the pread/pwrite fallback" },
 };
 #undef F
 
@@ -389,13 +391,16 @@ static int set_key(struct recon_config *cfg, const char *key, const char *val,
 	case K_STR: {
 		if (!*val)
 			goto bad;
-		if (k->off == offsetof(struct recon_config, fault_corrupt) && check_fault_corrupt(val))
+		if (k->off == offsetof(struct recon_config, io.fault_corrupt) &&
+		    check_fault_corrupt(val))
 			goto bad;
-		char *dup = strdup(val);
+		/* copied as bytes: the field is a char * or (io's) a const char * */
+		char *dup = strdup(val), *old;
 		if (!dup)
 			return -ENOMEM;
-		free(*(char **)(base + k->off));
-		*(char **)(base + k->off) = dup;
+		memcpy(&old, base + k->off, sizeof(old));
+		free(old);
+		memcpy(base + k->off, &dup, sizeof(dup));
 		return 0;
 	}
 	case K_ATIME:
@@ -422,9 +427,9 @@ static int set_key(struct recon_config *cfg, const char *key, const char *val,
 		 * read-only like remount-ro; panic stops the file system (exit 2),
 		 * not the machine */
 		if (!strcmp(val, "remount-ro") || !strcmp(val, "continue"))
-			cfg->on_violation = ONV_READONLY;
+			cfg->io.on_violation = RIO_ONV_READONLY;
 		else if (!strcmp(val, "panic"))
-			cfg->on_violation = ONV_STOP;
+			cfg->io.on_violation = RIO_ONV_STOP;
 		else
 			goto bad;
 		return 0;
@@ -442,15 +447,15 @@ static int set_key(struct recon_config *cfg, const char *key, const char *val,
 		/* seconds, 0 for the default, as ext3's commit= */
 		if (parse_u64(val, UINT32_MAX / 1000, &n))
 			goto bad;
-		cfg->commit_interval_ms = n ? (unsigned)n * 1000 : 1000;
+		cfg->io.commit_interval_ms = n ? (unsigned)n * 1000 : io_defaults.commit_interval_ms;
 		return 0;
 	case K_ONV:
 		if (!strcmp(val, "readonly"))
-			cfg->on_violation = ONV_READONLY;
+			cfg->io.on_violation = RIO_ONV_READONLY;
 		else if (!strcmp(val, "stop"))
-			cfg->on_violation = ONV_STOP;
+			cfg->io.on_violation = RIO_ONV_STOP;
 		else if (!strcmp(val, "log"))
-			cfg->on_violation = ONV_LOG;
+			cfg->io.on_violation = RIO_ONV_LOG;
 		else
 			goto bad;
 		return 0;
@@ -552,16 +557,10 @@ static void set_defaults(struct recon_config *cfg)
 	cfg->atime = ATIME_RELATIME;
 	cfg->acl = true;
 	cfg->user_xattr = true;
-	cfg->block_cache_mb = 64;
 	cfg->threads = 1;
 	cfg->poll_us = 50;
 	cfg->fuse_uring = FUSE_URING_AUTO;
-	cfg->checker = true;
-	cfg->checker_cache_mb = 128;
-	cfg->commit_interval_ms = 1000;
-	cfg->on_violation = ONV_READONLY;
-	cfg->journal = true;
-	cfg->async_commit = true;
+	cfg->io = io_defaults;
 	cfg->resuid = cfg->resgid = -1;
 }
 
@@ -798,13 +797,31 @@ static char *fsname_opt(const char *dev)
 	return opt;
 }
 
-int config_parse(int argc, char **argv, struct recon_config *cfg, struct fuse_args *fuse_args)
+/* Whether /etc/fuse.conf lets users mount with allow_other (a line saying
+ * user_allow_other, as fusermount3 reads it: comments and blanks aside). */
+static bool fuse_conf_allows_other(void)
 {
-	struct optbuf ours = { 0 }, theirs = { 0 };
-	char *config_file = NULL;
+	FILE *f = fopen("/etc/fuse.conf", "re");
+	char line[256];
+	bool ok = false;
+	if (!f)
+		return false;
+	while (!ok && fgets(line, sizeof(line), f)) {
+		char *p = line + strspn(line, " \t");
+		size_t n = strcspn(p, " \t\r\n#");
+		ok = n == 16 && !strncmp(p, "user_allow_other", 16);
+	}
+	fclose(f);
+	return ok;
+}
+
+/* The command line: its options (-o lists split into ours and libfuse's),
+ * the device and the mount point.  0, or -errno after a message. */
+static int parse_argv(int argc, char **argv, struct recon_config *cfg, struct optbuf *ours,
+		      struct optbuf *theirs)
+{
 	int ret = 0, npos = 0;
 
-	set_defaults(cfg);
 	for (int i = 1; i < argc && !ret; i++) {
 		const char *a = argv[i];
 
@@ -814,9 +831,9 @@ int config_parse(int argc, char **argv, struct recon_config *cfg, struct fuse_ar
 				ret = -EINVAL;
 				break;
 			}
-			ret = split_opts(argv[++i], &ours, &theirs);
+			ret = split_opts(argv[++i], ours, theirs);
 		} else if (!strncmp(a, "-o", 2)) {
-			ret = split_opts(a + 2, &ours, &theirs);
+			ret = split_opts(a + 2, ours, theirs);
 		} else if (!strcmp(a, "-f")) {
 			cfg->foreground = true;
 		} else if (!strcmp(a, "-d") || !strcmp(a, "--debug")) {
@@ -842,29 +859,29 @@ int config_parse(int argc, char **argv, struct recon_config *cfg, struct fuse_ar
 			ret = -EINVAL;
 		}
 	}
-	if (ret)
-		goto out;
-	if (cfg->show_help || cfg->show_version)
-		goto out;
+	if (ret || cfg->show_help || cfg->show_version)
+		return ret;
 	if (npos != 2) {
 		fprintf(stderr, "usage: recon-fuse [-o opt,...] [-f] [-d] DEVICE MOUNTPOINT "
 			"(recon-fuse --help for the options)\n");
-		ret = -EINVAL;
-		goto out;
+		return -EINVAL;
 	}
 	ret = make_absolute(&cfg->device);
-	if (!ret)
-		ret = make_absolute(&cfg->mountpoint);
-	if (ret)
-		goto out;
+	return ret ? ret : make_absolute(&cfg->mountpoint);
+}
 
-	/* the config file first, then -o on top of it */
-	if (ours.s) {
-		char *copy = strdup(ours.s), *save = NULL;
-		if (!copy) {
-			ret = -ENOMEM;
-			goto out;
-		}
+/* Our options: the config file first (config= in ours, else the default
+ * file when it exists), then the -o list ours on top of it.  0, or -errno
+ * after a message. */
+static int apply_options(struct recon_config *cfg, char *ours)
+{
+	char *config_file = NULL;
+	int ret = 0;
+
+	if (ours) {
+		char *copy = strdup(ours), *save = NULL;
+		if (!copy)
+			return -ENOMEM;
 		for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
 			if (!strncmp(tok, "config=", 7)) {
 				free(config_file);
@@ -874,26 +891,31 @@ int config_parse(int argc, char **argv, struct recon_config *cfg, struct fuse_ar
 				ret = -EINVAL;
 			}
 		free(copy);
-		if (ret)
-			goto out;
+		if (ret) {
+			free(config_file);
+			return ret;
+		}
 	}
 	if (config_file) {
 		ret = read_config_file(cfg, config_file);
 		cfg->config_file = config_file;
-		config_file = NULL;
 	} else if (access(DEFAULT_CONFIG_FILE, F_OK) == 0) {
 		ret = read_config_file(cfg, DEFAULT_CONFIG_FILE);
 		cfg->config_file = strdup(DEFAULT_CONFIG_FILE);
 	}
-	if (!ret)
-		ret = apply_cmdline_opts(cfg, ours.s);
-	if (ret)
-		goto out;
+	return ret ? ret : apply_cmdline_opts(cfg, ours);
+}
+
+/* The options as a whole, once all are set: what deterministic implies,
+ * the combinations refused, the paths made absolute, the mount point
+ * judged.  0, or -errno after a message. */
+static int settle_options(struct recon_config *cfg)
+{
 	if (cfg->deterministic) {
 		cfg->threads = 1;
 		cfg->poll_us = 0;
-		cfg->commit_interval_ms = 0;
-		cfg->async_commit = false;
+		cfg->io.commit_interval_ms = 0;
+		cfg->io.async_commit = false;
 		cfg->fuse_uring = FUSE_URING_OFF;
 	}
 	if (cfg->threads == 0)
@@ -901,42 +923,64 @@ int config_parse(int argc, char **argv, struct recon_config *cfg, struct fuse_ar
 	if (cfg->noload && !cfg->ro) {
 		fprintf(stderr, "recon-fuse: noload (norecovery) requires ro: a read-write mount "
 			"must replay the journal first\n");
-		ret = -EINVAL;
-		goto out;
+		return -EINVAL;
+	}
+	if (cfg->allow_other && geteuid() != 0 && !fuse_conf_allows_other()) {
+		/* fusermount3 would refuse it after we have opened the image */
+		fprintf(stderr, "recon-fuse: allow_other: /etc/fuse.conf does not say "
+			"user_allow_other, which a user's mount needs for it (root may always)\n");
+		return -EINVAL;
 	}
 	if (cfg->poll_us > 10000) {
 		fprintf(stderr, "recon-fuse: poll_us=%u: at most 10000 (10 ms)\n", cfg->poll_us);
-		ret = -EINVAL;
-		goto out;
+		return -EINVAL;
 	}
-	ret = make_absolute(&cfg->pidfile);
+	int ret = make_absolute(&cfg->pidfile);
 	if (!ret)
 		ret = make_absolute(&cfg->stats_file);
-	if (!ret)
-		ret = check_mountpoint(cfg->mountpoint);
-	if (ret)
-		goto out;
+	return ret ? ret : check_mountpoint(cfg->mountpoint);
+}
+
+/* libfuse's arguments: the program's name, -d, and the -o list theirs
+ * with the device shown as fsname and the subtype added unless given.
+ * 0 or -ENOMEM. */
+static int libfuse_args(const struct recon_config *cfg, const char *argv0,
+			struct optbuf *theirs, struct fuse_args *fuse_args)
+{
+	int ret = 0;
 
 	/* show the device in mount(8) and /proc/mounts */
-	if (!strstr(theirs.s ? theirs.s : "", "fsname=")) {
+	if (!strstr(theirs->s ? theirs->s : "", "fsname=")) {
 		char *fsname = fsname_opt(cfg->device);
-		if (!fsname) {
-			ret = -ENOMEM;
-			goto out;
-		}
-		ret = optbuf_add(&theirs, fsname);
+		if (!fsname)
+			return -ENOMEM;
+		ret = optbuf_add(theirs, fsname);
 		free(fsname);
 	}
-	if (!ret && !strstr(theirs.s ? theirs.s : "", "subtype="))
-		ret = optbuf_add(&theirs, "subtype=recon-fuse");
+	if (!ret && !strstr(theirs->s ? theirs->s : "", "subtype="))
+		ret = optbuf_add(theirs, "subtype=recon-fuse");
 	if (ret)
-		goto out;
-	if (fuse_opt_add_arg(fuse_args, argv[0]) ||
+		return ret;
+	if (fuse_opt_add_arg(fuse_args, argv0) ||
 	    (cfg->debug && fuse_opt_add_arg(fuse_args, "-d")) ||
-	    (theirs.s && (fuse_opt_add_arg(fuse_args, "-o") || fuse_opt_add_arg(fuse_args, theirs.s))))
-		ret = -ENOMEM;
-out:
-	free(config_file);
+	    (theirs->s && (fuse_opt_add_arg(fuse_args, "-o") || fuse_opt_add_arg(fuse_args, theirs->s))))
+		return -ENOMEM;
+	return 0;
+}
+
+int config_parse(int argc, char **argv, struct recon_config *cfg, struct fuse_args *fuse_args)
+{
+	struct optbuf ours = { 0 }, theirs = { 0 };
+
+	set_defaults(cfg);
+	int ret = parse_argv(argc, argv, cfg, &ours, &theirs);
+	if (!ret && !cfg->show_help && !cfg->show_version) {
+		ret = apply_options(cfg, ours.s);
+		if (!ret)
+			ret = settle_options(cfg);
+		if (!ret)
+			ret = libfuse_args(cfg, argv[0], &theirs, fuse_args);
+	}
 	free(ours.s);
 	free(theirs.s);
 	return ret;
@@ -1057,7 +1101,7 @@ void config_free(struct recon_config *cfg)
 	free(cfg->pidfile);
 	free(cfg->log_file);
 	free(cfg->config_file);
-	free(cfg->fault_corrupt);
+	free((char *)cfg->io.fault_corrupt);   /* set_key's copy */
 	free(cfg->stats_file);
 	memset(cfg, 0, sizeof(*cfg));
 }

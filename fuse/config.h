@@ -5,6 +5,10 @@
  *
  * Errors: -errno; a message naming the key and the bad value is printed to
  * stderr by the parser itself, so the caller just exits with status 1.
+ *
+ * The I/O manager's settings are io's own struct rio_config, embedded as
+ * `io` and handed to rio_set_config() as it is: its defaults are io's
+ * (RIO_CONFIG_DEFAULTS), the -o keys name its fields.
  */
 #ifndef RECON_FUSE_CONFIG_H
 #define RECON_FUSE_CONFIG_H
@@ -16,9 +20,9 @@
 #define FUSE_USE_VERSION 35
 #endif
 #include <fuse_lowlevel.h>
+#include "io.h"
 
 enum atime_mode { ATIME_RELATIME, ATIME_NOATIME, ATIME_STRICTATIME };
-enum on_violation { ONV_READONLY, ONV_STOP, ONV_LOG };
 enum map_root { MAP_ROOT_AUTO, MAP_ROOT_ON, MAP_ROOT_OFF };
 enum fuse_uring_mode { FUSE_URING_AUTO, FUSE_URING_ON, FUSE_URING_OFF };
 
@@ -49,29 +53,19 @@ struct recon_config {
 	                           * superblock's s_def_resuid / s_def_resgid */
 	bool minixdf;             /* statfs counts the metadata's blocks too (kernel's minixdf) */
 
-	/* I/O and performance */
-	unsigned block_cache_mb;  /* default 64 */
+	/* FUSE requests */
 	unsigned threads;         /* FUSE worker threads, default 1 */
 	unsigned poll_us;         /* keep reading /dev/fuse this long before sleeping (one thread), default 50 */
 	enum fuse_uring_mode fuse_uring; /* FUSE requests over io_uring: auto (default), on, off */
 
-	/* checker and transactions */
-	bool checker;             /* default on */
-	unsigned checker_cache_mb;       /* default 128 */
-	unsigned commit_interval_ms;     /* default 1000 */
-	unsigned max_transaction_blocks; /* default 0 = a quarter of the journal */
-	enum on_violation on_violation;  /* default readonly */
-	bool journal;             /* default on */
-	bool async_commit;        /* default on (off with deterministic) */
+	/* the I/O manager: block cache, checker, transactions, journal, and
+	 * the test-only faults and no_uring (fault_corrupt: malloc'd here,
+	 * validated; async_commit and commit_interval_ms off with deterministic) */
+	struct rio_config io;
 
 	/* testing only: accepted from -o alone, never from a file */
 	bool deterministic;
-	uint64_t fault_crash_after;      /* 0 = off */
-	uint64_t fault_seed;
-	char *fault_corrupt;             /* "KIND@N" as given, validated */
-	uint64_t fault_data_eio;         /* 0 = off; counts file-data writes */
 	char *stats_file;                /* -o stats=FILE */
-	bool no_uring;                   /* -o no_uring: force the pread/pwrite fallback */
 };
 
 /*

@@ -11,9 +11,9 @@
  *
  * Errors: 0 or -errno, as declared in dirindex.h.
  *
- * One file (about 1,200 lines): the index, its gap tree and the block edits
- * that keep both exact are one invariant; split, each part would have to
- * export the others' internals.
+ * One file: the index, its gap tree and the block edits that keep both
+ * exact are one invariant; split, each part would have to export the
+ * others' internals.
  */
 #include "dirindex.h"
 #include "inline.h"

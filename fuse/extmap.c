@@ -45,7 +45,7 @@ static int ext_err(ext2_ino_t ino, errcode_t e)
 	default:
 		if (e > 0 && e < 256)
 			return -(int)e;
-		return corrupt(ino, "bad extent tree");
+		return report_corruption(ino, "bad extent tree");
 	}
 }
 
@@ -129,7 +129,7 @@ int ext_map_run(struct rfs *r, ext2_ino_t ino, const struct ext2_inode *in, blk6
 		blk64_t l = first + i;
 		if (!extent_in_fs(r->fs, &x)) {
 			ext2fs_extent_free(h);
-			return corrupt(ino, "extent outside the file system");
+			return report_corruption(ino, "extent outside the file system");
 		}
 		if (x.e_lblk > l) {
 			blk64_t skip = x.e_lblk - l;

@@ -157,8 +157,9 @@ void open_undo(struct rfs *r, ext2_ino_t ino, const struct fuse_file_info *fi)
  * completes, so a buffered read racing it caches the old data for good
  * (tests/explore/dio_race: stale reads within 100 rounds); the direct-I/O
  * operations drop the range as each WRITE is sent, and op_write closes the
- * window between that drop and the reply.  The price: such an fd cannot be
- * mmapped shared (ENODEV).  Other opens keep the cache. */
+ * window between that drop and the reply.  A shared mmap of such an fd goes
+ * through the page cache (FUSE_DIRECT_IO_ALLOW_MMAP, asked for in main.c's
+ * INIT reply).  Other opens keep the cache. */
 void set_open_mode(struct fuse_file_info *fi)
 {
 	if ((fi->flags & O_ACCMODE) == O_WRONLY || (fi->flags & O_DIRECT)) {

@@ -47,7 +47,7 @@ int errmap(errcode_t e)
 }
 
 /* A corrupt object: log once per inode, then EIO. */
-int corrupt(ext2_ino_t ino, const char *what)
+int report_corruption(ext2_ino_t ino, const char *what)
 {
 	static ext2_ino_t logged[256];
 	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -70,7 +70,7 @@ int corrupt(ext2_ino_t ino, const char *what)
 int get_inode(struct rfs *r, ext2_ino_t ino, struct ext2_inode *inode)
 {
 	if (ino < 1 || ino > r->fs->super->s_inodes_count)
-		return corrupt(ino, "inode number out of range");
+		return report_corruption(ino, "inode number out of range");
 	errcode_t e = ext2fs_read_inode(r->fs, ino, inode);
 	return e ? -errmap(e) : 0;
 }

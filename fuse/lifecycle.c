@@ -1,7 +1,8 @@
 /*
  * fuse/lifecycle.c - the write lifecycle of an operation: a savepoint at its start,
  * rollback when it fails half-way, the commit boundary at its end, and what
- * happens when a commit is rejected (read-only, kernel cache invalidation).
+ * happens when a commit is rejected (read-only; notify.c invalidates the
+ * kernel's caches).
  */
 #include "rfs.h"
 #include "io.h"
@@ -18,50 +19,6 @@
 #include <syslog.h>
 #include <time.h>
 #include <unistd.h>
-
-/* ---- rollback of a failed operation ---- */
-
-static void note_alloc(struct rfs *r, uint64_t num, int inuse, bool inode, bool isdir)
-{
-	if (!r->sp_active || r->undo_lost)
-		return;
-	if (r->nundo == r->capundo) {
-		size_t cap = r->capundo ? r->capundo * 2 : 64;
-		struct alloc_rec *n = realloc(r->undo, cap * sizeof(*n));
-		if (!n) {
-			r->undo_lost = true;
-			return;
-		}
-		r->undo = n;
-		r->capundo = cap;
-	}
-	r->undo[r->nundo++] = (struct alloc_rec){ .num = num, .inuse = inuse, .inode = inode,
-						  .isdir = isdir };
-}
-
-static void block_stats_hook(ext2_filsys fs, blk64_t blk, int inuse)
-{
-	struct rfs *r = fs->priv_data;
-	if (r->old_stats)
-		r->old_stats(fs, blk, inuse);
-	note_alloc(r, blk, inuse, false, false);
-}
-
-static void block_stats_range_hook(ext2_filsys fs, blk64_t blk, blk_t num, int inuse)
-{
-	struct rfs *r = fs->priv_data;
-	if (r->old_stats_range)
-		r->old_stats_range(fs, blk, num, inuse);
-	for (blk_t i = 0; i < num; i++)
-		note_alloc(r, blk + i, inuse, false, false);
-}
-
-void inode_stats(struct rfs *r, ext2_ino_t ino, int inuse, bool isdir)
-{
-	ext2fs_inode_alloc_stats2(r->fs, ino, inuse, isdir);
-	rio_txn_inode_changed(r->fs, ino);   /* libext2fs has no callback for it */
-	note_alloc(r, ino, inuse, true, isdir);
-}
 
 /* ---- what fsync may promise ----
  * Every inode write (libext2fs's write_inode hook: ours, libext2fs's own in
@@ -155,12 +112,14 @@ int rfs_txn_hooks(struct rfs *r)
 {
 	r->fs->priv_data = r;
 	r->fs->write_inode = note_inode_write;
-	ext2fs_set_block_alloc_stats_callback(r->fs, block_stats_hook, &r->old_stats);
-	ext2fs_set_block_alloc_stats_range_callback(r->fs, block_stats_range_hook,
-						    &r->old_stats_range);
 	r->known = calloc(r->fs->super->s_inodes_count / 8 + 1, 1);
 	return r->known ? 0 : -ENOMEM;
 }
+
+/* ---- rollback of a failed operation ----
+ * io keeps the undo log (io/savepoint.c says why: it owns libext2fs's
+ * alloc-stats callback and sees every allocation); here, what io does not
+ * hold: the superblock, the inode cache, the directory indexes. */
 
 /* Start of a mutating operation (and again after a commit inside one). */
 void op_savepoint(struct rfs *r)
@@ -169,24 +128,20 @@ void op_savepoint(struct rfs *r)
 	if (!r->attached || rio_txn_savepoint(r->fs->io))
 		return;
 	r->sb_saved = *r->fs->super;
-	r->nundo = 0;
-	r->undo_lost = false;
 	dindex_mark(r->di);
 	r->sp_active = true;
 }
 
 /*
- * The operation failed: io drops its metadata writes since the savepoint;
- * here libext2fs's in-memory copies follow (allocation changes undone in
- * reverse, which restores bitmaps and group counters; the superblock as it
- * was; the inode cache and the changed directories' indexes forgotten).
- * 0, or -EROFS when it could not be restored exactly.
+ * The operation failed: io drops its metadata writes since the savepoint
+ * and undoes its allocation changes in libext2fs's bitmaps and group
+ * counters; here the rest of libext2fs's in-memory copies follow (the
+ * superblock as it was; the inode cache and the changed directories'
+ * indexes forgotten).  0, or -EROFS when it could not be restored exactly.
  */
 static int op_rollback(struct rfs *r)
 {
 	ext2_filsys fs = r->fs;
-	void (*cur)(ext2_filsys, blk64_t, int) = NULL;
-	void (*cur_range)(ext2_filsys, blk64_t, blk_t, int) = NULL;
 
 	if (!r->sp_active)
 		return 0;
@@ -194,119 +149,21 @@ static int op_rollback(struct rfs *r)
 	if (rio_txn_failed(fs->io))
 		return -EROFS;
 	errcode_t e = rio_txn_rollback(fs->io);
-	/* the undo is not an allocation io must track: no callbacks */
-	ext2fs_set_block_alloc_stats_callback(fs, NULL, &cur);
-	ext2fs_set_block_alloc_stats_range_callback(fs, NULL, &cur_range);
-	for (size_t i = r->nundo; i-- > 0;) {
-		struct alloc_rec *a = &r->undo[i];
-		if (a->inode) {
-			ext2fs_inode_alloc_stats2(fs, (ext2_ino_t)a->num, -a->inuse, a->isdir);
-			rio_txn_inode_changed(fs, (ext2_ino_t)a->num);
-		} else {
-			ext2fs_block_alloc_stats2(fs, a->num, -a->inuse);
-			rio_txn_block_changed(fs, a->num);
-		}
-	}
-	ext2fs_set_block_alloc_stats_callback(fs, cur, NULL);
-	ext2fs_set_block_alloc_stats_range_callback(fs, cur_range, NULL);
 	*fs->super = r->sb_saved;
 	ext2fs_mark_super_dirty(fs);
 	(void)ext2fs_flush_icache(fs);
 	dindex_forget_changed(r->di);
 	orphan_hints_clear(r);
-	r->nundo = 0;
-	if (e || r->undo_lost) {
+	if (e) {
+		/* io's EROFS: it ran out of memory while tracking the operation */
 		fprintf(stderr, "recon-fuse: cannot roll back a failed operation (%s); the file "
-			"system is now read-only\n", e ? error_message(e) : "out of memory");
+			"system is now read-only\n", e == EROFS ? "out of memory" : error_message(e));
 		return -EROFS;
 	}
 	return 0;
 }
 
 /* ---- after a rejected commit ---- */
-
-struct inval_list {
-	struct fuse_session *se;
-	atomic_bool *stop, *done;
-	fuse_ino_t *inos;
-	size_t ninos;
-	fuse_ino_t *parents;
-	char **names;
-	size_t nnames, capnames;
-};
-
-/* The kernel must not keep what the discarded transactions made: notified
- * from a thread of its own, as a notification sent from inside a request on
- * the same inode would deadlock. */
-static void *notifier_main(void *arg)
-{
-	struct inval_list *l = arg;
-
-	for (size_t i = 0; i < l->nnames; i++) {
-		if (!atomic_load(l->stop))
-			(void)fuse_lowlevel_notify_inval_entry(l->se, l->parents[i], l->names[i],
-							       strlen(l->names[i]));
-		free(l->names[i]);
-	}
-	for (size_t i = 0; i < l->ninos && !atomic_load(l->stop); i++)
-		(void)fuse_lowlevel_notify_inval_inode(l->se, l->inos[i], 0, 0);
-	atomic_store(l->done, true);
-	free(l->names);
-	free(l->parents);
-	free(l->inos);
-	free(l);
-	return NULL;
-}
-
-struct name_ctx {
-	struct inval_list *l;
-	fuse_ino_t parent;
-};
-
-static int add_name(struct inval_list *l, fuse_ino_t parent, const char *name, size_t len)
-{
-	if (l->nnames == l->capnames) {
-		size_t cap = l->capnames ? l->capnames * 2 : 256;
-		if (cap > (1u << 20))
-			return 1;   /* bounded: past that, the entry timeouts expire them */
-		char **nn = realloc(l->names, cap * sizeof(*nn));
-		if (nn)
-			l->names = nn;
-		fuse_ino_t *np = nn ? realloc(l->parents, cap * sizeof(*np)) : NULL;
-		if (np)
-			l->parents = np;
-		if (!nn || !np)
-			return 1;
-		l->capnames = cap;
-	}
-	char *n = strndup(name, len);
-	if (!n)
-		return 1;
-	l->parents[l->nnames] = parent;
-	l->names[l->nnames++] = n;
-	return 0;
-}
-
-/* Names on disk in a directory the kernel knows: its negative dentries for
- * names the discarded transactions removed. */
-static int collect_name(void *vctx, const char *name, size_t len, ext2_ino_t ino, int ftype,
-			uint64_t next_off)
-{
-	struct name_ctx *c = vctx;
-
-	(void)ino;
-	(void)ftype;
-	(void)next_off;
-	if ((len == 1 && name[0] == '.') || (len == 2 && name[0] == '.' && name[1] == '.'))
-		return 0;
-	return add_name(c->l, c->parent, name, len);
-}
-
-/* Names the discarded transactions may have added. */
-static void collect_added(void *vctx, ext2_ino_t dir, const char *name)
-{
-	(void)add_name(vctx, to_fuse(dir), name, strlen(name));
-}
 
 /* Does the re-read superblock describe the file system we mounted?  Data
  * written over it (a bitmap that did not mark it in use) must not become
@@ -359,87 +216,6 @@ static void reread_super(struct rfs *r)
 	free(buf);
 }
 
-static void invalidate_kernel(struct rfs *r)
-{
-	struct inval_list *l = calloc(1, sizeof(*l));
-	ext2_ino_t count = r->fs->super->s_inodes_count;
-	size_t ndirs = 0;
-	ext2_ino_t *dirs = NULL;
-
-	if (!l || !r->known)
-		goto fail;
-	l->se = r->se;
-	l->stop = &r->notifier_stop;
-	l->done = &r->notifier_done;
-	for (ext2_ino_t i = 1; i <= count; i++)
-		l->ninos += (r->known[i >> 3] >> (i & 7)) & 1;
-	l->inos = malloc((l->ninos + 1) * sizeof(*l->inos));
-	dirs = malloc(4096 * sizeof(*dirs));
-	if (!l->inos || !dirs)
-		goto fail;
-	l->ninos = 0;
-	l->inos[l->ninos++] = FUSE_ROOT_ID;
-	for (ext2_ino_t i = 1; i <= count; i++)
-		if (((r->known[i >> 3] >> (i & 7)) & 1) && i != EXT2_ROOT_INO)
-			l->inos[l->ninos++] = i;
-	/* dentries: names added since the last durable commit (now gone),
-	 * and the names the disk has in the directories we have indexed */
-	if (!dindex_added_names(r->di, collect_added, l))
-		fprintf(stderr, "recon-fuse: too many new names to invalidate one by one; the "
-			"kernel's entries expire within %.0f s\n", TIMEOUT);
-	dindex_clear_added(r->di);
-	ndirs = dindex_cached_dirs(r->di, dirs, 4096);
-	for (size_t i = 0; i < ndirs; i++) {
-		ext2_ino_t d = dirs[i];
-		if (d != EXT2_ROOT_INO && !((r->known[d >> 3] >> (d & 7)) & 1))
-			continue;
-		struct name_ctx c = { .l = l, .parent = to_fuse(d) };
-		(void)dindex_readdir(r->di, d, 0, collect_name, &c);
-	}
-	free(dirs);
-	sigset_t all, old;	/* signals are the FUSE loop's to take */
-	sigfillset(&all);
-	atomic_store(&r->notifier_done, false);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
-	int started = pthread_create(&r->notifier, NULL, notifier_main, l) == 0;
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (started) {
-		r->notifier_running = true;
-		return;
-	}
-	dirs = NULL;
-fail:
-	fprintf(stderr, "recon-fuse: cannot invalidate the kernel's caches (out of memory); "
-		"they expire within %.0f s\n", TIMEOUT);
-	free(dirs);
-	if (l) {
-		for (size_t i = 0; i < l->nnames; i++)
-			free(l->names[i]);
-		free(l->names);
-		free(l->parents);
-		free(l->inos);
-		free(l);
-	}
-}
-
-void rfs_stop_notifier(struct rfs *r)
-{
-	atomic_store(&r->notifier_stop, true);
-}
-
-bool rfs_notifier_busy(struct rfs *r)
-{
-	return r->notifier_running && !atomic_load(&r->notifier_done);
-}
-
-void rfs_join_notifier(struct rfs *r)
-{
-	if (r->notifier_running) {
-		pthread_join(r->notifier, NULL);
-		r->notifier_running = false;
-	}
-}
-
 /* A commit was rejected (or the device failed, or a rollback could not be
  * exact): read-only from now on, and nothing of the discarded state stays
  * visible, in our caches or the kernel's.  Once. */
@@ -456,7 +232,7 @@ static void went_readonly(struct rfs *r)
 	syslog(LOG_ERR, "recon-fuse: a commit was rejected or failed; read-only from now on");
 	(void)ext2fs_flush_icache(r->fs);
 	reread_super(r);
-	if (r->cfg->on_violation == ONV_STOP) {
+	if (r->cfg->io.on_violation == RIO_ONV_STOP) {
 		dindex_drop_all(r->di);
 		r->stopped = true;
 		fprintf(stderr, "recon-fuse: on_violation=stop: unmounting\n");

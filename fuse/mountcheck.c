@@ -56,8 +56,8 @@ static bool overlaps(blk64_t a, blk64_t an, blk64_t b, blk64_t bn)
 /* ext2fs_check_desc's overlap test where every group's tables lie inside
  * the group (no flex_bg, no meta_bg): they can only meet their own group's
  * superblock and descriptor copies or each other, so a constant number of
- * comparisons per group does what a bitmap of the whole disk did (on
- * 15 TiB, 2 s of CPU in rbtree form or 512 MiB as an array). */
+ * comparisons per group does what a bitmap of the whole disk did, in time
+ * and memory that grow with the groups rather than with the blocks. */
 static int overlap_in_groups(ext2_filsys fs, char *msg, size_t len)
 {
 	blk64_t ipg_blocks = fs->inode_blocks_per_group;

@@ -110,7 +110,7 @@ void op_readlink(fuse_req_t req, fuse_ino_t fino)
 	}
 	size_t len = EXT2_I_SIZE(&in);
 	if (len >= r->fs->blocksize) {
-		ret = corrupt(ino, "symlink too long");
+		ret = report_corruption(ino, "symlink too long");
 		goto out;
 	}
 	buf = calloc(1, r->fs->blocksize + 1);
@@ -122,7 +122,7 @@ void op_readlink(fuse_req_t req, fuse_ino_t fino)
 		ret = inline_file_read(r->fs, ino, &in, 0, len, buf);
 	} else if (ext2fs_is_fast_symlink(&in)) {
 		if (len >= sizeof(in.i_block)) {
-			ret = corrupt(ino, "fast symlink too long");
+			ret = report_corruption(ino, "fast symlink too long");
 			goto out;
 		}
 		memcpy(buf, in.i_block, len);
@@ -130,7 +130,7 @@ void op_readlink(fuse_req_t req, fuse_ino_t fino)
 		blk64_t pblk;
 		ret = bmap_block(r, ino, &in, 0, &pblk);
 		if (!ret && !pblk)
-			ret = corrupt(ino, "symlink without a block");
+			ret = report_corruption(ino, "symlink without a block");
 		if (!ret)
 			ret = blocks_io(r, ino, false, &pblk, 1, buf);
 	}
@@ -200,7 +200,7 @@ static int new_inode(struct rfs *r, fuse_req_t req, ext2_ino_t dir, unsigned mod
 	e = ext2fs_write_new_inode(r->fs, *out, in);
 	if (e)
 		return -errmap(e);
-	inode_stats(r, *out, +1, LINUX_S_ISDIR(mode));
+	rio_txn_inode_alloc_stats(r->fs, *out, +1, LINUX_S_ISDIR(mode));
 	return 0;
 }
 
@@ -530,142 +530,188 @@ static int set_dotdot(struct rfs *r, ext2_ino_t dir, ext2_ino_t parent)
 	return dindex_replace(r->di, dir, "..", 2, parent, ftype_of(r, LINUX_S_IFDIR));
 }
 
-static int do_rename(struct rfs *r, ext2_ino_t sdir, const char *sname, ext2_ino_t ddir,
-		     const char *dname, unsigned flags)
-{
-	ext2_ino_t sino, dino = 0;
-	struct ext2_inode sin, din, pin;
-	int sft, dft, ret;
-	size_t sl = strlen(sname), dl = strlen(dname);
-	time_t now = r->now.tv_sec;
+/* One end of a rename: a name in a directory, and the inode it names. */
+struct rename_end {
+	ext2_ino_t dir;
+	const char *name;
+	size_t len;
+	ext2_ino_t ino;          /* 0: the name is free (the destination only) */
+	int ftype;               /* the entry's file type */
+	struct ext2_inode in;    /* ino's inode, when ino */
+	bool isdir;
+};
 
-	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE))
-		return -EINVAL;
-	if ((flags & RENAME_NOREPLACE) && (flags & RENAME_EXCHANGE))
-		return -EINVAL;
-	if (!name_ok(sname, &ret) || !name_ok(dname, &ret))
+/* Both ends looked up before anything changes: the destination directory
+ * (its inode in *dst_dir_in), the source's entry and inode, the
+ * destination's when the name is taken; and whether each may leave or join
+ * its directory.  0 or -errno. */
+static int rename_look_up(struct rfs *r, struct rename_end *src, struct rename_end *dst,
+			  struct ext2_inode *dst_dir_in)
+{
+	int ret;
+
+	if (!name_ok(src->name, &ret) || !name_ok(dst->name, &ret))
 		return ret;
-	ret = get_inode(r, ddir, &pin);
+	ret = get_inode(r, dst->dir, dst_dir_in);
 	if (ret)
 		return ret;
-	if (!LINUX_S_ISDIR(pin.i_mode))
+	if (!LINUX_S_ISDIR(dst_dir_in->i_mode))
 		return -ENOTDIR;
-	ret = dindex_lookup(r->di, sdir, sname, sl, &sino, &sft);
+	ret = dindex_lookup(r->di, src->dir, src->name, src->len, &src->ino, &src->ftype);
 	if (ret)
 		return ret;
-	ret = dindex_lookup(r->di, ddir, dname, dl, &dino, &dft);
+	ret = dindex_lookup(r->di, dst->dir, dst->name, dst->len, &dst->ino, &dst->ftype);
 	if (ret == -ENOENT)
-		dino = 0;
+		dst->ino = 0;
 	else if (ret)
 		return ret;
-	ret = get_inode(r, sino, &sin);
+	ret = get_inode(r, src->ino, &src->in);
 	if (ret)
 		return ret;
-	bool sdirp = LINUX_S_ISDIR(sin.i_mode);
-	if (dino) {
-		ret = get_inode(r, dino, &din);
+	src->isdir = LINUX_S_ISDIR(src->in.i_mode);
+	if (dst->ino) {
+		ret = get_inode(r, dst->ino, &dst->in);
 		if (ret)
 			return ret;
+		dst->isdir = LINUX_S_ISDIR(dst->in.i_mode);
 	}
 	/* may_delete of the source (and of a target it replaces), may_create
 	 * in the destination: immutable and append-only as the VFS checks */
-	if (dino != sino) {
-		if ((ret = flags_check_dir_remove_ino(r, sdir)) != 0 ||
-		    (ret = flags_check_modify(&sin)) != 0)
+	if (dst->ino != src->ino) {
+		if ((ret = flags_check_dir_remove_ino(r, src->dir)) != 0 ||
+		    (ret = flags_check_modify(&src->in)) != 0)
 			return ret;
-		if (dino && ((ret = flags_check_dir_remove(&pin)) != 0 ||
-			     (ret = flags_check_modify(&din)) != 0))
+		if (dst->ino && ((ret = flags_check_dir_remove(dst_dir_in)) != 0 ||
+				 (ret = flags_check_modify(&dst->in)) != 0))
 			return ret;
-		if (!dino && (ret = flags_check_dir_add(&pin)) != 0)
+		if (!dst->ino && (ret = flags_check_dir_add(dst_dir_in)) != 0)
 			return ret;
 	}
-	if (flags & RENAME_EXCHANGE) {
-		if (!dino)
-			return -ENOENT;
-		if (dino == sino)
-			return 0;
-		bool ddirp = LINUX_S_ISDIR(din.i_mode);
-		if (sdirp && sdir != ddir && (ret = is_within(r, ddir, sino)) != 0)
-			return ret < 0 ? ret : -EINVAL;
-		if (ddirp && sdir != ddir && (ret = is_within(r, sdir, dino)) != 0)
-			return ret < 0 ? ret : -EINVAL;
-		ret = dindex_replace(r->di, ddir, dname, dl, sino, sft);
-		if (!ret)
-			ret = dindex_replace(r->di, sdir, sname, sl, dino, dft);
-		if (ret)
-			return ret;
-		if (sdir != ddir) {
-			if (sdirp && (ret = set_dotdot(r, sino, ddir)))
-				return ret;
-			if (ddirp && (ret = set_dotdot(r, dino, sdir)))
-				return ret;
-			int delta = (int)sdirp - (int)ddirp;
-			touch_dir(r, sdir, -delta);
-			touch_dir(r, ddir, delta);
-		} else {
-			touch_dir(r, sdir, 0);
-		}
-		sin.i_ctime = din.i_ctime = now;
-		stamp_now(r, sino, T_C);
-		stamp_now(r, dino, T_C);
-		ret = put_inode(r, sino, &sin);
-		return ret ? ret : put_inode(r, dino, &din);
-	}
-	if (dino == sino)
+	return 0;
+}
+
+/* RENAME_EXCHANGE: the two names trade inodes; a directory that changes
+ * parent has its ".." follow, and the link counts of the parents with it. */
+static int rename_exchange(struct rfs *r, struct rename_end *src, struct rename_end *dst)
+{
+	time_t now = r->now.tv_sec;
+	int ret;
+
+	if (!dst->ino)
+		return -ENOENT;
+	if (dst->ino == src->ino)
 		return 0;
-	if (dino && (flags & RENAME_NOREPLACE))
+	if (src->isdir && src->dir != dst->dir && (ret = is_within(r, dst->dir, src->ino)) != 0)
+		return ret < 0 ? ret : -EINVAL;
+	if (dst->isdir && src->dir != dst->dir && (ret = is_within(r, src->dir, dst->ino)) != 0)
+		return ret < 0 ? ret : -EINVAL;
+	ret = dindex_replace(r->di, dst->dir, dst->name, dst->len, src->ino, src->ftype);
+	if (!ret)
+		ret = dindex_replace(r->di, src->dir, src->name, src->len, dst->ino, dst->ftype);
+	if (ret)
+		return ret;
+	if (src->dir != dst->dir) {
+		if (src->isdir && (ret = set_dotdot(r, src->ino, dst->dir)))
+			return ret;
+		if (dst->isdir && (ret = set_dotdot(r, dst->ino, src->dir)))
+			return ret;
+		int delta = (int)src->isdir - (int)dst->isdir;
+		touch_dir(r, src->dir, -delta);
+		touch_dir(r, dst->dir, delta);
+	} else {
+		touch_dir(r, src->dir, 0);
+	}
+	src->in.i_ctime = dst->in.i_ctime = now;
+	stamp_now(r, src->ino, T_C);
+	stamp_now(r, dst->ino, T_C);
+	ret = put_inode(r, src->ino, &src->in);
+	return ret ? ret : put_inode(r, dst->ino, &dst->in);
+}
+
+/* A rename proper: src's inode takes the name dst, replacing the inode
+ * that held it (unless noreplace), and leaves its old name.  dst_dir_in is
+ * the destination directory's inode. */
+static int rename_move(struct rfs *r, struct rename_end *src, struct rename_end *dst,
+		       const struct ext2_inode *dst_dir_in, bool noreplace)
+{
+	time_t now = r->now.tv_sec;
+	bool reparented = src->isdir && src->dir != dst->dir;   /* a directory changes parent */
+	int ret;
+
+	if (dst->ino == src->ino)
+		return 0;
+	if (dst->ino && noreplace)
 		return -EEXIST;
-	if (sdirp) {
-		if (!strcmp(sname, ".") || !strcmp(sname, ".."))
+	if (src->isdir) {
+		if (!strcmp(src->name, ".") || !strcmp(src->name, ".."))
 			return -EINVAL;
-		if (sdir != ddir && (ret = is_within(r, ddir, sino)) != 0)
+		if (reparented && (ret = is_within(r, dst->dir, src->ino)) != 0)
 			return ret < 0 ? ret : -EINVAL;
 	}
-	bool ddirp = dino && LINUX_S_ISDIR(din.i_mode);
-	if (dino) {
-		if (ddirp && !sdirp)
+	if (dst->ino) {
+		if (dst->isdir && !src->isdir)
 			return -EISDIR;
-		if (!ddirp && sdirp)
+		if (!dst->isdir && src->isdir)
 			return -ENOTDIR;
-		if (ddirp) {
-			ret = dindex_is_empty(r->di, dino);
+		if (dst->isdir) {
+			ret = dindex_is_empty(r->di, dst->ino);
 			if (ret < 0)
 				return ret;
 			if (ret == 0)
 				return -ENOTEMPTY;
 		}
-		ret = dindex_replace(r->di, ddir, dname, dl, sino, sft);
+		ret = dindex_replace(r->di, dst->dir, dst->name, dst->len, src->ino, src->ftype);
 	} else {
-		if (sdirp && sdir != ddir && pin.i_links_count >= LINK_MAX_EXT3)
+		if (reparented && dst_dir_in->i_links_count >= LINK_MAX_EXT3)
 			return -EMLINK;
-		ret = dindex_add(r->di, ddir, dname, dl, sino, sft);
+		ret = dindex_add(r->di, dst->dir, dst->name, dst->len, src->ino, src->ftype);
 	}
 	if (ret)
 		return ret;
-	ret = dindex_remove(r->di, sdir, sname, sl);
+	ret = dindex_remove(r->di, src->dir, src->name, src->len);
 	if (ret)
 		return ret;
-	if (sdirp && sdir != ddir) {
-		ret = set_dotdot(r, sino, ddir);
+	if (reparented) {
+		ret = set_dotdot(r, src->ino, dst->dir);
 		if (ret)
 			return ret;
 	}
-	/* link counts: a moved directory leaves sdir for ddir; a replaced
-	 * directory's ".." no longer points at ddir */
-	int sdelta = (sdirp && sdir != ddir) ? -1 : 0;
-	int ddelta = ((sdirp && sdir != ddir) ? 1 : 0) - (ddirp ? 1 : 0);
-	if (sdir == ddir)
-		touch_dir(r, sdir, ddirp ? -1 : 0);
-	else {
-		touch_dir(r, sdir, sdelta);
-		touch_dir(r, ddir, ddelta);
+	/* link counts: a moved directory leaves its parent for the
+	 * destination's; a replaced directory's ".." no longer points at the
+	 * destination directory */
+	if (src->dir == dst->dir) {
+		touch_dir(r, src->dir, dst->isdir ? -1 : 0);
+	} else {
+		touch_dir(r, src->dir, reparented ? -1 : 0);
+		touch_dir(r, dst->dir, (reparented ? 1 : 0) - (dst->isdir ? 1 : 0));
 	}
-	sin.i_ctime = now;
-	stamp_now(r, sino, T_C);
-	ret = put_inode(r, sino, &sin);
-	if (!ret && dino)
-		ret = drop_link(r, dino, &din);
+	src->in.i_ctime = now;
+	stamp_now(r, src->ino, T_C);
+	ret = put_inode(r, src->ino, &src->in);
+	if (!ret && dst->ino)
+		ret = drop_link(r, dst->ino, &dst->in);
 	return ret;
+}
+
+/* rename(2), and renameat2's RENAME_NOREPLACE and RENAME_EXCHANGE, in the
+ * caller's write lifecycle.  0 or -errno. */
+static int do_rename(struct rfs *r, ext2_ino_t src_dir, const char *src_name,
+		     ext2_ino_t dst_dir, const char *dst_name, unsigned flags)
+{
+	struct rename_end src = { .dir = src_dir, .name = src_name, .len = strlen(src_name) };
+	struct rename_end dst = { .dir = dst_dir, .name = dst_name, .len = strlen(dst_name) };
+	struct ext2_inode dst_dir_in;
+
+	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE))
+		return -EINVAL;
+	if ((flags & RENAME_NOREPLACE) && (flags & RENAME_EXCHANGE))
+		return -EINVAL;
+	int ret = rename_look_up(r, &src, &dst, &dst_dir_in);
+	if (ret)
+		return ret;
+	if (flags & RENAME_EXCHANGE)
+		return rename_exchange(r, &src, &dst);
+	return rename_move(r, &src, &dst, &dst_dir_in, flags & RENAME_NOREPLACE);
 }
 
 void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,

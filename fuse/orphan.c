@@ -484,7 +484,7 @@ int rfs_free_inode(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, bool li
 	ret = put_inode(r, ino, in);
 	if (ret)
 		return ret;
-	inode_stats(r, ino, -1, LINUX_S_ISDIR(in->i_mode));
+	rio_txn_inode_alloc_stats(r->fs, ino, -1, LINUX_S_ISDIR(in->i_mode));
 	return 0;
 }
 

@@ -1,7 +1,6 @@
 /*
  * fuse/rfs.h - internal to fuse/: the mounted file system's state and what
- * the rooms of fuse/ (main.c, super.c, lifecycle.c, inode.c, namei.c, dir.c,
- * file.c, bmap.c, orphan.c, xattr.c, acl.c, flags.c) share.
+ * the rooms of fuse/ (one concern per file) share.
  */
 #ifndef RECON_FUSE_RFS_H
 #define RECON_FUSE_RFS_H
@@ -29,14 +28,6 @@ struct open_ino {
 };
 #define OPEN_TAB_SIZE 8192
 
-/* A block or inode allocation change made by the operation in progress,
- * undone in reverse order if the operation fails. */
-struct alloc_rec {
-	uint64_t num;      /* block or inode number */
-	int inuse;         /* +1 allocated, -1 freed */
-	bool inode, isdir;
-};
-
 struct rfs {
 	ext2_filsys fs;
 	pthread_mutex_t lock;      /* libext2fs is not thread-safe: every call under it */
@@ -51,26 +42,24 @@ struct rfs {
 	uint64_t max_bytes;        /* largest file size an indirect block map can address */
 	uint64_t max_extent_bytes; /* the same for an extent tree */
 
-	/* rollback of the operation in progress (lifecycle.c): a savepoint in io,
-	 * the superblock as it was, and the allocation changes made since */
+	/* rollback of the operation in progress (lifecycle.c): a savepoint in io
+	 * (which undoes the allocation changes) and the superblock as it was.
+	 * Per-operation state kept per mount, as io's savepoint is per channel:
+	 * valid because `lock` makes operations one at a time, from wr_begin to
+	 * wr_end; concurrent writers would need it per operation. */
 	bool sp_active;
 	struct ext2_super_block sb_saved;
-	struct alloc_rec *undo;
-	size_t nundo, capundo;
-	bool undo_lost;            /* out of memory while recording */
-	void (*old_stats)(ext2_filsys fs, blk64_t blk, int inuse);
-	void (*old_stats_range)(ext2_filsys fs, blk64_t blk, blk_t num, int inuse);
 
-	/* after a rejected commit: the kernel's caches are invalidated once */
+	/* after a rejected commit: the kernel's caches are invalidated once (notify.c) */
 	uint8_t *known;            /* bit per inode handed to the kernel */
 	bool invalidated;
 	bool notifier_running;
 	pthread_t notifier;
 	atomic_bool notifier_stop;  /* set at exit: no more notifications */
 	atomic_bool notifier_done;
-	/* unlinked inodes nothing holds, freed a step at a time by the reaper
-	 * thread (orphan.c) while requests go on; reap_kick wakes it (NULL: no
-	 * reaper, inodes are freed at once) */
+	/* unlinked inodes nothing holds, freed a step at a time (orphan.c) by
+	 * the reaper thread (ticker.c) while requests go on; reap_kick wakes it
+	 * (NULL: no reaper, inodes are freed at once) */
 	ext2_ino_t *reapq;         /* queued inodes are reapq[reaphead .. nreap) */
 	size_t reaphead, nreap, capreap;
 	/* where each inode on the on-disk orphan list sits: its predecessor
@@ -124,18 +113,28 @@ struct rfs_uring;
  * a device error): what was not durable then was discarded. */
 #define RFS_EXIT_LOST 3
 
-/* After rio_txn_attach: hook libext2fs's allocation callbacks for rollback
- * and start tracking the inodes the kernel knows.  0 or -errno. */
+/* After rio_txn_attach: hook libext2fs's inode writes (what fsync may
+ * promise) and start tracking the inodes the kernel knows.  0 or -errno. */
 int rfs_txn_hooks(struct rfs *r);
 
-/* The cache-invalidation thread writes to the FUSE channel: at exit, stop
+/* notify.c: the kernel's caches after a rejected commit.  invalidate_kernel
+ * (lock held; once, as the file system goes read-only): every inode the
+ * kernel was handed, the names added since the last durable commit (then
+ * forgotten) and the names on disk in the indexed directories are
+ * invalidated from a thread of its own, as a notification sent from inside
+ * a request on the same inode would deadlock; out of memory, it says that
+ * the kernel's entries expire within TIMEOUT s instead.
+ * The cache-invalidation thread writes to the FUSE channel: at exit, stop
  * it (it ends after the notification in progress), wait while it is busy
  * (requests must still be answered meanwhile: a notification can wait for a
  * lock a request holds), and join it, all before the channel closes. */
+void invalidate_kernel(struct rfs *r);
 void rfs_stop_notifier(struct rfs *r);
 bool rfs_notifier_busy(struct rfs *r);
 void rfs_join_notifier(struct rfs *r);
 
+/* session.c: the low-level operations fuse_session_new serves; its init
+ * negotiates what the kernel offers, its destroy is rfs_unmount. */
 extern const struct fuse_lowlevel_ops rfs_ops;
 
 /* claim.c: claim the image for this daemon, before it is opened, in the
@@ -148,6 +147,39 @@ extern const struct fuse_lowlevel_ops rfs_ops;
  * recon-fuse that holds the image with no mount of it left (still writing
  * after umount).  0, or -1 after a message naming the holder. */
 int rfs_claim_image(const char *dev, bool ro);
+
+/* mountstate.c: the kernel mount's state and the daemon's kept in step.
+ * mountstate_start, after the mount and before the loop: finds the mount
+ * (no request reaches the file system) and, with watch, starts the thread
+ * that follows remounts and marks the mount read-only once the daemon
+ * serves it so; 0, or -1 after a message (the mount goes on, unfollowed).
+ * mountstate_request: called by the channel before each request is served;
+ * an fsync of the root directory first brings the daemon in step (the
+ * signal `recon-fuse -o remount` sends).  mountstate_stop: after the loop.
+ * mountstate_show_atime: strictatime in the mount's flags (libfuse passes
+ * noatime only; root); 0 or -errno.  mountstate_is_remount /
+ * mountstate_remount: recon-fuse run by mount(8) for mount -o remount (the
+ * word remount in an -o list): makes the change and returns the exit
+ * status (0, or 1 after a message). */
+int mountstate_start(struct rfs *r, bool watch);
+/* Before the mount: mountstate_check_options: libfuse accepts the options
+ * (0, or -1 after its message), with a session made and destroyed;
+ * mountstate_fuseblk_claim: the exclusive claim on a block device root
+ * mounts as fuseblk (a descriptor to close just before the mount; the I/O
+ * manager must then open it shared), or -1 to mount as fuse;
+ * mountstate_fuseblk_claim_lost: after a failed fuseblk mount, another user
+ * holds the device now; mountstate_add_flags: the flags for libfuse that
+ * make the mount say what the daemon serves (read-only, noatime, fuseblk),
+ * 0 or -1 (out of memory). */
+int mountstate_check_options(const struct fuse_args *args);
+int mountstate_fuseblk_claim(const struct recon_config *cfg, const struct fuse_args *args);
+bool mountstate_fuseblk_claim_lost(const char *dev);
+int mountstate_add_flags(struct fuse_args *args, const struct rfs *r, bool blkdev);
+void mountstate_request(uint32_t opcode, uint64_t nodeid);
+void mountstate_stop(void);
+int mountstate_show_atime(const char *mountpoint, enum atime_mode atime);
+bool mountstate_is_remount(int argc, char **argv);
+int mountstate_remount(int argc, char **argv);
 
 /* bitmaps.c: fs->block_map and fs->inode_map from the disk, as
  * ext2fs_read_bitmaps() makes them, in time that grows with the groups in
@@ -217,8 +249,59 @@ int rfs_process_orphans(struct rfs *r);
  * 0 or -errno. */
 int rfs_free_inode(struct rfs *r, ext2_ino_t ino, struct ext2_inode *inode, bool listed);
 
-/* Unmount work (destroy): detach transactions, write stats, close the fs. */
+/* daemon.c: daemon mode's ties to the process that started it, all called
+ * from the main thread.  daemonize_early: forks, before any thread or ring
+ * exists; the parent waits for report_status and exits with the status it
+ * is told (1 if the child dies first), so that errors reach the terminal
+ * and its exit status means "mounted"; the child returns 0 in a session of
+ * its own, or -errno (errno set) when the pipe, fork or setsid fails.
+ * report_status: tells the waiting parent st (0: mounted), once the log has
+ * forwarded what was said; the first call only, none in the foreground.
+ * detach_stdio: stdin, stdout and (unless the log's pipe holds it) stderr
+ * on /dev/null, the working directory /.  write_pidfile: path holds our
+ * pid; 0, or -1 (after a message when it cannot be opened). */
+int daemonize_early(void);
+void report_status(int st);
+void detach_stdio(void);
+int write_pidfile(const char *path);
+
+/* mount.c: prepare_fs opens r->cfg->device and decides how to serve it
+ * before anything is written: read-write only when its features, recorded
+ * errors, bitmaps and the whole-image check allow (else read-only, or
+ * refused, said why); a journal that needs recovery is replayed in memory
+ * for a read-only mount, rehearsed so before a read-write one replays it on
+ * disk.  Read-write, it then makes the first writes (transactions attached,
+ * free counts recounted, orphans released).  Called once, from main, after
+ * rio_set_config.  0 with r->fs open (read-write unless r->ro is set),
+ * r->di and r->max_bytes set; -1 after a message, nothing left open.
+ * rfs_unmount: the unmount (op_destroy, and main at exit; a no-op once the
+ * file system is closed): frees the unlinked inodes only the kernel held,
+ * makes the last commit, writes the stats file and closes the file system;
+ * r->lost is set when changes were discarded.  Takes r->lock. */
+int prepare_fs(struct rfs *r);
 void rfs_unmount(struct rfs *r);
+
+/* ticker.c: start_ticker, after the mount of a read-write file system: the
+ * thread, with every signal blocked, that calls rfs_tick every
+ * commit_interval_ms and is the reaper (it frees the queued unlinked
+ * inodes, rfs_reap, when r->reap_kick wakes it).  When the thread cannot
+ * start there is no reaper (r->reap_kick stays NULL).  stop_ticker, after
+ * the session loop: stops and joins it (nothing when it did not start).
+ * Both from the main thread, without r->lock (they take it). */
+void start_ticker(struct rfs *r);
+void stop_ticker(struct rfs *r);
+
+/* channel.c: the /dev/fuse channel.  channel_start, once r->se is mounted:
+ * libfuse reads and writes the device through the channel, which patches
+ * the INIT reply, hands requests over to io_uring when the kernel offers
+ * it and fuse_uring allows (uring.c), and with poll_us and one thread polls
+ * for the next request before it sleeps; 0, or -1 (the caller says so).
+ * channel_finish, after the session loop and before fuse_session_unmount:
+ * keeps answering requests until the cache-invalidation and direct-write
+ * reply threads, which write to the channel, are done, joins them, and
+ * stops the ring; true when a queue of the ring failed. */
+int channel_start(struct rfs *r);
+bool channel_finish(struct rfs *r);
 
 /* Periodic boundary so an idle transaction still commits within
  * commit_interval_ms. */
@@ -264,7 +347,6 @@ static inline void unlock(struct rfs *r)
 }
 
 /* lifecycle.c */
-void inode_stats(struct rfs *r, ext2_ino_t ino, int inuse, bool isdir);
 bool name_ok(const char *name, int *err);
 void op_savepoint(struct rfs *r);
 int space_check(struct rfs *r, fuse_req_t req, blk64_t need);
@@ -275,7 +357,8 @@ int wr_room_for(struct rfs *r, blk64_t need);
 int rfs_fsync(struct rfs *r, ext2_ino_t ino);
 
 /* inode.c */
-int corrupt(ext2_ino_t ino, const char *what);
+/* A corrupt object found on disk: said once per inode; returns -EIO. */
+int report_corruption(ext2_ino_t ino, const char *what);
 int do_truncate(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, uint64_t size);
 int errmap(errcode_t e);
 void fill_entry(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in,
@@ -309,6 +392,9 @@ void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t n
 void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name);
 void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name);
 void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name);
+
+/* super.c */
+void op_statfs(fuse_req_t req, fuse_ino_t ino);
 
 /* dir.c */
 void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
@@ -478,6 +564,7 @@ struct acl_new {           /* a new inode's ACLs (posix_acl_xattr values) */
 	size_t access_len, deflt_len;
 };
 bool acl_name(const char *name);
+void acl_map_ids(const struct rfs *r, void *val, size_t len);
 int acl_set(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *name,
 	    const void *val, size_t len);
 int acl_chmod(struct rfs *r, ext2_ino_t ino, unsigned mode);
@@ -505,7 +592,7 @@ void op_ioctl(fuse_req_t req, fuse_ino_t fino, unsigned int cmd, void *arg,
 	      size_t in_bufsz, size_t out_bufsz);
 
 /* uring.c: FUSE requests over io_uring (the kernel's FUSE_OVER_IO_URING).
- * main.c's channel calls these: uring_prepare while answering INIT, when the
+ * channel.c calls these: uring_prepare while answering INIT, when the
  * kernel offers the transport (NULL, after saying why, if it cannot be set
  * up: the reply then does not ask for it); uring_start once the reply is
  * written (init_sent) or failed (everything undone, -ECANCELED); uring_reply

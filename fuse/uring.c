@@ -9,15 +9,15 @@
  * a request in an IORING_OP_URING_CMD on /dev/fuse.  A request arrives as a
  * completion; the thread rebuilds the /dev/fuse form of it in front of the
  * payload, hands it to libfuse's ordinary dispatch, and the reply, which
- * libfuse sends through our channel's writev (main.c), goes back into the
+ * libfuse sends through our channel's writev (channel.c), goes back into the
  * entry with one COMMIT_AND_FETCH that also waits for the next request.  A
  * caller and its server share a CPU: the caller sleeps while the server
  * runs, so a round trip is two context switches on one CPU, without the
  * cross-CPU wake-up of the /dev/fuse read loop.
  *
  * The INIT exchange, FORGETs, INTERRUPTs and notifications stay on
- * /dev/fuse (the kernel sends and accepts them only there), so main.c's read
- * loop keeps running.  All operations still take the one file-system lock.
+ * /dev/fuse (the kernel sends and accepts them only there), so the channel's
+ * read loop keeps running.  All operations still take the one file-system lock.
  */
 #include "rfs.h"
 
@@ -370,6 +370,7 @@ static void serve_request(struct server *s, struct entry *e)
 	struct fuse_buf fb = { .size = in.len, .mem = start };
 	atomic_store(&e->unique, in.unique);
 	atomic_fetch_add(&u->served, 1);
+	mountstate_request(in.opcode, in.nodeid);
 	current_entry = e;
 	fuse_session_process_buf(u->r->se, &fb);
 	current_entry = NULL;

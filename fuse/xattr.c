@@ -61,7 +61,7 @@ static int xattr_open(struct rfs *r, ext2_ino_t ino, struct ext2_xattr_handle **
 	e = ext2fs_xattrs_read(*h);
 	if (e) {
 		ext2fs_xattrs_close(h);
-		return e == EXT2_ET_MISSING_EA_FEATURE ? -EOPNOTSUPP : corrupt(ino, "bad xattrs");
+		return e == EXT2_ET_MISSING_EA_FEATURE ? -EOPNOTSUPP : report_corruption(ino, "bad xattrs");
 	}
 	return 0;
 }
@@ -93,7 +93,7 @@ int xattr_drop_empty_block(struct rfs *r, ext2_ino_t ino)
 	bool empty = !e && EXT2_EXT_IS_LAST_ENTRY(buf + sizeof(struct ext2_ext_attr_header));
 	free(buf);
 	if (e)
-		return corrupt(ino, "unreadable EA block");
+		return report_corruption(ino, "unreadable EA block");
 	if (!empty)
 		return 0;
 	e = ext2fs_free_ext_attr(fs, ino, &u.large);
@@ -297,6 +297,8 @@ void op_getxattr(fuse_req_t req, fuse_ino_t fino, const char *name, size_t size)
 		errcode_t e = ext2fs_xattr_get(h, name, &val, &len);
 		ret = e ? -errmap(e) : 0;
 		ext2fs_xattrs_close(&h);
+		if (!ret && acl_name(name))
+			acl_map_ids(r, val, len);
 	}
 	unlock(r);
 	if (ret)

@@ -128,6 +128,129 @@ static struct dev_ring *ring_acquire(struct dev *d)
 	return r;
 }
 
+/* One batch of requests on one ring (uring_submit): how far each request
+ * got, which are in flight, the short ones to resubmit, the first error. */
+struct uring_batch {
+	struct dev *d;
+	struct io_uring *ring;
+	struct dev_req *reqs;
+	size_t n;
+	size_t *done;           /* bytes transferred, per request */
+	bool *inflight;
+	size_t *retry, nretry;  /* short ones to resubmit */
+	size_t next;            /* next request never submitted yet */
+	size_t nflight, ncomplete;
+	errcode_t err;
+};
+
+/* Fill the submission queue: retries first, then new requests, at most the
+ * queue depth in flight, none after an error. */
+static void batch_fill(struct uring_batch *b)
+{
+	while (b->nflight < DEV_QUEUE_DEPTH && (b->nretry > 0 || b->next < b->n) && !b->err) {
+		size_t i = b->nretry > 0 ? b->retry[--b->nretry] : b->next++;
+		struct io_uring_sqe *sqe = io_uring_get_sqe(b->ring);
+		if (!sqe) {
+			/* cannot happen below the depth; put it back */
+			b->retry[b->nretry++] = i;
+			break;
+		}
+		struct dev_req *r = &b->reqs[i];
+		/* one SQE moves at most 1 GiB; the rest goes as a short transfer */
+		size_t chunk = r->len - b->done[i];
+		if (chunk > (1u << 30))
+			chunk = 1u << 30;
+		if (r->write)
+			io_uring_prep_write(sqe, b->d->fd, (char *)r->buf + b->done[i],
+					    (unsigned)chunk, r->off + b->done[i]);
+		else
+			io_uring_prep_read(sqe, b->d->fd, (char *)r->buf + b->done[i],
+					   (unsigned)chunk, r->off + b->done[i]);
+		io_uring_sqe_set_data64(sqe, i);
+		b->inflight[i] = true;
+		b->nflight++;
+	}
+}
+
+/* Take every completion there is: a request is complete, or failed (the
+ * first error kept; a short read's rest zeroed), or goes back for its
+ * remainder. */
+static void batch_reap(struct uring_batch *b)
+{
+	struct io_uring_cqe *cqe;
+	unsigned head, seen = 0;
+	io_uring_for_each_cqe(b->ring, head, cqe) {
+		size_t i = (size_t)io_uring_cqe_get_data64(cqe);
+		int res = cqe->res;
+		seen++;
+		b->inflight[i] = false;
+		b->nflight--;
+		struct dev_req *r = &b->reqs[i];
+		if (res == -EINTR || res == -EAGAIN) {
+			b->retry[b->nretry++] = i;
+			continue;
+		}
+		if (res < 0) {
+			if (!b->err)
+				b->err = -res;
+			b->ncomplete++;
+			continue;
+		}
+		if (res == 0 && b->done[i] < r->len) {
+			if (!r->write)
+				memset((char *)r->buf + b->done[i], 0, r->len - b->done[i]);
+			if (!b->err)
+				b->err = r->write ? EXT2_ET_SHORT_WRITE : EXT2_ET_SHORT_READ;
+			b->ncomplete++;
+			continue;
+		}
+		b->done[i] += (size_t)res;
+		if (b->done[i] < r->len)
+			b->retry[b->nretry++] = i;
+		else
+			b->ncomplete++;
+	}
+	io_uring_cq_advance(b->ring, seen);
+}
+
+/* After an error, drain what is still in flight before the buffers go away;
+ * if the ring itself failed, some may never complete: give up on the ring
+ * after a while and start a fresh one so nothing stale runs later from it. */
+static void batch_drain(struct uring_batch *b, struct dev_ring *dr)
+{
+	while (b->nflight > 0) {
+		struct io_uring_cqe *cqe;
+		struct __kernel_timespec ts = { .tv_sec = 5 };
+		int ret = io_uring_wait_cqe_timeout(b->ring, &cqe, &ts);
+		if (ret == -EINTR)
+			continue;
+		if (ret < 0)
+			break;
+		io_uring_cqe_seen(b->ring, cqe);
+		b->nflight--;
+	}
+	if (b->nflight > 0) {
+		io_uring_queue_exit(b->ring);
+		if (io_uring_queue_init(DEV_QUEUE_DEPTH, b->ring, 0) < 0) {
+			fprintf(stderr, "recon-fuse: io_uring ring lost; pread/pwrite on it from now on\n");
+			dr->broken = true;
+		}
+	}
+}
+
+/* A ring that could not be re-created: the requests one by one through
+ * pread/pwrite; the first error. */
+static errcode_t raw_submit(struct dev *d, struct dev_req *reqs, size_t n)
+{
+	errcode_t err = 0;
+	for (size_t i = 0; i < n; i++) {
+		errcode_t e = raw_rw(d->fd, reqs[i].write, reqs[i].off, reqs[i].buf, reqs[i].len);
+		if (e && !err)
+			err = e;
+	}
+	return err;
+}
+
 /* Submit n requests through one ring, at most the queue depth in flight,
  * resubmitting the remainder of short transfers. */
 static errcode_t uring_submit(struct dev *d, struct dev_req *reqs, size_t n)
@@ -135,133 +258,42 @@ static errcode_t uring_submit(struct dev *d, struct dev_req *reqs, size_t n)
 	struct dev_ring *dr = ring_acquire(d);
 	if (dr->broken) {
 		pthread_mutex_unlock(&dr->lock);
-		errcode_t err = 0;
-		for (size_t i = 0; i < n; i++) {
-			errcode_t e = raw_rw(d->fd, reqs[i].write, reqs[i].off, reqs[i].buf, reqs[i].len);
-			if (e && !err)
-				err = e;
-		}
-		return err;
+		return raw_submit(d, reqs, n);
 	}
-	struct io_uring *ring = &dr->ring;
-	size_t *done = calloc(n ? n : 1, sizeof(*done));
-	bool *inflight = calloc(n ? n : 1, sizeof(*inflight));
-	errcode_t err = 0;
-	if (!done || !inflight) {
-		free(done);
-		free(inflight);
+	struct uring_batch b = {
+		.d = d, .ring = &dr->ring, .reqs = reqs, .n = n,
+		.done = calloc(n ? n : 1, sizeof(*b.done)),
+		.inflight = calloc(n ? n : 1, sizeof(*b.inflight)),
+		.retry = calloc(n ? n : 1, sizeof(*b.retry)),
+	};
+	if (!b.done || !b.inflight || !b.retry) {
+		free(b.done);
+		free(b.inflight);
+		free(b.retry);
 		pthread_mutex_unlock(&dr->lock);
 		return ENOMEM;
 	}
-	size_t next = 0;        /* next request never submitted yet */
-	size_t nflight = 0, ncomplete = 0;
-	size_t *retry = calloc(n ? n : 1, sizeof(*retry));  /* short ones to resubmit */
-	size_t nretry = 0;
-	if (!retry) {
-		free(done);
-		free(inflight);
-		pthread_mutex_unlock(&dr->lock);
-		return ENOMEM;
-	}
-	while (ncomplete < n) {
-		/* fill the submission queue */
-		while (nflight < DEV_QUEUE_DEPTH && (nretry > 0 || next < n) && !err) {
-			size_t i = nretry > 0 ? retry[--nretry] : next++;
-			struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
-			if (!sqe) {
-				/* cannot happen below the depth; put it back */
-				retry[nretry++] = i;
-				break;
-			}
-			struct dev_req *r = &reqs[i];
-			/* one SQE moves at most 1 GiB; the rest goes as a short transfer */
-			size_t chunk = r->len - done[i];
-			if (chunk > (1u << 30))
-				chunk = 1u << 30;
-			if (r->write)
-				io_uring_prep_write(sqe, d->fd, (char *)r->buf + done[i],
-						    (unsigned)chunk, r->off + done[i]);
-			else
-				io_uring_prep_read(sqe, d->fd, (char *)r->buf + done[i],
-						   (unsigned)chunk, r->off + done[i]);
-			io_uring_sqe_set_data64(sqe, i);
-			inflight[i] = true;
-			nflight++;
-		}
-		if (nflight == 0)
+	while (b.ncomplete < n) {
+		batch_fill(&b);
+		if (b.nflight == 0)
 			break;  /* an error stopped new submissions and all are reaped */
-		int ret = io_uring_submit_and_wait(ring, 1);
+		int ret = io_uring_submit_and_wait(b.ring, 1);
 		if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY) {
-			err = -ret;
+			b.err = -ret;
 			/* nothing more can be reaped reliably: fall back for the rest */
 			break;
 		}
-		struct io_uring_cqe *cqe;
-		unsigned head, seen = 0;
-		io_uring_for_each_cqe(ring, head, cqe) {
-			size_t i = (size_t)io_uring_cqe_get_data64(cqe);
-			int res = cqe->res;
-			seen++;
-			inflight[i] = false;
-			nflight--;
-			struct dev_req *r = &reqs[i];
-			if (res == -EINTR || res == -EAGAIN) {
-				retry[nretry++] = i;
-				continue;
-			}
-			if (res < 0) {
-				if (!err)
-					err = -res;
-				ncomplete++;
-				continue;
-			}
-			if (res == 0 && done[i] < r->len) {
-				if (!r->write)
-					memset((char *)r->buf + done[i], 0, r->len - done[i]);
-				if (!err)
-					err = r->write ? EXT2_ET_SHORT_WRITE : EXT2_ET_SHORT_READ;
-				ncomplete++;
-				continue;
-			}
-			done[i] += (size_t)res;
-			if (done[i] < r->len)
-				retry[nretry++] = i;
-			else
-				ncomplete++;
-		}
-		io_uring_cq_advance(ring, seen);
-		if (err && nflight == 0)
+		batch_reap(&b);
+		if (b.err && b.nflight == 0)
 			break;
 	}
-	if (err && nflight > 0) {
-		/* drain what is still in flight before the buffers go away; if
-		 * the ring itself failed, some may never complete: give up on the
-		 * ring after a while and start a fresh one so nothing stale runs
-		 * later from it */
-		while (nflight > 0) {
-			struct io_uring_cqe *cqe;
-			struct __kernel_timespec ts = { .tv_sec = 5 };
-			int ret = io_uring_wait_cqe_timeout(ring, &cqe, &ts);
-			if (ret == -EINTR)
-				continue;
-			if (ret < 0)
-				break;
-			io_uring_cqe_seen(ring, cqe);
-			nflight--;
-		}
-		if (nflight > 0) {
-			io_uring_queue_exit(ring);
-			if (io_uring_queue_init(DEV_QUEUE_DEPTH, ring, 0) < 0) {
-				fprintf(stderr, "recon-fuse: io_uring ring lost; pread/pwrite on it from now on\n");
-				dr->broken = true;
-			}
-		}
-	}
+	if (b.err && b.nflight > 0)
+		batch_drain(&b, dr);
 	pthread_mutex_unlock(&dr->lock);
-	free(done);
-	free(inflight);
-	free(retry);
-	return err;
+	free(b.done);
+	free(b.inflight);
+	free(b.retry);
+	return b.err;
 }
 
 /* ---- power-cut fault ---- */
@@ -440,9 +472,9 @@ errcode_t rio_dev_pread_sparse(struct dev *d, uint64_t off, void *buf, size_t le
 
 static void readahead_one(struct dev *d, uint64_t off, size_t len)
 {
-	/* many scattered hints queue many reads at once: at mount, a cold
-	 * 15 TiB image's 245,760 bitmap blocks arrive in about 1.5 s instead
-	 * of 22 s one synchronous read at a time */
+	/* many scattered hints queue many reads at once: at mount, the device
+	 * works on a cold image's bitmap blocks together instead of one
+	 * synchronous read at a time (bench/results/history-2026-12-scale.md) */
 	(void)posix_fadvise(d->fd, (off_t)off, (off_t)len, POSIX_FADV_WILLNEED);
 }
 

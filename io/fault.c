@@ -12,7 +12,7 @@
 
 /* ---- fault_corrupt ---- */
 
-errcode_t parse_corrupt(struct txn *t, const char *spec)
+errcode_t fault_corrupt_parse(struct txn_manager *t, const char *spec)
 {
 	t->ckind = CK_NONE;
 	if (!spec || !*spec)
@@ -58,7 +58,7 @@ static void cand_add(struct cands *c, struct ovl_ent *e, uint32_t off, uint64_t 
 	c->v[c->n++] = (struct cand){ e, off, aux };
 }
 
-static bool is_ovl_blk(struct txn *t, uint64_t blk, dgrp_t *group,
+static bool is_ovl_blk(struct txn_manager *t, uint64_t blk, dgrp_t *group,
 		       blk64_t (*loc)(ext2_filsys, dgrp_t))
 {
 	for (dgrp_t g = 0; g < t->fs->group_desc_count; g++)
@@ -70,7 +70,7 @@ static bool is_ovl_blk(struct txn *t, uint64_t blk, dgrp_t *group,
 }
 
 /* Inode-table block?  Returns the first inode number in it, or 0. */
-static ext2_ino_t itable_first_ino(struct txn *t, uint64_t blk)
+static ext2_ino_t itable_first_ino(struct txn_manager *t, uint64_t blk)
 {
 	ext2_filsys fs = t->fs;
 	for (dgrp_t g = 0; g < fs->group_desc_count; g++) {
@@ -83,7 +83,7 @@ static ext2_ino_t itable_first_ino(struct txn *t, uint64_t blk)
 }
 
 /* In-use inodes this transaction changed (cand.off = offset of the inode). */
-static void changed_inodes(struct txn *t, struct cands *out)
+static void changed_inodes(struct txn_manager *t, struct cands *out)
 {
 	unsigned isz = EXT2_INODE_SIZE(t->fs->super);
 	for (size_t i = 0; i < t->nents; i++) {
@@ -111,7 +111,7 @@ static bool has_block_map(const struct ext2_inode *in)
 
 /* Directory blocks of changed directories held by the overlay
  * (aux = 1 for a directory's first block). */
-static void changed_dir_blocks(struct txn *t, struct cands *out)
+static void changed_dir_blocks(struct txn_manager *t, struct cands *out)
 {
 	struct cands ino = { 0 };
 	changed_inodes(t, &ino);
@@ -129,8 +129,8 @@ static void changed_dir_blocks(struct txn *t, struct cands *out)
 }
 
 /* Dirents of one directory block: offsets of entries (validated chain). */
-static void dirents(struct txn *t, struct ovl_ent *d, uint64_t first_block, struct cands *out,
-		    bool want_dotdot)
+static void dirents(struct txn_manager *t, struct ovl_ent *d, uint64_t first_block,
+		    struct cands *out, bool want_dotdot)
 {
 	unsigned o = 0, idx = 0;
 	while (o + 8 <= t->bs) {
@@ -151,7 +151,7 @@ static void dirents(struct txn *t, struct ovl_ent *d, uint64_t first_block, stru
 	}
 }
 
-static blk64_t block_in_use_elsewhere(struct txn *t, ext2_ino_t not_ino)
+static blk64_t block_in_use_elsewhere(struct txn_manager *t, ext2_ino_t not_ino)
 {
 	struct ext2_inode in;
 	ext2_ino_t ino = not_ino == EXT2_ROOT_INO ? EXT2_GOOD_OLD_FIRST_INO : EXT2_ROOT_INO;
@@ -160,7 +160,7 @@ static blk64_t block_in_use_elsewhere(struct txn *t, ext2_ino_t not_ino)
 	return in.i_block[0];
 }
 
-static blk64_t free_block(struct txn *t)
+static blk64_t free_block(struct txn_manager *t)
 {
 	blk64_t goal = t->fs->super->s_first_data_block +
 		       txn_random(t) % ext2fs_blocks_count(t->fs->super);
@@ -175,8 +175,8 @@ static blk64_t free_block(struct txn *t)
 	return 0;
 }
 
-/* Find the targets of the configured kind in this transaction. */
-static void corrupt_candidates(struct txn *t, struct cands *c)
+/* Sites in group metadata: a changed bitmap, descriptor or superblock. */
+static void group_sites(struct txn_manager *t, struct cands *c)
 {
 	ext2_filsys fs = t->fs;
 	dgrp_t g;
@@ -212,29 +212,24 @@ static void corrupt_candidates(struct txn *t, struct cands *c)
 			cand_add(c, e, SUPERBLOCK_OFFSET % t->bs, 0);
 		break;
 	}
-	case CK_PTR_USED:
-	case CK_PTR_FREE:
-	case CK_PTR_META:
-	case CK_SIZE:
-	case CK_IBLOCKS: {
-		struct cands ino = { 0 };
-		changed_inodes(t, &ino);
-		for (size_t i = 0; i < ino.n; i++)
-			if (has_block_map((const void *)(ino.v[i].e->data + ino.v[i].off)))
-				cand_add(c, ino.v[i].e, ino.v[i].off, ino.v[i].aux);
-		free(ino.v);
+	default:
 		break;
 	}
-	case CK_LINKS:
-	case CK_DTIME:
-	case CK_MODE:
+}
+
+/* Sites in changed in-use inodes, or in the blocks they point to (their
+ * single indirect block, their xattr block). */
+static void inode_sites(struct txn_manager *t, struct cands *c)
+{
+	struct cands ino = { 0 };
+	if (t->ckind == CK_LINKS || t->ckind == CK_DTIME || t->ckind == CK_MODE) {
 		changed_inodes(t, c);
-		break;
-	case CK_IND_PTR: {
-		struct cands ino = { 0 };
-		changed_inodes(t, &ino);
-		for (size_t i = 0; i < ino.n; i++) {
-			const struct ext2_inode *in = (const void *)(ino.v[i].e->data + ino.v[i].off);
+		return;
+	}
+	changed_inodes(t, &ino);
+	for (size_t i = 0; i < ino.n; i++) {
+		const struct ext2_inode *in = (const void *)(ino.v[i].e->data + ino.v[i].off);
+		if (t->ckind == CK_IND_PTR) {
 			if (!has_block_map(in) || !in->i_block[EXT2_IND_BLOCK])
 				continue;
 			struct ovl_ent *ind = ovl_find(t, in->i_block[EXT2_IND_BLOCK]);
@@ -244,47 +239,72 @@ static void corrupt_candidates(struct txn *t, struct cands *c)
 			for (unsigned s = 0; s < t->bs / 4; s++)
 				if (slot[s])
 					cand_add(c, ind, s * 4, ino.v[i].aux);
+		} else if (t->ckind == CK_XATTR_REFCOUNT) {
+			struct ovl_ent *x = in->i_file_acl ? ovl_find(t, in->i_file_acl) : NULL;
+			if (x)
+				cand_add(c, x, 4, ino.v[i].aux);
+		} else if (has_block_map(in)) {   /* PTR_USED/FREE/META, SIZE, IBLOCKS */
+			cand_add(c, ino.v[i].e, ino.v[i].off, ino.v[i].aux);
 		}
-		free(ino.v);
-		break;
 	}
+	free(ino.v);
+}
+
+/* Sites in the entries of changed directories' blocks (their ".." for
+ * CK_DOTDOT). */
+static void dirent_sites(struct txn_manager *t, struct cands *c)
+{
+	struct cands dirs = { 0 };
+	changed_dir_blocks(t, &dirs);
+	for (size_t i = 0; i < dirs.n; i++) {
+		struct cands de = { 0 };
+		if (t->ckind == CK_DOTDOT && !dirs.v[i].aux)
+			continue;
+		dirents(t, dirs.v[i].e, dirs.v[i].aux, &de, t->ckind == CK_DOTDOT);
+		for (size_t k = 0; k < de.n; k++) {
+			const struct ext2_dir_entry *d = (const void *)(de.v[k].e->data + de.v[k].off);
+			unsigned ft = (unsigned)(d->name_len >> 8);
+			if (t->ckind == CK_DIRENT_TYPE &&
+			    (!ext2fs_has_feature_filetype(t->fs->super) || ft == 0 || ft > 7))
+				continue;
+			cand_add(c, de.v[k].e, de.v[k].off, 0);
+		}
+		free(de.v);
+	}
+	free(dirs.v);
+}
+
+/* Find the targets of the configured kind in this transaction. */
+static void injection_sites(struct txn_manager *t, struct cands *c)
+{
+	switch (t->ckind) {
+	case CK_BBITMAP:
+	case CK_IBITMAP:
+	case CK_BGD_FREE_BLOCKS:
+	case CK_BGD_FREE_INODES:
+	case CK_BGD_USED_DIRS:
+	case CK_SB_FREE_BLOCKS:
+		group_sites(t, c);
+		break;
+	case CK_PTR_USED:
+	case CK_PTR_FREE:
+	case CK_PTR_META:
+	case CK_SIZE:
+	case CK_IBLOCKS:
+	case CK_LINKS:
+	case CK_DTIME:
+	case CK_MODE:
+	case CK_IND_PTR:
+	case CK_XATTR_REFCOUNT:
+		inode_sites(t, c);
+		break;
 	case CK_DIRENT_INODE:
 	case CK_DIRENT_RECLEN:
 	case CK_DIRENT_NAMELEN:
 	case CK_DIRENT_TYPE:
-	case CK_DOTDOT: {
-		struct cands dirs = { 0 };
-		changed_dir_blocks(t, &dirs);
-		for (size_t i = 0; i < dirs.n; i++) {
-			struct cands de = { 0 };
-			if (t->ckind == CK_DOTDOT && !dirs.v[i].aux)
-				continue;
-			dirents(t, dirs.v[i].e, dirs.v[i].aux, &de, t->ckind == CK_DOTDOT);
-			for (size_t k = 0; k < de.n; k++) {
-				const struct ext2_dir_entry *d = (const void *)(de.v[k].e->data + de.v[k].off);
-				unsigned ft = (unsigned)(d->name_len >> 8);
-				if (t->ckind == CK_DIRENT_TYPE &&
-				    (!ext2fs_has_feature_filetype(fs->super) || ft == 0 || ft > 7))
-					continue;
-				cand_add(c, de.v[k].e, de.v[k].off, 0);
-			}
-			free(de.v);
-		}
-		free(dirs.v);
+	case CK_DOTDOT:
+		dirent_sites(t, c);
 		break;
-	}
-	case CK_XATTR_REFCOUNT: {
-		struct cands ino = { 0 };
-		changed_inodes(t, &ino);
-		for (size_t i = 0; i < ino.n; i++) {
-			const struct ext2_inode *in = (const void *)(ino.v[i].e->data + ino.v[i].off);
-			struct ovl_ent *x = in->i_file_acl ? ovl_find(t, in->i_file_acl) : NULL;
-			if (x)
-				cand_add(c, x, 4, ino.v[i].aux);
-		}
-		free(ino.v);
-		break;
-	}
 	case CK_RANDOM:
 		for (size_t i = 0; i < t->nents; i++)
 			if (ovl_changed(t, t->ents[i]))
@@ -295,15 +315,12 @@ static void corrupt_candidates(struct txn *t, struct cands *c)
 	}
 }
 
-static void corrupt_apply(struct txn *t, const struct cand *c)
+/* A bitmap bit flipped, a descriptor or superblock count off by one. */
+static void inject_group(struct txn_manager *t, const struct cand *c, const char *what)
 {
 	ext2_filsys fs = t->fs;
 	unsigned char *p = c->e->data + c->off;
-	struct ext2_inode *in = (struct ext2_inode *)p;
-	struct ext2_dir_entry *de = (struct ext2_dir_entry *)p;
-	const char *what = corrupt_names[t->ckind];
 	uint64_t bit, nbits;
-	int slot;
 	switch (t->ckind) {
 	case CK_BBITMAP:
 	case CK_IBITMAP:
@@ -334,42 +351,45 @@ static void corrupt_apply(struct txn *t, const struct cand *c)
 		fprintf(stderr, "recon-fuse: fault: %s: group %" PRIu64 " +1\n", what, c->aux);
 		return;
 	}
-	case CK_SB_FREE_BLOCKS: {
+	default: {   /* CK_SB_FREE_BLOCKS */
 		struct ext2_super_block *sb = (struct ext2_super_block *)p;
 		sb->s_free_blocks_count++;
 		fprintf(stderr, "recon-fuse: fault: %s +1\n", what);
 		return;
 	}
-	case CK_PTR_USED:
-	case CK_PTR_FREE:
-	case CK_PTR_META: {
-		int nz = 0;
-		for (int k = 0; k < EXT2_NDIR_BLOCKS; k++)
-			nz += in->i_block[k] != 0;
-		int pick = (int)(txn_random(t) % (uint64_t)nz);
-		slot = 0;
-		for (int k = 0; k < EXT2_NDIR_BLOCKS; k++)
-			if (in->i_block[k] && pick-- == 0) {
-				slot = k;
-				break;
-			}
-		blk64_t to = t->ckind == CK_PTR_USED ? block_in_use_elsewhere(t, (ext2_ino_t)c->aux)
-			   : t->ckind == CK_PTR_FREE ? free_block(t)
-			   : ext2fs_block_bitmap_loc(fs, 0);
-		if (!to)
-			to = ext2fs_blocks_count(fs->super) - 1;
-		in->i_block[slot] = (uint32_t)to;
-		fprintf(stderr, "recon-fuse: fault: %s: inode %" PRIu64 " i_block[%d] = %llu\n", what,
-			c->aux, slot, (unsigned long long)to);
-		return;
 	}
-	case CK_IND_PTR: {
-		uint32_t *s = (uint32_t *)p;
-		*s = (uint32_t)ext2fs_inode_bitmap_loc(fs, 0);
-		fprintf(stderr, "recon-fuse: fault: %s: block %" PRIu64 " slot %u = %u\n", what,
-			c->e->blk, c->off / 4, *s);
-		return;
-	}
+}
+
+/* One of an inode's direct block pointers made to point elsewhere: to a
+ * block another inode uses, a free block or static metadata. */
+static void inject_block_ptr(struct txn_manager *t, const struct cand *c, const char *what)
+{
+	ext2_filsys fs = t->fs;
+	struct ext2_inode *in = (struct ext2_inode *)(c->e->data + c->off);
+	int nz = 0, slot = 0;
+	for (int k = 0; k < EXT2_NDIR_BLOCKS; k++)
+		nz += in->i_block[k] != 0;
+	int pick = (int)(txn_random(t) % (uint64_t)nz);
+	for (int k = 0; k < EXT2_NDIR_BLOCKS; k++)
+		if (in->i_block[k] && pick-- == 0) {
+			slot = k;
+			break;
+		}
+	blk64_t to = t->ckind == CK_PTR_USED ? block_in_use_elsewhere(t, (ext2_ino_t)c->aux)
+		   : t->ckind == CK_PTR_FREE ? free_block(t)
+		   : ext2fs_block_bitmap_loc(fs, 0);
+	if (!to)
+		to = ext2fs_blocks_count(fs->super) - 1;
+	in->i_block[slot] = (uint32_t)to;
+	fprintf(stderr, "recon-fuse: fault: %s: inode %" PRIu64 " i_block[%d] = %llu\n", what,
+		c->aux, slot, (unsigned long long)to);
+}
+
+/* A field of an inode (links, size, blocks, dtime, mode) made wrong. */
+static void inject_inode_field(struct txn_manager *t, const struct cand *c, const char *what)
+{
+	struct ext2_inode *in = (struct ext2_inode *)(c->e->data + c->off);
+	switch (t->ckind) {
 	case CK_LINKS:
 		in->i_links_count++;
 		break;
@@ -385,10 +405,21 @@ static void corrupt_apply(struct txn *t, const struct cand *c)
 	case CK_DTIME:
 		in->i_dtime = 1700000000u;
 		break;
-	case CK_MODE:
+	default:   /* CK_MODE */
 		in->i_mode = (uint16_t)((in->i_mode & 07777) |
 					(LINUX_S_ISDIR(in->i_mode) ? LINUX_S_IFREG : LINUX_S_IFDIR));
 		break;
+	}
+	fprintf(stderr, "recon-fuse: fault: %s: inode %" PRIu64 "\n", what, c->aux);
+}
+
+/* A directory entry's inode, record length, name length, type or ".."
+ * made wrong. */
+static void inject_dirent(struct txn_manager *t, const struct cand *c, const char *what)
+{
+	ext2_filsys fs = t->fs;
+	struct ext2_dir_entry *de = (struct ext2_dir_entry *)(c->e->data + c->off);
+	switch (t->ckind) {
 	case CK_DIRENT_INODE: {
 		ext2_ino_t free_ino = 0;
 		if (ext2fs_new_inode(fs, EXT2_ROOT_INO, 0, NULL, &free_ino) || !free_ino)
@@ -420,10 +451,53 @@ static void corrupt_apply(struct txn *t, const struct cand *c)
 			c->e->blk, c->off);
 		return;
 	}
-	case CK_DOTDOT:
+	default:   /* CK_DOTDOT */
 		de->inode = de->inode == EXT2_ROOT_INO ? EXT2_GOOD_OLD_FIRST_INO : EXT2_ROOT_INO;
 		fprintf(stderr, "recon-fuse: fault: %s: block %" PRIu64 " .. -> %u\n", what,
 			c->e->blk, de->inode);
+		return;
+	}
+}
+
+static void inject_at_site(struct txn_manager *t, const struct cand *c)
+{
+	unsigned char *p = c->e->data + c->off;
+	const char *what = corrupt_names[t->ckind];
+	uint64_t bit;
+	switch (t->ckind) {
+	case CK_BBITMAP:
+	case CK_IBITMAP:
+	case CK_BGD_FREE_BLOCKS:
+	case CK_BGD_FREE_INODES:
+	case CK_BGD_USED_DIRS:
+	case CK_SB_FREE_BLOCKS:
+		inject_group(t, c, what);
+		return;
+	case CK_PTR_USED:
+	case CK_PTR_FREE:
+	case CK_PTR_META:
+		inject_block_ptr(t, c, what);
+		return;
+	case CK_IND_PTR: {
+		uint32_t *s = (uint32_t *)p;
+		*s = (uint32_t)ext2fs_inode_bitmap_loc(t->fs, 0);
+		fprintf(stderr, "recon-fuse: fault: %s: block %" PRIu64 " slot %u = %u\n", what,
+			c->e->blk, c->off / 4, *s);
+		return;
+	}
+	case CK_LINKS:
+	case CK_SIZE:
+	case CK_IBLOCKS:
+	case CK_DTIME:
+	case CK_MODE:
+		inject_inode_field(t, c, what);
+		return;
+	case CK_DIRENT_INODE:
+	case CK_DIRENT_RECLEN:
+	case CK_DIRENT_NAMELEN:
+	case CK_DIRENT_TYPE:
+	case CK_DOTDOT:
+		inject_dirent(t, c, what);
 		return;
 	case CK_XATTR_REFCOUNT: {
 		uint32_t *rc = (uint32_t *)p;
@@ -440,16 +514,15 @@ static void corrupt_apply(struct txn *t, const struct cand *c)
 	case CK_NONE:
 		return;
 	}
-	fprintf(stderr, "recon-fuse: fault: %s: inode %" PRIu64 "\n", what, c->aux);
 }
 
-void maybe_corrupt(struct txn *t)
+void inject_corruption(struct txn_manager *t)
 {
 	if (t->ckind == CK_NONE || t->cseen >= t->cwhen)
 		return;
 	struct cands c = { 0 };
-	corrupt_candidates(t, &c);
+	injection_sites(t, &c);
 	if (c.n > 0 && ++t->cseen == t->cwhen)
-		corrupt_apply(t, &c.v[txn_random(t) % c.n]);
+		inject_at_site(t, &c.v[txn_random(t) % c.n]);
 	free(c.v);
 }

@@ -4,17 +4,17 @@
  * blocks that changed and the primary superblock.
  *
  * ext2fs_flush writes every group's bitmaps and every descriptor block at
- * each call: on a 15 TiB file system that is 245,760 blocks copied into the
- * overlay and compared per commit (seconds), whatever the commit changed.
- * Here the cost follows what the transaction did.  io sees the block
- * bitmap's changes through libext2fs's alloc-stats callbacks; the inode
- * bitmap has none, so its users report each change (rio_txn_inode_changed).
+ * each call: on a large file system every commit would copy and compare
+ * hundreds of thousands of blocks, whatever it changed.  Here the cost
+ * follows what the transaction did.  io sees the block bitmap's changes
+ * through libext2fs's alloc-stats callbacks; the inode bitmap has none, so
+ * its users report each change (rio_txn_inode_bitmap_changed).
  * A descriptor changes with its group's bitmaps (free counts, directory
  * count, checksums), so after the first commit, which compares every
  * descriptor block with what is on disk, a commit compares with what it
  * last wrote only the descriptor blocks of the groups whose bitmaps it
- * marked: on 15 TiB, 960 blocks compared at every commit were most of an
- * fsync's time.
+ * marked: comparing them all at every commit was most of an fsync's time
+ * on a large disk (bench/results/history-2026-12-scale.md).
  *
  * What each block holds is what ext2fs_flush would write for it (padding
  * bits, checksums), so the disk is byte-identical either way.  A missed
@@ -30,12 +30,12 @@
 #include <time.h>
 #include "txn_internal.h"
 
-static size_t group_words(const struct txn *t)
+static size_t group_words(const struct txn_manager *t)
 {
 	return ((size_t)t->fs->group_desc_count + 63) / 64;
 }
 
-errcode_t flush_init(struct txn *t)
+errcode_t flush_init(struct txn_manager *t)
 {
 	ext2_filsys fs = t->fs;
 	size_t w = group_words(t);
@@ -58,7 +58,7 @@ errcode_t flush_init(struct txn *t)
 	return 0;
 }
 
-void flush_free(struct txn *t)
+void flush_free(struct txn_manager *t)
 {
 	free(t->bb_dirty);
 	free(t->ib_dirty);
@@ -67,7 +67,7 @@ void flush_free(struct txn *t)
 	t->desc_written = NULL;
 }
 
-void flush_mark_block(struct txn *t, blk64_t blk)
+void flush_mark_block(struct txn_manager *t, blk64_t blk)
 {
 	ext2_filsys fs = t->fs;
 	if (!t->bb_dirty || blk < fs->super->s_first_data_block ||
@@ -77,7 +77,7 @@ void flush_mark_block(struct txn *t, blk64_t blk)
 	t->bb_dirty[g / 64] |= 1ull << (g % 64);
 }
 
-void flush_mark_inode(struct txn *t, ext2_ino_t ino)
+void flush_mark_inode(struct txn_manager *t, ext2_ino_t ino)
 {
 	ext2_filsys fs = t->fs;
 	if (!t->ib_dirty || ino == 0 || ino > fs->super->s_inodes_count)
@@ -127,7 +127,8 @@ static bool has_block(ext2_filsys fs, blk64_t blk)
 	return blk && blk < ext2fs_blocks_count(fs->super);
 }
 
-static errcode_t write_group_bitmaps(struct txn *t, dgrp_t g, bool block, unsigned char *buf)
+static errcode_t write_group_bitmaps(struct txn_manager *t, dgrp_t g, bool block,
+				     unsigned char *buf)
 {
 	ext2_filsys fs = t->fs;
 	bool csum = ext2fs_has_group_desc_csum(fs);
@@ -163,7 +164,7 @@ static errcode_t write_group_bitmaps(struct txn *t, dgrp_t g, bool block, unsign
 	return 0;
 }
 
-static errcode_t write_marked(struct txn *t, uint64_t *set, bool block, unsigned char *buf)
+static errcode_t write_marked(struct txn_manager *t, uint64_t *set, bool block, unsigned char *buf)
 {
 	size_t w = group_words(t);
 	for (size_t i = 0; i < w; i++) {
@@ -180,7 +181,7 @@ static errcode_t write_marked(struct txn *t, uint64_t *set, bool block, unsigned
 
 /* Set in `desc` (one bit per descriptor block) the blocks holding a group
  * marked in bb_dirty or ib_dirty. */
-static void mark_desc_blocks(struct txn *t, uint64_t *desc)
+static void mark_desc_blocks(struct txn_manager *t, uint64_t *desc)
 {
 	size_t w = group_words(t);
 	unsigned per_block = EXT2_DESC_PER_BLOCK(t->fs->super);
@@ -197,7 +198,7 @@ static void mark_desc_blocks(struct txn *t, uint64_t *desc)
 /* The primary descriptor blocks that differ from what was last written:
  * all of them the first time (the overlay drops the unchanged ones), then
  * those `marked` names (NULL: all). */
-static errcode_t write_descriptors(struct txn *t, const uint64_t *marked)
+static errcode_t write_descriptors(struct txn_manager *t, const uint64_t *marked)
 {
 	ext2_filsys fs = t->fs;
 	size_t bs = fs->blocksize, len = (size_t)fs->desc_blocks * bs;
@@ -256,7 +257,7 @@ static errcode_t write_superblock(ext2_filsys fs)
 
 /* Test aid: every group's bitmaps in memory are what the disk (with the
  * overlay) now holds.  A difference is a change nobody marked. */
-static void verify_all_groups(struct txn *t)
+static void verify_all_groups(struct txn_manager *t)
 {
 	ext2_filsys fs = t->fs;
 	unsigned char *want = malloc(fs->blocksize), *have = malloc(fs->blocksize);
@@ -297,7 +298,7 @@ out:
 	free(have);
 }
 
-errcode_t flush_fs_state(struct txn *t)
+errcode_t flush_fs_state(struct txn_manager *t)
 {
 	ext2_filsys fs = t->fs;
 	int flags = EXT2_FLAG_DIRTY | EXT2_FLAG_BB_DIRTY | EXT2_FLAG_IB_DIRTY;

@@ -22,14 +22,23 @@
 #include <stdint.h>
 #include <ext2fs/ext2fs.h>
 
-/* Set before ext2fs_open2(..., rio_io_manager, ...): the manager's open()
- * takes only a name and flags, so configuration is process-global. */
-enum rio_on_violation { RIO_ONV_READONLY, RIO_ONV_STOP, RIO_ONV_LOG };
+/* The manager's configuration, set before ext2fs_open2(..., rio_io_manager,
+ * ...): the manager's open() takes only a name and flags, so configuration
+ * is process-global.  The daemon's -o keys of the same names fill it
+ * (recon-fuse(8)); RIO_CONFIG_DEFAULTS is the one place their defaults are
+ * written, for the daemon and for io alone. */
+enum rio_on_violation {
+	RIO_ONV_READONLY,   /* a rejected commit: EROFS from then on */
+	RIO_ONV_STOP,       /* ... and the daemon unmounts (exit 2) */
+	RIO_ONV_LOG,        /* the rejected commit is written anyway (experiments only) */
+};
 
 struct rio_config {
 	unsigned block_cache_mb;  /* metadata block cache; 0 = no caching (write-through) */
 	bool     no_uring;        /* force the pread/pwrite fallback (tests) */
 	bool     quiet;           /* do not print the fallback notice */
+	bool     shared_bdev;     /* open block devices without O_EXCL: the caller holds
+				   * the exclusive claim (a fuseblk mount's kernel claim) */
 
 	/* transactions (used from rio_txn_attach on) */
 	bool     checker;                 /* shadow checker on every commit */
@@ -44,10 +53,16 @@ struct rio_config {
 	/* fault injection (tests; -o only) */
 	uint64_t fault_crash_after;       /* 0 = off; counts device write requests */
 	uint64_t fault_seed;
-	const char *fault_corrupt;        /* "KIND@N" or NULL */
+	const char *fault_corrupt;        /* "KIND@N" or NULL; the caller's, read at attach */
 	uint64_t fault_data_eio;          /* 0 = off; the Nth rio_data_io write fails with EIO,
 					   * nothing of it issued (a device error on file data) */
 };
+#define RIO_CONFIG_DEFAULTS { \
+	.block_cache_mb = 64, .checker = true, .checker_cache_mb = 128, \
+	.commit_interval_ms = 1000, .on_violation = RIO_ONV_READONLY, .journal = true, \
+	.async_commit = true, \
+}
+/* Copied: later changes to *cfg do not reach the manager. */
 void rio_set_config(const struct rio_config *cfg);
 
 extern io_manager rio_io_manager;
@@ -180,8 +195,9 @@ errcode_t rio_txn_base_check(ext2_filsys fs, char **report);
  * fsyncdir, unmount), or it is older than commit_interval_ms, or larger than
  * max_transaction_blocks.  Commit: flush what changed of libext2fs's
  * in-memory bitmaps, group descriptors and superblock into the overlay once
- * (see rio_txn_inode_changed), check, journal, checkpoint.  With `force` the transaction is durable on return; without
- * it and with async_commit the commit runs on the commit thread and its
+ * (see rio_txn_inode_bitmap_changed), check, journal, checkpoint.  With
+ * `force` the transaction is durable on return; without it and with
+ * async_commit the commit runs on the commit thread and its
  * failure is reported by a later call (and rio_txn_failed at once).
  * Returns 0, or EROFS when this or an earlier commit was rejected (the
  * transaction is discarded and the caller must drop its in-memory state), or
@@ -196,30 +212,42 @@ errcode_t rio_txn_boundary(ext2_filsys fs, bool force);
  * stay below the limit; a commit over the journal's capacity fails (EFBIG). */
 errcode_t rio_txn_room(io_channel ch, size_t *used, size_t *limit);
 
-/* A commit writes the bitmaps of only the groups whose in-memory bitmaps
- * changed since the last commit, and only the descriptor blocks that
- * changed.  io sees the block bitmap's changes made through
+/* A bit of libext2fs's in-memory inode bitmap (for ino) or block bitmap
+ * (for blk) flipped.  A commit writes the bitmaps of only the groups whose
+ * in-memory bitmaps changed since the last commit, and only the descriptor
+ * blocks that changed.  io sees the block bitmap's changes made through
  * ext2fs_block_alloc_stats2() and ext2fs_block_alloc_stats_range() (their
  * callbacks).  Every other change to libext2fs's in-memory bitmaps after
  * rio_txn_attach() is reported here, or it never reaches the disk (and the
  * checker rejects the commit that relied on it): ext2fs_inode_alloc_stats2()
- * (it has no callback), an undo run with the callbacks unset, a direct
- * mark.  With RECON_VERIFY_FLUSH=1 in the environment each commit also
- * compares every group's bitmaps with the disk and aborts on a difference
- * (tests). */
-void rio_txn_inode_changed(ext2_filsys fs, ext2_ino_t ino);
-void rio_txn_block_changed(ext2_filsys fs, blk64_t blk);
+ * called directly (it has no callback; rio_txn_inode_alloc_stats reports
+ * its own), a direct mark.  With RECON_VERIFY_FLUSH=1 in the environment
+ * each commit also compares every group's bitmaps with the disk and aborts
+ * on a difference (tests). */
+void rio_txn_inode_bitmap_changed(ext2_filsys fs, ext2_ino_t ino);
+void rio_txn_block_bitmap_changed(ext2_filsys fs, blk64_t blk);
+
+/* Inode ino allocated (inuse +1) or freed (-1) in libext2fs's in-memory
+ * state: ext2fs_inode_alloc_stats2(), reported to the transaction (see
+ * rio_txn_inode_bitmap_changed) and recorded for rio_txn_rollback.  After
+ * rio_txn_attach every inode allocation and free of an operation that may
+ * roll back goes through here: libext2fs has no callback for them. */
+void rio_txn_inode_alloc_stats(ext2_filsys fs, ext2_ino_t ino, int inuse, bool isdir);
 
 /* Operation-level rollback, for an operation that fails half-way (ENOSPC in
  * the middle of a rename, a write error): rio_txn_savepoint() at the start
  * of each operation marks the open transaction's state; rio_txn_rollback()
- * undoes every metadata write made since and forgets the blocks freed since
- * (they are in use again).  libext2fs's in-memory copies (superblock, group
- * descriptors, bitmaps, inode cache) are the caller's to restore from its
- * own snapshot.  A commit ends the savepoint.  rollback returns EROFS if it
- * could not restore exactly (out of memory while tracking): the whole open
- * transaction is then discarded and the file system fails as on a
- * rejection. */
+ * undoes every metadata write made since, forgets the blocks freed since
+ * (they are in use again), and undoes, newest first, in libext2fs's bitmaps
+ * and group descriptors every allocation and free made since: the blocks'
+ * (ext2fs_block_alloc_stats2 and _range, whoever called them; io owns
+ * those callbacks while attached) and the inodes' (rio_txn_inode_alloc_stats).
+ * libext2fs's superblock and inode cache are the caller's to restore from
+ * its own snapshot.  A commit ends the savepoint.  One savepoint at a time
+ * per channel: the caller's file-system lock makes operations one at a
+ * time.  rollback returns EROFS if it could not restore exactly (out of
+ * memory while tracking): the whole open transaction is then discarded and
+ * the file system fails as on a rejection. */
 errcode_t rio_txn_savepoint(io_channel ch);
 errcode_t rio_txn_rollback(io_channel ch);
 

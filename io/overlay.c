@@ -1,7 +1,9 @@
 /*
  * io/overlay.c - the open transaction's overlay of metadata blocks, the block sets
- * that track frees, and the committed-data rule: blocks an open transaction
- * frees stay marked in libext2fs's bitmap until it commits.
+ * that track frees, and the committed-data rule's marks: blocks an open
+ * transaction frees stay marked in libext2fs's bitmap until it commits
+ * (savepoint.c's callbacks keep the set; here the marks are released for a
+ * commit's flush and restored after a failed one).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -95,7 +97,7 @@ void blkset_clear(struct blkset *s)
 
 /* ---- the overlay ---- */
 
-struct ovl_ent *ovl_find(struct txn *t, uint64_t blk)
+struct ovl_ent *ovl_find(struct txn_manager *t, uint64_t blk)
 {
 	if (!t->nhash)
 		return NULL;
@@ -105,7 +107,7 @@ struct ovl_ent *ovl_find(struct txn *t, uint64_t blk)
 	return NULL;
 }
 
-static errcode_t ovl_grow(struct txn *t)
+static errcode_t ovl_grow(struct txn_manager *t)
 {
 	size_t nhash = t->nhash ? t->nhash * 2 : 256;
 	struct ovl_ent **h = calloc(nhash, sizeof(*h));
@@ -123,7 +125,7 @@ static errcode_t ovl_grow(struct txn *t)
 	return 0;
 }
 
-static errcode_t ovl_get(struct txn *t, uint64_t blk, struct ovl_ent **out)
+static errcode_t ovl_get(struct txn_manager *t, uint64_t blk, struct ovl_ent **out)
 {
 	struct ovl_ent *e = ovl_find(t, blk);
 	if (e) {
@@ -175,7 +177,7 @@ static errcode_t ovl_get(struct txn *t, uint64_t blk, struct ovl_ent **out)
 	return 0;
 }
 
-void ovl_clear(struct txn *t)
+void ovl_clear(struct txn_manager *t)
 {
 	for (size_t i = 0; i < t->nents; i++) {
 		free(t->ents[i]->data);
@@ -189,13 +191,13 @@ void ovl_clear(struct txn *t)
 	t->opened_ns = 0;
 }
 
-bool ovl_changed(const struct txn *t, const struct ovl_ent *e)
+bool ovl_changed(const struct txn_manager *t, const struct ovl_ent *e)
 {
 	return memcmp(e->data, e->base, t->bs) != 0;
 }
 
-errcode_t rio_ovl_write(struct txn *t, struct rio_chan *rc, uint64_t off, size_t len,
-			    const void *buf)
+errcode_t rio_ovl_write(struct txn_manager *t, struct rio_chan *rc, uint64_t off, size_t len,
+			const void *buf)
 {
 	if (rc->totals.failed)
 		return EROFS;
@@ -234,7 +236,7 @@ errcode_t rio_ovl_write(struct txn *t, struct rio_chan *rc, uint64_t off, size_t
 	return err;
 }
 
-void ovl_remove(struct txn *t, struct ovl_ent *e)
+void ovl_remove(struct txn_manager *t, struct ovl_ent *e)
 {
 	struct ovl_ent **pp = &t->hash[bs_slot(e->blk, t->nhash)];
 	while (*pp != e)
@@ -251,7 +253,7 @@ void ovl_remove(struct txn *t, struct ovl_ent *e)
 	free(e);
 }
 
-void rio_ovl_data_written(struct txn *t, uint64_t off, size_t len)
+void rio_ovl_data_written(struct txn_manager *t, uint64_t off, size_t len)
 {
 	if (len == 0)
 		return;
@@ -267,7 +269,7 @@ void rio_ovl_data_written(struct txn *t, uint64_t off, size_t len)
 	pthread_mutex_unlock(&t->rc->ovl_lock);
 }
 
-void rio_ovl_patch(struct txn *t, uint64_t off, size_t len, void *buf)
+void rio_ovl_patch(struct txn_manager *t, uint64_t off, size_t len, void *buf)
 {
 	if (len == 0)
 		return;
@@ -288,7 +290,7 @@ void rio_ovl_patch(struct txn *t, uint64_t off, size_t len, void *buf)
 	pthread_mutex_unlock(&t->rc->ovl_lock);
 }
 
-bool rio_ovl_read_whole(struct txn *t, uint64_t off, size_t len, void *buf)
+bool rio_ovl_read_whole(struct txn_manager *t, uint64_t off, size_t len, void *buf)
 {
 	uint64_t bs = t->bs;
 	if (len == 0 || off % bs || len % bs)
@@ -312,70 +314,8 @@ bool rio_ovl_read_whole(struct txn *t, uint64_t off, size_t len, void *buf)
 
 /* ---- committed-data rule ---- */
 
-static struct txn *txn_of_fs(ext2_filsys fs)
-{
-	if (!fs->io || fs->io->manager != rio_io_manager)
-		return NULL;
-	return rio_chan_of(fs->io)->txn;
-}
-
-static void sp_note(struct txn *t, uint64_t **v, size_t *n, size_t *cap, uint64_t blk)
-{
-	if (!t->sp_gen)
-		return;
-	if (*n == *cap) {
-		size_t nc = *cap ? *cap * 2 : 64;
-		uint64_t *nv = realloc(*v, nc * sizeof(*nv));
-		if (!nv) {
-			t->sp_lost = true;
-			return;
-		}
-		*v = nv;
-		*cap = nc;
-	}
-	(*v)[(*n)++] = blk;
-}
-
-static void note_block_stats(struct txn *t, ext2_filsys fs, blk64_t blk, int inuse)
-{
-	flush_mark_block(t, blk);
-	if (inuse < 0) {
-		/* keep it marked so no allocator hands it out before the commit
-		 * that frees it is durable; if we cannot remember it, leave it
-		 * free (correct bitmap, weaker protection) */
-		if (!blkset_has(&t->freed, blk) && blkset_add(&t->freed, blk) == 0) {
-			ext2fs_mark_block_bitmap2(fs->block_map, blk);
-			sp_note(t, &t->sp_freed, &t->sp_nfreed, &t->sp_capfreed, blk);
-		}
-	} else if (inuse > 0 && blkset_has(&t->freed, blk)) {
-		blkset_remove(&t->freed, blk);
-		sp_note(t, &t->sp_unfreed, &t->sp_nunfreed, &t->sp_capunfreed, blk);
-	}
-}
-
-void block_stats_cb(ext2_filsys fs, blk64_t blk, int inuse)
-{
-	struct txn *t = txn_of_fs(fs);
-	if (t) {
-		if (t->old_stats)
-			t->old_stats(fs, blk, inuse);
-		note_block_stats(t, fs, blk, inuse);
-	}
-}
-
-void block_stats_range_cb(ext2_filsys fs, blk64_t blk, blk_t num, int inuse)
-{
-	struct txn *t = txn_of_fs(fs);
-	if (t) {
-		if (t->old_stats_range)
-			t->old_stats_range(fs, blk, num, inuse);
-		for (blk_t i = 0; i < num; i++)
-			note_block_stats(t, fs, blk + i, inuse);
-	}
-}
-
 /* Before the bitmaps go into the overlay: the freed blocks are free. */
-void release_freed_marks(struct txn *t)
+void release_freed_marks(struct txn_manager *t)
 {
 	for (size_t i = 0; i < t->freed.cap; i++)
 		if (t->freed.slot[i])
@@ -386,7 +326,7 @@ void release_freed_marks(struct txn *t)
 
 /* After a failed commit the blocks are still referenced by the durable
  * state: mark them again. */
-void restore_freed_marks(struct txn *t)
+void restore_freed_marks(struct txn_manager *t)
 {
 	for (size_t i = 0; i < t->freed.cap; i++)
 		if (t->freed.slot[i])

@@ -13,14 +13,7 @@
 #include <unistd.h>
 #include "rio_internal.h"
 
-struct rio_config rio_cfg = {
-	.block_cache_mb = 64,
-	.checker = true,
-	.checker_cache_mb = 128,
-	.commit_interval_ms = 5000,
-	.on_violation = RIO_ONV_READONLY,
-	.journal = true,
-};
+struct rio_config rio_cfg = RIO_CONFIG_DEFAULTS;
 
 void rio_set_config(const struct rio_config *cfg)
 {
@@ -264,7 +257,7 @@ static errcode_t rio_open(const char *name, int flags, io_channel *out)
 	}
 	int oflags = (flags & IO_FLAG_RW) ? O_RDWR : O_RDONLY;
 	/* a block device is ours alone: O_EXCL fails if it is mounted */
-	if (blockdev || (flags & IO_FLAG_EXCLUSIVE))
+	if ((blockdev && !rio_cfg.shared_bdev) || (flags & IO_FLAG_EXCLUSIVE))
 		oflags |= O_EXCL;
 	fd = open(name, oflags | O_CLOEXEC);
 	if (fd < 0) {
@@ -507,7 +500,7 @@ static errcode_t data_write_begin(io_channel ch, ext2_ino_t ino, const struct ri
 				  unsigned n)
 {
 	struct rio_chan *rc = rio_chan_of(ch);
-	struct txn *t = rc->txn;
+	struct txn_manager *t = rc->txn;
 	if (!(rc->flags & IO_FLAG_RW))
 		return EXT2_ET_RO_FILSYS;
 	if (t) {
@@ -550,7 +543,7 @@ errcode_t rio_data_io(io_channel ch, bool write, ext2_ino_t ino, const struct ri
 	struct rio_chan *rc = rio_chan_of(ch);
 	if (n == 0)
 		return 0;
-	struct txn *t = rc->txn;
+	struct txn_manager *t = rc->txn;
 	if (write) {
 		errcode_t werr = data_write_begin(ch, ino, ext, n);
 		if (werr)

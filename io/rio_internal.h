@@ -8,7 +8,8 @@
  *   dev.c   the device: io_uring ring pool or pread/pwrite fallback, flushes,
  *           request counters, power-cut fault injection
  *   cache.c the metadata block cache (LRU, write-back)
- *   txn.c   transactions: overlay, checker, journal, checkpoint
+ *   txn.c   transactions: overlay, checker, journal, checkpoint (with the
+ *           files txn_internal.h names)
  *
  * Errors: errcode_t everywhere, as io.h.
  */
@@ -132,8 +133,8 @@ struct cache {
 	bool     no_fill;         /* reads that miss leave the cache as it is */
 };
 
-/* ---- transactions (txn.c) ---- */
-struct txn;
+/* ---- transactions (txn.c and the files txn_internal.h names) ---- */
+struct txn_manager;
 struct txn_prep;
 
 /* One rejected (or, with on_violation=log, let-through) invariant. */
@@ -172,7 +173,7 @@ struct rio_chan {
 	int     flags;            /* IO_FLAG_* */
 	struct dev   dev;
 	struct cache cache;
-	struct txn  *txn;         /* NULL until rio_txn_attach */
+	struct txn_manager *txn;  /* NULL until rio_txn_attach */
 	struct rio_replay *replay; /* read-only channels: the journal replayed in memory */
 	/* guards the overlay: data I/O (any thread) drops and reads overlay
 	 * blocks while the file-system thread fills and commits it; recursive
@@ -180,7 +181,7 @@ struct rio_chan {
 	pthread_mutex_t ovl_lock;
 	uint64_t meta_writes;
 	uint64_t data_write_calls;  /* rio_data_io writes, for fault_data_eio */
-	struct txn_prep *prep;      /* the checker's attach begun early (txn.c) */
+	struct txn_prep *prep;      /* the checker's attach begun early (attach.c) */
 	bool    chk_early;          /* the attached checker is the early one */
 	struct txn_totals totals;
 	/* set at detach: libext2fs's close must not fold our byte counts into
@@ -244,28 +245,29 @@ void rio_jbd_dev_init(struct rio_raw_dev *ctx, struct jbd_dev *jd, struct rio_ch
 errcode_t rio_raw_sb_update(struct rio_chan *rc, uint32_t incompat_set, uint32_t incompat_clear,
 			    uint16_t state_set, uint16_t state_clear);
 
-/* txn.c: overlay access used by the seam */
-errcode_t rio_ovl_write(struct txn *t, struct rio_chan *rc, uint64_t off, size_t len,
-			    const void *buf);
+/* overlay.c: overlay access used by the seam */
+errcode_t rio_ovl_write(struct txn_manager *t, struct rio_chan *rc, uint64_t off, size_t len,
+			const void *buf);
 /* Copies overlay bytes over buf (buf already holds the approved state).
  * rio_ovl_write/patch and rio_ovl_data_written take ovl_lock themselves. */
-void      rio_ovl_patch(struct txn *t, uint64_t off, size_t len, void *buf);
+void      rio_ovl_patch(struct txn_manager *t, uint64_t off, size_t len, void *buf);
 /* Whole blocks [off, off+len) all held by the overlay (or the committing
  * transaction): copies them into buf and returns true, so that the reader
  * skips the cache (whose copy the patch would overwrite anyway); false
  * (buf partly written) otherwise. */
-bool      rio_ovl_read_whole(struct txn *t, uint64_t off, size_t len, void *buf);
+bool      rio_ovl_read_whole(struct txn_manager *t, uint64_t off, size_t len, void *buf);
 /* File data was written over [off, off+len): those blocks are data now and
  * any overlay copy (e.g. the zeroes libext2fs writes into a block it has
  * just allocated) must never be written home over it. */
-void      rio_ovl_data_written(struct txn *t, uint64_t off, size_t len);
+void      rio_ovl_data_written(struct txn_manager *t, uint64_t off, size_t len);
 /* Before file data of inode ino is written to ext: refuse (EIO, the file
  * system failed as on a rejection) a block that the checker's approved state
  * records as neither free nor ino's own data.  0 without a checker. */
-errcode_t rio_txn_data_guard(struct txn *t, ext2_ino_t ino, const struct rio_extent *ext,
-			     unsigned n);
-void      rio_txn_free(struct txn *t);
-/* txn.c: a write of [off, off+len) before rio_txn_attach, while an early
+errcode_t rio_txn_data_guard(struct txn_manager *t, ext2_ino_t ino,
+			     const struct rio_extent *ext, unsigned n);
+/* attach.c: the teardown of rio_txn_attach (also of a failed one). */
+void      rio_txn_free(struct txn_manager *t);
+/* attach.c: a write of [off, off+len) before rio_txn_attach, while an early
  * attach reads the device: anything but the primary superblock makes what it
  * read stale.  rio_txn_prep_drop waits for it and frees it (close). */
 void      rio_txn_prep_note_write(struct rio_chan *rc, uint64_t off, size_t len);

@@ -1,9 +1,15 @@
 /*
- * io/txn_internal.h - what the files of io/'s transactions share (txn.c:
- * boundaries, commit, the data guard and the public calls; overlay.c: the
- * overlay and the block sets; flush.c: libext2fs's allocation state into the
- * overlay at a commit; fault.c: the test-only corruption injector).
- * Internal to io/: nothing outside it includes this.
+ * io/txn_internal.h - what the files of io/'s transactions share: txn.c
+ * (the boundary, violations, the data guard, the small public calls and
+ * the stats), attach.c (attach, detach, the checker's attach and the base
+ * check), commit.c (the commit path and its thread), savepoint.c
+ * (libext2fs's allocation callbacks, savepoints and rollback), overlay.c
+ * (the overlay and the block sets), flush.c (libext2fs's allocation state
+ * into the overlay at a commit), fault.c (the test-only corruption
+ * injector).  Internal to io/: nothing outside it includes this.
+ *
+ * Threads: the file-system thread (under the caller's lock) and the commit
+ * thread; what each field's users are is said at the field.
  */
 #ifndef RECON_IO_TXN_INTERNAL_H
 #define RECON_IO_TXN_INTERNAL_H
@@ -24,6 +30,14 @@ struct ovl_ent {
 	 * entry was created under; undo holds its data as of savepoint undo_gen */
 	uint64_t created_gen, undo_gen;
 	unsigned char *undo;
+};
+
+/* An allocation or free libext2fs made since the savepoint, undone in
+ * reverse order by a rollback. */
+struct alloc_change {
+	uint64_t num;      /* block or inode number */
+	int inuse;         /* +1 allocated, -1 freed */
+	bool inode, isdir;
 };
 
 /* A set of block numbers (open addressing; 0 marks an empty slot, so block 0
@@ -52,9 +66,24 @@ static const char *const corrupt_names[] = {
 	[CK_DOTDOT] = "dotdot", [CK_XATTR_REFCOUNT] = "xattr_refcount", [CK_RANDOM] = "random",
 };
 
-struct cset;
+/* A transaction closed at a boundary: frozen overlay blocks (sorted) and the
+ * blocks it frees.  Built and retired by the file-system thread; run (check,
+ * log, write home) by the commit thread or, synchronously, by the caller. */
+struct cset {
+	struct ovl_ent **ents;
+	size_t n;
+	struct ovl_ent **hash;      /* lookups for reads while it is in flight */
+	size_t nhash;
+	struct blkset freed;
+	uint64_t tid;
+	errcode_t result;
+	bool done;                  /* under t->cm */
+};
 
-struct txn {
+/* A channel's transactions, from rio_txn_attach to detach: the open one's
+ * overlay, the one committing, the journal, the checker and the savepoint
+ * of the operation in progress. */
+struct txn_manager {
 	ext2_filsys fs;
 	struct rio_chan *rc;
 	unsigned bs;
@@ -101,12 +130,16 @@ struct txn {
 	bool stop, thread_running;
 	pthread_t thread;
 
-	/* the savepoint of the operation in progress (0 = none) */
+	/* the savepoint of the operation in progress (0 = none), per channel:
+	 * one operation at a time, as the caller's file-system lock makes
+	 * them (savepoint.c) */
 	uint64_t sp_gen, sp_next;
 	uint64_t *sp_freed;          /* blocks freed since the savepoint */
 	size_t sp_nfreed, sp_capfreed;
 	uint64_t *sp_unfreed;        /* blocks taken back from the freed set since */
 	size_t sp_nunfreed, sp_capunfreed;
+	struct alloc_change *sp_allocs;  /* libext2fs's allocations and frees since */
+	size_t sp_nallocs, sp_capallocs;
 	bool sp_lost;                /* out of memory while tracking: cannot roll back */
 
 	/* transaction ids: the open one, and the highest known durable (every
@@ -125,7 +158,7 @@ static inline uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static inline uint64_t txn_random(struct txn *t)
+static inline uint64_t txn_random(struct txn_manager *t)
 {
 	uint64_t z = (t->rng += 0x9E3779B97F4A7C15ull);
 	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -133,33 +166,66 @@ static inline uint64_t txn_random(struct txn *t)
 	return z ^ (z >> 31);
 }
 
+/* The channel of fs when it is one of ours, else NULL. */
+static inline struct rio_chan *chan_of_fs(ext2_filsys fs)
+{
+	if (!fs || !fs->io || fs->io->magic != EXT2_ET_MAGIC_IO_CHANNEL ||
+	    fs->io->manager != rio_io_manager)
+		return NULL;
+	return rio_chan_of(fs->io);
+}
+
 /* overlay.c */
 errcode_t blkset_add(struct blkset *s, uint64_t blk);
 void blkset_clear(struct blkset *s);
 bool blkset_has(const struct blkset *s, uint64_t blk);
 void blkset_remove(struct blkset *s, uint64_t blk);
-void block_stats_cb(ext2_filsys fs, blk64_t blk, int inuse);
-void block_stats_range_cb(ext2_filsys fs, blk64_t blk, blk_t num, int inuse);
 size_t bs_slot(uint64_t blk, size_t cap);
-bool ovl_changed(const struct txn *t, const struct ovl_ent *e);
-void ovl_clear(struct txn *t);
-struct ovl_ent *ovl_find(struct txn *t, uint64_t blk);
-void ovl_remove(struct txn *t, struct ovl_ent *e);
-void release_freed_marks(struct txn *t);
-void restore_freed_marks(struct txn *t);
+bool ovl_changed(const struct txn_manager *t, const struct ovl_ent *e);
+void ovl_clear(struct txn_manager *t);
+struct ovl_ent *ovl_find(struct txn_manager *t, uint64_t blk);
+void ovl_remove(struct txn_manager *t, struct ovl_ent *e);
+void release_freed_marks(struct txn_manager *t);
+void restore_freed_marks(struct txn_manager *t);
 
 /* flush.c */
-errcode_t flush_init(struct txn *t);
-void flush_free(struct txn *t);
-void flush_mark_block(struct txn *t, blk64_t blk);
-void flush_mark_inode(struct txn *t, ext2_ino_t ino);
-errcode_t flush_fs_state(struct txn *t);
+errcode_t flush_init(struct txn_manager *t);
+void flush_free(struct txn_manager *t);
+void flush_mark_block(struct txn_manager *t, blk64_t blk);
+void flush_mark_inode(struct txn_manager *t, ext2_ino_t ino);
+errcode_t flush_fs_state(struct txn_manager *t);
 
-/* fault.c */
-void maybe_corrupt(struct txn *t);
-errcode_t parse_corrupt(struct txn *t, const char *spec);
+/* fault.c: fault_corrupt_parse reads the KIND@N option; inject_corruption
+ * corrupts one site of the closing transaction when it is the Nth that
+ * holds a site of KIND. */
+void inject_corruption(struct txn_manager *t);
+errcode_t fault_corrupt_parse(struct txn_manager *t, const char *spec);
 
-/* txn.c */
-struct ovl_ent *committing_find(struct txn *t, uint64_t blk);
+/* savepoint.c: libext2fs's block alloc-stats callbacks while attached */
+void block_stats_cb(ext2_filsys fs, blk64_t blk, int inuse);
+void block_stats_range_cb(ext2_filsys fs, blk64_t blk, blk_t num, int inuse);
+
+/* commit.c (file-system thread unless said).  txn_commit: commit the open
+ * transaction, on the commit thread unless `wait` (retiring the one in
+ * flight first); retire: wait for the committing transaction and take its
+ * result (its frees become allocatable, or what was built on a failed one
+ * is discarded); discard: the open transaction is lost (ovl_lock held);
+ * cset_done: the committing one finished; wait_cset: wait until it has;
+ * commit_thread: the commit thread's body; committing_find: a block of the
+ * committing transaction (ovl_lock held). */
+errcode_t txn_commit(struct txn_manager *t, bool wait);
+errcode_t retire(struct txn_manager *t);
+void discard(struct txn_manager *t);
+bool cset_done(struct txn_manager *t, struct cset *c);
+void wait_cset(struct txn_manager *t, struct cset *c);
+void *commit_thread(void *arg);
+void cset_free(struct cset *c);
+struct ovl_ent *committing_find(struct txn_manager *t, uint64_t blk);
+
+/* txn.c: record_verdict puts a rejection's violations into the channel's
+ * totals, the last violation's text and stderr (takes the totals' lock);
+ * set_last_violation replaces that text (the totals' lock held). */
+void record_verdict(struct txn_manager *t, const struct chk_verdict *v);
+void set_last_violation(struct txn_totals *tt, const char *text);
 
 #endif

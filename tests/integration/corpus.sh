@@ -69,9 +69,11 @@ walk() {   # walk RW: the reads, and when RW=1 a file written (0, or 1 after a f
 	137) fail "$name: writing a file hung"; return 1 ;;
 	*)
 		if grep -q "No space left" "$SCRATCH/rw.err"; then
+			rm -f "$mnt/.recon-walk"
+			# no inode to spare: append to a file the image has instead
+			append_existing && return 0
 			full=$((full + 1))
 			log "$name: full: the write got ENOSPC"
-			rm -f "$mnt/.recon-walk"
 		else
 			fail "$name: writing a file failed: $(head -c 200 "$SCRATCH/rw.err")"
 			return 1
@@ -81,7 +83,20 @@ walk() {   # walk RW: the reads, and when RW=1 a file written (0, or 1 after a f
 	return 0
 }
 
-# verify_written: remount read-write, read the file back, remove it
+# append_existing: on an image with no free inode, the data appended to its
+# first regular file (appended=FILE, its size before in appended_size)
+append_existing() {
+	appended=$(find "$mnt" -xdev -type f -size -1M -print -quit 2>/dev/null)
+	[ -n "$appended" ] || return 1
+	appended_size=$(stat -c %s "$appended")
+	timeout -s KILL "$walk_limit" dd if="$data" of="$appended" bs=16k oflag=append conv=notrunc,fsync \
+		status=none 2>"$SCRATCH/rw.err" || return 1
+	wrote=2; written=$((written + 1))
+	log "$name: no free inode: appended to ${appended#"$mnt"/}"
+}
+
+# verify_written: remount read-write, read the file back, remove it (or
+# cut the appended data off again)
 verify_written() {
 	if ! mount_recon "$img" "$mnt" "" 2>/dev/null; then
 		fail "$name: refused after our read-write walk: $(head -3 "$RECON_LOG" | tr '\n' ' ')"
@@ -89,6 +104,12 @@ verify_written() {
 	fi
 	if grep -q "read-only" "$RECON_LOG"; then
 		fail "$name: served read-only after our read-write walk: $(head -3 "$RECON_LOG" | tr '\n' ' ')"
+	elif [ "$wrote" = 2 ]; then
+		if ! tail -c "$(stat -c %s "$data")" "$appended" | cmp -s "$data" -; then
+			fail "$name: the data appended to ${appended#"$mnt"/} does not read back after a remount"
+		elif ! truncate -s "$appended_size" "$appended" 2>"$SCRATCH/rm.err"; then
+			fail "$name: cutting the appended data off failed: $(head -c 200 "$SCRATCH/rm.err")"
+		fi
 	elif ! cmp -s "$data" "$mnt/.recon-walk"; then
 		fail "$name: the file written does not read back after a remount"
 	elif ! rm "$mnt/.recon-walk" 2>"$SCRATCH/rm.err"; then
@@ -152,7 +173,7 @@ for dir in "$CORPUS"/*/; do
 		mounted_rw=$((mounted_rw + 1))
 		walk 1
 		finish_mount rw
-		[ "$wrote" = 1 ] && verify_written
+		[ "$wrote" != 0 ] && verify_written
 		if [ "$clean_before" = 1 ]; then
 			fsck_clean "$img" "$name (clean before our read-write walk)"
 		fi

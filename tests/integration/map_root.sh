@@ -62,6 +62,26 @@ fsck_clean "$img" "after the user's mount"
 debugfs -R "stat /work/f" "$img" 2>/dev/null | grep -q "User: *0 *Group: *0" ||
 	fail "the user's file is not root's on disk: $(debugfs -R 'stat /work/f' "$img" 2>/dev/null | grep User)"
 
+# ACL entries trade ids as owners do: the user's own entry is stored as
+# root's, and an entry naming root in the image reads as the user's
+if command -v setfacl >/dev/null; then
+	user_mount ""
+	as_user setfacl -m "u:$TEST_UID:rwx,u:4242:r" "$m/work/f" || fail "setfacl by the user"
+	got=$(as_user getfacl -pn "$m/work/f" 2>/dev/null)
+	grep -q "^user:$TEST_UID:rwx" <<<"$got" || fail "the user's ACL entry does not read back: $got"
+	grep -q "^user:4242:r--" <<<"$got" || fail "another user's ACL entry changed: $got"
+	user_umount
+	if have_kernel_ext3; then
+		kmnt="$SCRATCH/kmnt"; mkdir -p "$kmnt"
+		if mount -t ext3 -o loop,ro "$img" "$kmnt"; then
+			got=$(getfacl -pn "$kmnt/work/f" 2>/dev/null)
+			umount "$kmnt"
+			grep -q "^user:0:rwx" <<<"$got" || fail "on disk the user's ACL entry is not root's: $got"
+			grep -q "^user:$TEST_UID:" <<<"$got" && fail "on disk an ACL entry names the mounting user: $got"
+		fi
+	fi
+fi
+
 user_mount "map_root=off"
 check "map_root=off: the root directory is root's" test "$(as_user stat -c %u "$m")" = 0
 as_user touch "$m/nope" 2>/dev/null && fail "map_root=off: the user created a file in root's directory"

@@ -20,6 +20,18 @@ chown -R "$TEST_UID:$TEST_GID" "$dir"
 chmod 644 "$img"
 
 # default_permissions: the kernel checks modes and owners
+# allow_other without user_allow_other in /etc/fuse.conf: refused up front,
+# with the reason, not after the image is opened ("cannot mount on")
+if ! grep -qx '[[:space:]]*user_allow_other[[:space:]]*' /etc/fuse.conf 2>/dev/null; then
+	rc=0
+	setpriv --reuid="$TEST_UID" --regid="$TEST_GID" --clear-groups env HOME="$SCRATCH" \
+		timeout 20 "$RECON_FUSE" -f -o allow_other "$img" "$dir/mnt" >"$SCRATCH/ao.log" 2>&1 || rc=$?
+	is_mounted "$dir/mnt" && { fail "allow_other mounted without user_allow_other"; fusermount3 -u "$dir/mnt"; }
+	[ "$rc" = 1 ] || fail "allow_other without user_allow_other: exit $rc, want 1"
+	grep -q "user_allow_other" "$SCRATCH/ao.log" || fail "allow_other refusal does not name user_allow_other: $(cat "$SCRATCH/ao.log")"
+	grep -q "cannot mount on" "$SCRATCH/ao.log" && fail "allow_other refusal also says 'cannot mount on'"
+fi
+
 # setpriv execs env, which execs recon-fuse: $! is the daemon, our child
 setpriv --reuid="$TEST_UID" --regid="$TEST_GID" --clear-groups env HOME="$SCRATCH" \
 	"$RECON_FUSE" -f -o default_permissions "$img" "$dir/mnt" >"$SCRATCH/daemon.log" 2>&1 &

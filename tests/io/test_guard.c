@@ -112,7 +112,7 @@ static errcode_t new_file(ext2_filsys fs, const char *name, unsigned nblocks, un
 	if (err)
 		return err;
 	ext2fs_inode_alloc_stats2(fs, ino, +1, 0);
-	rio_txn_inode_changed(fs, ino);
+	rio_txn_inode_bitmap_changed(fs, ino);
 	struct ext2_inode inode;
 	memset(&inode, 0, sizeof(inode));
 	inode.i_mode = 0100644;
@@ -174,7 +174,7 @@ static errcode_t remove_file(ext2_filsys fs, const char *name)
 	}
 	if (!err) {
 		ext2fs_inode_alloc_stats2(fs, ino, -1, 0);
-		rio_txn_inode_changed(fs, ino);
+		rio_txn_inode_bitmap_changed(fs, ino);
 	}
 	return err;
 }

@@ -288,8 +288,7 @@ static void make_files(ext2_filsys fs, const char *prefix, unsigned nfiles, unsi
 	for (unsigned f = 0; f < nfiles; f++) {
 		ext2_ino_t ino;
 		CHECK_ERR(ext2fs_new_inode(fs, EXT2_ROOT_INO, 0100644, 0, &ino));
-		ext2fs_inode_alloc_stats2(fs, ino, +1, 0);
-		rio_txn_inode_changed(fs, ino);
+		rio_txn_inode_alloc_stats(fs, ino, +1, false);
 		struct ext2_inode inode;
 		memset(&inode, 0, sizeof(inode));
 		inode.i_mode = 0100644;
@@ -636,8 +635,7 @@ static void remove_file(ext2_filsys fs, const char *name)
 	inode.i_links_count = 0;
 	inode.i_dtime = 1700000001;
 	CHECK_ERR(ext2fs_write_inode(fs, ino, &inode));
-	ext2fs_inode_alloc_stats2(fs, ino, -1, 0);
-	rio_txn_inode_changed(fs, ino);
+	rio_txn_inode_alloc_stats(fs, ino, -1, false);
 }
 
 static void test_txn(bool journal, bool checker)
@@ -772,7 +770,7 @@ static errcode_t sweep_workload(ext2_filsys fs, bool synced[SWEEP_ROUNDS])
 			if (err)
 				break;
 			ext2fs_inode_alloc_stats2(fs, ino, +1, 0);
-			rio_txn_inode_changed(fs, ino);
+			rio_txn_inode_bitmap_changed(fs, ino);
 			struct ext2_inode inode;
 			memset(&inode, 0, sizeof(inode));
 			inode.i_mode = 0100644;
@@ -835,7 +833,7 @@ static errcode_t sweep_workload(ext2_filsys fs, bool synced[SWEEP_ROUNDS])
 			}
 			if (!err) {
 				ext2fs_inode_alloc_stats2(fs, ino, -1, 0);
-				rio_txn_inode_changed(fs, ino);
+				rio_txn_inode_bitmap_changed(fs, ino);
 			}
 		}
 		if (!err)
@@ -1087,8 +1085,10 @@ static void test_early_attach(void)
 }
 
 /* An operation that fails half-way is rolled back to its savepoint: its
- * metadata writes vanish, the blocks it freed are in use again, and what
- * earlier operations of the same transaction did survives. */
+ * metadata writes vanish, the blocks it freed are in use again, libext2fs's
+ * bitmaps and group descriptors are as before it (io undoes the allocations
+ * it saw; the caller restores only the superblock and the inode cache), and
+ * what earlier operations of the same transaction did survives. */
 static void test_rollback(bool journal)
 {
 	char img[300];
@@ -1124,16 +1124,17 @@ static void test_rollback(bool journal)
 		return;
 	CHECK_ERR(rio_txn_rollback(fs->io));
 	*fs->super = sb_snap;
-	memcpy(fs->group_desc, gd_snap, gdlen);
-	free(gd_snap);
-	ext2fs_free_block_bitmap(fs->block_map);
-	fs->block_map = bmap_snap;
-	ext2fs_free_inode_bitmap(fs->inode_map);
-	fs->inode_map = imap_snap;
 	CHECK_ERR(ext2fs_flush_icache(fs));
 	ext2fs_mark_super_dirty(fs);
-	ext2fs_mark_bb_dirty(fs);
-	ext2fs_mark_ib_dirty(fs);
+	CHECK(memcmp(fs->group_desc, gd_snap, gdlen) == 0,
+	      "group descriptors not restored by the rollback\n");
+	CHECK(ext2fs_compare_block_bitmap(fs->block_map, bmap_snap) == 0,
+	      "block bitmap not restored by the rollback\n");
+	CHECK(ext2fs_compare_inode_bitmap(fs->inode_map, imap_snap) == 0,
+	      "inode bitmap not restored by the rollback\n");
+	free(gd_snap);
+	ext2fs_free_block_bitmap(bmap_snap);
+	ext2fs_free_inode_bitmap(imap_snap);
 
 	ext2_ino_t ino;
 	CHECK(ext2fs_lookup(fs, EXT2_ROOT_INO, "c0", 2, NULL, &ino) == EXT2_ET_FILE_NOT_FOUND,
@@ -1208,15 +1209,6 @@ static void test_txn_ids(void)
 	CHECK_ERR(rio_txn_rollback(fs->io));
 	CHECK(rio_txn_pending_frees(fs->io) == NB, "pending %llu after the rollback, want %d\n",
 	      (unsigned long long)rio_txn_pending_frees(fs->io), NB);
-	/* the caller's undo: libext2fs's view back to before the operation */
-	ext2_filsys f = fs;
-	void (*cur)(ext2_filsys, blk64_t, int) = NULL;
-	ext2fs_set_block_alloc_stats_callback(f, NULL, &cur);
-	for (int i = NB; i < 2 * NB; i++)
-		ext2fs_block_alloc_stats2(f, b[i], +1);
-	for (int i = 0; i < NB; i += 3)
-		ext2fs_block_alloc_stats2(f, b[i], -1);
-	ext2fs_set_block_alloc_stats_callback(f, cur, NULL);
 	for (int i = 1; i < NB; i += 3)
 		CHECK(ext2fs_test_block_bitmap2(fs->block_map, b[i]), "block %llu freed but reusable "
 		      "before its commit\n", (unsigned long long)b[i]);
@@ -1256,7 +1248,7 @@ static errcode_t corrupt_workload(ext2_filsys fs, int rounds)
 		struct ext2_inode inode;
 		if (!err) {
 			ext2fs_inode_alloc_stats2(fs, ino, +1, 0);
-			rio_txn_inode_changed(fs, ino);
+			rio_txn_inode_bitmap_changed(fs, ino);
 			memset(&inode, 0, sizeof(inode));
 			inode.i_mode = 0100644;
 			inode.i_links_count = 1;
@@ -1415,7 +1407,7 @@ static void test_txn_flush(void)
 	CHECK_ERR(rio_get_stats(fs->io, &before));
 	ext2fs_block_alloc_stats2(fs, blk, +1);
 	ext2fs_inode_alloc_stats2(fs, ino, +1, 0);
-	rio_txn_inode_changed(fs, ino);
+	rio_txn_inode_bitmap_changed(fs, ino);
 	CHECK_ERR(rio_txn_boundary(fs, true));
 	CHECK_ERR(rio_get_stats(fs->io, &after));
 	/* two bitmaps, the superblock and (the first time) every descriptor
@@ -1443,7 +1435,7 @@ static void test_txn_flush(void)
 	CHECK_ERR(rio_get_stats(fs->io, &before));
 	ext2fs_block_alloc_stats2(fs, blk, -1);
 	ext2fs_inode_alloc_stats2(fs, ino, -1, 0);
-	rio_txn_inode_changed(fs, ino);
+	rio_txn_inode_bitmap_changed(fs, ino);
 	CHECK_ERR(rio_txn_boundary(fs, true));
 	CHECK_ERR(rio_get_stats(fs->io, &after));
 	/* now only the descriptor block that changed */
