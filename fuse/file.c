@@ -1,6 +1,6 @@
 /*
- * fuse/file.c - file data: block mapping and allocation, open/read/write/release,
- * fsync, fallocate, hole punching and SEEK_DATA/SEEK_HOLE.
+ * fuse/file.c - file data: open/read/write/release, fsync, fallocate, hole
+ * punching and SEEK_DATA/SEEK_HOLE (the block map is bmap.c's).
  */
 #include "rfs.h"
 #include "inline.h"
@@ -21,25 +21,6 @@
 #include <unistd.h>
 
 /* ---- file data ---- */
-
-static int check_blk(struct rfs *r, ext2_ino_t ino, blk64_t b)
-{
-	if (b && (b < r->fs->super->s_first_data_block || b >= ext2fs_blocks_count(r->fs->super)))
-		return report_corruption(ino, "block pointer out of range");
-	return 0;
-}
-
-int map_block(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t lblk,
-		     blk64_t *pblk)
-{
-	int ret_flags = 0;
-	errcode_t e = ext2fs_bmap2(r->fs, ino, in, NULL, 0, lblk, &ret_flags, pblk);
-	if (e)
-		return report_corruption(ino, "cannot map a block");
-	if (ret_flags & BMAP_RET_UNINIT)
-		*pblk = 0;
-	return check_blk(r, ino, *pblk);
-}
 
 /* The failed operation is rolled back, but a failed write may have left any
  * part of an overwritten block on the disk. */
@@ -108,40 +89,6 @@ static int blocks_zero(struct rfs *r, ext2_ino_t ino, const blk64_t *phys, unsig
 	if (ne && rio_data_zero(r->fs->io, ino, ext, ne))
 		return data_io_failed(r, ino, true);
 	return 0;
-}
-
-/* Give logical block lblk a new physical block (contents are the caller's). */
-int alloc_block(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t lblk,
-		       blk64_t goal, blk64_t *pblk)
-{
-	ext2_filsys fs = r->fs;
-	errcode_t e;
-
-	if (!goal || goal >= ext2fs_blocks_count(fs->super))
-		goal = ext2fs_find_inode_goal(fs, ino, in, lblk);
-	if (goal >= ext2fs_blocks_count(fs->super))
-		goal = fs->super->s_first_data_block;
-	e = ext2fs_new_block2(fs, goal, NULL, pblk);
-	if (e)
-		return -errmap(e);
-	ext2fs_block_alloc_stats2(fs, *pblk, +1);
-	ext2fs_iblk_add_blocks(fs, in, 1);
-	e = ext2fs_bmap2(fs, ino, in, NULL, BMAP_SET | BMAP_ALLOC, lblk, NULL, pblk);
-	if (e) {
-		ext2fs_block_alloc_stats2(fs, *pblk, -1);
-		ext2fs_iblk_sub_blocks(fs, in, 1);
-		return -errmap(e);
-	}
-	return 0;
-}
-
-/* After an allocation failed half-way: blocks past i_size are invalid in a
- * block-mapped file, so give them back. */
-static void trim_past_eof(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in)
-{
-	blk64_t keep = (EXT2_I_SIZE(in) + r->fs->blocksize - 1) / r->fs->blocksize;
-	if (ext2fs_inode_has_valid_blocks2(r->fs, in))
-		(void)ext2fs_punch(r->fs, ino, in, NULL, keep, ~0ULL);
 }
 
 /* Touch times after a change; relatime decides atime on reads. */
@@ -314,8 +261,7 @@ void op_read(fuse_req_t req, fuse_ino_t fino, size_t size, off_t off,
 	if (in.i_flags & EXT4_INLINE_DATA_FL) {
 		ret = inline_file_read(r->fs, ino, &in, off, size, buf + off % bs);
 	} else {
-		for (unsigned i = 0; i < n && !ret; i++)
-			ret = map_block(r, ino, &in, first + i, &phys[i]);
+		ret = bmap_run(r, ino, &in, first, n, phys, NULL);
 		if (!ret)
 			ret = blocks_io(r, ino, false, phys, n, buf);
 	}
@@ -333,22 +279,79 @@ out:
 	free(phys);
 }
 
+/* Holes and unwritten blocks among n: what a write must allocate or convert. */
+static unsigned count_new(const blk64_t *phys, const bool *unwritten, unsigned n,
+			  unsigned *nunwritten)
+{
+	unsigned holes = 0;
+	*nunwritten = 0;
+	for (unsigned i = 0; i < n; i++) {
+		holes += !phys[i];
+		*nunwritten += unwritten[i];
+	}
+	return holes;
+}
+
+/* The partial first and last blocks of a write: what is there (holes and
+ * unwritten blocks read as zeros) around the new bytes, in buf. */
+static int read_edges(struct rfs *r, ext2_ino_t ino, const blk64_t *phys, const bool *unwritten,
+		      unsigned n, off_t off, size_t size, char *buf)
+{
+	size_t bs = r->fs->blocksize;
+	blk64_t none = 0;
+	int ret = 0;
+	if (off % bs)
+		ret = blocks_io(r, ino, false, unwritten[0] ? &none : &phys[0], 1, buf);
+	if (!ret && (off + size) % bs && (n > 1 || off % bs == 0))
+		ret = blocks_io(r, ino, false, unwritten[n - 1] ? &none : &phys[n - 1], 1,
+				buf + (n - 1) * bs);
+	return ret;
+}
+
+/* After the data is on its blocks: the unwritten ones among them are
+ * written now. */
+static int mark_written(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t first,
+			const bool *unwritten, unsigned n)
+{
+	int ret = 0;
+	for (unsigned i = 0; i < n && !ret;) {
+		if (!unwritten[i]) {
+			i++;
+			continue;
+		}
+		unsigned j = i;
+		while (j < n && unwritten[j])
+			j++;
+		ret = bmap_mark_written(r, ino, in, first + i, j - i);
+		i = j;
+	}
+	return ret;
+}
+
+/* *size is cut to what fits below the largest file size (a write that
+ * crosses it writes what fits, as the kernel's ext3 does; EFBIG only when
+ * nothing does). */
 static int do_write(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *data,
-		    size_t size, off_t off)
+		    size_t *sizep, off_t off)
 {
 	size_t bs = r->fs->blocksize;
 	struct ext2_inode in;
 	char *buf = NULL;
 	blk64_t *phys = NULL;
+	bool *unwritten = NULL;
 	int ret;
 
 	if (off < 0)
 		return -EINVAL;
-	if ((uint64_t)off + size > r->max_bytes)
-		return -EFBIG;
 	ret = get_inode(r, ino, &in);
 	if (ret)
 		return ret;
+	uint64_t max = bmap_file_max(r, &in);
+	if ((uint64_t)off > max || ((uint64_t)off == max && *sizep))
+		return -EFBIG;
+	if ((uint64_t)off + *sizep > max)
+		*sizep = max - off;
+	size_t size = *sizep;
 	if (LINUX_S_ISDIR(in.i_mode))
 		return -EISDIR;
 	ret = flags_check_write(&in, off);
@@ -366,45 +369,27 @@ static int do_write(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *d
 	if (!whole)
 		src = buf = malloc(n * bs);
 	phys = calloc(n, sizeof(*phys));
-	if (!src || !phys) {
+	unwritten = calloc(n, sizeof(*unwritten));
+	if (!src || !phys || !unwritten) {
 		ret = -ENOMEM;
 		goto out;
 	}
-	unsigned holes = 0;
-	for (unsigned i = 0; i < n && !ret; i++) {
-		ret = map_block(r, ino, &in, first + i, &phys[i]);
-		holes += !phys[i];
-	}
+	ret = bmap_run(r, ino, &in, first, n, phys, unwritten);
 	if (ret)
 		goto out;
+	unsigned nuw, holes = count_new(phys, unwritten, n, &nuw);
 	if (holes && ((ret = space_check(r, req, holes)) != 0 || (ret = wr_room_for(r, holes)) != 0))
 		goto out;
-	/* partial first and last blocks: read what is there (holes read as zeros) */
 	if (!whole) {
-		if (off % bs)
-			ret = blocks_io(r, ino, false, &phys[0], 1, buf);
-		if (!ret && (off + size) % bs && (n > 1 || off % bs == 0))
-			ret = blocks_io(r, ino, false, &phys[n - 1], 1, buf + (n - 1) * bs);
+		ret = read_edges(r, ino, phys, unwritten, n, off, size, buf);
 		if (ret)
 			goto out;
 		memcpy(buf + off % bs, data, size);
 	}
-	blk64_t goal = 0;
-	for (unsigned i = 0; i < n; i++) {
-		if (phys[i]) {
-			goal = phys[i] + 1;
-			continue;
-		}
-		ret = alloc_block(r, ino, &in, first + i, goal, &phys[i]);
-		if (ret) {
-			phys[i] = 0;
-			break;
-		}
-		goal = phys[i] + 1;
-	}
+	ret = holes ? bmap_alloc_run(r, ino, &in, first, n, false, phys) : 0;
 	if (ret) {
 		/* nothing written: give back what lies past the end of the file */
-		trim_past_eof(r, ino, &in);
+		bmap_trim_past_eof(r, ino, &in, first, first + n);
 		n = 0;
 		int pret = put_inode(r, ino, &in);
 		(void)pret;
@@ -412,6 +397,8 @@ static int do_write(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *d
 	int ioret = n ? blocks_io(r, ino, true, phys, n, src) : 0;
 	if (ioret && !ret)
 		ret = ioret;
+	if (n && !ret && nuw)
+		ret = mark_written(r, ino, &in, first, unwritten, n);
 	if (n) {
 		uint64_t end = (uint64_t)off + size;
 		if (end > EXT2_I_SIZE(&in) && !ret)
@@ -428,6 +415,7 @@ static int do_write(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *d
 out:
 	free(buf);
 	free(phys);
+	free(unwritten);
 	return ret;
 }
 
@@ -558,16 +546,12 @@ void op_write(fuse_req_t req, fuse_ino_t fino, const char *data, size_t size, of
 	bool inval = false;
 	int ret;
 
-	/* a write that crosses the largest file size writes what fits, as the
-	 * kernel's ext3 does; EFBIG only when nothing does */
-	if (off >= 0 && (uint64_t)off < r->max_bytes && (uint64_t)off + size > r->max_bytes)
-		size = r->max_bytes - off;
 	lock(r);
 	ret = wr_begin(r);
 	if (!ret) {
 		bool retried = false;
 		do {
-			ret = do_write(r, req, to_ext(fino), data, size, off);
+			ret = do_write(r, req, to_ext(fino), data, &size, off);
 			if (!ret)
 				ret = drop_capability(r, to_ext(fino));
 		} while (wr_retry_enospc(r, ret, &retried));
@@ -644,11 +628,12 @@ void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_inf
 
 /* A commit in the middle of a fallocate that would not fit one transaction:
  * the file covers what is allocated so far (blocks past i_size are invalid
- * in a block-mapped file), so each commit leaves a consistent file. */
+ * in a block-mapped file; an extent-mapped one keeps its size when asked,
+ * its new blocks being unwritten), so each commit leaves a consistent file. */
 static int fallocate_midway(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in,
-			    uint64_t covered)
+			    uint64_t covered, bool keep_size)
 {
-	if (covered > EXT2_I_SIZE(in))
+	if (covered > EXT2_I_SIZE(in) && !keep_size)
 		ext2fs_inode_size_set(r->fs, in, covered);
 	errcode_t e = ext2fs_write_inode(r->fs, ino, in);
 	if (!e)
@@ -656,7 +641,51 @@ static int fallocate_midway(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in
 	return e ? (e == EROFS ? -EROFS : -errmap(e)) : 0;
 }
 
-static int do_fallocate(struct rfs *r, fuse_req_t req, ext2_ino_t ino, off_t off, off_t len)
+/* The holes among logical blocks [first, last]: what a fallocate allocates. */
+static int count_holes(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t first,
+		       blk64_t last, blk64_t *holes)
+{
+	blk64_t phys[FALLOC_RUN];
+	bool uw[FALLOC_RUN];
+	*holes = 0;
+	for (blk64_t l = first; l <= last; l += FALLOC_RUN) {
+		unsigned n = last - l + 1 < FALLOC_RUN ? last - l + 1 : FALLOC_RUN;
+		int ret = bmap_run(r, ino, in, l, n, phys, uw);
+		if (ret)
+			return ret;
+		for (unsigned i = 0; i < n; i++)
+			*holes += !phys[i];
+	}
+	return 0;
+}
+
+/* One run of up to FALLOC_RUN blocks from l: its holes get blocks, unwritten
+ * in an extent-mapped file, else zeroed (contiguous ones as one range, even
+ * when an allocation failed: no stale data behind it). */
+static int fallocate_run(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t l,
+			 unsigned n)
+{
+	blk64_t phys[FALLOC_RUN], fresh[FALLOC_RUN];
+	bool uw[FALLOC_RUN], hole[FALLOC_RUN];
+	bool unwritten = bmap_has_unwritten(in);
+	int ret = bmap_run(r, ino, in, l, n, phys, uw);
+	if (ret)
+		return ret;
+	for (unsigned i = 0; i < n; i++)
+		hole[i] = !phys[i];
+	ret = bmap_alloc_run(r, ino, in, l, n, unwritten, phys);
+	if (unwritten)
+		return ret;
+	unsigned nfresh = 0;
+	for (unsigned i = 0; i < n; i++)
+		if (hole[i] && phys[i])
+			fresh[nfresh++] = phys[i];
+	int zret = nfresh ? blocks_zero(r, ino, fresh, nfresh) : 0;
+	return ret ? ret : zret;
+}
+
+static int do_fallocate(struct rfs *r, fuse_req_t req, ext2_ino_t ino, off_t off, off_t len,
+			bool keep_size)
 {
 	size_t bs = r->fs->blocksize;
 	struct ext2_inode in;
@@ -664,65 +693,41 @@ static int do_fallocate(struct rfs *r, fuse_req_t req, ext2_ino_t ino, off_t off
 
 	if (off < 0 || len <= 0)
 		return -EINVAL;
-	if ((uint64_t)off + len > r->max_bytes)
-		return -EFBIG;
 	ret = get_inode(r, ino, &in);
 	if (ret)
 		return ret;
+	if ((uint64_t)off + len > bmap_file_max(r, &in))
+		return -EFBIG;
 	if (!LINUX_S_ISREG(in.i_mode))
 		return LINUX_S_ISDIR(in.i_mode) ? -EISDIR : -ENODEV;
-	blk64_t first = off / bs, last = (off + len - 1) / bs, goal = 0;
-	blk64_t holes = 0;
-	for (blk64_t l = first; l <= last && !ret; l++) {
-		blk64_t p;
-		ret = map_block(r, ino, &in, l, &p);
-		holes += !p;
-	}
+	/* blocks past i_size are invalid in a block-mapped file */
+	if (keep_size && !bmap_has_unwritten(&in))
+		return -EOPNOTSUPP;
+	blk64_t first = off / bs, last = (off + len - 1) / bs, holes = 0;
+	ret = count_holes(r, ino, &in, first, last, &holes);
 	if (!ret)
 		ret = space_check(r, req, holes);
 	if (!ret)
 		ret = wr_room_for(r, holes);
 	if (ret)
 		return ret;
-	/* new blocks are zeroed FALLOC_RUN at a time (contiguous ones as one
-	 * range) */
-	blk64_t run[FALLOC_RUN];
-	unsigned nrun = 0;
-	for (blk64_t l = first; l <= last && !ret; l++) {
-		blk64_t p;
-		ret = map_block(r, ino, &in, l, &p);
-		if (ret)
-			break;
-		if (p) {
-			goal = p + 1;
-			continue;
-		}
-		ret = alloc_block(r, ino, &in, l, goal, &p);
-		if (ret)
-			break;
-		goal = p + 1;
-		run[nrun++] = p;
-		if (nrun < FALLOC_RUN && l < last)
-			continue;
-		ret = blocks_zero(r, ino, run, nrun);
-		nrun = 0;
-		/* the indirect blocks it writes must fit the journal */
+	for (blk64_t l = first; l <= last && !ret;) {
+		unsigned n = last - l + 1 < FALLOC_RUN ? last - l + 1 : FALLOC_RUN;
+		ret = fallocate_run(r, ino, &in, l, n);
+		l += n;
+		/* the mapping blocks the next run writes must fit the journal */
 		size_t used = 0, limit = 0;
-		if (!ret && l < last && r->attached &&
-		    !rio_txn_room(r->fs->io, &used, &limit) && used + 64 > limit)
-			ret = fallocate_midway(r, ino, &in, (l + 1) * bs);
-	}
-	if (nrun) {
-		/* zeroed even when an allocation failed: no stale data behind it */
-		int zret = blocks_zero(r, ino, run, nrun);
-		if (!ret)
-			ret = zret;
+		if (!ret && l <= last && r->attached &&
+		    !rio_txn_room(r->fs->io, &used, &limit) && used + bmap_alloc_meta(r) > limit)
+			ret = fallocate_midway(r, ino, &in, l * bs, keep_size);
 	}
 	if (ret)
-		trim_past_eof(r, ino, &in);
-	if (!ret && (uint64_t)off + len > EXT2_I_SIZE(&in))
+		bmap_trim_past_eof(r, ino, &in, first, last + 1);
+	if (!ret && !keep_size && (uint64_t)off + len > EXT2_I_SIZE(&in))
 		ext2fs_inode_size_set(r->fs, &in, off + len);
-	in.i_ctime = in.i_mtime = stamp_now(r, ino, T_M | T_C);
+	in.i_ctime = stamp_now(r, ino, T_C | (keep_size ? 0 : T_M));
+	if (!keep_size)
+		in.i_mtime = in.i_ctime;
 	int pret = put_inode(r, ino, &in);
 	return ret ? ret : pret;
 }
@@ -733,7 +738,7 @@ static int zero_in_block(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, b
 {
 	size_t bs = r->fs->blocksize;
 	blk64_t pblk;
-	int ret = map_block(r, ino, in, lblk, &pblk);
+	int ret = bmap_block(r, ino, in, lblk, &pblk);
 	if (ret || !pblk || from >= to)
 		return ret;
 	char *buf = malloc(bs);
@@ -746,79 +751,6 @@ static int zero_in_block(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, b
 	}
 	free(buf);
 	return ret;
-}
-
-/*
- * Frees the blocks mapped at [start, end) of the subtree under the n block
- * pointers p at 'level' (0: p points at data blocks; the range counts blocks
- * from the subtree's first).  An indirect block the punch empties is freed
- * too; one it changes is written back; *changed says whether p changed.
- * (libext2fs 1.47's ext2fs_punch passes a wrong count down the tree and frees
- * to the end of a leaf indirect block that is not the first of its subtree.)
- * bufs holds one block per level below this one.
- */
-static errcode_t punch_tree(ext2_filsys fs, struct ext2_inode *in, blk_t *p, blk64_t n,
-			    int level, blk64_t start, blk64_t end, char *bufs, bool *changed)
-{
-	blk64_t apb = fs->blocksize / 4, span = 1;
-	for (int l = 0; l < level; l++)
-		span *= apb;
-	for (blk64_t i = start / span; i < n && i * span < end; i++) {
-		if (!p[i])
-			continue;
-		if (level) {
-			blk64_t lo = i * span;
-			bool child_changed = false;
-			errcode_t e = ext2fs_read_ind_block(fs, p[i], bufs);
-			if (!e)
-				e = punch_tree(fs, in, (blk_t *)bufs, apb, level - 1,
-					       start > lo ? start - lo : 0,
-					       (end < lo + span ? end : lo + span) - lo,
-					       bufs + fs->blocksize, &child_changed);
-			if (!e && child_changed)
-				e = ext2fs_write_ind_block(fs, p[i], bufs);
-			if (e)
-				return e;
-			bool empty = true;
-			for (blk64_t j = 0; j < apb && empty; j++)
-				empty = ((blk_t *)bufs)[j] == 0;
-			if (!empty)
-				continue;
-		}
-		ext2fs_block_alloc_stats2(fs, p[i], -1);
-		errcode_t e = ext2fs_iblk_sub_blocks(fs, in, 1);
-		if (e)
-			return e;
-		p[i] = 0;
-		*changed = true;
-	}
-	return 0;
-}
-
-/* frees the blocks mapped at logical blocks [start, end) of the inode */
-static errcode_t punch_blocks(ext2_filsys fs, struct ext2_inode *in, blk64_t start, blk64_t end)
-{
-	blk64_t apb = fs->blocksize / 4, base = 0, span = 1;
-	char *bufs = malloc(3 * fs->blocksize);
-	errcode_t e = 0;
-	bool changed = false;
-
-	if (!bufs)
-		return EXT2_ET_NO_MEMORY;
-	/* i_block[0..11] map blocks directly, [12] [13] [14] are the roots of
-	 * the single, double and triple indirect trees */
-	for (int slot = 0, level = 0; slot < EXT2_N_BLOCKS && !e && base < end; level++) {
-		blk64_t n = level ? 1 : EXT2_NDIR_BLOCKS, cover = n * span;
-		if (start < base + cover)
-			e = punch_tree(fs, in, (blk_t *)in->i_block + slot, n, level,
-				       start > base ? start - base : 0,
-				       (end < base + cover ? end : base + cover) - base, bufs, &changed);
-		slot += n;
-		base += cover;
-		span = level ? span * apb : apb;
-	}
-	free(bufs);
-	return e;
 }
 
 /*
@@ -859,7 +791,7 @@ static int do_punch(struct rfs *r, ext2_ino_t ino, off_t off, off_t len)
 		return ret;
 	while (first < stop && ext2fs_inode_has_valid_blocks2(fs, &in)) {
 		blk64_t chunk = stop - first, fits;
-		ret = punch_step(r, &fits);
+		ret = punch_step(r, ino, &in, first, false, &fits);
 		if (ret)
 			return ret;
 		if (!fits) {
@@ -873,7 +805,7 @@ static int do_punch(struct rfs *r, ext2_ino_t ino, off_t off, off_t len)
 		}
 		if (chunk > fits)
 			chunk = fits;
-		errcode_t e = punch_blocks(fs, &in, first, first + chunk);
+		errcode_t e = bmap_punch(fs, ino, &in, first, first + chunk);
 		if (e)
 			return -errmap(e);
 		first += chunk;
@@ -889,7 +821,7 @@ void op_fallocate(fuse_req_t req, fuse_ino_t fino, int mode, off_t off, off_t le
 	int ret;
 
 	(void)fi;
-	if (mode && mode != (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)) {
+	if (mode && mode != FALLOC_FL_KEEP_SIZE && mode != (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)) {
 		fuse_reply_err(req, EOPNOTSUPP);
 		return;
 	}
@@ -905,48 +837,15 @@ void op_fallocate(fuse_req_t req, fuse_ino_t fino, int mode, off_t off, off_t le
 			flags_sync_inode(r, &in);
 		if (!ret)
 			do
-				ret = mode ? do_punch(r, to_ext(fino), off, len) :
-					     do_fallocate(r, req, to_ext(fino), off, len);
+				ret = (mode & FALLOC_FL_PUNCH_HOLE) ?
+					      do_punch(r, to_ext(fino), off, len) :
+					      do_fallocate(r, req, to_ext(fino), off, len,
+							   mode & FALLOC_FL_KEEP_SIZE);
 			while (wr_retry_enospc(r, ret, &retried));
 		ret = wr_end(r, ret, false);
 	}
 	unlock(r);
 	fuse_reply_err(req, -ret);
-}
-
-/* SEEK_DATA / SEEK_HOLE over the block map: the first mapped (data) or
- * unmapped (hole) logical block at or after 'from', walking only the blocks
- * that exist (indirect blocks that are holes are skipped whole). */
-struct seek_scan {
-	blk64_t from;       /* first logical block of interest */
-	bool want_data;
-	blk64_t next;       /* SEEK_HOLE: the next block expected if no hole */
-	blk64_t found;      /* the answer's logical block */
-	bool done;
-};
-
-static int seek_scan_block(ext2_filsys fs, blk64_t *pblk, e2_blkcnt_t lblk, blk64_t ref_blk,
-			   int ref_offset, void *priv)
-{
-	struct seek_scan *s = priv;
-
-	(void)fs;
-	(void)ref_blk;
-	(void)ref_offset;
-	if (lblk < 0 || !*pblk || (blk64_t)lblk < s->from)
-		return 0;
-	if (s->want_data) {
-		s->found = lblk;
-		s->done = true;
-		return BLOCK_ABORT;
-	}
-	if ((blk64_t)lblk > s->next) {
-		s->found = s->next;
-		s->done = true;
-		return BLOCK_ABORT;
-	}
-	s->next = lblk + 1;
-	return 0;
 }
 
 void op_lseek(fuse_req_t req, fuse_ino_t fino, off_t off, int whence,
@@ -969,27 +868,16 @@ void op_lseek(fuse_req_t req, fuse_ino_t fino, off_t off, int whence,
 	if (!ret && (off < 0 || (uint64_t)off >= size))
 		ret = -ENXIO;
 	if (!ret) {
-		struct seek_scan s = { .from = off / bs, .want_data = whence == SEEK_DATA,
-				       .next = off / bs };
-		if (in.i_flags & EXT4_INLINE_DATA_FL) {
-			s.found = s.want_data ? 0 : (size + bs - 1) / bs;   /* data all through */
-			s.done = true;
-		} else if (ext2fs_inode_has_valid_blocks2(r->fs, &in)) {
-			errcode_t e = ext2fs_block_iterate3(r->fs, ino,
-							    BLOCK_FLAG_READ_ONLY | BLOCK_FLAG_DATA_ONLY,
-							    NULL, seek_scan_block, &s);
-			if (e)
-				ret = -errmap(e);
-		}
-		if (!s.done && !s.want_data)
-			s.found = s.next;            /* the hole after the last block */
-		if (!ret && !s.done && s.want_data)
-			ret = -ENXIO;                /* no data past off */
-		uint64_t at = s.found * bs;
+		blk64_t found = 0;
+		if (in.i_flags & EXT4_INLINE_DATA_FL)
+			found = whence == SEEK_DATA ? 0 : (size + bs - 1) / bs;   /* data all through */
+		else
+			ret = bmap_seek(r, ino, &in, off / bs, whence == SEEK_DATA, &found);
+		uint64_t at = found * bs;
 		res = at > (uint64_t)off ? (off_t)at : off;
 		if (!ret && (uint64_t)res > size)
 			res = size;                  /* the implicit hole at EOF */
-		if (!ret && s.want_data && (uint64_t)res >= size)
+		if (!ret && whence == SEEK_DATA && (uint64_t)res >= size)
 			ret = -ENXIO;
 	}
 	unlock(r);

@@ -308,7 +308,7 @@ static int zero_tail(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, uint6
 
 	if (size % bs == 0 || !ext2fs_inode_has_valid_blocks2(r->fs, in))
 		return 0;
-	ret = map_block(r, ino, in, size / bs, &pblk);
+	ret = bmap_block(r, ino, in, size / bs, &pblk);
 	if (ret || !pblk)
 		return ret;
 	char *buf = malloc(bs);
@@ -325,7 +325,7 @@ static int zero_tail(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, uint6
 
 int do_truncate(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, uint64_t size)
 {
-	if (size > r->max_bytes)
+	if (size > bmap_file_max(r, in))
 		return -EFBIG;
 	if (size < EXT2_I_SIZE(in)) {
 		int ret = zero_tail(r, ino, in, size);

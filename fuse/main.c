@@ -17,42 +17,6 @@
 
 #define RECON_VERSION "0.1.0"
 
-/*
- * The largest size of a block-mapped file, as the kernel's ext4 driver
- * computes s_bitmap_maxbytes for ext3: what the block tree addresses, unless
- * i_blocks (512-byte sectors in 32 bits without huge_file) runs out first;
- * then the limit is the i_blocks bound less the indirect blocks needed to
- * map that many data blocks.
- */
-uint64_t max_file_bytes(ext2_filsys fs)
-{
-	unsigned bits = EXT2_BLOCK_SIZE_BITS(fs->super);
-	uint64_t ppb = 1ULL << (bits - 2);
-	uint64_t tree = EXT2_NDIR_BLOCKS + ppb + ppb * ppb + ppb * ppb * ppb;
-	uint64_t tree_meta = 1 + (1 + ppb) + (1 + ppb + ppb * ppb);
-	uint64_t cap = ext2fs_has_feature_huge_file(fs->super) ? (1ULL << 48) - 1 :
-			   ((1ULL << 32) - 1) >> (bits - 9);
-	uint64_t blocks = tree;
-
-	if (tree + tree_meta > cap) {
-		uint64_t rest = cap - EXT2_NDIR_BLOCKS - ppb;
-		uint64_t meta = 1;
-		if (rest < ppb * ppb) {
-			meta += 1 + (rest + ppb - 1) / ppb;
-		} else {
-			meta += 1 + ppb;
-			rest -= ppb * ppb;
-			meta += 1 + (rest + ppb - 1) / ppb + (rest + ppb * ppb - 1) / (ppb * ppb);
-		}
-		blocks = cap - meta;
-	}
-	uint64_t bytes = blocks << bits;
-	if (bytes > (uint64_t)INT64_MAX)
-		bytes = INT64_MAX;
-	return bytes;
-}
-
-
 /* The command line: -1 to go on, else main's exit status (help, version,
  * or a bad command line, said why).  cfg and args are main's to free. */
 static int parse_command_line(int argc, char **argv, struct recon_config *cfg,

@@ -486,7 +486,7 @@ int prepare_fs(struct rfs *r)
 			return -1;
 	}
 	r->fs = fs;
-	r->max_bytes = max_file_bytes(fs);
+	bmap_limits(r);
 	/* in memory; a read-write mount writes it in its first transaction */
 	bool recounted = rfs_recount_free(fs);
 	if (!root_is_dir(r, fs))

@@ -128,7 +128,7 @@ void op_readlink(fuse_req_t req, fuse_ino_t fino)
 		memcpy(buf, in.i_block, len);
 	} else {
 		blk64_t pblk;
-		ret = map_block(r, ino, &in, 0, &pblk);
+		ret = bmap_block(r, ino, &in, 0, &pblk);
 		if (!ret && !pblk)
 			ret = report_corruption(ino, "symlink without a block");
 		if (!ret)
@@ -194,6 +194,8 @@ static int new_inode(struct rfs *r, fuse_req_t req, ext2_ino_t dir, unsigned mod
 	in->i_atime = in->i_mtime = in->i_ctime = stamp_now(r, *out, T_A | T_M | T_C | T_CR);
 	in->i_links_count = 1;
 	in->i_flags = flags_inherit(&din, mode);
+	if (LINUX_S_ISREG(mode) || LINUX_S_ISDIR(mode))
+		bmap_init(r, in);
 	in->i_generation = (uint32_t)lrand48();
 	e = ext2fs_write_new_inode(r->fs, *out, in);
 	if (e)
@@ -281,21 +283,17 @@ static int make_node(struct rfs *r, fuse_req_t req, ext2_ino_t dir, const char *
 	} else if (isdir) {
 		char *blockbuf = NULL;
 		blk64_t pblk;
-		errcode_t err = ext2fs_new_dir_block(fs, ino, dir, &blockbuf);
-		if (!err)
-			err = ext2fs_new_block2(fs, ext2fs_find_inode_goal(fs, ino, &in, 0), NULL, &pblk);
-		if (!err)
-			err = ext2fs_write_dir_block4(fs, pblk, blockbuf, 0, ino);
-		ext2fs_free_mem(&blockbuf);
-		if (err) {
-			ret = -errmap(err);
-			goto undo;
-		}
-		ext2fs_block_alloc_stats2(fs, pblk, +1);
-		in.i_block[0] = pblk;
 		in.i_size = fs->blocksize;
-		ext2fs_iblk_set(fs, &in, 1);
 		in.i_links_count = 2;
+		errcode_t err = ext2fs_new_dir_block(fs, ino, dir, &blockbuf);
+		ret = err ? -errmap(err) : bmap_alloc(r, ino, &in, 0, 0, &pblk);
+		if (!ret) {
+			err = ext2fs_write_dir_block4(fs, pblk, blockbuf, 0, ino);
+			ret = err ? -errmap(err) : 0;
+		}
+		ext2fs_free_mem(&blockbuf);
+		if (ret)
+			goto undo;
 	} else if (link) {
 		size_t len = strlen(link);
 		if (len >= fs->blocksize) {
@@ -312,7 +310,8 @@ static int make_node(struct rfs *r, fuse_req_t req, ext2_ino_t dir, const char *
 				goto undo;
 			}
 			memcpy(buf, link, len);
-			ret = alloc_block(r, ino, &in, 0, 0, &pblk);
+			bmap_init(r, &in);
+			ret = bmap_alloc(r, ino, &in, 0, 0, &pblk);
 			if (!ret)
 				ret = blocks_io(r, ino, true, &pblk, 1, buf);
 			free(buf);

@@ -1,7 +1,7 @@
 /*
- * fuse/orphan.c - open counts, the on-disk orphan list, freeing an inode's blocks
- * (in steps sized to the transaction's room, under orphan protection when
- * they span commits), and releasing the orphan list at mount and unmount.
+ * fuse/orphan.c - open counts, the on-disk orphan list, truncating and freeing
+ * inodes under its protection when their release spans commits (the steps
+ * are bmap.c's), and releasing the orphan list at mount and unmount.
  */
 #include "rfs.h"
 #include "io.h"
@@ -21,7 +21,6 @@
 
 static int orphan_release(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in);
 static int orphan_list_release(struct rfs *r, unsigned *n);
-static errcode_t map_end(ext2_filsys fs, const struct ext2_inode *in, blk64_t *end);
 
 /* ---- open table and orphans ---- */
 
@@ -128,7 +127,7 @@ static int reap_step(struct rfs *r, ext2_ino_t ino, bool *more)
 	blk64_t held = ret ? 0 : ext2fs_get_stat_i_blocks(fs, &in) / (bs / 512);
 	if (!ret && in.i_links_count == 0 && held > REAP_STEP_BLOCKS) {
 		blk64_t end = 0;
-		errcode_t e = map_end(fs, &in, &end);
+		errcode_t e = bmap_end(fs, ino, &in, &end);
 		ret = e ? -errmap(e) : 0;
 		blk64_t keep = end > REAP_STEP_BLOCKS ? end - REAP_STEP_BLOCKS : 0;
 		bool listed = true;
@@ -326,7 +325,7 @@ void orphan_hints_clear(struct rfs *r)
 		}
 }
 
-static int orphan_add(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in)
+int orphan_add(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in)
 {
 	ext2_ino_t head = r->fs->super->s_last_orphan;
 	in->i_dtime = head;
@@ -408,158 +407,6 @@ errcode_t commit_midway(struct rfs *r)
 	return e;
 }
 
-/*
- * What one step of a punch may touch in the open transaction.  Punching k
- * indirect blocks' worth of logical blocks below the last mapped one writes
- * (or frees after writing, as libext2fs does) at most k+1 single, k+1 double
- * and one triple indirect block; the step also rewrites the inode, and the
- * release around it an orphan-list neighbour and an EA block.  The bitmaps,
- * descriptors and superblock a commit adds are already outside the room
- * rio_txn_room reports.
- */
-#define STEP_OVERHEAD 8
-#define STEP_MIN (STEP_OVERHEAD + 2)
-
-int punch_step(struct rfs *r, blk64_t *step)
-{
-	size_t used = 0, limit = 0;
-
-	*step = ~0ULL;
-	if (r->ro || !r->attached || rio_txn_room(r->fs->io, &used, &limit))
-		return 0;
-	/* max_transaction_blocks paces a long release too, but never below
-	 * one step per transaction */
-	size_t cap = limit, soft = r->cfg->io.max_transaction_blocks;
-	if (soft && soft < cap)
-		cap = soft > STEP_MIN ? soft : STEP_MIN < limit ? STEP_MIN : limit;
-	if (used + STEP_MIN <= cap) {
-		*step = (cap - used - STEP_OVERHEAD) / 2 * (r->fs->blocksize / 4);
-		return 0;
-	}
-	if (used) {
-		*step = 0;   /* commit what the transaction holds, then go on */
-		return 0;
-	}
-	fprintf(stderr, "recon-fuse: a transaction has room for %zu blocks, fewer than the %d "
-		"one step of freeing blocks needs (the journal is too short)\n", limit, STEP_MIN);
-	return -EFBIG;
-}
-
-/* One past the last logical block the indirect block blk maps (0: none),
- * blk being a tree of `level` levels (1: it names data blocks) whose first
- * logical block is base.  bufs holds a block per level. */
-static errcode_t ind_end(ext2_filsys fs, blk_t blk, int level, blk64_t base, char *bufs,
-			 blk64_t *end)
-{
-	blk64_t apb = fs->blocksize / 4, span = 1;
-	for (int l = 1; l < level; l++)
-		span *= apb;
-	*end = 0;
-	if (blk < fs->super->s_first_data_block || blk >= ext2fs_blocks_count(fs->super)) {
-		*end = base + apb * span;   /* not ours to read: the punch judges it */
-		return 0;
-	}
-	errcode_t e = ext2fs_read_ind_block(fs, blk, bufs);
-	if (e)
-		return e;
-	const blk_t *p = (const blk_t *)bufs;
-	for (blk64_t i = apb; i-- > 0 && !*end;) {
-		if (!p[i])
-			continue;
-		if (level == 1)
-			*end = base + i + 1;
-		else if ((e = ind_end(fs, p[i], level - 1, base + i * span, bufs + fs->blocksize,
-				      end)) != 0)
-			return e;
-	}
-	return 0;
-}
-
-/* One past the last logical block in's block map maps (0: none): a huge
- * sparse file's release does not walk its holes. */
-static errcode_t map_end(ext2_filsys fs, const struct ext2_inode *in, blk64_t *end)
-{
-	blk64_t apb = fs->blocksize / 4;
-	blk64_t base[4] = { 0, EXT2_NDIR_BLOCKS, EXT2_NDIR_BLOCKS + apb,
-			    EXT2_NDIR_BLOCKS + apb + apb * apb };
-
-	*end = 0;
-	if (!ext2fs_inode_has_valid_blocks2(fs, (struct ext2_inode *)in))
-		return 0;
-	char *bufs = malloc(3 * fs->blocksize);
-	if (!bufs)
-		return EXT2_ET_NO_MEMORY;
-	errcode_t e = 0;
-	for (int level = 3; level >= 1 && !e && !*end; level--)
-		if (in->i_block[EXT2_NDIR_BLOCKS + level - 1])
-			e = ind_end(fs, in->i_block[EXT2_NDIR_BLOCKS + level - 1], level,
-				    base[level], bufs, end);
-	for (int i = EXT2_NDIR_BLOCKS; i-- > 0 && !e && !*end;)
-		if (in->i_block[i])
-			*end = i + 1;
-	free(bufs);
-	return e;
-}
-
-/*
- * Free the blocks of ino from logical block `keep` on; i_size follows down
- * to keep (a truncate sets its own, smaller, size first).  A huge file frees
- * more than one transaction may hold, so the punch goes from the last mapped
- * block down in steps sized to the room left (punch_step), committing when
- * the room runs out.  Before any such commit the inode goes on the orphan
- * list (*listed: it is on it; set here when it was put there, and the caller
- * takes it off in the transaction that ends its work), so every commit in
- * between leaves the file system consistent and a crash leaves the rest to
- * the next mount's orphan processing, as ext3 does.  Each pass either frees
- * a step or commits a transaction that holds something: it always ends.
- */
-int punch_from(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t keep,
-	       bool *listed)
-{
-	ext2_filsys fs = r->fs;
-	uint64_t bs = fs->blocksize;
-	errcode_t e = 0;
-	int ret;
-
-	if (!ext2fs_inode_has_valid_blocks2(fs, in))
-		return 0;
-	for (;;) {
-		blk64_t end, step;
-		if ((e = map_end(fs, in, &end)) != 0)
-			break;
-		if ((ret = punch_step(r, &step)) != 0)
-			return ret;
-		if (end <= keep || end - keep <= step) {
-			/* the last step: also what map_end does not see (an
-			 * indirect block that maps nothing) */
-			e = ext2fs_punch(fs, ino, in, NULL, keep, ~0ULL);
-			break;
-		}
-		if (!*listed) {
-			if ((ret = orphan_add(r, ino, in)) != 0)
-				return ret;
-			*listed = true;
-		}
-		if (step) {
-			blk64_t start = end - step;
-			e = ext2fs_punch(fs, ino, in, NULL, start, ~0ULL);
-			if (!e && start * bs < EXT2_I_SIZE(in))
-				e = ext2fs_inode_size_set(fs, in, start * bs);
-			if (!e)
-				e = ext2fs_write_inode(fs, ino, in);
-		} else {
-			e = ext2fs_write_inode(fs, ino, in);
-			if (!e)
-				e = commit_midway(r);
-		}
-		if (e)
-			return e == EROFS ? -EROFS : -errmap(e);
-	}
-	if (!e && keep * bs < EXT2_I_SIZE(in))
-		e = ext2fs_inode_size_set(fs, in, keep * bs);
-	return e ? -errmap(e) : 0;
-}
-
 /* Truncate ino's data to size bytes (smaller than its size).  When the
  * blocks past it take more than the open transaction has room for, the
  * inode goes on the orphan list with its final size before the first step,
@@ -576,8 +423,9 @@ int orphan_truncate(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, uint64
 	blk64_t keep = (size + bs - 1) / bs, end = 0, step = ~0ULL;
 	int ret = 0;
 
-	errcode_t e = map_end(r->fs, in, &end);
-	if (!e && !listed && end > keep && !(ret = punch_step(r, &step)) && end - keep > step) {
+	errcode_t e = bmap_end(r->fs, ino, in, &end);
+	if (!e && !listed && end > keep && !(ret = punch_step(r, ino, in, end, true, &step)) &&
+	    end - keep > step) {
 		e = ext2fs_write_inode(r->fs, ino, in);
 		if (!e)
 			e = commit_midway(r);
@@ -770,7 +618,7 @@ static int orphan_list_release(struct rfs *r, unsigned *n)
 	       guard++ <= fs->super->s_inodes_count) {
 		struct ext2_inode in;
 		blk64_t step;
-		ret = punch_step(r, &step);
+		ret = punch_step(r, 0, NULL, 0, false, &step);
 		if (!ret && !step) {
 			errcode_t e = commit_midway(r);
 			ret = e ? (e == EROFS ? -EROFS : -errmap(e)) : 0;

@@ -39,7 +39,8 @@ struct rfs {
 	struct fuse_session *se;
 	struct rfs_uring *uring;   /* FUSE requests over io_uring, when in use */
 	struct open_ino *open_tab[OPEN_TAB_SIZE];
-	uint64_t max_bytes;        /* largest file size the block map can address */
+	uint64_t max_bytes;        /* largest file size an indirect block map can address */
+	uint64_t max_extent_bytes; /* the same for an extent tree */
 
 	/* rollback of the operation in progress (lifecycle.c): a savepoint in io
 	 * (which undoes the allocation changes) and the superblock as it was.
@@ -302,9 +303,6 @@ void stop_ticker(struct rfs *r);
 int channel_start(struct rfs *r);
 bool channel_finish(struct rfs *r);
 
-/* main.c: the largest size of a block-mapped file on fs. */
-uint64_t max_file_bytes(ext2_filsys fs);
-
 /* Periodic boundary so an idle transaction still commits within
  * commit_interval_ms. */
 void rfs_tick(struct rfs *r);
@@ -407,14 +405,10 @@ void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			   struct fuse_file_info *fi);
 
 /* file.c */
-int alloc_block(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t lblk,
-		       blk64_t goal, blk64_t *pblk);
 /* Data of inode ino: the io layer refuses a write to a block the checker
  * does not record as free or ino's own (EIO). */
 int blocks_io(struct rfs *r, ext2_ino_t ino, bool write, const blk64_t *phys, unsigned n,
 	      char *buf);
-int map_block(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t lblk,
-		     blk64_t *pblk);
 void op_fallocate(fuse_req_t req, fuse_ino_t fino, int mode, off_t off, off_t len,
 			 struct fuse_file_info *fi);
 void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
@@ -439,8 +433,97 @@ void direct_write_replies_stop(void);
 bool direct_write_replies_busy(void);
 void direct_write_replies_join(void);
 
+/* bmap.c: how a file's logical blocks map onto the disk; no other room
+ * knows.  Every call runs under the lock, in the caller's write lifecycle
+ * when it changes anything; in is the caller's copy of ino's inode, changed
+ * in memory (the caller writes it; an extent tree's root is also written
+ * when it changes).  A failure part-way leaves what the caller's rollback
+ * undoes.
+ * bmap_block: the physical block of logical block lblk in *pblk, 0 for a
+ * hole or an unwritten block (it reads as zeros); a pointer outside the file
+ * system is corruption (EIO, logged).
+ * bmap_run: the same for n blocks from first, into phys[]; with unwritten
+ * (n flags) unwritten blocks are given with their block and flagged.
+ * bmap_alloc: a new block for the hole at lblk, near goal (0: near the
+ * inode's other blocks), its contents the caller's; 0 or -errno.
+ * bmap_alloc_run: new blocks for every hole (0) of phys[0..n), contiguous
+ * where the free space allows; unwritten: as unwritten extents (only where
+ * bmap_has_unwritten, else the caller zeroes them).  On failure phys[] says
+ * what was allocated.
+ * bmap_mark_written: [lblk, lblk + len), written by the caller, is no
+ * longer unwritten (may split extents: ENOSPC).
+ * bmap_trim_past_eof: after a failed allocation, gives back the blocks of
+ * [from, to) past i_size.
+ * bmap_punch: frees what is mapped at logical blocks [start, end) (may
+ * split an extent: ENOSPC).
+ * bmap_end: one past the last logical block mapped (0: none), without
+ * walking holes.
+ * bmap_seek: the first logical block at or after from that holds data
+ * (want_data) or is a hole (unwritten blocks are holes); -ENXIO when no data
+ * follows.
+ * bmap_limits: at mount, r->max_bytes and r->max_extent_bytes;
+ * bmap_file_max: the largest size of in (NULL: a block-mapped file).
+ * bmap_init: a new file, directory or slow symlink is extent-mapped when
+ * the image has the extent feature.
+ * bmap_alloc_meta: blocks of metadata a run of up to 256 allocations may
+ * dirty (what a fallocate keeps free in the transaction). */
+bool bmap_has_unwritten(const struct ext2_inode *in);
+int bmap_block(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t lblk,
+	       blk64_t *pblk);
+int bmap_run(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t first, unsigned n,
+	     blk64_t *phys, bool *unwritten);
+int bmap_alloc(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t lblk,
+	       blk64_t goal, blk64_t *pblk);
+int bmap_alloc_run(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t first,
+		   unsigned n, bool unwritten, blk64_t *phys);
+int bmap_mark_written(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t lblk,
+		      blk64_t len);
+void bmap_trim_past_eof(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t from,
+			blk64_t to);
+errcode_t bmap_punch(ext2_filsys fs, ext2_ino_t ino, struct ext2_inode *in, blk64_t start,
+		     blk64_t end);
+errcode_t bmap_end(ext2_filsys fs, ext2_ino_t ino, const struct ext2_inode *in, blk64_t *end);
+int bmap_seek(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t from,
+	      bool want_data, blk64_t *found);
+void bmap_limits(struct rfs *r);
+uint64_t bmap_file_max(const struct rfs *r, const struct ext2_inode *in);
+void bmap_init(struct rfs *r, struct ext2_inode *in);
+unsigned bmap_alloc_meta(struct rfs *r);
+/* How many logical blocks a punch from block `from` of ino (upward, or
+ * downward below it when down) may free in the open transaction: ~0 with
+ * no limit, 0 when the transaction holds something and must commit first
+ * (commit_midway); -EFBIG when not even an empty transaction has room for
+ * one step (a journal too short).  in NULL: only whether there is room. */
+int punch_step(struct rfs *r, ext2_ino_t ino, const struct ext2_inode *in, blk64_t from,
+	       bool down, blk64_t *step);
+/* Free ino's blocks from logical block keep on, in steps, committing in
+ * between when one transaction cannot hold them all; the inode goes on the
+ * orphan list before such a commit.  *listed: ino is on the list (set when
+ * put there here; the caller takes it off in the transaction that ends its
+ * work).  0 or -errno. */
+int punch_from(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t keep,
+	       bool *listed);
+
+/* extmap.c: bmap.c's half for extent-mapped inodes (the same contracts). */
+int ext_map_run(struct rfs *r, ext2_ino_t ino, const struct ext2_inode *in, blk64_t first,
+		unsigned n, blk64_t *phys, bool *unwritten);
+int ext_alloc_run(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t first,
+		  unsigned n, blk64_t goal, bool uninit, blk64_t *phys);
+int ext_mark_written(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t lblk,
+		     blk64_t len);
+errcode_t ext_punch(ext2_filsys fs, ext2_ino_t ino, struct ext2_inode *in, blk64_t start,
+		    blk64_t end);
+errcode_t ext_end(ext2_filsys fs, ext2_ino_t ino, const struct ext2_inode *in, blk64_t *end);
+errcode_t ext_punch_span(ext2_filsys fs, ext2_ino_t ino, const struct ext2_inode *in,
+			 blk64_t from, bool down, size_t budget, blk64_t *span);
+int ext_seek(struct rfs *r, ext2_ino_t ino, const struct ext2_inode *in, blk64_t from,
+	     bool want_data, blk64_t *found);
+void ext_init(struct ext2_inode *in);
+
 /* orphan.c */
 errcode_t commit_midway(struct rfs *r);
+/* Put ino at the head of the on-disk orphan list (written); 0 or -errno. */
+int orphan_add(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in);
 int drop_link(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in);
 struct open_ino **open_slot(struct rfs *r, ext2_ino_t ino);
 int held_settle(struct rfs *r, struct open_ino **p);
@@ -458,18 +541,6 @@ void reap_all(struct rfs *r);
 int orphan_remove(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in);
 /* A rolled-back operation may have changed the list: forget every hint. */
 void orphan_hints_clear(struct rfs *r);
-/* How many logical blocks a punch may free in the open transaction: ~0 with
- * no limit, 0 when the transaction holds something and must commit first
- * (commit_midway); -EFBIG when not even an empty transaction has room for
- * one step (a journal too short). */
-int punch_step(struct rfs *r, blk64_t *step);
-/* Free ino's blocks from logical block keep on, in steps, committing in
- * between when one transaction cannot hold them all; the inode goes on the
- * orphan list before such a commit.  *listed: ino is on the list (set when
- * put there here; the caller takes it off in the transaction that ends its
- * work).  0 or -errno. */
-int punch_from(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t keep,
-	       bool *listed);
 /* Shrink ino's data to size bytes (below i_size), crash-atomically through
  * the orphan list when it spans commits; the caller writes the inode. */
 int orphan_truncate(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, uint64_t size);

@@ -157,15 +157,18 @@ def describe(path, rel):
     if stat.S_ISREG(st.st_mode) and st.st_size > BIG:
         extra = segments(path, st.st_size)
     elif stat.S_ISREG(st.st_mode):
-        with open(path, "rb") as f:
-            extra = hashlib.sha256(f.read()).hexdigest()[:16]
+        # seeks before the read: the kernel calls the cached pages of an
+        # unwritten extent data
+        seeks = ""
         if st.st_size:
             fd = os.open(path, os.O_RDONLY)
             try:
-                extra += " data@%d hole@%d" % (os.lseek(fd, 0, os.SEEK_DATA),
-                                               os.lseek(fd, 0, os.SEEK_HOLE))
+                seeks = " data@%d hole@%d" % (os.lseek(fd, 0, os.SEEK_DATA),
+                                              os.lseek(fd, 0, os.SEEK_HOLE))
             finally:
                 os.close(fd)
+        with open(path, "rb") as f:
+            extra = hashlib.sha256(f.read()).hexdigest()[:16] + seeks
     elif stat.S_ISLNK(st.st_mode):
         extra = os.readlink(path)
     xattrs = []

@@ -1,0 +1,115 @@
+#!/bin/bash
+# fsx on recon-fuse over ext4 images (-o checker=off: the checker does not
+# model ext4), mkfs.ext4's defaults at 1 KiB and 4 KiB blocks, a few seeds
+# each: unwritten extents (fallocate, KEEP_SIZE) written into, holes punched
+# inside extents, truncates of trees of depth 1-2 built by fragmented writes;
+# on 4 KiB blocks offsets up to the largest an extent addresses (2^32 - 1
+# blocks).  After each run: the daemon exits 0, e2fsck -fn passes, and the
+# kernel's ext4 (ro) reads the same bytes in the data segments recon-fuse's
+# ro mount reports (SEEK_DATA/SEEK_HOLE, unwritten extents as holes), and
+# zeros elsewhere.
+# FSX4_SEEDS, FSX4_OPS, FSX4_BLOCKS override the bounded CI run.
+. "$(dirname "$0")/../integration/lib.sh"
+. "$(dirname "$0")/lib_explore.sh"
+need_root
+grep -qw ext4 /proc/filesystems || modprobe ext4 2>/dev/null
+grep -qw ext4 /proc/filesystems || skip "the kernel has no ext4 driver"
+[ -x "$FSX" ] || die "fsx not built: $FSX"
+
+SEEDS=${FSX4_SEEDS:-"101 202"}
+OPS=${FSX4_OPS:-3000}
+BLOCKS=${FSX4_BLOCKS:-"1024 4096"}
+
+# segments.py ROOT [THEIRS]: each file's size and data segments
+# (SEEK_DATA/SEEK_HOLE) with their bytes' sha256.  With THEIRS (the same
+# list from the other mount): THEIRS's segments must read the same bytes
+# here, and this mount's other data must be zeros (the kernel may report as
+# data the pages of unwritten extents its readahead cached).
+cat >"$SCRATCH/segments.py" <<'PY'
+import hashlib, os, sys
+root = sys.argv[1]
+def segments(fd, size):
+    pos = 0
+    while pos < size:
+        try:
+            d = os.lseek(fd, pos, os.SEEK_DATA)
+        except OSError:
+            return
+        h = os.lseek(fd, d, os.SEEK_HOLE)
+        yield d, h
+        pos = h
+def digest(fd, d, h):
+    s = hashlib.sha256()
+    for off in range(d, h, 1 << 20):
+        s.update(os.pread(fd, min(1 << 20, h - off), off))
+    return s.hexdigest()
+if len(sys.argv) == 2:
+    for name in sorted(os.listdir(root)):
+        if name.startswith("fsx."):
+            fd = os.open(os.path.join(root, name), os.O_RDONLY)
+            size = os.fstat(fd).st_size
+            print(name, size, " ".join("%d:%d:%s" % (d, h, digest(fd, d, h)) for d, h in segments(fd, size)))
+            os.close(fd)
+    sys.exit(0)
+bad = 0
+for line in open(sys.argv[2]):
+    name, size, *segs = line.split()
+    fd = os.open(os.path.join(root, name), os.O_RDONLY)
+    if os.fstat(fd).st_size != int(size):
+        print("%s: size %d here, %s there" % (name, os.fstat(fd).st_size, size))
+        bad += 1
+    theirs = []
+    for seg in segs:
+        d, h, want = seg.split(":")
+        d, h = int(d), int(h)
+        theirs.append((d, h))
+        if digest(fd, d, h) != want:
+            print("%s: bytes %d-%d differ" % (name, d, h))
+            bad += 1
+    for d, h in segments(fd, int(size)):
+        for off in range(d, h, 1 << 16):
+            end = min(h, off + (1 << 16))
+            buf = bytearray(os.pread(fd, end - off, off))
+            for a, b in theirs:
+                if a < end and b > off:
+                    lo, hi = max(a, off) - off, min(b, end) - off
+                    buf[lo:hi] = bytes(hi - lo)
+            if buf.strip(b"\0"):
+                print("%s: data at %d-%d that the other mount calls a hole" % (name, off, end))
+                bad += 1
+                break
+    os.close(fd)
+sys.exit(1 if bad else 0)
+PY
+
+mkdir -p "$SCRATCH/kmnt"
+runs=0
+for bs in $BLOCKS; do
+	# 1 KiB: within 80 MiB (trees of depth 2 from fragmented writes);
+	# 4 KiB: offsets up to 16 TiB less a GiB, near 2^32 blocks
+	if [ "$bs" = 1024 ]; then len=80m; else len=16383g; fi
+	for seed in $SEEDS; do
+		img="$SCRATCH/fsx4-$bs.img"
+		rm -f "$img"
+		mke2fs -F -q -t ext4 -b "$bs" "$img" 1G >"$SCRATCH/mke2fs.out" 2>&1 ||
+			{ cat "$SCRATCH/mke2fs.out"; die "mke2fs"; }
+		log "seed $seed, $OPS ops, block $bs, -l $len: recon-fuse on ext4"
+		EXPLORE_RECON_OPTS=checker=off recon_run "$img" "fsx ext4 seed $seed bs $bs" \
+			"$FSX" -q -S "$seed" -N "$OPS" -l "$len" -b "$bs" -L "$SCRATCH/fsx4-$bs-$seed.log" \
+			"$SCRATCH/mnt" || continue
+		mount_recon "$img" "$SCRATCH/mnt" ro,checker=off || { fail "ro mount"; continue; }
+		python3 "$SCRATCH/segments.py" "$SCRATCH/mnt" >"$SCRATCH/ours" || fail "segments (ours)"
+		umount_recon "$SCRATCH/mnt"
+		if mount -t ext4 -o ro,loop "$img" "$SCRATCH/kmnt"; then
+			MOUNTS+=("$SCRATCH/kmnt")
+			python3 "$SCRATCH/segments.py" "$SCRATCH/kmnt" "$SCRATCH/ours" ||
+				fail "seed $seed bs $bs: the kernel's ext4 reads other data"
+			umount "$SCRATCH/kmnt"
+		else
+			fail "seed $seed bs $bs: the kernel's ext4 does not mount the result"
+		fi
+		runs=$((runs + 1))
+	done
+done
+log "$runs seeds x block sizes, $OPS ops each"
+finish
