@@ -274,10 +274,22 @@ bool chk_group_has_super(const struct chk_fs *fs, uint32_t g)
 	return is_power_of(g, 3) || is_power_of(g, 5) || is_power_of(g, 7);
 }
 
+uint64_t chk_sb_blocks_count(const struct ext2_super_block *sb)
+{
+	bool wide = sb->s_rev_level && (sb->s_feature_incompat & EXT4_FEATURE_INCOMPAT_64BIT);
+	return sb->s_blocks_count | (wide ? (uint64_t)sb->s_blocks_count_hi << 32 : 0);
+}
+
+uint64_t chk_sb_free_blocks(const struct ext2_super_block *sb)
+{
+	bool wide = sb->s_rev_level && (sb->s_feature_incompat & EXT4_FEATURE_INCOMPAT_64BIT);
+	return sb->s_free_blocks_count | (wide ? (uint64_t)sb->s_free_blocks_hi << 32 : 0);
+}
+
 int chk_read_inode(struct chk_fs *fs, uint32_t ino, void *buf)
 {
 	uint32_t g = chk_group_of_inode(fs, ino), idx = (ino - 1) % fs->ipg;
-	uint64_t blk = fs->gd[g].bg_inode_table + idx / fs->inodes_per_block;
+	uint64_t blk = chk_gd_itable(fs, chk_gd(fs, g)) + idx / fs->inodes_per_block;
 	uint8_t *b = malloc(fs->bs);
 	if (!b)
 		return -ENOMEM;
@@ -447,78 +459,6 @@ bool chk_inode_has_block_ptrs(const struct chk_fs *fs, const struct ext2_inode *
 	return false;
 }
 
-struct walk_ctx {
-	struct chk_fs *fs;
-	blk_get_fn get;
-	void *get_ctx;
-	blk_visit_fn visit;
-	void *vctx;
-	bool isdir;
-	uint8_t *bufs[3];
-	struct u64map descended;         /* indirect blocks already read in this walk */
-};
-
-static int walk_level(struct walk_ctx *w, uint64_t blk, int level, uint32_t base)
-{
-	struct chk_fs *fs = w->fs;
-	uint8_t t = level == 3 ? BT_TIND : level == 2 ? BT_DIND : BT_IND;
-	if (!w->visit(w->vctx, blk, t, base))
-		return 0;
-	/* do not follow pointers out of range or into static metadata */
-	if (blk < fs->first_data_block || blk >= fs->blocks_count || bt_static(chk_btype(fs, blk)))
-		return 0;
-	if (chk_u64map_get(&w->descended, blk, NULL))
-		return 0;
-	if (chk_u64map_put(&w->descended, blk, 1))
-		return -ENOMEM;
-	uint8_t *b = w->bufs[level - 1];
-	int r = w->get(w->get_ctx, blk, b);
-	if (r)
-		return r;
-	uint64_t span = 1;
-	for (int i = 1; i < level; i++)
-		span *= fs->addr_per_block;
-	for (uint32_t i = 0; i < fs->addr_per_block; i++) {
-		uint32_t p = chk_ld32(b + (size_t)i * 4);
-		if (!p)
-			continue;
-		uint32_t lb = (uint32_t)(base + i * span);
-		if (level == 1)
-			w->visit(w->vctx, p, w->isdir ? BT_DIR : BT_DATA, lb);
-		else if ((r = walk_level(w, p, level - 1, lb)))
-			return r;
-	}
-	return 0;
-}
-
-int chk_walk_inode_tree(struct chk_fs *fs, const struct ext2_inode *in, bool isdir,
-		    blk_get_fn get, void *get_ctx, blk_visit_fn visit, void *vctx)
-{
-	struct walk_ctx w = { fs, get, get_ctx, visit, vctx, isdir, { NULL, NULL, NULL }, { 0 } };
-	int r = 0;
-	for (int i = 0; i < EXT2_NDIR_BLOCKS; i++)
-		if (in->i_block[i])
-			visit(vctx, in->i_block[i], isdir ? BT_DIR : BT_DATA, (uint32_t)i);
-	uint32_t a = fs->addr_per_block;
-	uint32_t bases[3] = { 12, 12 + a, 12 + a + a * a };
-	for (int l = 0; l < 3; l++) {
-		if (!in->i_block[12 + l])
-			continue;
-		for (int k = 0; k < 3; k++)
-			if (!w.bufs[k] && !(w.bufs[k] = malloc(fs->bs))) {
-				r = -ENOMEM;
-				goto out;
-			}
-		if ((r = walk_level(&w, in->i_block[12 + l], l + 1, bases[l])))
-			goto out;
-	}
-out:
-	for (int k = 0; k < 3; k++)
-		free(w.bufs[k]);
-	chk_u64map_free(&w.descended);
-	return r;
-}
-
 /* ------------------------------------------------------------------ attach */
 
 static int read_approved(void *ctx, uint64_t blk, void *buf)
@@ -584,28 +524,6 @@ static bool attach_visit(void *ctx, uint64_t blk, uint8_t type, uint32_t lblk)
 	return true;
 }
 
-uint32_t chk_layout_group(const struct chk_fs *fs, uint64_t blk, uint8_t type, uint32_t *idx)
-{
-	uint64_t own = blk >= fs->first_data_block ? (blk - fs->first_data_block) / fs->bpg : 0;
-	/* its own group first: elsewhere only on images the mount refuses */
-	for (uint32_t k = 0; k < fs->ngroups; k++) {
-		uint32_t g = (uint32_t)((own + k) % fs->ngroups);
-		const struct ext2_group_desc *d = &fs->gd[g];
-		if ((type == BT_BBITMAP && d->bg_block_bitmap == blk) ||
-		    (type == BT_IBITMAP && d->bg_inode_bitmap == blk))
-			return g;
-		if (type == BT_ITABLE && blk >= d->bg_inode_table &&
-		    blk < (uint64_t)d->bg_inode_table + fs->itable_blocks) {
-			if (idx)
-				*idx = (uint32_t)(blk - d->bg_inode_table);
-			return g;
-		}
-	}
-	if (idx)
-		*idx = 0;
-	return 0;
-}
-
 static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
@@ -644,7 +562,7 @@ static int parse_super(struct chk_fs *fs, char *err, size_t errlen)
 		return fail(err, errlen, -EINVAL, "GNU Hurd file systems (different inode layout) not modelled");
 	if (sb->s_log_cluster_size != sb->s_log_block_size)
 		return fail(err, errlen, -EINVAL, "cluster size differs from block size (bigalloc)");
-	fs->blocks_count = sb->s_blocks_count;
+	fs->blocks_count = chk_sb_blocks_count(sb);
 	fs->inodes_count = sb->s_inodes_count;
 	fs->bpg = sb->s_blocks_per_group;
 	fs->ipg = sb->s_inodes_per_group;
@@ -656,11 +574,21 @@ static int parse_super(struct chk_fs *fs, char *err, size_t errlen)
 	    fs->blocks_count <= fs->first_data_block || fs->first_data_block != (fs->bs == 1024 ? 1u : 0u) ||
 	    fs->first_ino < 11 || fs->first_ino > fs->inodes_count)
 		return fail(err, errlen, -EINVAL, "inconsistent superblock geometry");
-	fs->ngroups = (fs->blocks_count - fs->first_data_block + fs->bpg - 1) / fs->bpg;
-	if ((uint64_t)fs->ngroups * fs->ipg != fs->inodes_count)
-		return fail(err, errlen, -EINVAL, "s_inodes_count %u != groups %u * inodes per group %u",
-			    fs->inodes_count, fs->ngroups, fs->ipg);
-	fs->desc_per_block = fs->bs / sizeof(struct ext2_group_desc);
+	uint64_t ngroups = (fs->blocks_count - fs->first_data_block + fs->bpg - 1) / fs->bpg;
+	if (ngroups * fs->ipg != fs->inodes_count)
+		return fail(err, errlen, -EINVAL, "s_inodes_count %u != groups %llu * inodes per group %u",
+			    fs->inodes_count, (unsigned long long)ngroups, fs->ipg);
+	fs->ngroups = (uint32_t)ngroups;
+	fs->desc_size = EXT2_MIN_DESC_SIZE;
+	if (inc & EXT4_FEATURE_INCOMPAT_64BIT) {
+		/* e2fsck's rule: a power of two from 64 up to EXT2_MAX_DESC_SIZE */
+		fs->desc_size = sb->s_desc_size;
+		if (fs->desc_size < EXT2_MIN_DESC_SIZE_64BIT || fs->desc_size > EXT2_MAX_DESC_SIZE ||
+		    (fs->desc_size & (fs->desc_size - 1)) || fs->desc_size > fs->bs)
+			return fail(err, errlen, -EINVAL, "s_desc_size %u is not a valid descriptor size",
+				    sb->s_desc_size);
+	}
+	fs->desc_per_block = fs->bs / fs->desc_size;
 	fs->gdt_blocks = (fs->ngroups + fs->desc_per_block - 1) / fs->desc_per_block;
 	fs->rgdt_blocks = (co & EXT2_FEATURE_COMPAT_RESIZE_INODE) ? sb->s_reserved_gdt_blocks : 0;
 	if (fs->rgdt_blocks > fs->bs / 4)          /* e2fsck's bound: one dind block's worth */
@@ -681,18 +609,17 @@ static int parse_super(struct chk_fs *fs, char *err, size_t errlen)
 	return 0;
 }
 
-/* A group's bitmaps and table are kept as extents of their type alone:
- * their group (and a table block's index) is computed from the descriptors
- * when asked (chk_layout_group). */
+/* A group's bitmaps and table are kept as extents of their type, the
+ * group as their owner (chk_layout_group). */
 static int mark_layout(struct chk_fs *fs, char *err, size_t errlen)
 {
 	int r = 0;
 	for (uint32_t g = 0; g < fs->ngroups && !r; g++) {
-		const struct ext2_group_desc *d = &fs->gd[g];
-		if (d->bg_block_bitmap < fs->first_data_block || d->bg_block_bitmap >= fs->blocks_count ||
-		    d->bg_inode_bitmap < fs->first_data_block || d->bg_inode_bitmap >= fs->blocks_count ||
-		    d->bg_inode_table < fs->first_data_block ||
-		    (uint64_t)d->bg_inode_table + fs->itable_blocks > fs->blocks_count)
+		const uint8_t *d = chk_gd(fs, g);
+		uint64_t bb = chk_gd_bbitmap(fs, d), ib = chk_gd_ibitmap(fs, d), it = chk_gd_itable(fs, d);
+		if (bb < fs->first_data_block || bb >= fs->blocks_count ||
+		    ib < fs->first_data_block || ib >= fs->blocks_count ||
+		    it < fs->first_data_block || it + fs->itable_blocks > fs->blocks_count)
 			return fail(err, errlen, -EINVAL, "group %u: bitmap or inode table location out of range", g);
 		uint64_t start = fs->first_data_block + (uint64_t)g * fs->bpg;
 		if (chk_group_has_super(fs, g)) {
@@ -701,9 +628,9 @@ static int mark_layout(struct chk_fs *fs, char *err, size_t errlen)
 			r = r ? r : chk_static_add(fs, start + 1 + fs->gdt_blocks, fs->rgdt_blocks, BT_RGDT,
 						   EXT2_RESIZE_INO);
 		}
-		r = r ? r : chk_static_add(fs, d->bg_block_bitmap, 1, BT_BBITMAP, 0);
-		r = r ? r : chk_static_add(fs, d->bg_inode_bitmap, 1, BT_IBITMAP, 0);
-		r = r ? r : chk_static_add(fs, d->bg_inode_table, fs->itable_blocks, BT_ITABLE, 0);
+		r = r ? r : chk_static_add(fs, bb, 1, BT_BBITMAP, g);
+		r = r ? r : chk_static_add(fs, ib, 1, BT_IBITMAP, g);
+		r = r ? r : chk_static_add(fs, it, fs->itable_blocks, BT_ITABLE, g);
 	}
 	/* With 4 KiB blocks block 0 holds the superblock at byte 1024. */
 	return r ? fail(err, errlen, r, "out of memory for the static layout") : 0;
@@ -719,25 +646,25 @@ static int load_groups(struct chk_fs *fs, char *err, size_t errlen)
 	uint8_t *bb = buf, *ib = buf + fs->bs, *scratch = buf + 2 * fs->bs;
 	int r = 0;
 	for (uint32_t g = 0; g < fs->ngroups && !r; g++) {
-		const struct ext2_group_desc *d = &fs->gd[g];
+		const uint8_t *d = chk_gd(fs, g);
+		uint64_t bbl = chk_gd_bbitmap(fs, d), ibl = chk_gd_ibitmap(fs, d);
 		/* mke2fs puts the inode bitmap right after the block bitmap: one
 		 * read for both (a large disk has over a hundred thousand groups) */
-		if (d->bg_inode_bitmap == (uint64_t)d->bg_block_bitmap + 1 &&
-		    fs->read(fs->ctx, (uint64_t)d->bg_block_bitmap * fs->bs, bb, 2 * fs->bs) == 0) {
+		if (ibl == bbl + 1 && fs->read(fs->ctx, bbl * fs->bs, bb, 2 * (size_t)fs->bs) == 0) {
 			if (chk_group_load(fs, g, bb, ib, scratch))
 				r = fail(err, errlen, -ENOMEM, "out of memory for the shadow state");
 			continue;
 		}
-		r = fs->read(fs->ctx, (uint64_t)d->bg_block_bitmap * fs->bs, bb, fs->bs);
+		r = fs->read(fs->ctx, bbl * fs->bs, bb, fs->bs);
 		if (r) {
-			r = fail(err, errlen, r > 0 ? -EIO : r, "group %u: cannot read block bitmap %u", g,
-				 d->bg_block_bitmap);
+			r = fail(err, errlen, r > 0 ? -EIO : r, "group %u: cannot read block bitmap %llu", g,
+				 (unsigned long long)bbl);
 			break;
 		}
-		r = fs->read(fs->ctx, (uint64_t)d->bg_inode_bitmap * fs->bs, ib, fs->bs);
+		r = fs->read(fs->ctx, ibl * fs->bs, ib, fs->bs);
 		if (r) {
-			r = fail(err, errlen, r > 0 ? -EIO : r, "group %u: cannot read inode bitmap %u", g,
-				 d->bg_inode_bitmap);
+			r = fail(err, errlen, r > 0 ? -EIO : r, "group %u: cannot read inode bitmap %llu", g,
+				 (unsigned long long)ibl);
 			break;
 		}
 		if (chk_group_load(fs, g, bb, ib, scratch))
@@ -786,7 +713,7 @@ static int scan_inodes(struct chk_fs *fs, char *err, size_t errlen)
 		const uint8_t *ibits = chk_group_ibits(fs, g);
 		if (!ibits || !chk_any_bit(ibits, 0, fs->ipg))
 			continue;         /* nothing in use: nothing to type */
-		r = fs->read(fs->ctx, (uint64_t)fs->gd[g].bg_inode_table * fs->bs, tab, tbytes);
+		r = fs->read(fs->ctx, chk_gd_itable(fs, chk_gd(fs, g)) * fs->bs, tab, tbytes);
 		if (r) {
 			r = fail(err, errlen, r < 0 ? r : -EIO, "group %u: cannot read inode table", g);
 			break;
@@ -868,14 +795,15 @@ int chk_attach(struct chk_fs **out, chk_read_fn read, void *ctx,
 	r = read(ctx, (uint64_t)(fs->blocks_count - 1) * fs->bs, probe, fs->bs);
 	free(probe);
 	if (r) {
-		r = fail(err, errlen, -EINVAL, "s_blocks_count %u reaches past the end of the device", fs->blocks_count);
+		r = fail(err, errlen, -EINVAL, "s_blocks_count %llu reaches past the end of the device",
+			 (unsigned long long)fs->blocks_count);
 		goto bad;
 	}
 	size_t cb = opt && opt->cache_bytes ? opt->cache_bytes : (size_t)128 << 20;
 	fs->cache_max = cb / fs->bs;
 	if (fs->cache_max < 16)
 		fs->cache_max = 16;
-	fs->gd = calloc((size_t)fs->gdt_blocks * fs->desc_per_block, sizeof(*fs->gd));
+	fs->gd = calloc(fs->gdt_blocks, fs->bs);
 	fs->ndata = calloc((size_t)fs->inodes_count + 1, sizeof(uint32_t));
 	fs->nmeta = calloc((size_t)fs->inodes_count + 1, sizeof(uint32_t));
 	uint8_t *buf = malloc(fs->bs);
@@ -891,11 +819,11 @@ int chk_attach(struct chk_fs **out, chk_read_fn read, void *ctx,
 			r = fail(err, errlen, r, "cannot read group descriptor block %u", i);
 			goto bad;
 		}
-		memcpy((uint8_t *)fs->gd + (size_t)i * fs->bs, buf, fs->bs);
+		memcpy(fs->gd + (size_t)i * fs->bs, buf, fs->bs);
 	}
 	for (uint32_t g = 0; g < fs->ngroups; g++) {
-		fs->gd_free_blocks += fs->gd[g].bg_free_blocks_count;
-		fs->gd_free_inodes += fs->gd[g].bg_free_inodes_count;
+		fs->gd_free_blocks += chk_gd_free_blocks(fs, chk_gd(fs, g));
+		fs->gd_free_inodes += chk_gd_free_inodes(fs, chk_gd(fs, g));
 	}
 	if ((r = mark_layout(fs, err, errlen)) || (r = chk_static_seal(fs))) {
 		free(buf);

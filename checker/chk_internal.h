@@ -4,6 +4,7 @@
  *
  * Layout of the library:
  *   checker.c     attach, block cache, verdict accessors, advance, stats
+ *   inode_map.c   an inode's block map: walk, one logical block, last block
  *   shadow.c      the approved state: static layout, per-group bitmaps,
  *                 paged type/owner map
  *   diff.c        chk_check: gathers a transaction's blocks, infers their
@@ -39,7 +40,7 @@ static inline uint32_t chk_ld32(const uint8_t *p) { uint32_t v; __builtin_memcpy
  * the name follows it.  Callers check that 8 bytes are there. */
 struct dirent_hdr {
 	uint32_t inode;
-	uint32_t rec_len;                /* 65535 on 64 KiB blocks is not modelled (bs <= 4096) */
+	uint32_t rec_len;                /* 65535 on 64 KiB blocks is not modelled (see parse_super) */
 	uint8_t  name_len, file_type;
 };
 static inline struct dirent_hdr chk_dirent_at(const uint8_t *p)
@@ -112,15 +113,16 @@ struct chk_fs {
 	uint8_t sb_raw[1024] __attribute__((aligned(8)));  /* approved primary superblock */
 	const struct ext2_super_block *sb; /* = (void *)sb_raw */
 	uint32_t bs;                     /* block size */
-	uint32_t blocks_count, inodes_count, bpg, ipg, first_data_block;
-	uint32_t ngroups, inode_size, desc_per_block, gdt_blocks, rgdt_blocks;
+	uint64_t blocks_count;           /* with s_blocks_count_hi (64bit) */
+	uint32_t inodes_count, bpg, ipg, first_data_block;
+	uint32_t ngroups, inode_size, desc_size, desc_per_block, gdt_blocks, rgdt_blocks;
 	uint32_t first_ino, inodes_per_block, itable_blocks, addr_per_block;
 	uint32_t sb_blk;                 /* block holding byte 1024 */
 	uint32_t sb_off;                 /* offset of the superblock in it */
 	bool filetype, sparse, dir_index, large_file, has_journal;
 	uint32_t journal_ino;
 
-	struct ext2_group_desc *gd;      /* approved descriptors, ngroups */
+	uint8_t *gd;                     /* approved descriptors (desc_size bytes each): chk_gd() */
 	uint64_t gd_free_blocks, gd_free_inodes;   /* their sums, kept by chk_txn_apply */
 
 	/* shadow.c: bitmaps and the type/owner map, complete for every block
@@ -150,6 +152,58 @@ struct chk_fs {
 	size_t cache_max;                /* in blocks */
 	struct chk_stats stats;
 };
+
+/* ---- group descriptors: 32 bytes, or s_desc_size (64 or more) with the
+ * 64bit feature, whose second half holds the high halves of every field.
+ * Every read of a descriptor field goes through these. ---- */
+enum {
+	GD_BBITMAP = 0x00, GD_IBITMAP = 0x04, GD_ITABLE = 0x08, GD_FREE_BLOCKS = 0x0C,
+	GD_FREE_INODES = 0x0E, GD_USED_DIRS = 0x10, GD_FLAGS = 0x12, GD_EXCLUDE = 0x14,
+	GD_BBITMAP_CSUM = 0x18, GD_IBITMAP_CSUM = 0x1A, GD_ITABLE_UNUSED = 0x1C, GD_CHECKSUM = 0x1E,
+	GD_BBITMAP_HI = 0x20, GD_IBITMAP_HI = 0x24, GD_ITABLE_HI = 0x28, GD_FREE_BLOCKS_HI = 0x2C,
+	GD_FREE_INODES_HI = 0x2E, GD_USED_DIRS_HI = 0x30, GD_ITABLE_UNUSED_HI = 0x32,
+	GD_EXCLUDE_HI = 0x34, GD_BBITMAP_CSUM_HI = 0x38, GD_IBITMAP_CSUM_HI = 0x3A,
+	GD_WIDE = 64                     /* the size from which the high halves exist */
+};
+/* group g's approved descriptor */
+static inline const uint8_t *chk_gd(const struct chk_fs *fs, uint32_t g)
+{
+	return fs->gd + (size_t)g * fs->desc_size;
+}
+static inline uint64_t chk_gd_32(const struct chk_fs *fs, const uint8_t *d, unsigned lo, unsigned hi)
+{
+	return chk_ld32(d + lo) | (fs->desc_size >= GD_WIDE ? (uint64_t)chk_ld32(d + hi) << 32 : 0);
+}
+static inline uint32_t chk_gd_16(const struct chk_fs *fs, const uint8_t *d, unsigned lo, unsigned hi)
+{
+	return chk_ld16(d + lo) | (fs->desc_size >= GD_WIDE ? (uint32_t)chk_ld16(d + hi) << 16 : 0);
+}
+static inline uint64_t chk_gd_bbitmap(const struct chk_fs *fs, const uint8_t *d)
+{ return chk_gd_32(fs, d, GD_BBITMAP, GD_BBITMAP_HI); }
+static inline uint64_t chk_gd_ibitmap(const struct chk_fs *fs, const uint8_t *d)
+{ return chk_gd_32(fs, d, GD_IBITMAP, GD_IBITMAP_HI); }
+static inline uint64_t chk_gd_itable(const struct chk_fs *fs, const uint8_t *d)
+{ return chk_gd_32(fs, d, GD_ITABLE, GD_ITABLE_HI); }
+static inline uint32_t chk_gd_free_blocks(const struct chk_fs *fs, const uint8_t *d)
+{ return chk_gd_16(fs, d, GD_FREE_BLOCKS, GD_FREE_BLOCKS_HI); }
+static inline uint32_t chk_gd_free_inodes(const struct chk_fs *fs, const uint8_t *d)
+{ return chk_gd_16(fs, d, GD_FREE_INODES, GD_FREE_INODES_HI); }
+static inline uint32_t chk_gd_used_dirs(const struct chk_fs *fs, const uint8_t *d)
+{ return chk_gd_16(fs, d, GD_USED_DIRS, GD_USED_DIRS_HI); }
+static inline uint32_t chk_gd_itable_unused(const struct chk_fs *fs, const uint8_t *d)
+{ return chk_gd_16(fs, d, GD_ITABLE_UNUSED, GD_ITABLE_UNUSED_HI); }
+static inline uint64_t chk_gd_exclude(const struct chk_fs *fs, const uint8_t *d)
+{ return chk_gd_32(fs, d, GD_EXCLUDE, GD_EXCLUDE_HI); }
+static inline uint32_t chk_gd_bbitmap_csum(const struct chk_fs *fs, const uint8_t *d)
+{ return chk_gd_16(fs, d, GD_BBITMAP_CSUM, GD_BBITMAP_CSUM_HI); }
+static inline uint32_t chk_gd_ibitmap_csum(const struct chk_fs *fs, const uint8_t *d)
+{ return chk_gd_16(fs, d, GD_IBITMAP_CSUM, GD_IBITMAP_CSUM_HI); }
+static inline uint16_t chk_gd_flags(const uint8_t *d) { return chk_ld16(d + GD_FLAGS); }
+static inline uint16_t chk_gd_checksum(const uint8_t *d) { return chk_ld16(d + GD_CHECKSUM); }
+
+/* The superblock's 64-bit counts (the high halves only with 64bit). */
+uint64_t chk_sb_blocks_count(const struct ext2_super_block *sb);
+uint64_t chk_sb_free_blocks(const struct ext2_super_block *sb);
 
 /* ---- shadow.c: the approved state, sized by what is in use ---- */
 #define BPAGE_N 1024u                    /* blocks per page of the type/owner map */
@@ -195,7 +249,8 @@ int  chk_group_load(struct chk_fs *fs, uint32_t g, const uint8_t *bb, const uint
 /* ---- checker.c helpers used by the other files ---- */
 static inline bool bit_get(const uint8_t *b, uint64_t i) { return (b[i >> 3] >> (i & 7)) & 1; }
 /* The group whose block bitmap, inode bitmap or inode table (type) blk is,
- * from the descriptors; *idx = a table block's index in its table. */
+ * from the static layout (0 if blk is none); *idx = a table block's index
+ * in its table. */
 uint32_t chk_layout_group(const struct chk_fs *fs, uint64_t blk, uint8_t type, uint32_t *idx);
 /* Some bit of b[from .. from + n) set (whole zero words skipped). */
 bool chk_any_bit(const uint8_t *b, uint64_t from, uint64_t n);
@@ -255,6 +310,11 @@ typedef int (*blk_get_fn)(void *ctx, uint64_t blk, void *buf);
 typedef bool (*blk_visit_fn)(void *ctx, uint64_t blk, uint8_t type, uint32_t lblk);
 int chk_walk_inode_tree(struct chk_fs *fs, const struct ext2_inode *in, bool isdir,
 		    blk_get_fn get, void *get_ctx, blk_visit_fn visit, void *vctx);
+/* Physical block of logical block lblk (0: a hole, or out of reach), in the
+ * approved state and in a transaction's proposed state. */
+uint64_t chk_approved_bmap(struct chk_fs *fs, const struct ext2_inode *in, uint32_t lblk);
+struct txn;
+uint64_t chk_txn_bmap(struct chk_fs *fs, struct txn *t, const struct ext2_inode *in, uint32_t lblk);
 
 /* ---- verdicts ---- */
 struct str_arena {
@@ -399,7 +459,7 @@ struct gtouch {
 /* g's entry, created on first use (NULL and t->err set when out of memory) */
 struct gtouch *chk_txn_group(struct txn *t, uint32_t g);
 /* g's descriptor in the proposed state */
-const struct ext2_group_desc *chk_gd_new(const struct chk_fs *fs, const struct txn *t, uint32_t g);
+const uint8_t *chk_gd_new(const struct chk_fs *fs, const struct txn *t, uint32_t g);
 /* the touched groups in ascending order (indexes stay valid until the next
  * chk_txn_group that creates an entry) */
 void chk_txn_groups_sort(struct txn *t);
@@ -445,7 +505,7 @@ void chk_htree_check_leaf(struct chk_fs *fs, struct txn *t, uint32_t dir, const 
 		      uint32_t lblk, const uint8_t *d, uint64_t blk);
 /* the whole index of dir in a scan (root: its block 0) */
 void chk_htree_scan_dir(struct chk_fs *fs, struct txn *t, uint32_t dir, const struct ext2_inode *in,
-		    const uint8_t *root);
+			uint64_t root_pblk, const uint8_t *root);
 
 /* a name in double quotes with C escapes (in the verdict's arena) */
 const char *chk_quote_name(struct txn *t, const char *n, unsigned len);

@@ -116,7 +116,7 @@ bool chk_txn_bbit_new(struct chk_fs *fs, struct txn *t, uint64_t blk)
 	if (blk >= fs->blocks_count || blk < fs->first_data_block)
 		return false;
 	uint32_t g = chk_group_of_block(fs, blk);
-	struct tblock *b = chk_tb_find(t, fs->gd[g].bg_block_bitmap);
+	struct tblock *b = chk_tb_find(t, chk_gd_bbitmap(fs, chk_gd(fs, g)));
 	if (b)
 		return bit_get(b->new, blk - fs->first_data_block - (uint64_t)g * fs->bpg);
 	return chk_bbit(fs, blk);
@@ -127,7 +127,7 @@ bool chk_txn_ibit_new(struct chk_fs *fs, struct txn *t, uint32_t ino)
 	if (ino == 0 || ino > fs->inodes_count)
 		return false;
 	uint32_t g = chk_group_of_inode(fs, ino);
-	struct tblock *b = chk_tb_find(t, fs->gd[g].bg_inode_bitmap);
+	struct tblock *b = chk_tb_find(t, chk_gd_ibitmap(fs, chk_gd(fs, g)));
 	if (b)
 		return bit_get(b->new, (ino - 1) % fs->ipg);
 	return chk_ibit(fs, ino);
@@ -162,7 +162,7 @@ struct ichange *chk_txn_inode(struct chk_fs *fs, struct txn *t, uint32_t ino)
 		memset(ic->old, 0, fs->inode_size);
 	}
 	uint32_t g = chk_group_of_inode(fs, ino), idx = (ino - 1) % fs->ipg;
-	struct tblock *b = chk_tb_find(t, fs->gd[g].bg_inode_table + idx / fs->inodes_per_block);
+	struct tblock *b = chk_tb_find(t, chk_gd_itable(fs, chk_gd(fs, g)) + idx / fs->inodes_per_block);
 	if (b)
 		memcpy(ic->new, b->new + (idx % fs->inodes_per_block) * fs->inode_size, fs->inode_size);
 	else
@@ -247,12 +247,12 @@ struct gtouch *chk_txn_group(struct txn *t, uint32_t g)
 	return &t->gt[t->ngt++];
 }
 
-const struct ext2_group_desc *chk_gd_new(const struct chk_fs *fs, const struct txn *t, uint32_t g)
+const uint8_t *chk_gd_new(const struct chk_fs *fs, const struct txn *t, uint32_t g)
 {
 	const uint8_t *b = t->gdb_new[g / fs->desc_per_block];
 	if (!b)
-		return &fs->gd[g];
-	return (const struct ext2_group_desc *)b + g % fs->desc_per_block;
+		return chk_gd(fs, g);
+	return b + (size_t)(g % fs->desc_per_block) * fs->desc_size;
 }
 
 static int gt_cmp(const void *a, const void *b)
@@ -440,12 +440,22 @@ static bool diff_sb(struct txn *t, const uint8_t *o, const uint8_t *n, bool prim
 
 /* ------------------------------------------------------------ descriptors */
 
-#define GDF(f) { #f, offsetof(struct ext2_group_desc, f), sizeof(((struct ext2_group_desc *)0)->f), 1, 0 }
+#define GDF(n, off, size) { n, off, size, 1, 0 }
+/* The fields of a 32-byte descriptor, then the high halves a 64-byte one
+ * adds (named as libext2fs names them). */
 static const struct field gd_fields[] = {
-	GDF(bg_block_bitmap), GDF(bg_inode_bitmap), GDF(bg_inode_table),
-	GDF(bg_free_blocks_count), GDF(bg_free_inodes_count), GDF(bg_used_dirs_count),
-	GDF(bg_flags), GDF(bg_exclude_bitmap_lo), GDF(bg_block_bitmap_csum_lo),
-	GDF(bg_inode_bitmap_csum_lo), GDF(bg_itable_unused), GDF(bg_checksum),
+	GDF("bg_block_bitmap", GD_BBITMAP, 4), GDF("bg_inode_bitmap", GD_IBITMAP, 4),
+	GDF("bg_inode_table", GD_ITABLE, 4), GDF("bg_free_blocks_count", GD_FREE_BLOCKS, 2),
+	GDF("bg_free_inodes_count", GD_FREE_INODES, 2), GDF("bg_used_dirs_count", GD_USED_DIRS, 2),
+	GDF("bg_flags", GD_FLAGS, 2), GDF("bg_exclude_bitmap_lo", GD_EXCLUDE, 4),
+	GDF("bg_block_bitmap_csum_lo", GD_BBITMAP_CSUM, 2), GDF("bg_inode_bitmap_csum_lo", GD_IBITMAP_CSUM, 2),
+	GDF("bg_itable_unused", GD_ITABLE_UNUSED, 2), GDF("bg_checksum", GD_CHECKSUM, 2),
+	GDF("bg_block_bitmap_hi", GD_BBITMAP_HI, 4), GDF("bg_inode_bitmap_hi", GD_IBITMAP_HI, 4),
+	GDF("bg_inode_table_hi", GD_ITABLE_HI, 4), GDF("bg_free_blocks_count_hi", GD_FREE_BLOCKS_HI, 2),
+	GDF("bg_free_inodes_count_hi", GD_FREE_INODES_HI, 2), GDF("bg_used_dirs_count_hi", GD_USED_DIRS_HI, 2),
+	GDF("bg_itable_unused_hi", GD_ITABLE_UNUSED_HI, 2), GDF("bg_exclude_bitmap_hi", GD_EXCLUDE_HI, 4),
+	GDF("bg_block_bitmap_csum_hi", GD_BBITMAP_CSUM_HI, 2), GDF("bg_inode_bitmap_csum_hi", GD_IBITMAP_CSUM_HI, 2),
+	GDF("bg_reserved", 0x3C, 4),
 };
 
 /* Only the descriptor blocks in the transaction are looked at: the cost
@@ -472,8 +482,8 @@ static void diff_gdt(struct chk_fs *fs, struct txn *t)
 			continue;
 		uint32_t end = (i + 1) * fs->desc_per_block;
 		for (uint32_t g = i * fs->desc_per_block; g < end && g < fs->ngroups; g++) {
-			const uint8_t *o = (const void *)&fs->gd[g], *n = (const void *)chk_gd_new(fs, t, g);
-			if (!memcmp(o, n, sizeof(struct ext2_group_desc)))
+			const uint8_t *o = chk_gd(fs, g), *n = chk_gd_new(fs, t, g);
+			if (!memcmp(o, n, fs->desc_size))
 				continue;
 			struct gtouch *gt = chk_txn_group(t, g);
 			if (!gt)
@@ -481,6 +491,8 @@ static void diff_gdt(struct chk_fs *fs, struct txn *t)
 			gt->changed = true;
 			for (size_t f = 0; f < sizeof(gd_fields) / sizeof(gd_fields[0]); f++) {
 				const struct field *fl = &gd_fields[f];
+				if (fl->off + fl->size > fs->desc_size)
+					break;
 				if (memcmp(o + fl->off, n + fl->off, fl->size)) {
 					size_t r = chk_verdict_add_record(t->v, CHK_BGD, g, fl->name,
 									  get_le(o + fl->off, fl->size),
@@ -497,10 +509,10 @@ static void diff_gdt(struct chk_fs *fs, struct txn *t)
  * rewrites backups with current counters; the kernel leaves them stale) */
 static void check_backup_gdt(struct chk_fs *fs, struct txn *t, struct tblock *b)
 {
-	const struct ext2_group_desc *o = (const void *)b->old, *n = (const void *)b->new;
 	for (uint32_t i = 0; i < fs->desc_per_block; i++) {
-		if (o[i].bg_block_bitmap != n[i].bg_block_bitmap || o[i].bg_inode_bitmap != n[i].bg_inode_bitmap ||
-		    o[i].bg_inode_table != n[i].bg_inode_table)
+		const uint8_t *o = b->old + (size_t)i * fs->desc_size, *n = b->new + (size_t)i * fs->desc_size;
+		if (chk_gd_bbitmap(fs, o) != chk_gd_bbitmap(fs, n) || chk_gd_ibitmap(fs, o) != chk_gd_ibitmap(fs, n) ||
+		    chk_gd_itable(fs, o) != chk_gd_itable(fs, n))
 			chk_txn_problem(t, "INV_BACKUP_COPIES", SIZE_MAX,
 				    "backup group descriptor block %llu: entry %u's bitmap/inode table location changed",
 				    (unsigned long long)b->blk, i);
@@ -662,22 +674,22 @@ static void remove_ptr(struct chk_fs *fs, struct txn *t, uint64_t blk, int level
 	 * approved state; a second removal would count its children twice) */
 	if (level == 0 || !mine || c->removes > 1)
 		return;
+	/* d stays put while the levels below use the next buffers */
 	const uint8_t *d = chk_txn_old_block(fs, t, blk, bufs);
 	if (!d)
 		return;
-	uint8_t copy[4096];
-	memcpy(copy, d, fs->bs);
-	const uint32_t *p = (const uint32_t *)copy;
+	uint32_t p0 = chk_ld32(d);
 	uint8_t ct = level == 3 ? BT_DIND : level == 2 ? BT_IND :
-		     (chk_btype(fs, blk) == BT_IND && p[0] && p[0] < fs->blocks_count ? chk_btype(fs, p[0]) : BT_DATA);
+		     (chk_btype(fs, blk) == BT_IND && p0 && p0 < fs->blocks_count ? chk_btype(fs, p0) : BT_DATA);
 	for (uint32_t i = 0; i < fs->addr_per_block; i++) {
-		if (!p[i])
+		uint32_t p = chk_ld32(d + 4 * (size_t)i);
+		if (!p)
 			continue;
 		uint8_t cti = ct;
-		if (level == 1 && p[i] < fs->blocks_count && chk_bowner(fs, p[i]) == ic->ino &&
-		    (chk_btype(fs, p[i]) == BT_DIR || chk_btype(fs, p[i]) == BT_DATA))
-			cti = chk_btype(fs, p[i]);
-		remove_ptr(fs, t, p[i], level - 1, cti, ic, rec, bufs + fs->bs);
+		if (level == 1 && p < fs->blocks_count && chk_bowner(fs, p) == ic->ino &&
+		    (chk_btype(fs, p) == BT_DIR || chk_btype(fs, p) == BT_DATA))
+			cti = chk_btype(fs, p);
+		remove_ptr(fs, t, p, level - 1, cti, ic, rec, bufs + fs->bs);
 	}
 }
 
@@ -707,17 +719,16 @@ static void add_ptr(struct chk_fs *fs, struct txn *t, uint64_t blk, int level, u
 	const uint8_t *d = chk_txn_new_block(fs, t, blk, bufs);
 	if (!d)
 		return;
-	uint8_t copy[4096];
-	memcpy(copy, d, fs->bs);
-	const uint32_t *p = (const uint32_t *)copy;
 	uint64_t span = 1;
 	for (int i = 1; i < level; i++)
 		span *= fs->addr_per_block;
 	uint8_t ct = level == 3 ? BT_DIND : level == 2 ? BT_IND : isdir ? BT_DIR : BT_DATA;
-	for (uint32_t i = 0; i < fs->addr_per_block; i++)
-		if (p[i])
-			add_ptr(fs, t, p[i], level - 1, ct, (uint32_t)(lblk + i * span), ic, isdir, rec,
+	for (uint32_t i = 0; i < fs->addr_per_block; i++) {
+		uint32_t p = chk_ld32(d + 4 * (size_t)i);
+		if (p)
+			add_ptr(fs, t, p, level - 1, ct, (uint32_t)(lblk + i * span), ic, isdir, rec,
 				bufs + fs->bs);
+	}
 }
 
 static uint8_t slot_type(int s, bool isdir)
@@ -1024,59 +1035,6 @@ int chk_check(struct chk_fs *fs, const struct chk_write *w, size_t n, struct chk
 	return 0;
 }
 
-/* ------------------------------------------------------------ last block */
-
-/* empty: indirect blocks already found to hold no data (a corrupt tree may
- * name one block from every slot: each is searched once) */
-static bool last_in_subtree(struct chk_fs *fs, struct txn *t, uint64_t blk, int level, uint32_t base,
-			    uint32_t *last, struct u64map *empty)
-{
-	if (level == 0) {
-		*last = base;
-		return true;
-	}
-	if (blk < fs->first_data_block || blk >= fs->blocks_count || bt_static(chk_btype(fs, blk)))
-		return false;
-	if (chk_u64map_get(empty, blk * 4 + (uint64_t)level, NULL))
-		return false;
-	uint8_t buf[4096];
-	const uint8_t *d = chk_txn_new_block(fs, t, blk, buf);
-	if (!d)
-		return false;
-	uint32_t p[1024];
-	memcpy(p, d, fs->bs);
-	uint64_t span = 1;
-	for (int i = 1; i < level; i++)
-		span *= fs->addr_per_block;
-	for (uint32_t i = fs->addr_per_block; i-- > 0;)
-		if (p[i] && last_in_subtree(fs, t, p[i], level - 1, (uint32_t)(base + i * span), last, empty))
-			return true;
-	if (chk_u64map_put(empty, blk * 4 + (uint64_t)level, 1))
-		t->err = -ENOMEM;
-	return false;
-}
-
-/* Cheap: descends only along the last non-zero pointers (at most three
- * indirect blocks read). */
-bool chk_txn_last_lblk(struct chk_fs *fs, struct txn *t, const struct ext2_inode *in, uint32_t *last)
-{
-	uint32_t a = fs->addr_per_block;
-	uint32_t bases[3] = { 12, 12 + a, 12 + a + a * a };
-	struct u64map empty = { 0 };
-	for (int l = 2; l >= 0; l--)
-		if (in->i_block[12 + l] && last_in_subtree(fs, t, in->i_block[12 + l], l + 1, bases[l], last, &empty)) {
-			chk_u64map_free(&empty);
-			return true;
-		}
-	chk_u64map_free(&empty);
-	for (int i = 11; i >= 0; i--)
-		if (in->i_block[i]) {
-			*last = (uint32_t)i;
-			return true;
-		}
-	return false;
-}
-
 /* ------------------------------------------------------------ advance */
 
 /* The pages and group bitmaps apply will write, made to exist first so that
@@ -1147,11 +1105,12 @@ int chk_txn_apply(struct chk_fs *fs, struct txn *t)
 	for (uint32_t i = 0; i < fs->gdt_blocks; i++) {
 		if (!t->gdb_new[i])
 			continue;
-		const struct ext2_group_desc *n = (const void *)t->gdb_new[i];
-		struct ext2_group_desc *o = fs->gd + (size_t)i * fs->desc_per_block;
+		const uint8_t *n = t->gdb_new[i];
+		uint8_t *o = fs->gd + (size_t)i * fs->bs;
 		for (uint32_t k = 0; k < fs->desc_per_block && i * fs->desc_per_block + k < fs->ngroups; k++) {
-			fs->gd_free_blocks += (uint64_t)n[k].bg_free_blocks_count - o[k].bg_free_blocks_count;
-			fs->gd_free_inodes += (uint64_t)n[k].bg_free_inodes_count - o[k].bg_free_inodes_count;
+			const uint8_t *nd = n + (size_t)k * fs->desc_size, *od = o + (size_t)k * fs->desc_size;
+			fs->gd_free_blocks += (uint64_t)chk_gd_free_blocks(fs, nd) - chk_gd_free_blocks(fs, od);
+			fs->gd_free_inodes += (uint64_t)chk_gd_free_inodes(fs, nd) - chk_gd_free_inodes(fs, od);
 		}
 		memcpy(o, n, fs->bs);
 	}

@@ -7,6 +7,7 @@
  * One file (about 1,050 lines): one short function per table row, read
  * side by side with checker/README.md's table.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,18 +162,21 @@ static void inv_sb_state(struct chk_fs *fs, struct txn *t, struct chk_verdict *v
 static void inv_sb_free_blocks(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	const struct ext2_super_block *o = (const void *)t->sb_old, *n = (const void *)t->sb_new;
-	if (o->s_free_blocks_count == n->s_free_blocks_count)
+	uint64_t nfree = chk_sb_free_blocks(n);
+	if (chk_sb_free_blocks(o) == nfree)
 		return;
 	/* the approved sum, moved by the groups whose descriptors changed */
 	uint64_t sum = fs->gd_free_blocks;
 	for (size_t i = 0; i < t->ngt; i++)
 		if (t->gt[i].changed)
-			sum += (uint64_t)chk_gd_new(fs, t, t->gt[i].g)->bg_free_blocks_count -
-			       fs->gd[t->gt[i].g].bg_free_blocks_count;
-	if (sum != n->s_free_blocks_count) {
+			sum += (uint64_t)chk_gd_free_blocks(fs, chk_gd_new(fs, t, t->gt[i].g)) -
+			       chk_gd_free_blocks(fs, chk_gd(fs, t->gt[i].g));
+	if (sum != nfree) {
 		size_t r = sb_rec_find(t, "s_free_blocks_count");
-		V("INV_SB_FREE_BLOCKS", &r, 1, "s_free_blocks_count %u != sum of group free block counts %llu",
-		  n->s_free_blocks_count, (unsigned long long)sum);
+		if (r == SIZE_MAX)
+			r = sb_rec_find(t, "s_free_blocks_hi");
+		V("INV_SB_FREE_BLOCKS", &r, 1, "s_free_blocks_count %llu != sum of group free block counts %llu",
+		  (unsigned long long)nfree, (unsigned long long)sum);
 	}
 }
 
@@ -184,8 +188,8 @@ static void inv_sb_free_inodes(struct chk_fs *fs, struct txn *t, struct chk_verd
 	uint64_t sum = fs->gd_free_inodes;
 	for (size_t i = 0; i < t->ngt; i++)
 		if (t->gt[i].changed)
-			sum += (uint64_t)chk_gd_new(fs, t, t->gt[i].g)->bg_free_inodes_count -
-			       fs->gd[t->gt[i].g].bg_free_inodes_count;
+			sum += (uint64_t)chk_gd_free_inodes(fs, chk_gd_new(fs, t, t->gt[i].g)) -
+			       chk_gd_free_inodes(fs, chk_gd(fs, t->gt[i].g));
 	if (sum != n->s_free_inodes_count) {
 		size_t r = sb_rec_find(t, "s_free_inodes_count");
 		V("INV_SB_FREE_INODES", &r, 1, "s_free_inodes_count %u != sum of group free inode counts %llu",
@@ -213,14 +217,15 @@ static void inv_bgd_frozen(struct chk_fs *fs, struct txn *t, struct chk_verdict 
 		uint32_t g = t->gt[i].g;
 		if (!t->gt[i].changed)
 			continue;
-		const struct ext2_group_desc *o = &fs->gd[g], *n = chk_gd_new(fs, t, g);
-		if (o->bg_block_bitmap != n->bg_block_bitmap || o->bg_inode_bitmap != n->bg_inode_bitmap ||
-		    o->bg_inode_table != n->bg_inode_table ||
-		    bgd_flags_changed(o->bg_flags, n->bg_flags) ||
-		    o->bg_exclude_bitmap_lo != n->bg_exclude_bitmap_lo ||
-		    (o->bg_itable_unused != n->bg_itable_unused && n->bg_itable_unused) ||
-		    o->bg_block_bitmap_csum_lo != n->bg_block_bitmap_csum_lo ||
-		    o->bg_inode_bitmap_csum_lo != n->bg_inode_bitmap_csum_lo || o->bg_checksum != n->bg_checksum) {
+		const uint8_t *o = chk_gd(fs, g), *n = chk_gd_new(fs, t, g);
+		if (chk_gd_bbitmap(fs, o) != chk_gd_bbitmap(fs, n) || chk_gd_ibitmap(fs, o) != chk_gd_ibitmap(fs, n) ||
+		    chk_gd_itable(fs, o) != chk_gd_itable(fs, n) ||
+		    bgd_flags_changed(chk_gd_flags(o), chk_gd_flags(n)) ||
+		    chk_gd_exclude(fs, o) != chk_gd_exclude(fs, n) ||
+		    (chk_gd_itable_unused(fs, o) != chk_gd_itable_unused(fs, n) && chk_gd_itable_unused(fs, n)) ||
+		    chk_gd_bbitmap_csum(fs, o) != chk_gd_bbitmap_csum(fs, n) ||
+		    chk_gd_ibitmap_csum(fs, o) != chk_gd_ibitmap_csum(fs, n) ||
+		    chk_gd_checksum(o) != chk_gd_checksum(n)) {
 			size_t r[16], k = gd_rec_list(t, g, r, 16);
 			V("INV_BGD_FROZEN", r, k, "group %u: a descriptor location or ext4-only field changed", g);
 		}
@@ -233,7 +238,7 @@ static void inv_bgd_free_blocks(struct chk_fs *fs, struct txn *t, struct chk_ver
 	chk_txn_groups_sort(t);
 	for (size_t i = 0; i < t->ngt; i++) {
 		uint32_t g = t->gt[i].g;
-		int64_t d = (int64_t)chk_gd_new(fs, t, g)->bg_free_blocks_count - fs->gd[g].bg_free_blocks_count;
+		int64_t d = (int64_t)chk_gd_free_blocks(fs, chk_gd_new(fs, t, g)) - chk_gd_free_blocks(fs, chk_gd(fs, g));
 		if (d != -(int64_t)t->gt[i].bflip) {
 			size_t r[16], k = gd_rec_list(t, g, r, 16);
 			V("INV_BGD_FREE_BLOCKS", r, k, "group %u: bg_free_blocks_count changed by %lld but %d bitmap bits were set net",
@@ -247,7 +252,7 @@ static void inv_bgd_free_inodes(struct chk_fs *fs, struct txn *t, struct chk_ver
 	chk_txn_groups_sort(t);
 	for (size_t i = 0; i < t->ngt; i++) {
 		uint32_t g = t->gt[i].g;
-		int64_t d = (int64_t)chk_gd_new(fs, t, g)->bg_free_inodes_count - fs->gd[g].bg_free_inodes_count;
+		int64_t d = (int64_t)chk_gd_free_inodes(fs, chk_gd_new(fs, t, g)) - chk_gd_free_inodes(fs, chk_gd(fs, g));
 		if (d != -(int64_t)t->gt[i].iflip) {
 			size_t r[16], k = gd_rec_list(t, g, r, 16);
 			V("INV_BGD_FREE_INODES", r, k, "group %u: bg_free_inodes_count changed by %lld but %d inode bits were set net",
@@ -270,7 +275,7 @@ static void inv_bgd_used_dirs(struct chk_fs *fs, struct txn *t, struct chk_verdi
 	chk_txn_groups_sort(t);
 	for (size_t i = 0; i < t->ngt; i++) {
 		uint32_t g = t->gt[i].g;
-		int64_t d = (int64_t)chk_gd_new(fs, t, g)->bg_used_dirs_count - fs->gd[g].bg_used_dirs_count;
+		int64_t d = (int64_t)chk_gd_used_dirs(fs, chk_gd_new(fs, t, g)) - chk_gd_used_dirs(fs, chk_gd(fs, g));
 		if (d != t->gt[i].dirs) {
 			size_t r[16], k = gd_rec_list(t, g, r, 16);
 			V("INV_BGD_USED_DIRS", r, k, "group %u: bg_used_dirs_count changed by %lld but %d directories came into use net",
@@ -329,8 +334,8 @@ static void inv_ptr_in_range(struct chk_fs *fs, struct txn *t, struct chk_verdic
 	for (size_t i = 0; i < t->nbch; i++) {
 		struct bchange *c = t->bch[i];
 		if (c->adds && (c->blk >= fs->blocks_count || c->blk < fs->first_data_block))
-			V("INV_PTR_IN_RANGE", &c->rec, 1, "pointer to block %llu outside the file system (%u..%u)",
-			  (unsigned long long)c->blk, fs->first_data_block, fs->blocks_count - 1);
+			V("INV_PTR_IN_RANGE", &c->rec, 1, "pointer to block %llu outside the file system (%u..%llu)",
+			  (unsigned long long)c->blk, fs->first_data_block, (unsigned long long)fs->blocks_count - 1);
 	}
 	report_problems(t, v, "INV_PTR_IN_RANGE");
 }
@@ -656,21 +661,23 @@ static void inv_dir_dots(struct chk_fs *fs, struct txn *t, struct chk_verdict *v
 /* the inode named by ".." in dir's block 0 (new state); 0 if unknown */
 static uint32_t dotdot_of(struct chk_fs *fs, struct txn *t, struct ichange *dir)
 {
-	uint32_t b0 = I_NEW(dir)->i_block[0];
+	uint64_t b0 = chk_txn_bmap(fs, t, I_NEW(dir), 0);
 	if (!b0 || b0 >= fs->blocks_count)
 		return 0;
-	uint8_t buf[4096];
-	const uint8_t *d = chk_txn_new_block(fs, t, b0, buf);
-	if (!d)
-		return 0;
-	const struct dirent_hdr e = chk_dirent_at(d);
-	if (!chk_dirent_fits(e, 0, fs->bs) || e.rec_len + 12u > fs->bs)
-		return 0;
-	const struct dirent_hdr e2 = chk_dirent_at(d + e.rec_len);
-	const uint8_t *name = d + e.rec_len + 8;
-	if (e2.name_len != 2 || name[0] != '.' || name[1] != '.')
-		return 0;
-	return e2.inode;
+	uint8_t *buf = malloc(fs->bs);
+	const uint8_t *d = buf ? chk_txn_new_block(fs, t, b0, buf) : NULL;
+	uint32_t ino = 0;
+	if (!buf)
+		t->err = -ENOMEM;
+	struct dirent_hdr e = d ? chk_dirent_at(d) : (struct dirent_hdr){ 0, 0, 0, 0 };
+	if (d && chk_dirent_fits(e, 0, fs->bs) && e.rec_len + 12u <= fs->bs) {
+		const struct dirent_hdr e2 = chk_dirent_at(d + e.rec_len);
+		const uint8_t *name = d + e.rec_len + 8;
+		if (e2.name_len == 2 && name[0] == '.' && name[1] == '.')
+			ino = e2.inode;
+	}
+	free(buf);
+	return ino;
 }
 
 static void inv_dir_dotdot_parent(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
@@ -907,7 +914,11 @@ static void inv_orphan_list(struct chk_fs *fs, struct txn *t, struct chk_verdict
 
 static void inv_xattr_refcount(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
-	uint8_t buf[4096];
+	uint8_t *buf = malloc(fs->bs);
+	if (!buf) {
+		t->err = -ENOMEM;
+		return;
+	}
 	for (size_t i = 0; i < t->nbch; i++) {
 		struct bchange *c = t->bch[i];
 		bool was = c->old_type == BT_XATTR, is = c->adds ? c->new_type == BT_XATTR : was;
@@ -929,6 +940,7 @@ static void inv_xattr_refcount(struct chk_fs *fs, struct txn *t, struct chk_verd
 			V("INV_XATTR_REFCOUNT", &c->rec, 1, "xattr block %llu: h_refcount %u but %lld inodes point to it",
 			  (unsigned long long)c->blk, h->h_refcount, (long long)want);
 	}
+	free(buf);
 }
 
 /* What is wrong with an xattr block's format (NULL if fine): the header,
@@ -969,7 +981,11 @@ const char *chk_xattr_block_problem(const struct chk_fs *fs, const uint8_t *d)
 
 static void inv_xattr_format(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
-	uint8_t buf[4096];
+	uint8_t *buf = malloc(fs->bs);
+	if (!buf) {
+		t->err = -ENOMEM;
+		return;
+	}
 	for (size_t i = 0; i < t->nbch; i++) {
 		struct bchange *c = t->bch[i];
 		bool was = c->old_type == BT_XATTR, is = c->adds ? c->new_type == BT_XATTR : was;
@@ -984,6 +1000,7 @@ static void inv_xattr_format(struct chk_fs *fs, struct txn *t, struct chk_verdic
 		if (why)
 			V("INV_XATTR_FORMAT", &c->rec, 1, "xattr block %llu: %s", (unsigned long long)c->blk, why);
 	}
+	free(buf);
 }
 
 /* ------------------------------------------------------------ htree */
@@ -997,9 +1014,8 @@ static void inv_journal_sb(struct chk_fs *fs, struct txn *t, struct chk_verdict 
 	if (chk_journal_head(fs, &b0, &nblocks) || !chk_u64map_get(&t->bidx, b0, &idx) ||
 	    !t->blocks[idx].changed)
 		return;                  /* not written by this transaction */
-	uint8_t buf[4096];
-	const uint8_t *d = chk_txn_new_block(fs, t, b0, buf);
-	const char *why = d ? chk_journal_sb_problem(fs, d, nblocks) : NULL;
+	/* written by this transaction: its new contents are in hand */
+	const char *why = chk_journal_sb_problem(fs, t->blocks[idx].new, nblocks);
 	if (why)
 		V("INV_JOURNAL_SB", NULL, 0, "journal superblock (block %llu): %s", (unsigned long long)b0, why);
 }

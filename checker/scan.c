@@ -66,7 +66,7 @@ static bool dir_visit(void *ctx, uint64_t blk, uint8_t type, uint32_t lblk)
 	chk_parse_dir_block(fs, s->t, s->buf, blk, w->dir, lblk, true, 1, &l);
 	if (w->indexed) {
 		if (lblk == 0)
-			chk_htree_scan_dir(fs, s->t, w->dir, w->in, s->buf);
+			chk_htree_scan_dir(fs, s->t, w->dir, w->in, blk, s->buf);
 		const struct ext2_dir_entry_2 *e0 = (const void *)s->buf;
 		bool node = e0->inode == 0 && e0->rec_len == fs->bs && e0->name_len == 0 &&
 			    ((const struct ext2_dx_countlimit *)(s->buf + 8))->limit == (fs->bs - 8) / 8;
@@ -270,9 +270,10 @@ static void scan_bitmaps(struct scan *s)
 				unowned += (uint64_t)__builtin_popcountll(uno);
 			}
 		}
-		if (free_b != fs->gd[g].bg_free_blocks_count)
+		const uint8_t *d = chk_gd(fs, g);
+		if (free_b != chk_gd_free_blocks(fs, d))
 			V("INV_BGD_FREE_BLOCKS", "group %u: bg_free_blocks_count %u but %llu bits are clear", g,
-			  fs->gd[g].bg_free_blocks_count, (unsigned long long)free_b);
+			  chk_gd_free_blocks(fs, d), (unsigned long long)free_b);
 		uint64_t free_i = fs->ipg, dirs = 0;
 		const uint8_t *ib = chk_group_ibits(fs, g);
 		for (uint32_t i = 0; ib && i < fs->ipg; i++) {
@@ -286,14 +287,14 @@ static void scan_bitmaps(struct scan *s)
 			if ((s->mode[g * fs->ipg + i + 1] & 0170000) == 0040000)
 				dirs++;
 		}
-		if (free_i != fs->gd[g].bg_free_inodes_count)
+		if (free_i != chk_gd_free_inodes(fs, d))
 			V("INV_BGD_FREE_INODES", "group %u: bg_free_inodes_count %u but %llu bits are clear", g,
-			  fs->gd[g].bg_free_inodes_count, (unsigned long long)free_i);
-		if (dirs != fs->gd[g].bg_used_dirs_count)
+			  chk_gd_free_inodes(fs, d), (unsigned long long)free_i);
+		if (dirs != chk_gd_used_dirs(fs, d))
 			V("INV_BGD_USED_DIRS", "group %u: bg_used_dirs_count %u but %llu directories are in use", g,
-			  fs->gd[g].bg_used_dirs_count, (unsigned long long)dirs);
-		sum_b += fs->gd[g].bg_free_blocks_count;
-		sum_i += fs->gd[g].bg_free_inodes_count;
+			  chk_gd_used_dirs(fs, d), (unsigned long long)dirs);
+		sum_b += chk_gd_free_blocks(fs, d);
+		sum_i += chk_gd_free_inodes(fs, d);
 	}
 	if (unmarked)
 		V("INV_PTR_MARKED", "%llu blocks in use are free in the block bitmap (first %llu)",
@@ -301,9 +302,9 @@ static void scan_bitmaps(struct scan *s)
 	if (unowned)
 		V("INV_BBITMAP_SET", "%llu blocks are marked in use but nothing points to them (first %llu)",
 		  (unsigned long long)unowned, (unsigned long long)first_uno);
-	if (sum_b != fs->sb->s_free_blocks_count)
-		V("INV_SB_FREE_BLOCKS", "s_free_blocks_count %u != sum of group counts %llu", fs->sb->s_free_blocks_count,
-		  (unsigned long long)sum_b);
+	if (sum_b != chk_sb_free_blocks(fs->sb))
+		V("INV_SB_FREE_BLOCKS", "s_free_blocks_count %llu != sum of group counts %llu",
+		  (unsigned long long)chk_sb_free_blocks(fs->sb), (unsigned long long)sum_b);
 	if (sum_i != fs->sb->s_free_inodes_count)
 		V("INV_SB_FREE_INODES", "s_free_inodes_count %u != sum of group counts %llu", fs->sb->s_free_inodes_count,
 		  (unsigned long long)sum_i);
@@ -319,7 +320,7 @@ static void scan_padding(struct scan *s)
 	struct chk_fs *fs = s->fs;
 	uint32_t g = fs->ngroups - 1;
 	uint64_t start = fs->first_data_block + (uint64_t)g * fs->bpg, nb = fs->blocks_count - start;
-	if (chk_read_block(fs, fs->gd[g].bg_block_bitmap, s->buf))
+	if (chk_read_block(fs, chk_gd_bbitmap(fs, chk_gd(fs, g)), s->buf))
 		return;
 	for (uint64_t i = nb; i < fs->bs * 8u; i++)
 		if (!bit_get(s->buf, i)) {
@@ -487,7 +488,7 @@ static void scan_resize_inode(struct scan *s, const struct ext2_inode *in)
 		V("INV_STATIC_FROZEN", "s_reserved_gdt_blocks %u reach past the end of the file system", rgdt);
 		return;
 	}
-	uint32_t *want = malloc((size_t)apb * sizeof(*want));
+	uint32_t *want = malloc((size_t)apb * sizeof(*want)), *copies = NULL;
 	uint8_t *tab = rgdt ? malloc((size_t)rgdt * fs->bs) : NULL;
 	if (!want || (rgdt && !tab)) {
 		s->err = -ENOMEM;
@@ -510,8 +511,12 @@ static void scan_resize_inode(struct scan *s, const struct ext2_inode *in)
 		if (chk_group_has_super(fs, g))
 			want[nbak++] = g;
 	uint64_t owned = 1 + (uint64_t)rgdt * (1 + nbak);
+	copies = malloc((size_t)apb * sizeof(*copies));
+	if (!copies) {
+		s->err = -ENOMEM;
+		goto out;
+	}
 	for (uint32_t i = 0; i < rgdt; i++) {
-		uint32_t copies[1024];             /* apb <= 1024: 4 KiB blocks at most */
 		for (uint32_t k = 0; k < nbak; k++)
 			copies[k] = (uint32_t)(first + i + (uint64_t)want[k] * fs->bpg);
 		if (!ptrs_as_expected(s, tab + (size_t)i * fs->bs, copies, nbak, "reserved GDT block", first + i))
@@ -522,6 +527,7 @@ static void scan_resize_inode(struct scan *s, const struct ext2_inode *in)
 		  (unsigned long long)owned);
 out:
 	free(want);
+	free(copies);
 	free(tab);
 }
 
@@ -593,7 +599,7 @@ int chk_scan(struct chk_fs *fs, struct chk_verdict **out)
 	for (uint32_t g = 0; g < fs->ngroups && !r && !s.err; g++) {
 		/* an empty group whose table is known to read as zeros: every
 		 * inode free and zero, nothing to report */
-		uint64_t toff = (uint64_t)fs->gd[g].bg_inode_table * fs->bs;
+		uint64_t toff = chk_gd_itable(fs, chk_gd(fs, g)) * fs->bs;
 		if (g && fs->zero && !chk_group_inodes_any(fs, g) &&
 		    fs->zero(fs->ctx, toff, tbytes) == 1)
 			continue;

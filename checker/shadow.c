@@ -30,12 +30,20 @@ struct bpage {
 };
 
 /* One static extent; `seq` is the order of marking: where corrupt
- * descriptors make two extents overlap, the later one names the block. */
+ * descriptors make two extents overlap, the later one names the block.
+ * owner: the resize inode for reserved GDT blocks; a group's bitmaps and
+ * inode table keep the group there (chk_layout_group), which the type/owner
+ * map reports as owner 0. */
 struct sext {
 	uint64_t start;
 	uint32_t len, owner, seq;
 	uint8_t  type;
 };
+
+static bool group_owned(uint8_t type)
+{
+	return type == BT_BBITMAP || type == BT_IBITMAP || type == BT_ITABLE;
+}
 
 static uint64_t group_start(const struct chk_fs *fs, uint32_t g)
 {
@@ -243,7 +251,15 @@ uint32_t chk_bowner(const struct chk_fs *fs, uint64_t blk)
 	if (fs->resize_dind && blk == fs->resize_dind)
 		return EXT2_RESIZE_INO;
 	const struct sext *e = sext_find(fs, blk);
-	return e ? e->owner : 0;
+	return e && !group_owned(e->type) ? e->owner : 0;
+}
+
+uint32_t chk_layout_group(const struct chk_fs *fs, uint64_t blk, uint8_t type, uint32_t *idx)
+{
+	const struct sext *e = blk < fs->blocks_count ? sext_find(fs, blk) : NULL;
+	if (idx)
+		*idx = e && e->type == type ? (uint32_t)(blk - e->start) : 0;
+	return e && e->type == type ? e->owner : 0;
 }
 
 uint32_t chk_blblk(const struct chk_fs *fs, uint64_t blk)
@@ -424,6 +440,6 @@ bool chk_inode_in_bad_block(const struct chk_fs *fs, uint32_t ino)
 	if (!fs->nbad_itable || ino == 0 || ino > fs->inodes_count)
 		return false;
 	uint32_t g = (ino - 1) / fs->ipg, i = (ino - 1) % fs->ipg;
-	uint64_t blk = fs->gd[g].bg_inode_table + (uint64_t)i * fs->inode_size / fs->bs;
+	uint64_t blk = chk_gd_itable(fs, chk_gd(fs, g)) + (uint64_t)i * fs->inode_size / fs->bs;
 	return bsearch(&blk, fs->bad_itable, fs->nbad_itable, sizeof(blk), cmp_u64) != NULL;
 }
