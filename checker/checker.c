@@ -1006,15 +1006,7 @@ size_t chk_verdict_add_record(struct chk_verdict *v, enum chk_rtype t, uint64_t 
 	return v->nrecs++;
 }
 
-static const struct chk_invariant *find_invariant(const char *id)
-{
-	for (size_t i = 0; i < chk_invariant_count(); i++)
-		if (!strcmp(chk_invariant_at(i)->id, id))
-			return chk_invariant_at(i);
-	return NULL;
-}
-
-void chk_verdict_add_violation(struct chk_verdict *v, const char *inv_id,
+void chk_verdict_add_violation(struct chk_verdict *v, enum chk_inv inv,
 			   const size_t *recs, size_t nrecs, const char *fmt, ...)
 {
 	/* one line per violated invariant and subject; cap to keep output bounded */
@@ -1047,7 +1039,7 @@ void chk_verdict_add_violation(struct chk_verdict *v, const char *inv_id,
 				rc[k++] = recs[i];
 	}
 	struct chk_violation *x = &v->viols[v->nviols++];
-	x->inv = find_invariant(inv_id);
+	x->inv = chk_invariant_at(inv);
 	x->detail = chk_arena_printf(&v->strings, "%s", tmp);
 	x->nrecords = k;
 	x->records = rc;

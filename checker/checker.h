@@ -166,7 +166,8 @@ int chk_record_format(const struct chk_record *r, char *buf, size_t len);
 /* ---- invariants: one table, printed by `recon-check --list-invariants` ---- */
 struct chk_invariant {
 	const char *id;           /* stable id, e.g. "INV_BLOCK_OWNED_ONCE" */
-	const char *description;  /* one line */
+	const char *description;  /* one line: what it says of a transition */
+	const char *state;        /* one line: what it says of one image (chk_scan) */
 };
 size_t chk_invariant_count(void);
 const struct chk_invariant *chk_invariant_at(size_t i);

@@ -56,6 +56,14 @@ static inline bool chk_dirent_fits(struct dirent_hdr h, uint32_t off, uint32_t b
 	       (!h.inode || 8u + h.name_len <= h.rec_len);
 }
 
+/* The invariants, by id (invariants.def: one table). */
+enum chk_inv {
+#define INV(id, fn, description, state) id,
+#include "invariants.def"
+#undef INV
+	CHK_NINV
+};
+
 /* What a block is, in the type/owner map. */
 enum blk_type {
 	BT_FREE = 0,     /* pointed to by nobody (its bitmap bit may be anything) */
@@ -338,8 +346,8 @@ struct chk_verdict {
 };
 size_t chk_verdict_add_record(struct chk_verdict *v, enum chk_rtype t, uint64_t id,
 			  const char *field, int64_t o, int64_t n);
-/* inv_id: the invariant's id string; recs copied */
-void chk_verdict_add_violation(struct chk_verdict *v, const char *inv_id,
+/* recs copied */
+void chk_verdict_add_violation(struct chk_verdict *v, enum chk_inv inv,
 			   const size_t *recs, size_t nrecs, const char *fmt, ...)
 	__attribute__((format(printf, 5, 6)));
 bool chk_verdict_oom(const struct chk_verdict *v);
@@ -347,6 +355,10 @@ struct chk_verdict *chk_verdict_new(void);
 
 /* ---- invariants.c ---- */
 void chk_run_invariants(struct chk_fs *fs, struct txn *t, struct chk_verdict *v);
+/* the check functions of the table's rows */
+#define INV(id, fn, description, state) void fn(struct chk_fs *fs, struct txn *t, struct chk_verdict *v);
+#include "invariants.def"
+#undef INV
 void chk_txn_free(struct txn *t);
 int  chk_txn_apply(struct chk_fs *fs, struct txn *t);
 
@@ -400,7 +412,7 @@ struct dchange {                 /* one (directory, name) whose target changed *
 };
 
 struct tproblem {                /* a structural defect found while parsing */
-	const char *inv;
+	enum chk_inv inv;
 	size_t rec;                  /* SIZE_MAX if none */
 	const char *detail;          /* in the verdict's arena */
 };
@@ -471,7 +483,7 @@ struct ichange *chk_txn_inode(struct chk_fs *fs, struct txn *t, uint32_t ino);
 bool chk_txn_bbit_new(struct chk_fs *fs, struct txn *t, uint64_t blk);
 bool chk_txn_ibit_new(struct chk_fs *fs, struct txn *t, uint32_t ino);
 struct bchange *chk_txn_bch_find(struct txn *t, uint64_t blk);
-void chk_txn_problem(struct txn *t, const char *inv, size_t rec, const char *fmt, ...)
+void chk_txn_problem(struct txn *t, enum chk_inv inv, size_t rec, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 void chk_ich_add_rec(struct ichange *ic, size_t rec);
 bool chk_txn_is_orphan(struct chk_fs *fs, struct txn *t, uint32_t ino);

@@ -271,7 +271,7 @@ void chk_txn_groups_sort(struct txn *t)
 			t->err = -ENOMEM;
 }
 
-void chk_txn_problem(struct txn *t, const char *inv, size_t rec, const char *fmt, ...)
+void chk_txn_problem(struct txn *t, enum chk_inv inv, size_t rec, const char *fmt, ...)
 {
 	if (t->nprobs >= 2000)
 		return;
@@ -430,7 +430,7 @@ static bool diff_sb(struct txn *t, const uint8_t *o, const uint8_t *n, bool prim
 			if (primary)
 				sb_add_rec(t, r);
 			else
-				chk_txn_problem(t, "INV_BACKUP_COPIES", r, "a backup superblock's frozen field %s changed", name);
+				chk_txn_problem(t, INV_BACKUP_COPIES, r, "a backup superblock's frozen field %s changed", name);
 		}
 		if ((size_t)f->off + (size_t)f->size * f->count > end)
 			end = (size_t)f->off + (size_t)f->size * f->count;
@@ -513,7 +513,7 @@ static void check_backup_gdt(struct chk_fs *fs, struct txn *t, struct tblock *b)
 		const uint8_t *o = b->old + (size_t)i * fs->desc_size, *n = b->new + (size_t)i * fs->desc_size;
 		if (chk_gd_bbitmap(fs, o) != chk_gd_bbitmap(fs, n) || chk_gd_ibitmap(fs, o) != chk_gd_ibitmap(fs, n) ||
 		    chk_gd_itable(fs, o) != chk_gd_itable(fs, n))
-			chk_txn_problem(t, "INV_BACKUP_COPIES", SIZE_MAX,
+			chk_txn_problem(t, INV_BACKUP_COPIES, SIZE_MAX,
 				    "backup group descriptor block %llu: entry %u's bitmap/inode table location changed",
 				    (unsigned long long)b->blk, i);
 	}
@@ -537,7 +537,7 @@ static void diff_bbitmap(struct chk_fs *fs, struct txn *t, uint32_t g, struct tb
 				continue;
 			if (i >= nb) {
 				if (ob && !nbit)
-					chk_txn_problem(t, "INV_BITMAP_PADDING", SIZE_MAX,
+					chk_txn_problem(t, INV_BITMAP_PADDING, SIZE_MAX,
 						    "group %u: block bitmap padding bit %llu cleared", g, (unsigned long long)i);
 				continue;
 			}
@@ -554,7 +554,7 @@ static void diff_bbitmap(struct chk_fs *fs, struct txn *t, uint32_t g, struct tb
 	/* the padding words past the group (last group only) */
 	for (uint64_t i = nb; i < fs->bs * 8u; i++)
 		if (bit_get(b->old, i) && !bit_get(b->new, i)) {
-			chk_txn_problem(t, "INV_BITMAP_PADDING", SIZE_MAX,
+			chk_txn_problem(t, INV_BITMAP_PADDING, SIZE_MAX,
 				    "group %u: block bitmap padding bit %llu cleared", g, (unsigned long long)i);
 			break;
 		}
@@ -579,7 +579,7 @@ static void diff_ibitmap(struct chk_fs *fs, struct txn *t, uint32_t g, struct tb
 	}
 	for (uint32_t i = fs->ipg; i < fs->bs * 8u; i++)
 		if (bit_get(b->old, i) && !bit_get(b->new, i)) {
-			chk_txn_problem(t, "INV_BITMAP_PADDING", SIZE_MAX, "group %u: inode bitmap padding bit %u cleared", g, i);
+			chk_txn_problem(t, INV_BITMAP_PADDING, SIZE_MAX, "group %u: inode bitmap padding bit %u cleared", g, i);
 			break;
 		}
 }
@@ -887,12 +887,12 @@ static void classify_and_diff(struct chk_fs *fs, struct txn *t)
 		memcpy(t->sb_new, sbb->new + fs->sb_off, 1024);
 		t->sb_changed = memcmp(t->sb_old, t->sb_new, 1024) != 0;
 		if (t->sb_changed && diff_sb(t, t->sb_old, t->sb_new, true))
-			chk_txn_problem(t, "INV_SB_FROZEN", SIZE_MAX, "the superblock's reserved tail changed");
+			chk_txn_problem(t, INV_SB_FROZEN, SIZE_MAX, "the superblock's reserved tail changed");
 		if (fs->sb_off && memcmp(sbb->old, sbb->new, fs->sb_off))
-			chk_txn_problem(t, "INV_STATIC_FROZEN", SIZE_MAX, "block 0's boot area (before the superblock) changed");
+			chk_txn_problem(t, INV_STATIC_FROZEN, SIZE_MAX, "block 0's boot area (before the superblock) changed");
 		if (fs->sb_off + 1024 < fs->bs &&
 		    memcmp(sbb->old + fs->sb_off + 1024, sbb->new + fs->sb_off + 1024, fs->bs - fs->sb_off - 1024))
-			chk_txn_problem(t, "INV_STATIC_FROZEN", SIZE_MAX, "block 0 after the superblock changed");
+			chk_txn_problem(t, INV_STATIC_FROZEN, SIZE_MAX, "block 0 after the superblock changed");
 	}
 	diff_gdt(fs, t);
 	for (size_t i = 0; i < t->nblocks; i++) {
@@ -912,7 +912,7 @@ static void classify_and_diff(struct chk_fs *fs, struct txn *t)
 		case BT_SB:
 			if (b->blk != fs->sb_blk &&
 			    diff_sb(t, b->old + (b->blk == 0 ? 1024 : 0), b->new + (b->blk == 0 ? 1024 : 0), false))
-				chk_txn_problem(t, "INV_BACKUP_COPIES", SIZE_MAX, "backup superblock %llu: reserved tail changed",
+				chk_txn_problem(t, INV_BACKUP_COPIES, SIZE_MAX, "backup superblock %llu: reserved tail changed",
 					    (unsigned long long)b->blk);
 			break;
 		case BT_GDT:
@@ -920,7 +920,7 @@ static void classify_and_diff(struct chk_fs *fs, struct txn *t)
 				check_backup_gdt(fs, t, b);
 			break;
 		case BT_RGDT: case BT_RESIZE_IND: case BT_BOOT:
-			chk_txn_problem(t, "INV_STATIC_FROZEN", SIZE_MAX, "%s block %llu changed",
+			chk_txn_problem(t, INV_STATIC_FROZEN, SIZE_MAX, "%s block %llu changed",
 				    b->otype == BT_BOOT ? "boot" : b->otype == BT_RGDT ? "reserved GDT" : "resize inode",
 				    (unsigned long long)b->blk);
 			break;
@@ -991,7 +991,7 @@ int chk_check(struct chk_fs *fs, const struct chk_write *w, size_t n, struct chk
 		if (!w[i].len)
 			continue;
 		if (w[i].offset > dev_bytes || w[i].len > dev_bytes - w[i].offset) {     /* (no u64 wrap) */
-			chk_txn_problem(t, "INV_PTR_IN_RANGE", SIZE_MAX, "write at byte %llu past the end of the file system",
+			chk_txn_problem(t, INV_PTR_IN_RANGE, SIZE_MAX, "write at byte %llu past the end of the file system",
 				    (unsigned long long)w[i].offset);
 			continue;
 		}

@@ -85,9 +85,9 @@ struct dxwalk {
 
 /* pblk: the index block at fault; its first htree record (if the
  * transaction changed it) goes with the violation */
-static void dx_problem(struct dxwalk *w, uint64_t pblk, const char *inv, const char *fmt, ...)
+static void dx_problem(struct dxwalk *w, uint64_t pblk, enum chk_inv inv, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
-static void dx_problem(struct dxwalk *w, uint64_t pblk, const char *inv, const char *fmt, ...)
+static void dx_problem(struct dxwalk *w, uint64_t pblk, enum chk_inv inv, const char *fmt, ...)
 {
 	if (w->nprob++ >= DX_MAX_PROBLEMS)
 		return;
@@ -116,28 +116,28 @@ static void dx_walk_node(struct dxwalk *w, uint32_t node_lblk, uint64_t node_pbl
 	const struct ext2_dx_entry *oe = od ? (const void *)(od + off) : NULL;
 	uint32_t limit = (fs->bs - off) / 8;
 	if (cl->limit != limit || cl->count == 0 || cl->count > cl->limit) {
-		dx_problem(w, node_pblk, "INV_HTREE_COUNT_LIMIT", "block %u: count %u limit %u (the block holds %u)",
+		dx_problem(w, node_pblk, INV_HTREE_COUNT_LIMIT, "block %u: count %u limit %u (the block holds %u)",
 			   node_lblk, cl->count, cl->limit, limit);
 		return;
 	}
 	for (uint32_t i = 0; i < cl->count; i++) {
 		uint32_t h = e[i].hash;
 		if (i >= 2 && h < e[i - 1].hash)
-			dx_problem(w, node_pblk, "INV_HTREE_HASH_ORDER", "block %u: hash[%u] 0x%x below hash[%u] 0x%x",
+			dx_problem(w, node_pblk, INV_HTREE_HASH_ORDER, "block %u: hash[%u] 0x%x below hash[%u] 0x%x",
 				   node_lblk, i, h, i - 1, e[i - 1].hash);
 		if (i >= 1 && ((h & ~1u) < (lo & ~1u) || (h & ~1u) > hi))
-			dx_problem(w, node_pblk, "INV_HTREE_HASH_ORDER", "block %u: hash[%u] 0x%x outside its parent's range [0x%x, 0x%x]",
+			dx_problem(w, node_pblk, INV_HTREE_HASH_ORDER, "block %u: hash[%u] 0x%x outside its parent's range [0x%x, 0x%x]",
 				   node_lblk, i, h, lo, hi);
 		/* the kernel masks the block with 0x00ffffff, e2fsck with 0x0fffffff:
 		 * any high bit is corruption */
 		uint32_t lb = e[i].block;
 		if (lb == 0 || lb >= w->dir_blocks) {
-			dx_problem(w, node_pblk, "INV_HTREE_BLOCKS", "block %u: entry %u names block %u (%s)", node_lblk, i, lb,
+			dx_problem(w, node_pblk, INV_HTREE_BLOCKS, "block %u: entry %u names block %u (%s)", node_lblk, i, lb,
 				   lb == 0 ? "the root" : "past the directory's end");
 			continue;
 		}
 		if (bit_get(w->seen, lb)) {
-			dx_problem(w, node_pblk, "INV_HTREE_BLOCKS", "block %u: entry %u names block %u, referenced twice",
+			dx_problem(w, node_pblk, INV_HTREE_BLOCKS, "block %u: entry %u names block %u, referenced twice",
 				   node_lblk, i, lb);
 			continue;
 		}
@@ -148,18 +148,18 @@ static void dx_walk_node(struct dxwalk *w, uint32_t node_lblk, uint64_t node_pbl
 		uint64_t pb = chk_txn_bmap(fs, w->t, w->in, lb);
 		const uint8_t *cd = pb && pb < fs->blocks_count ? chk_txn_new_block(fs, w->t, pb, w->buf) : NULL;
 		if (!cd) {
-			dx_problem(w, node_pblk, "INV_HTREE_BLOCKS", "block %u: entry %u names block %u, a hole", node_lblk, i, lb);
+			dx_problem(w, node_pblk, INV_HTREE_BLOCKS, "block %u: entry %u names block %u, a hole", node_lblk, i, lb);
 			continue;
 		}
 		bool shape = dx_node_shape(fs, cd);
 		if (level == 0) {
 			if (shape && ((const struct ext2_dx_countlimit *)(cd + 8))->limit == (fs->bs - 8) / 8)
-				dx_problem(w, node_pblk, "INV_HTREE_DEPTH", "block %u: entry %u names index node %u where a leaf belongs",
+				dx_problem(w, node_pblk, INV_HTREE_DEPTH, "block %u: entry %u names index node %u where a leaf belongs",
 					   node_lblk, i, lb);
 			continue;
 		}
 		if (!shape) {
-			dx_problem(w, node_pblk, "INV_HTREE_DEPTH", "block %u: entry %u names leaf %u where indirect_levels wants a node",
+			dx_problem(w, node_pblk, INV_HTREE_DEPTH, "block %u: entry %u names leaf %u where indirect_levels wants a node",
 				   node_lblk, i, lb);
 			continue;
 		}
@@ -199,24 +199,24 @@ static void htree_check_tree(struct chk_fs *fs, struct txn *t, uint32_t dir, con
 	const struct ext2_dx_root_info *ri = (const void *)(root + 24);
 	struct dxwalk w = { fs, t, dir, in, in->i_size / fs->bs, NULL, NULL, deep, 0 };
 	if (ri->reserved_zero != 0 || ri->info_length != 8) {
-		dx_problem(&w, root_pblk, "INV_HTREE_ROOT", "root: reserved_zero %u info_length %u", ri->reserved_zero,
+		dx_problem(&w, root_pblk, INV_HTREE_ROOT, "root: reserved_zero %u info_length %u", ri->reserved_zero,
 			   ri->info_length);
 		return;
 	}
 	const struct ext2_super_block *sb = (const void *)(t->sb_changed ? t->sb_new : fs->sb_raw);
 	if (ri->hash_version > EXT2_HASH_TEA) {
-		dx_problem(&w, root_pblk, "INV_HTREE_HASH_VERSION", "root: unknown hash_version %u", ri->hash_version);
+		dx_problem(&w, root_pblk, INV_HTREE_HASH_VERSION, "root: unknown hash_version %u", ri->hash_version);
 		return;
 	}
 	const struct ext2_dx_root_info *oi = old_root ? (const void *)(old_root + 24) : NULL;
 	if (oi && oi->hash_version != ri->hash_version)
-		dx_problem(&w, root_pblk, "INV_HTREE_HASH_VERSION", "root: hash_version %u -> %u in a live index",
+		dx_problem(&w, root_pblk, INV_HTREE_HASH_VERSION, "root: hash_version %u -> %u in a live index",
 			   oi->hash_version, ri->hash_version);
 	else if (fresh && sb->s_def_hash_version <= EXT2_HASH_TEA && ri->hash_version != sb->s_def_hash_version)
-		dx_problem(&w, root_pblk, "INV_HTREE_HASH_VERSION", "new root: hash_version %u, the file system's default is %u",
+		dx_problem(&w, root_pblk, INV_HTREE_HASH_VERSION, "new root: hash_version %u, the file system's default is %u",
 			   ri->hash_version, sb->s_def_hash_version);
 	if (ri->indirect_levels > 1) {
-		dx_problem(&w, root_pblk, "INV_HTREE_DEPTH", "root: indirect_levels %u (ext3 allows 1)", ri->indirect_levels);
+		dx_problem(&w, root_pblk, INV_HTREE_DEPTH, "root: indirect_levels %u (ext3 allows 1)", ri->indirect_levels);
 		return;
 	}
 	if (oi && oi->indirect_levels != ri->indirect_levels)
@@ -240,7 +240,7 @@ static void htree_check_tree(struct chk_fs *fs, struct txn *t, uint32_t dir, con
 	if (w.nprob == 0)
 		for (uint32_t b = 1; b < w.dir_blocks; b++)
 			if (!bit_get(w.seen, b)) {
-				dx_problem(&w, root_pblk, "INV_HTREE_BLOCKS", "block %u is not referenced by the index", b);
+				dx_problem(&w, root_pblk, INV_HTREE_BLOCKS, "block %u is not referenced by the index", b);
 				break;
 			}
 	free(w.seen);
@@ -339,7 +339,7 @@ void chk_htree_check_leaf(struct chk_fs *fs, struct txn *t, uint32_t dir, const 
 			qsort(lb, t->ndx, sizeof(*lb), cmp_u32);
 			for (size_t i = 1; i < t->ndx; i++)
 				if (lb[i] == lb[i - 1]) {
-					chk_txn_problem(t, "INV_HTREE_NODE", SIZE_MAX,
+					chk_txn_problem(t, INV_HTREE_NODE, SIZE_MAX,
 						    "dir %u: block %u referenced twice by the index", dir, lb[i]);
 					break;
 				}
@@ -352,14 +352,14 @@ void chk_htree_check_leaf(struct chk_fs *fs, struct txn *t, uint32_t dir, const 
 	for (size_t i = 0; i < t->ndx; i++)
 		if (t->dx[i].lblk == lblk) {
 			if (rg) {
-				chk_txn_problem(t, "INV_HTREE_BLOCKS", SIZE_MAX, "dir %u: leaf %u referenced twice by the index",
+				chk_txn_problem(t, INV_HTREE_BLOCKS, SIZE_MAX, "dir %u: leaf %u referenced twice by the index",
 					    dir, lblk);
 				return;
 			}
 			rg = &t->dx[i];
 		}
 	if (!rg) {
-		chk_txn_problem(t, "INV_HTREE_BLOCKS", SIZE_MAX, "dir %u: leaf block %u (%llu) not referenced by the index",
+		chk_txn_problem(t, INV_HTREE_BLOCKS, SIZE_MAX, "dir %u: leaf block %u (%llu) not referenced by the index",
 			    dir, lblk, (unsigned long long)blk);
 		return;
 	}
@@ -373,7 +373,7 @@ void chk_htree_check_leaf(struct chk_fs *fs, struct txn *t, uint32_t dir, const 
 			ext2_dirhash_t h = 0, minor = 0;
 			if (ext2fs_dirhash(t->dx_hver, name, e.name_len, sb->s_hash_seed, &h, &minor) == 0 &&
 			    ((h & ~1u) < (rg->lo & ~1u) || (h & ~1u) > rg->hi)) {
-				chk_txn_problem(t, "INV_HTREE_NODE", SIZE_MAX,
+				chk_txn_problem(t, INV_HTREE_NODE, SIZE_MAX,
 					    "dir %u leaf %u: entry %s hash 0x%x outside [0x%x, 0x%x]", dir, lblk,
 					    chk_quote_name(t, name, e.name_len), h, rg->lo, rg->hi);
 				return;
@@ -487,7 +487,7 @@ void chk_check_new_index_flags(struct chk_fs *fs, struct txn *t, struct u64map *
 		if (!ic->new_live || !(n->i_flags & EXT2_INDEX_FL))
 			continue;
 		if (imode_type(n) != 0040000 || !fs->dir_index) {
-			chk_txn_problem(t, "INV_HTREE_FLAG", ic->nrecs ? ic->recs[0] : SIZE_MAX,
+			chk_txn_problem(t, INV_HTREE_FLAG, ic->nrecs ? ic->recs[0] : SIZE_MAX,
 				    "inode %u has the htree index flag but is %s", ic->ino,
 				    imode_type(n) != 0040000 ? "not a directory" : "on a file system without dir_index");
 			continue;

@@ -81,7 +81,7 @@ static bool dir_visit(void *ctx, uint64_t blk, uint8_t type, uint32_t lblk)
 		for (unsigned k = 0; k < e->name_len; k++)
 			h = (h ^ (uint8_t)nm[k]) * 1099511628211ull;
 		if (chk_u64map_get(&s->names, h, NULL))
-			chk_verdict_add_violation(s->v, "INV_DIRENT_UNIQUE", NULL, 0, "dir %u: name %s appears twice",
+			chk_verdict_add_violation(s->v, INV_DIRENT_UNIQUE, NULL, 0, "dir %u: name %s appears twice",
 					      w->dir, chk_quote_name(s->t, nm, e->name_len));
 		else if (chk_u64map_put(&s->names, h, 1))
 			s->err = -ENOMEM;
@@ -134,19 +134,19 @@ static void scan_inode(struct scan *s, uint32_t ino, const struct ext2_inode *in
 		return;              /* bad-blocks inode, unused journal slot: ownership only */
 	const char *why = chk_inode_ext4_fields_problem(fs, in, CHK_EXT4_FLAGS_E2FSCK_KEEPS);
 	if (why)
-		V("INV_INODE_EXT4_FIELDS", "inode %u: %s set on ext2/ext3", ino, why);
+		V(INV_INODE_EXT4_FIELDS, "inode %u: %s set on ext2/ext3", ino, why);
 	else if (in->i_file_acl && !(fs->sb->s_feature_compat & EXT2_FEATURE_COMPAT_EXT_ATTR))
-		V("INV_INODE_EXT4_FIELDS", "inode %u: i_file_acl set without ext_attr", ino);
+		V(INV_INODE_EXT4_FIELDS, "inode %u: i_file_acl set without ext_attr", ino);
 	if (!chk_mode_type_valid(in->i_mode)) {
-		V("INV_INODE_MODE", "in-use inode %u has invalid mode 0%o", ino, in->i_mode);
+		V(INV_INODE_MODE, "in-use inode %u has invalid mode 0%o", ino, in->i_mode);
 		return;
 	}
 	if (in->i_dtime && !orphan)
-		V("INV_DTIME_LIVE", "in-use inode %u has i_dtime %u and is not on the orphan list", ino, in->i_dtime);
+		V(INV_DTIME_LIVE, "in-use inode %u has i_dtime %u and is not on the orphan list", ino, in->i_dtime);
 	uint32_t spb = fs->bs / 512, acl = in->i_file_acl ? spb : 0;
 	uint64_t owned = (uint64_t)fs->ndata[ino] + fs->nmeta[ino];
 	if (in->i_blocks != owned * spb + acl)
-		V("INV_IBLOCKS", "inode %u: i_blocks %u but it owns %llu blocks", ino, in->i_blocks,
+		V(INV_IBLOCKS, "inode %u: i_blocks %u but it owns %llu blocks", ino, in->i_blocks,
 		  (unsigned long long)owned);
 	uint32_t last = 0;
 	bool any = chk_inode_has_block_ptrs(fs, in) && chk_txn_last_lblk(fs, s->t, in, &last);
@@ -154,41 +154,41 @@ static void scan_inode(struct scan *s, uint32_t ino, const struct ext2_inode *in
 		uint32_t span = any ? last + 1 : 0;
 		if (in->i_size % fs->bs || in->i_size / fs->bs != fs->ndata[ino] || span != fs->ndata[ino] ||
 		    fs->ndata[ino] == 0 || in->i_size_high)
-			V("INV_DIR_SIZE", "dir %u: i_size %u but it has %u blocks spanning %u", ino, in->i_size,
+			V(INV_DIR_SIZE, "dir %u: i_size %u but it has %u blocks spanning %u", ino, in->i_size,
 			  fs->ndata[ino], span);
 		if ((in->i_flags & EXT2_INDEX_FL) && !fs->dir_index)
-			V("INV_HTREE_FLAG", "dir %u has the index flag without dir_index", ino);
+			V(INV_HTREE_FLAG, "dir %u has the index flag without dir_index", ino);
 		chk_u64map_free(&s->names);
 		struct dirwalk w = { s, ino, (in->i_flags & EXT2_INDEX_FL) && fs->dir_index, in->i_size / fs->bs, in };
 		int r = chk_walk_inode_tree(fs, in, true, get_approved, fs, dir_visit, &w);
 		if (r)
 			s->err = r;
 	} else if (ty != 0040000 && (in->i_flags & EXT2_INDEX_FL)) {
-		V("INV_HTREE_FLAG", "inode %u has the index flag but is not a directory", ino);
+		V(INV_HTREE_FLAG, "inode %u has the index flag but is not a directory", ino);
 	}
 	if (ty == 0100000 && any && !orphan && !reserved && chk_inode_size64(in) < (uint64_t)last * fs->bs)
-		V("INV_FILE_SIZE", "file %u: i_size %llu is below its last block %u", ino,
+		V(INV_FILE_SIZE, "file %u: i_size %llu is below its last block %u", ino,
 		  (unsigned long long)chk_inode_size64(in), last);
 	if (ty == 0100000 && !reserved) {
 		const char *szwhy = chk_file_size_problem(fs, chk_inode_size64(in), fs->large_file);
 		if (szwhy)
-			V("INV_FILE_MAX_SIZE", "file %u: i_size %llu %s", ino, (unsigned long long)chk_inode_size64(in), szwhy);
+			V(INV_FILE_MAX_SIZE, "file %u: i_size %llu %s", ino, (unsigned long long)chk_inode_size64(in), szwhy);
 	}
 	if (ty == 0120000) {
 		if (!chk_inode_has_block_ptrs(fs, in)) {
 			size_t len = strnlen((const char *)in->i_block, sizeof(in->i_block));
 			if (in->i_size >= sizeof(in->i_block) || in->i_size != len)
-				V("INV_SYMLINK", "fast symlink %u: i_size %u, target length %zu", ino, in->i_size, len);
+				V(INV_SYMLINK, "fast symlink %u: i_size %u, target length %zu", ino, in->i_size, len);
 		} else if (in->i_size == 0 || in->i_size >= fs->bs || fs->ndata[ino] != 1) {
-			V("INV_SYMLINK", "slow symlink %u: i_size %u with %u data blocks", ino, in->i_size, fs->ndata[ino]);
+			V(INV_SYMLINK, "slow symlink %u: i_size %u with %u data blocks", ino, in->i_size, fs->ndata[ino]);
 		}
 	}
 	if ((ty == 0020000 || ty == 0060000 || ty == 0010000 || ty == 0140000) &&
 	    (in->i_blocks != acl || in->i_size || in->i_size_high ||
 	     (in->i_flags & (EXT2_IMMUTABLE_FL | EXT2_APPEND_FL))))
-		V("INV_SPECIAL_FILE", "special file %u owns blocks (i_blocks %u)", ino, in->i_blocks);
+		V(INV_SPECIAL_FILE, "special file %u owns blocks (i_blocks %u)", ino, in->i_blocks);
 	if (in->i_links_count == 0 && !orphan && !reserved)
-		V("INV_IBITMAP_SET", "inode %u is marked in use but has no links and is not an orphan", ino);
+		V(INV_IBITMAP_SET, "inode %u is marked in use but has no links and is not an orphan", ino);
 }
 
 /* Bits 64 * w .. 64 * w + 63 of a bitmap of n bits (bits past n clear). */
@@ -272,7 +272,7 @@ static void scan_bitmaps(struct scan *s)
 		}
 		const uint8_t *d = chk_gd(fs, g);
 		if (free_b != chk_gd_free_blocks(fs, d))
-			V("INV_BGD_FREE_BLOCKS", "group %u: bg_free_blocks_count %u but %llu bits are clear", g,
+			V(INV_BGD_FREE_BLOCKS, "group %u: bg_free_blocks_count %u but %llu bits are clear", g,
 			  chk_gd_free_blocks(fs, d), (unsigned long long)free_b);
 		uint64_t free_i = fs->ipg, dirs = 0;
 		const uint8_t *ib = chk_group_ibits(fs, g);
@@ -288,29 +288,29 @@ static void scan_bitmaps(struct scan *s)
 				dirs++;
 		}
 		if (free_i != chk_gd_free_inodes(fs, d))
-			V("INV_BGD_FREE_INODES", "group %u: bg_free_inodes_count %u but %llu bits are clear", g,
+			V(INV_BGD_FREE_INODES, "group %u: bg_free_inodes_count %u but %llu bits are clear", g,
 			  chk_gd_free_inodes(fs, d), (unsigned long long)free_i);
 		if (dirs != chk_gd_used_dirs(fs, d))
-			V("INV_BGD_USED_DIRS", "group %u: bg_used_dirs_count %u but %llu directories are in use", g,
+			V(INV_BGD_USED_DIRS, "group %u: bg_used_dirs_count %u but %llu directories are in use", g,
 			  chk_gd_used_dirs(fs, d), (unsigned long long)dirs);
 		sum_b += chk_gd_free_blocks(fs, d);
 		sum_i += chk_gd_free_inodes(fs, d);
 	}
 	if (unmarked)
-		V("INV_PTR_MARKED", "%llu blocks in use are free in the block bitmap (first %llu)",
+		V(INV_PTR_MARKED, "%llu blocks in use are free in the block bitmap (first %llu)",
 		  (unsigned long long)unmarked, (unsigned long long)first_unm);
 	if (unowned)
-		V("INV_BBITMAP_SET", "%llu blocks are marked in use but nothing points to them (first %llu)",
+		V(INV_BBITMAP_SET, "%llu blocks are marked in use but nothing points to them (first %llu)",
 		  (unsigned long long)unowned, (unsigned long long)first_uno);
 	if (sum_b != chk_sb_free_blocks(fs->sb))
-		V("INV_SB_FREE_BLOCKS", "s_free_blocks_count %llu != sum of group counts %llu",
+		V(INV_SB_FREE_BLOCKS, "s_free_blocks_count %llu != sum of group counts %llu",
 		  (unsigned long long)chk_sb_free_blocks(fs->sb), (unsigned long long)sum_b);
 	if (sum_i != fs->sb->s_free_inodes_count)
-		V("INV_SB_FREE_INODES", "s_free_inodes_count %u != sum of group counts %llu", fs->sb->s_free_inodes_count,
+		V(INV_SB_FREE_INODES, "s_free_inodes_count %u != sum of group counts %llu", fs->sb->s_free_inodes_count,
 		  (unsigned long long)sum_i);
 	for (uint32_t ino = 1; ino < fs->first_ino; ino++)
 		if (!chk_ibit(fs, ino))
-			V("INV_RESERVED_INODES", "reserved inode %u is not marked in use", ino);
+			V(INV_RESERVED_INODES, "reserved inode %u is not marked in use", ino);
 	free(stat);
 	free(pat);
 }
@@ -324,7 +324,7 @@ static void scan_padding(struct scan *s)
 		return;
 	for (uint64_t i = nb; i < fs->bs * 8u; i++)
 		if (!bit_get(s->buf, i)) {
-			chk_verdict_add_violation(s->v, "INV_BITMAP_PADDING", NULL, 0,
+			chk_verdict_add_violation(s->v, INV_BITMAP_PADDING, NULL, 0,
 					      "block bitmap padding bit %llu of the last group is clear", (unsigned long long)i);
 			break;
 		}
@@ -338,28 +338,28 @@ static void scan_entries(struct scan *s)
 		const struct sent *e = &s->ents[i];
 		bool inuse = e->ino && e->ino <= fs->inodes_count && chk_ibit(fs, e->ino);
 		if (!inuse || !chk_mode_type_valid(s->mode[e->ino]) || s->links[e->ino] == 0) {
-			V("INV_DIRENT_TARGET", "dir %u has an entry naming inode %u, which is not in use", e->dir, e->ino);
+			V(INV_DIRENT_TARGET, "dir %u has an entry naming inode %u, which is not in use", e->dir, e->ino);
 			continue;
 		}
 		if (e->ino < fs->first_ino && e->ino != EXT2_ROOT_INO) {
-			V("INV_DIRENT_TARGET", "dir %u has an entry naming reserved inode %u", e->dir, e->ino);
+			V(INV_DIRENT_TARGET, "dir %u has an entry naming reserved inode %u", e->dir, e->ino);
 			continue;
 		}
 		/* a type byte of 0 (unknown) is one e2fsck -n lets be: it
 		 * would only fill it in (transactions still write the right one) */
 		int want = fs->filetype ? chk_mode_to_ftype(s->mode[e->ino]) : 0;
 		if (e->ft != want && e->ft != EXT2_FT_UNKNOWN)
-			V("INV_DIRENT_FTYPE", "dir %u: entry naming %u has file type %u, needs %d", e->dir, e->ino, e->ft, want);
+			V(INV_DIRENT_FTYPE, "dir %u: entry naming %u has file type %u, needs %d", e->dir, e->ino, e->ft, want);
 		s->seen[e->ino]++;
 		if (e->kind == 0) {
 			s->parents[e->ino]++;
 			s->parent_of[e->ino] = e->dir;
 			if (e->ino == EXT2_ROOT_INO)
-				V("INV_DIRENT_TARGET", "dir %u has an entry naming the root directory", e->dir);
+				V(INV_DIRENT_TARGET, "dir %u has an entry naming the root directory", e->dir);
 		} else if (e->kind == 2) {
 			s->dotdot[e->dir] = e->ino;
 			if ((s->mode[e->ino] & 0170000) != 0040000)
-				V("INV_DIR_DOTS", "dir %u: '..' names %u, not a directory", e->dir, e->ino);
+				V(INV_DIR_DOTS, "dir %u: '..' names %u, not a directory", e->dir, e->ino);
 		}
 	}
 	bool nlink = fs->sb->s_feature_ro_compat & EXT4_FEATURE_RO_COMPAT_DIR_NLINK;
@@ -372,19 +372,19 @@ static void scan_entries(struct scan *s)
 			continue;
 		bool dir = (s->mode[ino] & 0170000) == 0040000;
 		if (s->seen[ino] != s->links[ino] && !(dir && nlink && s->links[ino] == 1))
-			V("INV_LINKS_COUNT", "inode %u: i_links_count %u but %u entries name it", ino, s->links[ino],
+			V(INV_LINKS_COUNT, "inode %u: i_links_count %u but %u entries name it", ino, s->links[ino],
 			  s->seen[ino]);
 		if (!dir || !s->links[ino])
 			continue;
 		if (ino == EXT2_ROOT_INO) {
 			if (s->dotdot[ino] != EXT2_ROOT_INO)
-				V("INV_DIR_DOTDOT_PARENT", "root's '..' names %u", s->dotdot[ino]);
+				V(INV_DIR_DOTDOT_PARENT, "root's '..' names %u", s->dotdot[ino]);
 			continue;
 		}
 		if (s->parents[ino] != 1)
-			V("INV_DIR_ONE_PARENT", "directory %u is named by %u entries", ino, s->parents[ino]);
+			V(INV_DIR_ONE_PARENT, "directory %u is named by %u entries", ino, s->parents[ino]);
 		else if (s->dotdot[ino] != s->parent_of[ino])
-			V("INV_DIR_DOTDOT_PARENT", "directory %u is in dir %u but its '..' names %u", ino,
+			V(INV_DIR_DOTDOT_PARENT, "directory %u is in dir %u but its '..' names %u", ino,
 			  s->parent_of[ino], s->dotdot[ino]);
 	}
 }
@@ -404,10 +404,10 @@ static void scan_xattrs(struct scan *s)
 		const struct ext2_ext_attr_header *h = (const void *)s->buf;
 		const char *why = chk_xattr_block_problem(fs, s->buf);
 		if (why)
-			chk_verdict_add_violation(s->v, "INV_XATTR_FORMAT", NULL, 0, "xattr block %llu: %s",
+			chk_verdict_add_violation(s->v, INV_XATTR_FORMAT, NULL, 0, "xattr block %llu: %s",
 					      (unsigned long long)blk, why);
 		else if (h->h_refcount != refs)
-			chk_verdict_add_violation(s->v, "INV_XATTR_REFCOUNT", NULL, 0,
+			chk_verdict_add_violation(s->v, INV_XATTR_REFCOUNT, NULL, 0,
 					      "xattr block %llu: h_refcount %u but %u inodes point to it",
 					      (unsigned long long)blk, h->h_refcount, refs);
 	}
@@ -427,7 +427,7 @@ static void scan_journal_sb(struct scan *s)
 	}
 	const char *why = chk_journal_sb_problem(fs, s->buf, nblocks);
 	if (why)
-		V("INV_JOURNAL_SB", "journal superblock (block %llu): %s", (unsigned long long)b0, why);
+		V(INV_JOURNAL_SB, "journal superblock (block %llu): %s", (unsigned long long)b0, why);
 }
 
 /* Entry idx of a resize-inode indirect block holding want?  Reports the
@@ -438,7 +438,7 @@ static bool ptrs_as_expected(struct scan *s, const uint8_t *blk, const uint32_t 
 	for (uint32_t i = 0; i < s->fs->addr_per_block; i++) {
 		uint32_t have = chk_ld32(blk + 4 * (size_t)i), w = i < n ? want[i] : 0;
 		if (have != w) {
-			chk_verdict_add_violation(s->v, "INV_STATIC_FROZEN", NULL, 0,
+			chk_verdict_add_violation(s->v, INV_STATIC_FROZEN, NULL, 0,
 						  "resize inode: %s %llu, entry %u is %u, want %u", what,
 						  (unsigned long long)where, i, have, w);
 			return false;
@@ -470,22 +470,22 @@ static void scan_resize_inode(struct scan *s, const struct ext2_inode *in)
 		other |= i != EXT2_DIND_BLOCK && in->i_block[i];
 	if (!feature) {
 		if (sb->s_rev_level && sb->s_reserved_gdt_blocks)
-			V("INV_STATIC_FROZEN", "s_reserved_gdt_blocks %u without the resize_inode feature",
+			V(INV_STATIC_FROZEN, "s_reserved_gdt_blocks %u without the resize_inode feature",
 			  sb->s_reserved_gdt_blocks);
 		if (other || dind)
-			V("INV_STATIC_FROZEN", "resize inode: block pointers set without the resize_inode feature");
+			V(INV_STATIC_FROZEN, "resize inode: block pointers set without the resize_inode feature");
 		return;
 	}
 	if (other || !dind || !in->i_links_count || !(in->i_mode & 0100000) ||
 	    dind < fs->first_data_block || dind >= fs->blocks_count) {
-		V("INV_STATIC_FROZEN", "resize inode is not valid (mode 0%o, %u links, double-indirect "
+		V(INV_STATIC_FROZEN, "resize inode is not valid (mode 0%o, %u links, double-indirect "
 		  "block %u%s)", in->i_mode, in->i_links_count, dind, other ? ", other pointers set" : "");
 		return;
 	}
 	uint32_t rgdt = fs->rgdt_blocks, nbak = 0;
 	uint64_t first = (uint64_t)fs->first_data_block + 1 + fs->gdt_blocks;
 	if (first + rgdt > fs->blocks_count) {
-		V("INV_STATIC_FROZEN", "s_reserved_gdt_blocks %u reach past the end of the file system", rgdt);
+		V(INV_STATIC_FROZEN, "s_reserved_gdt_blocks %u reach past the end of the file system", rgdt);
 		return;
 	}
 	uint32_t *want = malloc((size_t)apb * sizeof(*want)), *copies = NULL;
@@ -523,7 +523,7 @@ static void scan_resize_inode(struct scan *s, const struct ext2_inode *in)
 			goto out;
 	}
 	if (in->i_blocks != owned * (fs->bs / 512))
-		V("INV_IBLOCKS", "resize inode: i_blocks %u but it owns %llu blocks", in->i_blocks,
+		V(INV_IBLOCKS, "resize inode: i_blocks %u but it owns %llu blocks", in->i_blocks,
 		  (unsigned long long)owned);
 out:
 	free(want);
@@ -548,7 +548,7 @@ static void scan_sb_fields(struct scan *s)
 		bool reserved = ino == EXT2_BAD_INO || ino == EXT2_ROOT_INO ||
 				(ino >= EXT2_BOOT_LOADER_INO && ino < EXT2_GOOD_OLD_FIRST_INO);
 		if (ino && (reserved || ino > fs->inodes_count))
-			V("INV_SB_FROZEN", "%s %u names no valid quota inode", quota[i].name, ino);
+			V(INV_SB_FROZEN, "%s %u names no valid quota inode", quota[i].name, ino);
 	}
 }
 
@@ -580,11 +580,11 @@ int chk_scan(struct chk_fs *fs, struct chk_verdict **out)
 	memcpy(s.t->sb_old, fs->sb_raw, 1024);
 	struct chk_verdict *v = s.v;
 	for (size_t i = 0; i < fs->nbadptr; i++)
-		V(bt_static(fs->badptrs[i].owner2) ? "INV_PTR_NOT_STATIC" : "INV_PTR_IN_RANGE",
+		V(bt_static(fs->badptrs[i].owner2) ? INV_PTR_NOT_STATIC : INV_PTR_IN_RANGE,
 		  "inode %u points to block %llu (%s)", fs->badptrs[i].owner1, (unsigned long long)fs->badptrs[i].blk,
 		  bt_static(fs->badptrs[i].owner2) ? "static metadata" : "outside the file system");
 	for (size_t i = 0; i < fs->ndups; i++)
-		V("INV_BLOCK_OWNED_ONCE", "block %llu is owned by inodes %u and %u", (unsigned long long)fs->dups[i].blk,
+		V(INV_BLOCK_OWNED_ONCE, "block %llu is owned by inodes %u and %u", (unsigned long long)fs->dups[i].blk,
 		  fs->dups[i].owner1, fs->dups[i].owner2);
 	/* A head that names no possible orphan (reserved, past the inode
 	 * count, free) is a list e2fsck -n, the kernel and the mount's orphan
@@ -594,7 +594,7 @@ int chk_scan(struct chk_fs *fs, struct chk_verdict **out)
 		s.t->orphans_done = true;
 	chk_txn_is_orphan(fs, s.t, 0);
 	if (s.t->orphan_loop)
-		V("INV_ORPHAN_LIST", "the orphan list from s_last_orphan %u loops or reaches a free or reserved inode",
+		V(INV_ORPHAN_LIST, "the orphan list from s_last_orphan %u loops or reaches a free or reserved inode",
 		  fs->sb->s_last_orphan);
 	for (uint32_t g = 0; g < fs->ngroups && !r && !s.err; g++) {
 		/* an empty group whose table is known to read as zeros: every
@@ -614,19 +614,19 @@ int chk_scan(struct chk_fs *fs, struct chk_verdict **out)
 			if (chk_inode_in_bad_block(fs, ino)) {
 				/* unread, as e2fsck: in use, named by no entry */
 				if (!chk_ibit(fs, ino))
-					V("INV_IBITMAP_CLEAR", "inode %u lies in a bad block of the inode table "
+					V(INV_IBITMAP_CLEAR, "inode %u lies in a bad block of the inode table "
 					  "but is free in the inode bitmap", ino);
 				continue;
 			}
 			if (ino == EXT2_ROOT_INO && (!chk_ibit(fs, ino) || imode_type(in) != 0040000 ||
 						     in->i_links_count < 2))
-				V("INV_RESERVED_INODES", "the root inode is not a live directory");
+				V(INV_RESERVED_INODES, "the root inode is not a live directory");
 			if (ino == EXT2_RESIZE_INO)
 				scan_resize_inode(&s, in);
 			if (chk_ibit(fs, ino))
 				scan_inode(&s, ino, in);
 			else if (in->i_links_count && !in->i_dtime && chk_mode_type_valid(in->i_mode))
-				V("INV_FREE_INODE_FORM", "inode %u is free in the inode bitmap but looks in use "
+				V(INV_FREE_INODE_FORM, "inode %u is free in the inode bitmap but looks in use "
 				  "(%u links, mode 0%o, no dtime): it would be handed out twice", ino,
 				  in->i_links_count, in->i_mode);
 		}

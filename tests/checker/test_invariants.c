@@ -12,6 +12,8 @@
  *                            mke2fs -r 0): the first xattr's are approved,
  *                            others rejected.
  *   test_invariants --format checks the record grammar.
+ *   test_invariants --list-cases prints the invariant of each breaking case
+ *                            (tests/checker/invariant-table.sh).
  *
  * The edits use libext2fs and debugfs only to make images; the decision is
  * the checker's alone.  Exit 0 pass, 1 fail, 77 skip (no mke2fs/debugfs).
@@ -785,11 +787,16 @@ static int test_format(void)
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
-		fprintf(stderr, "usage: test_invariants INV_ID|--legit|--features|--format|--all\n");
+		fprintf(stderr, "usage: test_invariants INV_ID|--legit|--features|--format|--list-cases|--all\n");
 		return 2;
 	}
 	if (!strcmp(argv[1], "--format"))
 		return test_format();
+	if (!strcmp(argv[1], "--list-cases")) {
+		for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+			printf("%s\n", cases[i].inv);
+		return 0;
+	}
 	if (run("command -v mke2fs >/dev/null && command -v debugfs >/dev/null && command -v e2fsck >/dev/null"))
 		return 77;
 	bool all = !strcmp(argv[1], "--all"), legit_only = !strcmp(argv[1], "--legit");
