@@ -451,7 +451,9 @@ void inv_ibitmap_set(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 		if (!(ic->bitflip && ic->new_inuse) || ic->ino < fs->first_ino)
 			continue;
 		const struct ext2_inode *n = I_NEW(ic);
-		bool orphan = n->i_links_count == 0 && chk_txn_is_orphan(fs, t, ic->ino);
+		/* on the orphan list i_dtime is the chain's next inode, linked
+		 * or not (an unlink or a truncate in progress) */
+		bool orphan = chk_txn_is_orphan(fs, t, ic->ino);
 		if (!chk_mode_type_valid(n->i_mode) || (n->i_links_count == 0 && !orphan) ||
 		    (n->i_dtime && !orphan))
 			V(INV_IBITMAP_SET, ic->recs, ic->nrecs,

@@ -11,6 +11,9 @@
  *                            images without ext_attr (mke2fs -O ^ext_attr,
  *                            mke2fs -r 0): the first xattr's are approved,
  *                            others rejected.
+ *   test_invariants --orphan: a new linked inode on the orphan list (its
+ *                            i_dtime the chain's next) is approved, the
+ *                            same off the list rejected.
  *   test_invariants --format checks the record grammar.
  *   test_invariants --list-cases prints the invariant of each breaking case
  *                            (tests/checker/invariant-table.sh).
@@ -672,6 +675,68 @@ static int run_case(const char *base, uint32_t bs, const struct tcase *c, const 
 	return 0;
 }
 
+/* ------------------------------------------------------------ orphans */
+
+/*
+ * A linked inode on the orphan list (a truncate in progress) keeps the
+ * chain's next pointer in i_dtime, and the kernel may write it in the same
+ * commit that allocates it: a new file d/o, i_dtime naming the next orphan
+ * (d/f, the chain's end), s_last_orphan naming d/o.  Approved; without
+ * the list head the dtime is a deleted inode's and INV_IBITMAP_SET rejects.
+ */
+static void run_orphan_new(const char *base, uint32_t bs, const struct facts *x)
+{
+	for (int on_list = 1; on_list >= 0; on_list--) {
+		char after[512], cmd[1200], cmds[256];
+		snprintf(after, sizeof(after), "%s/orphan.img", dir);
+		snprintf(cmd, sizeof(cmd), "cp %s %s", base, after);
+		ext2_filsys e2;
+		ext2_ino_t ino = 0;
+		struct ext2_inode in;
+		if (run(cmd) || debugfs_cmds(after, "write /etc/hostname d/o\n") || with_fs(after, &e2)) {
+			FAIL("orphan (bs %u): cannot make the after-image", bs);
+			return;
+		}
+		int r = inode_of(e2, "d/o", &ino, &in);
+		ext2fs_close_free(&e2);
+		snprintf(cmds, sizeof(cmds), "sif <%u> dtime %u\n%s", ino, x->fi, on_list ? "ssv last_orphan " : "");
+		if (on_list)
+			snprintf(cmds + strlen(cmds), sizeof(cmds) - strlen(cmds), "%u\n", ino);
+		if (r || debugfs_cmds(after, cmds)) {
+			FAIL("orphan (bs %u): cannot edit d/o", bs);
+			return;
+		}
+		size_t na, nb;
+		uint8_t *a = slurp(base, &na), *b = slurp(after, &nb);
+		struct mem m = { a, na };
+		struct chk_fs *fs;
+		char err[256];
+		if (!a || !b || na != nb || chk_attach(&fs, mem_read, &m, NULL, err, sizeof(err))) {
+			FAIL("orphan (bs %u): cannot attach", bs);
+			free(a);
+			free(b);
+			return;
+		}
+		struct chk_verdict *v = check_pair(fs, a, b, na, bs == 4096);
+		const char *what = on_list ? "a new linked inode on the orphan list, i_dtime its next"
+					   : "a new linked inode with i_dtime, on no list";
+		if (v && on_list && !chk_verdict_ok(v)) {
+			FAIL("%s (bs %u): rejected", what, bs);
+			dump(v);
+		} else if (v && !on_list && !has_violation(v, "INV_IBITMAP_SET")) {
+			FAIL("%s (bs %u): not rejected with INV_IBITMAP_SET", what, bs);
+			dump(v);
+		} else if (v) {
+			printf("ok   %s (bs %u): %s\n", what, bs,
+			       on_list ? "approved" : chk_verdict_violation(v, 0)->detail);
+		}
+		chk_verdict_free(v);
+		chk_detach(fs);
+		free(a);
+		free(b);
+	}
+}
+
 /* ------------------------------------------------------------ feature changes */
 
 /* Images without ext_attr (mke2fs -O ^ext_attr; every revision-0 image):
@@ -787,7 +852,7 @@ static int test_format(void)
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
-		fprintf(stderr, "usage: test_invariants INV_ID|--legit|--features|--format|--list-cases|--all\n");
+		fprintf(stderr, "usage: test_invariants INV_ID|--legit|--features|--orphan|--format|--list-cases|--all\n");
 		return 2;
 	}
 	if (!strcmp(argv[1], "--format"))
@@ -801,6 +866,7 @@ int main(int argc, char **argv)
 		return 77;
 	bool all = !strcmp(argv[1], "--all"), legit_only = !strcmp(argv[1], "--legit");
 	bool features = !strcmp(argv[1], "--features");
+	bool orphans = !strcmp(argv[1], "--orphan");
 	if (features || all) {
 		snprintf(dir, sizeof(dir), "/tmp/chk-test-XXXXXX");
 		if (!mkdtemp(dir))
@@ -817,7 +883,7 @@ int main(int argc, char **argv)
 			return failures ? 1 : 0;
 		}
 	}
-	bool known = all || legit_only;
+	bool known = all || legit_only || orphans;
 	for (size_t i = 0; i < chk_invariant_count(); i++)
 		known |= !strcmp(chk_invariant_at(i)->id, argv[1]);
 	if (!known) {
@@ -840,6 +906,10 @@ int main(int argc, char **argv)
 			FAIL("cannot read facts of the base image");
 			continue;
 		}
+		if (orphans || all)
+			run_orphan_new(base, bs, &x);
+		if (orphans)
+			continue;
 		size_t ran = 0;
 		for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 			if (legit_only || (!all && strcmp(cases[i].inv, argv[1])) || (cases[i].only_1k && bs != 1024))
