@@ -140,6 +140,7 @@ struct chk_fs {
 	uint32_t *gstatic;               /* per group: static blocks in it */
 	struct bpage **bpages;           /* per BPAGE_N blocks: owned blocks, NULL = none */
 	size_t nbpages;
+	struct run_map *runs;            /* shadow_runs.c: extent-mapped data as ranges */
 	struct sext *sext;               /* static layout extents, sorted */
 	size_t nsext, capsext;
 	uint32_t sext_maxlen;
@@ -238,6 +239,34 @@ void chk_group_static_bits(const struct chk_fs *fs, uint32_t g, uint8_t *buf);
 int  chk_bmap_reserve(struct chk_fs *fs, uint64_t blk);
 void chk_bmap_set(struct chk_fs *fs, uint64_t blk, uint8_t type, uint32_t owner, uint32_t lblk);
 void chk_bmap_trim(struct chk_fs *fs, uint64_t blk);
+/* ---- shadow_runs.c: extent runs in the type/owner map ----
+ * A run: blocks [start, start + len) of one inode's data (BT_DATA) or
+ * directory (BT_DIR), logical block lblk first.  Runs never overlap each
+ * other nor a block of the paged map; chk_btype() and friends see both. */
+struct chk_run {
+	uint64_t start;
+	uint32_t len, owner, lblk;
+	uint8_t  type;
+};
+int  chk_runs_init(struct chk_fs *fs);
+void chk_runs_free(struct chk_fs *fs);
+size_t chk_runs_count(const struct chk_fs *fs);
+/* the run holding blk */
+bool chk_run_at(const struct chk_fs *fs, uint64_t blk, struct chk_run *out);
+/* the first run that ends after blk (it may start after blk) */
+bool chk_run_next(const struct chk_fs *fs, uint64_t blk, struct chk_run *out);
+/* Memory for n changes (chk_run_add, or a chk_run_remove that splits a
+ * run) to come: after it those cannot fail.  -ENOMEM, nothing changed.
+ * chk_runs_trim gives back what a transaction left unused. */
+int  chk_runs_reserve(struct chk_fs *fs, size_t n);
+void chk_runs_trim(struct chk_fs *fs);
+/* Add a run over blocks no run holds (merged with a run it continues):
+ * 0, or -ENOMEM when nothing was reserved and memory is short. */
+int  chk_run_add(struct chk_fs *fs, uint64_t start, uint32_t len, uint8_t type, uint32_t owner,
+		 uint32_t lblk);
+/* Blocks [start, start + len) leave every run (one reserved change). */
+void chk_run_remove(struct chk_fs *fs, uint64_t start, uint64_t len);
+
 /* approved bitmap bits */
 bool chk_bbit(const struct chk_fs *fs, uint64_t blk);
 bool chk_ibit(const struct chk_fs *fs, uint32_t ino);

@@ -65,7 +65,7 @@ int chk_shadow_init(struct chk_fs *fs)
 	fs->gstatic = calloc(fs->ngroups, sizeof(*fs->gstatic));
 	if (!fs->bpages || !fs->gbb || !fs->gib || !fs->gstatic)
 		return -ENOMEM;
-	return 0;
+	return chk_runs_init(fs);
 }
 
 void chk_shadow_free(struct chk_fs *fs)
@@ -84,6 +84,7 @@ void chk_shadow_free(struct chk_fs *fs)
 	free(fs->gib);
 	free(fs->gstatic);
 	free(fs->sext);
+	chk_runs_free(fs);
 }
 
 /* ---------------------------------------------------------- static layout */
@@ -236,6 +237,9 @@ uint8_t chk_btype(const struct chk_fs *fs, uint64_t blk)
 	const struct bpage *p = fs->bpages[blk / BPAGE_N];
 	if (p && p->type[blk % BPAGE_N] != BT_FREE)
 		return p->type[blk % BPAGE_N];
+	struct chk_run r;
+	if (chk_run_at(fs, blk, &r))
+		return r.type;
 	return chk_static_type(fs, blk);
 }
 
@@ -246,6 +250,9 @@ uint32_t chk_bowner(const struct chk_fs *fs, uint64_t blk)
 	const struct bpage *p = fs->bpages[blk / BPAGE_N];
 	if (p && p->type[blk % BPAGE_N] != BT_FREE)
 		return p->owner[blk % BPAGE_N];
+	struct chk_run r;
+	if (chk_run_at(fs, blk, &r))
+		return r.owner;
 	if (fs->first_data_block && blk == 0)
 		return 0;
 	if (fs->resize_dind && blk == fs->resize_dind)
@@ -267,7 +274,12 @@ uint32_t chk_blblk(const struct chk_fs *fs, uint64_t blk)
 	if (blk >= fs->blocks_count)
 		return 0;
 	const struct bpage *p = fs->bpages[blk / BPAGE_N];
-	return p ? p->lblk[blk % BPAGE_N] : 0;
+	if (p && p->type[blk % BPAGE_N] != BT_FREE)
+		return p->lblk[blk % BPAGE_N];
+	struct chk_run r;
+	if (chk_run_at(fs, blk, &r))
+		return r.lblk + (uint32_t)(blk - r.start);
+	return 0;
 }
 
 const uint8_t *chk_bpage_types(const struct chk_fs *fs, uint64_t blk)
