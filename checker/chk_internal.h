@@ -3,10 +3,13 @@
  * only (owned by the checker work; not installed, not used outside checker/).
  *
  * Layout of the library:
- *   checker.c     attach, block cache, verdict accessors, advance, stats
+ *   checker.c     u64 map, block cache, queries, verdicts, advance, stats
+ *   attach.c      chk_attach: superblock, descriptors, layout, bitmaps, map
+ *   inode.c       what an inode's fields may hold (types, sizes, ext4 fields)
  *   inode_map.c   an inode's block map: walk, one logical block, last block
  *   shadow.c      the approved state: static layout, per-group bitmaps,
  *                 paged type/owner map
+ *   shadow_runs.c the type/owner map's runs (extent-mapped data)
  *   diff.c        chk_check: gathers a transaction's blocks, infers their
  *                 types and computes the logical diff (change records) and
  *                 the per-block / per-inode / per-entry facts
@@ -300,6 +303,7 @@ static inline void bit_put(uint8_t *b, uint64_t i, bool v)
 int  chk_read_block(struct chk_fs *fs, uint64_t blk, void *buf);
 void chk_cache_put(struct chk_fs *fs, uint64_t blk, const void *buf);
 void chk_cache_drop(struct chk_fs *fs, uint64_t blk);
+void chk_cache_free(struct blk_cache *c);
 /* Approved raw inode (inode_size bytes) */
 int  chk_read_inode(struct chk_fs *fs, uint32_t ino, void *buf);
 /* The internal journal's first block and its length in blocks: 0, or
