@@ -9,30 +9,27 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "chk_internal.h"
+#include "chk_ext4.h"
 
 static int read_approved(void *ctx, uint64_t blk, void *buf)
 {
 	return chk_read_block(ctx, blk, buf);
 }
 
-static bool attach_visit(void *ctx, uint64_t blk, uint8_t type, uint32_t lblk);
-
 struct attach_visit_ctx {
 	struct chk_fs *fs;
 	uint32_t ino;
+	bool runs;                       /* extent-mapped: data and directory blocks as runs */
 	int err;
 };
 
-static void note_bad(struct chk_fs *fs, struct dup_ent **arr, size_t *n, uint64_t blk,
-		     uint32_t o1, uint32_t o2)
+static void note_bad(struct dup_ent **arr, size_t *n, uint64_t blk, uint32_t o1, uint32_t o2)
 {
 	if (*n >= 4096)
 		return;
 	struct dup_ent *na = realloc(*arr, (*n + 1) * sizeof(**arr));
 	if (!na)
 		return;
-	(void)fs;
 	*arr = na;
 	na[*n].blk = blk;
 	na[*n].owner1 = o1;
@@ -40,34 +37,74 @@ static void note_bad(struct chk_fs *fs, struct dup_ent **arr, size_t *n, uint64_
 	(*n)++;
 }
 
-/* An indirect block already owned (by another inode, or by this one from
- * another slot) is a duplicate: reported, not descended a second time. */
-static bool attach_visit(void *ctx, uint64_t blk, uint8_t type, uint32_t lblk)
+/* blk is taken: static (a bad pointer) or owned (a duplicate) */
+static void note_taken(struct attach_visit_ctx *a, uint64_t blk)
+{
+	struct chk_fs *fs = a->fs;
+	uint8_t t = chk_btype(fs, blk);
+	if (blk < fs->first_data_block || blk >= fs->blocks_count || bt_static(t))
+		note_bad(&fs->badptrs, &fs->nbadptr, blk, a->ino, t);
+	else
+		note_bad(&fs->dups, &fs->ndups, blk, chk_bowner(fs, blk), a->ino);
+}
+
+/* An extent's blocks: the free stretches become runs of the inode, each
+ * block already taken is reported (as e2fsck's pass 1b would). */
+static void attach_run(struct attach_visit_ctx *a, const struct chk_span *s)
+{
+	struct chk_fs *fs = a->fs;
+	uint64_t b = s->blk, end = s->blk + s->len;
+	if (b < fs->first_data_block || end > fs->blocks_count) {
+		note_taken(a, b < fs->first_data_block ? b : fs->blocks_count);
+		return;                  /* the extent rules reject it: nothing owned */
+	}
+	while (b < end) {
+		uint64_t stop = chk_first_taken(fs, b, end);
+		if (stop > b) {
+			if (chk_run_add(fs, b, (uint32_t)(stop - b), s->type, a->ino,
+					s->lblk + (uint32_t)(b - s->blk))) {
+				a->err = -ENOMEM;
+				return;
+			}
+			fs->ndata[a->ino] += (uint32_t)(stop - b);
+		}
+		if (stop >= end)
+			break;
+		note_taken(a, stop);
+		b = stop + 1;
+	}
+}
+
+/* An indirect or extent tree block already owned (by another inode, or by
+ * this one from another slot) is a duplicate: reported, not descended a
+ * second time. */
+static bool attach_visit(void *ctx, const struct chk_span *s)
 {
 	struct attach_visit_ctx *a = ctx;
 	struct chk_fs *fs = a->fs;
+	if (a->runs && (s->type == BT_DATA || s->type == BT_DIR)) {
+		attach_run(a, s);
+		return true;
+	}
+	uint64_t blk = s->blk;
 	uint8_t t = chk_btype(fs, blk);
-	if (a->ino == EXT2_BAD_INO && t == BT_ITABLE && !bt_indirect(type)) {
+	if (a->ino == EXT2_BAD_INO && t == BT_ITABLE && !bt_indirect(s->type)) {
 		/* a bad block of an inode table: e2fsck's inode scan skips
 		 * the inodes stored there, and so do we */
 		if (chk_bad_itable_add(fs, blk))
 			a->err = -ENOMEM;
 		return false;
 	}
-	if (blk < fs->first_data_block || blk >= fs->blocks_count || bt_static(t)) {
-		note_bad(fs, &fs->badptrs, &fs->nbadptr, blk, a->ino, t);
-		return false;
-	}
-	if (t != BT_FREE) {
-		note_bad(fs, &fs->dups, &fs->ndups, blk, chk_bowner(fs, blk), a->ino);
+	if (blk < fs->first_data_block || blk >= fs->blocks_count || t != BT_FREE) {
+		note_taken(a, blk);
 		return false;
 	}
 	if (chk_bmap_reserve(fs, blk)) {
 		a->err = -ENOMEM;
 		return false;
 	}
-	chk_bmap_set(fs, blk, type, a->ino, lblk);
-	if (bt_indirect(type))
+	chk_bmap_set(fs, blk, s->type, a->ino, s->lblk);
+	if (bt_map_meta(s->type))
 		fs->nmeta[a->ino]++;
 	else
 		fs->ndata[a->ino]++;
@@ -154,6 +191,14 @@ static int parse_super(struct chk_fs *fs, char *err, size_t errlen)
 	fs->large_file = ro & EXT2_FEATURE_RO_COMPAT_LARGE_FILE;
 	fs->has_journal = co & EXT3_FEATURE_COMPAT_HAS_JOURNAL;
 	fs->journal_ino = fs->has_journal ? sb->s_journal_inum : 0;
+	fs->extents = inc & EXT3_FEATURE_INCOMPAT_EXTENTS;
+	fs->flex_bg = inc & EXT4_FEATURE_INCOMPAT_FLEX_BG;
+	fs->bit64 = inc & EXT4_FEATURE_INCOMPAT_64BIT;
+	fs->huge_file = ro & EXT4_FEATURE_RO_COMPAT_HUGE_FILE;
+	fs->dir_nlink = ro & EXT4_FEATURE_RO_COMPAT_DIR_NLINK;
+	fs->group_csum = ro & (EXT4_FEATURE_RO_COMPAT_GDT_CSUM | EXT4_FEATURE_RO_COMPAT_METADATA_CSUM);
+	fs->orphan_file_ino = (co & EXT4_FEATURE_COMPAT_ORPHAN_FILE) ? sb->s_orphan_file_inum : 0;
+	chk_csum_init(&fs->csum, fs->sb_raw);
 	if (fs->has_journal && (sb->s_journal_inum == 0 || sb->s_journal_inum >= fs->first_ino))
 		return fail(err, errlen, -EINVAL, "external journal (s_journal_inum %u) not modelled", sb->s_journal_inum);
 	return 0;
@@ -198,6 +243,24 @@ static int load_groups(struct chk_fs *fs, char *err, size_t errlen)
 	for (uint32_t g = 0; g < fs->ngroups && !r; g++) {
 		const uint8_t *d = chk_gd(fs, g);
 		uint64_t bbl = chk_gd_bbitmap(fs, d), ibl = chk_gd_ibitmap(fs, d);
+		bool bu = chk_group_block_uninit(fs, g), iu = chk_group_inode_uninit(fs, g);
+		if (bu || iu) {
+			/* what libext2fs reads for an uninitialised bitmap: made
+			 * up (blocks) or all clear (inodes), the disk unread */
+			if (bu)
+				chk_group_uninit_bits(fs, g, bb);
+			else if ((r = fs->read(fs->ctx, bbl * fs->bs, bb, fs->bs)))
+				r = fail(err, errlen, r > 0 ? -EIO : r, "group %u: cannot read block bitmap %llu", g,
+					 (unsigned long long)bbl);
+			if (iu)
+				memset(ib, 0, fs->bs);
+			else if (!r && (r = fs->read(fs->ctx, ibl * fs->bs, ib, fs->bs)))
+				r = fail(err, errlen, r > 0 ? -EIO : r, "group %u: cannot read inode bitmap %llu", g,
+					 (unsigned long long)ibl);
+			if (!r && chk_group_load(fs, g, bb, ib, scratch))
+				r = fail(err, errlen, -ENOMEM, "out of memory for the shadow state");
+			continue;
+		}
 		/* mke2fs puts the inode bitmap right after the block bitmap: one
 		 * read for both (a large disk has over a hundred thousand groups) */
 		if (ibl == bbl + 1 && fs->read(fs->ctx, bbl * fs->bs, bb, 2 * (size_t)fs->bs) == 0) {
@@ -221,6 +284,8 @@ static int load_groups(struct chk_fs *fs, char *err, size_t errlen)
 			r = fail(err, errlen, -ENOMEM, "out of memory for the shadow state");
 	}
 	free(buf);
+	if (!r && fs->group_csum)
+		r = chk_group_uninit_foreign(fs);
 	return r;
 }
 
@@ -243,14 +308,19 @@ static int scan_inodes(struct chk_fs *fs, char *err, size_t errlen)
 	int r = 0;
 	for (uint32_t g = 0; g < fs->ngroups && !r; g++) {
 		const uint8_t *ibits = chk_group_ibits(fs, g);
-		if (!ibits || !chk_any_bit(ibits, 0, fs->ipg))
+		/* with descriptor checksums, inodes past the group's used part
+		 * lie in a table the kernel may not have zeroed: e2fsck does not
+		 * read them, nor do we (an in-use bit there is the scan's) */
+		uint32_t used = chk_group_used_inodes(fs, g);
+		if (!ibits || !chk_any_bit(ibits, 0, used))
 			continue;         /* nothing in use: nothing to type */
-		r = fs->read(fs->ctx, chk_gd_itable(fs, chk_gd(fs, g)) * fs->bs, tab, tbytes);
+		size_t ubytes = ((size_t)used * fs->inode_size + fs->bs - 1) / fs->bs * fs->bs;
+		r = fs->read(fs->ctx, chk_gd_itable(fs, chk_gd(fs, g)) * fs->bs, tab, ubytes);
 		if (r) {
 			r = fail(err, errlen, r < 0 ? r : -EIO, "group %u: cannot read inode table", g);
 			break;
 		}
-		for (uint32_t i = 0; i < fs->ipg; i++) {
+		for (uint32_t i = 0; i < used; i++) {
 			uint32_t ino = g * fs->ipg + i + 1;
 			const struct ext2_inode *in = (const void *)(tab + (size_t)i * fs->inode_size);
 			if (!bit_get(ibits, i) || chk_inode_in_bad_block(fs, ino))
@@ -264,12 +334,12 @@ static int scan_inodes(struct chk_fs *fs, char *err, size_t errlen)
 			if (ino < fs->first_ino && ino != EXT2_ROOT_INO && ino != fs->journal_ino &&
 			    ino != EXT2_BAD_INO && ino != EXT2_JOURNAL_INO)
 				continue;
-			struct attach_visit_ctx a = { fs, ino, 0 };
-			if (in->i_file_acl) {
-				uint64_t x = in->i_file_acl;
+			struct attach_visit_ctx a = { fs, ino, chk_inode_extent_mapped(fs, in), 0 };
+			uint64_t x = chk_inode_file_acl(fs, in);
+			if (x) {
 				uint8_t xt = chk_btype(fs, x);
 				if (x < fs->first_data_block || x >= fs->blocks_count || bt_static(xt))
-					note_bad(fs, &fs->badptrs, &fs->nbadptr, x, ino, 0);
+					note_bad(&fs->badptrs, &fs->nbadptr, x, ino, 0);
 				else if (xt == BT_FREE) {
 					if (chk_bmap_reserve(fs, x)) {
 						r = fail(err, errlen, -ENOMEM, "out of memory for the shadow state");
@@ -277,18 +347,20 @@ static int scan_inodes(struct chk_fs *fs, char *err, size_t errlen)
 					}
 					chk_bmap_set(fs, x, BT_XATTR, ino, 0);
 				} else if (xt != BT_XATTR)
-					note_bad(fs, &fs->dups, &fs->ndups, x, chk_bowner(fs, x), ino);
+					note_bad(&fs->dups, &fs->ndups, x, chk_bowner(fs, x), ino);
 			}
 			if (!chk_inode_walkable(fs, ino, in))
 				continue;
 			bool isdir = imode_type(in) == 0040000;
-			r = chk_walk_inode_tree(fs, in, isdir, read_approved, fs, attach_visit, &a);
+			r = chk_walk_inode_tree(fs, in, isdir, read_approved, fs, attach_visit, &a, NULL, 0);
+			if (r == 1)
+				r = 0;   /* a broken extent tree: owned as far as walked, the scan reports it */
 			if (!r && a.err) {
 				r = fail(err, errlen, a.err, "out of memory for the shadow state");
 				break;
 			}
 			if (r) {
-				r = fail(err, errlen, r, "inode %u: cannot read its indirect blocks", ino);
+				r = fail(err, errlen, r, "inode %u: cannot read its block map", ino);
 				break;
 			}
 		}

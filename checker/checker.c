@@ -239,6 +239,11 @@ int chk_read_block(struct chk_fs *fs, uint64_t blk, void *buf)
 	return 0;
 }
 
+int chk_read_block_cb(void *ctx, uint64_t blk, void *buf)
+{
+	return chk_read_block(ctx, blk, buf);
+}
+
 void chk_note_read(struct chk_fs *fs, uint64_t blk, const void *buf)
 {
 	uint8_t t = chk_btype(fs, blk);
@@ -300,16 +305,20 @@ int chk_read_inode(struct chk_fs *fs, uint32_t ino, void *buf)
 
 int chk_journal_head(struct chk_fs *fs, uint64_t *block0, uint64_t *nblocks)
 {
-	uint8_t raw[1024] __attribute__((aligned(8)));
-	if (!fs->journal_ino || fs->inode_size > sizeof(raw) ||
-	    chk_read_inode(fs, fs->journal_ino, raw))
+	uint8_t *raw = fs->journal_ino ? malloc(fs->inode_size) : NULL;
+	if (!raw || chk_read_inode(fs, fs->journal_ino, raw)) {
+		free(raw);
 		return -ENOENT;
+	}
 	const struct ext2_inode *in = (const void *)raw;
-	uint64_t b0 = in->i_block[0];
+	/* block 0 through its map: an extent tree on ext4 */
+	uint64_t b0 = chk_approved_bmap(fs, in, 0);
+	uint64_t size = chk_inode_size64(in);
+	free(raw);
 	if (!b0 || b0 >= fs->blocks_count)
 		return -ENOENT;
 	*block0 = b0;
-	*nblocks = in->i_size / fs->bs;
+	*nblocks = size / fs->bs;
 	return 0;
 }
 
@@ -350,7 +359,8 @@ void chk_block_info(const struct chk_fs *fs, uint64_t blk, struct chk_block_info
 {
 	static const char *const names[BT_NTYPES] = {
 		[BT_FREE] = "free", [BT_DATA] = "data", [BT_DIR] = "dir", [BT_IND] = "ind",
-		[BT_DIND] = "dind", [BT_TIND] = "tind", [BT_XATTR] = "xattr", [BT_BOOT] = "boot",
+		[BT_DIND] = "dind", [BT_TIND] = "tind", [BT_XATTR] = "xattr", [BT_EXTENT] = "extent",
+		[BT_BOOT] = "boot",
 		[BT_SB] = "sb", [BT_GDT] = "gdt", [BT_RGDT] = "rgdt", [BT_RESIZE_IND] = "resize_ind",
 		[BT_BBITMAP] = "bbitmap", [BT_IBITMAP] = "ibitmap", [BT_ITABLE] = "itable",
 	};

@@ -76,6 +76,7 @@ enum blk_type {
 	BT_DIND,
 	BT_TIND,
 	BT_XATTR,        /* shared xattr block, owner = first inode seen */
+	BT_EXTENT,       /* extent tree block (below the root in i_block), owner = inode */
 	/* static layout: never pointed to by an ordinary inode */
 	BT_BOOT,         /* block 0 when the file system starts at block 1 */
 	BT_SB,           /* primary or backup superblock */
@@ -89,6 +90,19 @@ enum blk_type {
 };
 static inline bool bt_static(uint8_t t) { return t >= BT_BOOT; }
 static inline bool bt_indirect(uint8_t t) { return t == BT_IND || t == BT_DIND || t == BT_TIND; }
+/* blocks of an inode's map, not its data: counted in nmeta */
+static inline bool bt_map_meta(uint8_t t) { return bt_indirect(t) || t == BT_EXTENT; }
+
+/* What one file system's checksums need, taken from its superblock
+ * (csum.c). */
+struct chk_csum {
+	bool metadata_csum;      /* crc32c everywhere (ro_compat metadata_csum) */
+	bool gdt_csum;           /* crc16 of descriptors only (ro_compat uninit_bg) */
+	uint32_t seed;           /* crc32c seed: s_checksum_seed, or crc32c(~0, uuid) */
+	uint8_t uuid[16];
+	uint32_t desc_size;      /* 32, or s_desc_size with 64bit */
+	uint32_t inode_size;
+};
 
 /* Open-addressing map u64 -> u32 (key stored +1 so that 0 means empty). */
 struct u64map {
@@ -131,7 +145,13 @@ struct chk_fs {
 	uint32_t sb_blk;                 /* block holding byte 1024 */
 	uint32_t sb_off;                 /* offset of the superblock in it */
 	bool filetype, sparse, dir_index, large_file, has_journal;
+	/* ext4: extent trees, bitmaps and tables anywhere, i_blocks_hi,
+	 * directories past 65,000 subdirectories, 48-bit block pointers,
+	 * descriptor flags and checksums (uninit_bg or metadata_csum) */
+	bool extents, flex_bg, huge_file, dir_nlink, bit64, group_csum;
+	struct chk_csum csum;
 	uint32_t journal_ino;
+	uint32_t orphan_file_ino;        /* orphan_file: its inode, else 0 */
 
 	uint8_t *gd;                     /* approved descriptors (desc_size bytes each): chk_gd() */
 	uint64_t gd_free_blocks, gd_free_inodes;   /* their sums, kept by chk_txn_apply */
@@ -270,6 +290,12 @@ int  chk_run_add(struct chk_fs *fs, uint64_t start, uint32_t len, uint8_t type, 
 /* Blocks [start, start + len) leave every run (one reserved change). */
 void chk_run_remove(struct chk_fs *fs, uint64_t start, uint64_t len);
 
+/* The first block of [b, end) that is static or owned (pages or runs),
+ * else end. */
+uint64_t chk_first_taken(const struct chk_fs *fs, uint64_t b, uint64_t end);
+/* Inodes of group g an inode scan reads: all, or with descriptor checksums
+ * none of an INODE_UNINIT group and ipg - bg_itable_unused of others. */
+uint32_t chk_group_used_inodes(const struct chk_fs *fs, uint32_t g);
 /* approved bitmap bits */
 bool chk_bbit(const struct chk_fs *fs, uint64_t blk);
 bool chk_ibit(const struct chk_fs *fs, uint32_t ino);
@@ -283,6 +309,14 @@ bool chk_group_inodes_any(const struct chk_fs *fs, uint32_t g);
  * kept). */
 int  chk_group_bits_reserve(struct chk_fs *fs, uint32_t g, bool inode);
 void chk_group_bits_copy(struct chk_fs *fs, uint32_t g, bool inode, const uint8_t *src);
+/* BLOCK_UNINIT / INODE_UNINIT as libext2fs reads them (descriptor
+ * checksums on, the descriptor's own checksum right): no bitmap on disk */
+bool chk_group_block_uninit(const struct chk_fs *fs, uint32_t g);
+bool chk_group_inode_uninit(const struct chk_fs *fs, uint32_t g);
+/* the bitmap libext2fs makes up for such a group (buf: bs bytes), and
+ * the bits it sets for them in other groups' bitmaps (after loading) */
+void chk_group_uninit_bits(const struct chk_fs *fs, uint32_t g, uint8_t *buf);
+int  chk_group_uninit_foreign(struct chk_fs *fs);
 /* attach: group g's bitmaps as read (scratch: bs bytes) */
 int  chk_group_load(struct chk_fs *fs, uint32_t g, const uint8_t *bb, const uint8_t *ib, uint8_t *scratch);
 
@@ -301,6 +335,8 @@ static inline void bit_put(uint8_t *b, uint64_t i, bool v)
 }
 /* Copy of the approved contents of blk into buf (cache, else read callback). */
 int  chk_read_block(struct chk_fs *fs, uint64_t blk, void *buf);
+/* the same as a blk_get_fn (ctx: the chk_fs) */
+int  chk_read_block_cb(void *ctx, uint64_t blk, void *buf);
 void chk_cache_put(struct chk_fs *fs, uint64_t blk, const void *buf);
 void chk_cache_drop(struct chk_fs *fs, uint64_t blk);
 void chk_cache_free(struct blk_cache *c);
@@ -331,10 +367,27 @@ int  chk_bad_itable_add(struct chk_fs *fs, uint64_t blk);
 bool chk_inode_in_bad_block(const struct chk_fs *fs, uint32_t ino);
 bool chk_inode_walkable(const struct chk_fs *fs, uint32_t ino, const struct ext2_inode *in);
 uint64_t chk_inode_size64(const struct ext2_inode *in);
+/* i_blocks as stored (48 bits with huge_file), and whether it counts
+ * `owned` blocks (the xattr block included) as e2fsck counts them: in
+ * 512-byte sectors, in blocks for huge_file's HUGE_FILE_FL */
+uint64_t chk_inode_iblocks(const struct chk_fs *fs, const struct ext2_inode *in);
+bool chk_iblocks_ok(const struct chk_fs *fs, const struct ext2_inode *in, uint64_t owned);
+/* Does the inode's body hold an xattr whose value is in another inode
+ * (ea_inode, not modelled)? */
+bool chk_inode_ea_in_inode(const struct chk_fs *fs, const uint8_t *raw);
+/* i_file_acl with its high half (64bit) */
+uint64_t chk_inode_file_acl(const struct chk_fs *fs, const struct ext2_inode *in);
 /* e2fsck's largest indirect-mapped file for block size bs, in bytes */
 uint64_t chk_max_file_size(uint32_t bs);
-/* why a regular file's 64-bit size is impossible (NULL if fine) */
-const char *chk_file_size_problem(const struct chk_fs *fs, uint64_t size, bool large_file);
+/* why a regular file's 64-bit size is impossible for its block map (NULL
+ * if fine) */
+const char *chk_file_size_problem(const struct chk_fs *fs, const struct ext2_inode *in, uint64_t size,
+				  bool large_file);
+/* A block shaped as an htree index node (count/limit at 8, the limit the
+ * block holds: one entry less with metadata_csum's dx tail)? */
+bool chk_dx_node_like(const struct chk_fs *fs, const uint8_t *d);
+/* the dx entries a root (off 32) or node (off 8) block holds */
+uint32_t chk_dx_limit(const struct chk_fs *fs, uint32_t off);
 /* what is wrong with an internal journal superblock (NULL if fine) */
 const char *chk_journal_sb_problem(const struct chk_fs *fs, const uint8_t *jsb, uint64_t journal_blocks);
 /* what is wrong with an xattr block's header, entries or values (NULL if fine) */
@@ -342,15 +395,32 @@ const char *chk_xattr_block_problem(const struct chk_fs *fs, const uint8_t *d);
 int chk_mode_to_ftype(uint16_t mode);
 bool chk_mode_type_valid(uint16_t mode);
 
-/* Walks the block tree of an inode: calls visit(blk, type, lblk) for every
+/* Walks the block tree of an inode: calls visit(span) for every
  * non-zero pointer below i_block (not i_file_acl); an indirect block is read
  * and descended only if visit returns true, and at most once per walk (a
  * corrupt tree naming one block from many slots stays linear).  `get` reads
  * a block's contents in the relevant state. Returns 0 or -errno. */
 typedef int (*blk_get_fn)(void *ctx, uint64_t blk, void *buf);
-typedef bool (*blk_visit_fn)(void *ctx, uint64_t blk, uint8_t type, uint32_t lblk);
+/* One visit: a block of the map, or a run of an extent's blocks. */
+struct chk_span {
+	uint64_t blk;                    /* first block */
+	uint32_t len;                    /* 1, or an extent's length */
+	uint32_t lblk;                   /* logical block of blk (data, directory) */
+	uint8_t  type;                   /* BT_DATA, BT_DIR, BT_IND..BT_TIND, BT_EXTENT */
+	bool     unwritten;              /* an unwritten extent's blocks */
+	uint16_t depth;                  /* BT_EXTENT: the node's depth (0: a leaf) */
+	const uint8_t *node;             /* BT_EXTENT: the node's contents */
+};
+typedef bool (*blk_visit_fn)(void *ctx, const struct chk_span *s);
+/* Extent-mapped (EXTENTS_FL on a file system with extents)? */
+bool chk_inode_extent_mapped(const struct chk_fs *fs, const struct ext2_inode *in);
+/* As above for an indirect tree; an extent tree is walked in logical order,
+ * a tree block (BT_EXTENT) descended when visit returns true, each leaf
+ * extent visited as one span.  An extent tree breaking a node rule stops the
+ * walk: 1 with the message in why (may be NULL).  0 walked, or -errno. */
 int chk_walk_inode_tree(struct chk_fs *fs, const struct ext2_inode *in, bool isdir,
-		    blk_get_fn get, void *get_ctx, blk_visit_fn visit, void *vctx);
+			blk_get_fn get, void *get_ctx, blk_visit_fn visit, void *vctx, char *why,
+			size_t whylen);
 /* Physical block of logical block lblk (0: a hole, or out of reach), in the
  * approved state and in a transaction's proposed state. */
 uint64_t chk_approved_bmap(struct chk_fs *fs, const struct ext2_inode *in, uint32_t lblk);
@@ -388,6 +458,8 @@ struct chk_verdict *chk_verdict_new(void);
 
 /* ---- invariants.c ---- */
 void chk_run_invariants(struct chk_fs *fs, struct txn *t, struct chk_verdict *v);
+/* a verdict's violations of `id` from the problems the diff found */
+void chk_report_problems(struct txn *t, struct chk_verdict *v, enum chk_inv id);
 /* the check functions of the table's rows */
 #define INV(id, fn, description, state) void fn(struct chk_fs *fs, struct txn *t, struct chk_verdict *v);
 #include "invariants.def"
@@ -524,8 +596,11 @@ bool chk_txn_is_orphan(struct chk_fs *fs, struct txn *t, uint32_t ino);
 /* superblock field classes (diff.c table) */
 enum { F_FROZEN, F_FREE, F_COUNT, F_FEATURE, F_STATE, F_REVISION };
 uint8_t chk_sb_rec_class(const char *field);
-/* last logical data block of an inode in the new state; false if none */
-bool chk_txn_last_lblk(struct chk_fs *fs, struct txn *t, const struct ext2_inode *in, uint32_t *last);
+/* last logical data block of an inode in the new state; false if none;
+ * *last_init (may be NULL): the last of an initialised extent, -1 if none
+ * (indirect-mapped: the last block) */
+bool chk_txn_last_lblk(struct chk_fs *fs, struct txn *t, const struct ext2_inode *in, uint32_t *last,
+		       int64_t *last_init);
 
 /* directory entries as parsed (diff.c; used by scan.c too) */
 struct dent {

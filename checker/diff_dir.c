@@ -206,11 +206,11 @@ static void add_dirblk(struct txn *t, uint64_t blk)
 }
 
 struct dir_collect { struct txn *t; };
-static bool collect_visit(void *ctx, uint64_t blk, uint8_t type, uint32_t lblk)
+static bool collect_visit(void *ctx, const struct chk_span *s)
 {
-	(void)lblk;
-	if (type == BT_DIR)
-		add_dirblk(((struct dir_collect *)ctx)->t, blk);
+	if (s->type == BT_DIR)
+		for (uint32_t k = 0; k < s->len; k++)
+			add_dirblk(((struct dir_collect *)ctx)->t, s->blk + k);
 	return true;
 }
 static int get_old_cb(void *ctx, uint64_t blk, void *buf);
@@ -273,9 +273,9 @@ void chk_diff_dirs(struct chk_fs *fs, struct txn *t, uint8_t *buf)
 		struct dir_collect dc = { t };
 		struct cb_ctx cc = { fs, t };
 		if (ic->old_live && imode_type(o) == 0040000 && chk_walkable(fs, ic->ino, o, true))
-			chk_walk_inode_tree(fs, o, true, get_old_cb, &cc, collect_visit, &dc);
+			chk_walk_inode_tree(fs, o, true, get_old_cb, &cc, collect_visit, &dc, NULL, 0);
 		if (ic->new_live && imode_type(n) == 0040000 && chk_walkable(fs, ic->ino, n, true))
-			chk_walk_inode_tree(fs, n, true, get_new_cb, &cc, collect_visit, &dc);
+			chk_walk_inode_tree(fs, n, true, get_new_cb, &cc, collect_visit, &dc, NULL, 0);
 	}
 	struct dent_list l = { 0 };
 	for (size_t k = 0; k < t->dirblks.cap; k++) {

@@ -16,11 +16,22 @@
 
 /* ------------------------------------------------------------ htree */
 
-static bool is_dx_node(const struct chk_fs *fs, const uint8_t *d)
+uint32_t chk_dx_limit(const struct chk_fs *fs, uint32_t off)
+{
+	/* metadata_csum keeps an 8-byte dx tail after the entries */
+	return (fs->bs - off) / 8 - (fs->csum.metadata_csum ? 1 : 0);
+}
+
+bool chk_dx_node_like(const struct chk_fs *fs, const uint8_t *d)
 {
 	const struct dirent_hdr e = chk_dirent_at(d);
 	return e.inode == 0 && e.rec_len == fs->bs && e.name_len == 0 &&
-	       chk_ld16(d + 8 + offsetof(struct ext2_dx_countlimit, limit)) == (fs->bs - 8) / 8;
+	       chk_ld16(d + 8 + offsetof(struct ext2_dx_countlimit, limit)) == chk_dx_limit(fs, 8);
+}
+
+static bool is_dx_node(const struct chk_fs *fs, const uint8_t *d)
+{
+	return chk_dx_node_like(fs, d);
 }
 
 static void htree_records(const struct chk_fs *fs, struct txn *t, uint64_t blk, const uint8_t *o, const uint8_t *n,
@@ -114,7 +125,7 @@ static void dx_walk_node(struct dxwalk *w, uint32_t node_lblk, uint64_t node_pbl
 	const struct ext2_dx_entry *e = (const void *)(d + off);
 	const struct ext2_dx_countlimit *ocl = od ? (const void *)(od + off) : NULL;
 	const struct ext2_dx_entry *oe = od ? (const void *)(od + off) : NULL;
-	uint32_t limit = (fs->bs - off) / 8;
+	uint32_t limit = chk_dx_limit(fs, off);
 	if (cl->limit != limit || cl->count == 0 || cl->count > cl->limit) {
 		dx_problem(w, node_pblk, INV_HTREE_COUNT_LIMIT, "block %u: count %u limit %u (the block holds %u)",
 			   node_lblk, cl->count, cl->limit, limit);
@@ -153,7 +164,7 @@ static void dx_walk_node(struct dxwalk *w, uint32_t node_lblk, uint64_t node_pbl
 		}
 		bool shape = dx_node_shape(fs, cd);
 		if (level == 0) {
-			if (shape && ((const struct ext2_dx_countlimit *)(cd + 8))->limit == (fs->bs - 8) / 8)
+			if (shape && ((const struct ext2_dx_countlimit *)(cd + 8))->limit == chk_dx_limit(fs, 8))
 				dx_problem(w, node_pblk, INV_HTREE_DEPTH, "block %u: entry %u names index node %u where a leaf belongs",
 					   node_lblk, i, lb);
 			continue;

@@ -34,6 +34,11 @@ int chk_mode_to_ftype(uint16_t mode)
 	return -1;
 }
 
+uint64_t chk_inode_file_acl(const struct chk_fs *fs, const struct ext2_inode *in)
+{
+	return in->i_file_acl | (fs->bit64 ? (uint64_t)in->osd2.linux2.l_i_file_acl_high << 32 : 0);
+}
+
 uint64_t chk_inode_size64(const struct ext2_inode *in)
 {
 	if ((in->i_mode & 0170000) == 0100000)
@@ -80,13 +85,33 @@ const char *chk_journal_sb_problem(const struct chk_fs *fs, const uint8_t *jsb, 
 	return NULL;
 }
 
-const char *chk_file_size_problem(const struct chk_fs *fs, uint64_t size, bool large_file)
+const char *chk_file_size_problem(const struct chk_fs *fs, const struct ext2_inode *in, uint64_t size,
+				  bool large_file)
 {
-	if (size > chk_max_file_size(fs->bs))
+	if (chk_inode_extent_mapped(fs, in)) {
+		/* e2fsck: logical blocks are 32 bits */
+		if (size > ((uint64_t)fs->bs << 32) - 1)
+			return "is beyond the largest extent-mapped file for this block size";
+	} else if (size > chk_max_file_size(fs->bs)) {
 		return "is beyond the largest indirect-mapped file for this block size";
+	}
 	if (size >= 0x80000000ULL && !large_file)
 		return "is 2 GiB or more without the large_file feature";
 	return NULL;
+}
+
+uint64_t chk_inode_iblocks(const struct chk_fs *fs, const struct ext2_inode *in)
+{
+	return in->i_blocks | (fs->huge_file ? (uint64_t)in->osd2.linux2.l_i_blocks_hi << 32 : 0);
+}
+
+bool chk_iblocks_ok(const struct chk_fs *fs, const struct ext2_inode *in, uint64_t owned)
+{
+	bool in_blocks = fs->huge_file && (in->i_flags & EXT4_HUGE_FILE_FL);
+	/* e2fsck wants i_blocks_hi clear under HUGE_FILE_FL, whatever it counts */
+	if (in_blocks && in->osd2.linux2.l_i_blocks_hi)
+		return false;
+	return chk_inode_iblocks(fs, in) == (in_blocks ? owned : owned * (fs->bs / 512));
 }
 
 /* Which in-use inodes' i_block we model as pointers: ordinary inodes with
@@ -103,9 +128,11 @@ bool chk_inode_walkable(const struct chk_fs *fs, uint32_t ino, const struct ext2
 	return chk_inode_has_block_ptrs(fs, in);
 }
 
-/* Without huge_file, i_blocks counts sectors whatever HUGE_FILE_FL says (to
- * libext2fs, the kernel and e2fsck alike); e2fsck's pass 4 takes a regular
- * file named by entries for a file whatever EA_INODE_FL says. */
+/* What e2fsck's pass 1 takes for a sign of damage among the ext4 fields,
+ * given the file system's features.  Without huge_file, i_blocks counts
+ * sectors whatever HUGE_FILE_FL says (to libext2fs, the kernel and e2fsck
+ * alike); e2fsck's pass 4 takes a regular file named by entries for a file
+ * whatever EA_INODE_FL says. */
 const char *chk_inode_ext4_fields_problem(const struct chk_fs *fs, const struct ext2_inode *in,
 					  uint32_t kept)
 {
@@ -120,20 +147,27 @@ const char *chk_inode_ext4_fields_problem(const struct chk_fs *fs, const struct 
 		if (x && (x < 4 || x > fs->inode_size - 128 || (x & 3)))
 			return "invalid i_extra_isize";
 	}
-	if (flags & EXT4_EXTENTS_FL)
-		return "extents flag";
+	uint16_t ty = in->i_mode & 0170000;
+	if (flags & EXT4_EXTENTS_FL) {
+		if (!fs->extents)
+			return "extents flag set without the extent feature";
+		if (ty == 0020000 || ty == 0060000 || ty == 0010000 || ty == 0140000)
+			return "extents flag on a device, fifo or socket";
+		if (ty == 0120000 && !chk_inode_has_block_ptrs(fs, in))
+			return "extents flag on a fast symlink";
+	}
 	if (flags & EXT4_INLINE_DATA_FL)
-		return "inline-data flag";
-	if (flags & EXT4_HUGE_FILE_FL)
-		return "huge-file flag";
+		return "inline-data flag set (inline data is not modelled)";
+	if ((flags & EXT4_HUGE_FILE_FL) && !fs->huge_file)
+		return "huge-file flag set without the huge_file feature";
 	if (flags & EXT4_EA_INODE_FL)
-		return "ea-inode flag";
+		return "ea-inode flag set (ea_inode is not modelled)";
 	if (flags & EXT4_ENCRYPT_FL)
-		return "encrypt flag";
-	if (in->osd2.linux2.l_i_file_acl_high)
-		return "i_file_acl high bits";
-	if (in->osd2.linux2.l_i_blocks_hi)
-		return "i_blocks high bits";
+		return "encrypt flag set (encryption is not modelled)";
+	if (in->osd2.linux2.l_i_file_acl_high && !fs->bit64)
+		return "i_file_acl high bits set without the 64bit feature";
+	if (in->osd2.linux2.l_i_blocks_hi && !fs->huge_file)
+		return "i_blocks high bits set without the huge_file feature";
 	return NULL;
 }
 
@@ -152,3 +186,19 @@ bool chk_inode_has_block_ptrs(const struct chk_fs *fs, const struct ext2_inode *
 	return false;
 }
 
+
+bool chk_inode_ea_in_inode(const struct chk_fs *fs, const uint8_t *raw)
+{
+	if (fs->inode_size <= EXT2_GOOD_OLD_INODE_SIZE)
+		return false;
+	uint32_t start = EXT2_GOOD_OLD_INODE_SIZE + chk_ld16(raw + EXT2_GOOD_OLD_INODE_SIZE);
+	if (start + 4 > fs->inode_size || chk_ld32(raw + start) != EXT2_EXT_ATTR_MAGIC)
+		return false;
+	/* entries follow the magic, up to a zero word; e_value_inum at 4 */
+	for (uint32_t off = start + 4; off + 16 <= fs->inode_size && chk_ld32(raw + off);) {
+		if (chk_ld32(raw + off + 4))
+			return true;
+		off += (16 + raw[off] + 3) & ~3u;
+	}
+	return false;
+}

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "chk_internal.h"
+#include "chk_ext4.h"
 
 /* ------------------------------------------------------------ walk */
 
@@ -23,11 +23,17 @@ struct walk_ctx {
 	struct u64map descended;         /* indirect blocks already read in this walk */
 };
 
+static bool visit1(struct walk_ctx *w, uint64_t blk, uint8_t type, uint32_t lblk)
+{
+	struct chk_span sp = { .blk = blk, .len = 1, .lblk = lblk, .type = type };
+	return w->visit(w->vctx, &sp);
+}
+
 static int walk_level(struct walk_ctx *w, uint64_t blk, int level, uint32_t base)
 {
 	struct chk_fs *fs = w->fs;
 	uint8_t t = level == 3 ? BT_TIND : level == 2 ? BT_DIND : BT_IND;
-	if (!w->visit(w->vctx, blk, t, base))
+	if (!visit1(w, blk, t, base))
 		return 0;
 	/* do not follow pointers out of range or into static metadata */
 	if (blk < fs->first_data_block || blk >= fs->blocks_count || bt_static(chk_btype(fs, blk)))
@@ -49,35 +55,69 @@ static int walk_level(struct walk_ctx *w, uint64_t blk, int level, uint32_t base
 			continue;
 		uint32_t lb = (uint32_t)(base + i * span);
 		if (level == 1)
-			w->visit(w->vctx, p, w->isdir ? BT_DIR : BT_DATA, lb);
+			visit1(w, p, w->isdir ? BT_DIR : BT_DATA, lb);
 		else if ((r = walk_level(w, p, level - 1, lb)))
 			return r;
 	}
 	return 0;
 }
 
-int chk_walk_inode_tree(struct chk_fs *fs, const struct ext2_inode *in, bool isdir,
-		    blk_get_fn get, void *get_ctx, blk_visit_fn visit, void *vctx)
+static int walk_indirect(struct walk_ctx *w, const struct ext2_inode *in)
 {
-	struct walk_ctx w = { fs, get, get_ctx, visit, vctx, isdir, { NULL, NULL, NULL }, { 0 } };
+	struct chk_fs *fs = w->fs;
 	int r = 0;
 	for (int i = 0; i < EXT2_NDIR_BLOCKS; i++)
 		if (in->i_block[i])
-			visit(vctx, in->i_block[i], isdir ? BT_DIR : BT_DATA, (uint32_t)i);
+			visit1(w, in->i_block[i], w->isdir ? BT_DIR : BT_DATA, (uint32_t)i);
 	uint32_t a = fs->addr_per_block;
 	uint32_t bases[3] = { 12, 12 + a, 12 + a + a * a };
-	for (int l = 0; l < 3; l++) {
+	for (int l = 0; l < 3 && !r; l++) {
 		if (!in->i_block[12 + l])
 			continue;
 		for (int k = 0; k < 3; k++)
-			if (!w.bufs[k] && !(w.bufs[k] = malloc(fs->bs))) {
-				r = -ENOMEM;
-				goto out;
-			}
-		if ((r = walk_level(&w, in->i_block[12 + l], l + 1, bases[l])))
-			goto out;
+			if (!w->bufs[k] && !(w->bufs[k] = malloc(fs->bs)))
+				return -ENOMEM;
+		r = walk_level(w, in->i_block[12 + l], l + 1, bases[l]);
 	}
-out:
+	return r;
+}
+
+static bool ext_node(void *ctx, uint64_t pblk, uint16_t depth, const uint8_t *node)
+{
+	struct walk_ctx *w = ctx;
+	struct chk_span sp = { .blk = pblk, .len = 1, .type = BT_EXTENT, .depth = depth, .node = node };
+	return w->visit(w->vctx, &sp);
+}
+
+static bool ext_leaf(void *ctx, const struct chk_ext *e)
+{
+	struct walk_ctx *w = ctx;
+	struct chk_span sp = { .blk = e->pblk, .len = e->len, .lblk = e->lblk,
+			       .type = w->isdir ? BT_DIR : BT_DATA, .unwritten = e->unwritten };
+	w->visit(w->vctx, &sp);
+	return true;
+}
+
+bool chk_inode_extent_mapped(const struct chk_fs *fs, const struct ext2_inode *in)
+{
+	return fs->extents && (in->i_flags & EXT4_EXTENTS_FL);
+}
+
+int chk_walk_inode_tree(struct chk_fs *fs, const struct ext2_inode *in, bool isdir,
+			blk_get_fn get, void *get_ctx, blk_visit_fn visit, void *vctx, char *why,
+			size_t whylen)
+{
+	struct walk_ctx w = { fs, get, get_ctx, visit, vctx, isdir, { NULL, NULL, NULL }, { 0 } };
+	int r;
+	if (chk_inode_extent_mapped(fs, in)) {
+		char tmp[160];
+		struct chk_ext_walk ew = { .bs = fs->bs, .first_data_block = fs->first_data_block,
+					   .blocks_count = fs->blocks_count, .get = get, .get_ctx = get_ctx,
+					   .visit_node = ext_node, .visit_ext = ext_leaf, .ctx = &w };
+		r = chk_ext_walk(&ew, (const uint8_t *)in->i_block, why ? why : tmp, why ? whylen : sizeof(tmp));
+	} else {
+		r = walk_indirect(&w, in);
+	}
 	for (int k = 0; k < 3; k++)
 		free(w.bufs[k]);
 	chk_u64map_free(&w.descended);
@@ -140,32 +180,46 @@ static int get_approved(void *ctx, uint64_t blk, void *buf)
 	return chk_read_block(ctx, blk, buf);
 }
 
-uint64_t chk_txn_bmap(struct chk_fs *fs, struct txn *t, const struct ext2_inode *in, uint32_t lblk)
+static struct chk_ext_walk ext_reader(const struct chk_fs *fs, blk_get_fn get, void *gctx)
 {
+	return (struct chk_ext_walk){ .bs = fs->bs, .first_data_block = fs->first_data_block,
+				      .blocks_count = fs->blocks_count, .get = get, .get_ctx = gctx };
+}
+
+static uint64_t bmap(struct chk_fs *fs, const struct ext2_inode *in, uint32_t lblk, blk_get_fn get, void *gctx,
+		     int *err)
+{
+	if (chk_inode_extent_mapped(fs, in)) {
+		struct chk_ext_walk w = ext_reader(fs, get, gctx);
+		return chk_ext_bmap(&w, (const uint8_t *)in->i_block, lblk, NULL);
+	}
 	if (lblk < 12)
 		return in->i_block[lblk];
 	uint8_t *buf = malloc(fs->bs);
 	if (!buf) {
-		t->err = -ENOMEM;
+		*err = -ENOMEM;
 		return 0;
 	}
-	void *ctx[2] = { fs, t };
-	uint64_t b = ind_bmap(fs, in, lblk, get_new, ctx, buf);
+	uint64_t b = ind_bmap(fs, in, lblk, get, gctx, buf);
 	free(buf);
 	return b;
+}
+
+uint64_t chk_txn_bmap(struct chk_fs *fs, struct txn *t, const struct ext2_inode *in, uint32_t lblk)
+{
+	void *ctx[2] = { fs, t };
+	return bmap(fs, in, lblk, get_new, ctx, &t->err);
 }
 
 uint64_t chk_approved_bmap(struct chk_fs *fs, const struct ext2_inode *in, uint32_t lblk)
 {
-	if (lblk < 12)
-		return in->i_block[lblk];
-	uint8_t *buf = malloc(fs->bs);
-	uint64_t b = buf ? ind_bmap(fs, in, lblk, get_approved, fs, buf) : 0;
-	free(buf);
-	return b;
+	int err = 0;
+	return bmap(fs, in, lblk, get_approved, fs, &err);
 }
 
 /* ------------------------------------------------------------ last block */
+
+static bool ind_last(struct chk_fs *fs, struct txn *t, const struct ext2_inode *in, uint32_t *last);
 
 /* empty: indirect blocks already found to hold no data (a corrupt tree may
  * name one block from every slot: each is searched once) */
@@ -203,8 +257,30 @@ static bool last_in_subtree(struct chk_fs *fs, struct txn *t, uint64_t blk, int 
 }
 
 /* Cheap: descends only along the last non-zero pointers (at most three
- * indirect blocks read). */
-bool chk_txn_last_lblk(struct chk_fs *fs, struct txn *t, const struct ext2_inode *in, uint32_t *last)
+ * indirect blocks read); an extent tree along its right edge, as far left
+ * as its last initialised extent. */
+bool chk_txn_last_lblk(struct chk_fs *fs, struct txn *t, const struct ext2_inode *in, uint32_t *last,
+		       int64_t *last_init)
+{
+	if (chk_inode_extent_mapped(fs, in)) {
+		void *ctx[2] = { fs, t };
+		struct chk_ext_walk w = ext_reader(fs, get_new, ctx);
+		int64_t l, li;
+		int r = chk_ext_last(&w, (const uint8_t *)in->i_block, &l, &li);
+		if (r && !t->err)
+			t->err = r;
+		if (last_init)
+			*last_init = li;
+		*last = l >= 0 ? (uint32_t)l : 0;
+		return l >= 0;
+	}
+	bool any = ind_last(fs, t, in, last);
+	if (last_init)
+		*last_init = any ? (int64_t)*last : -1;
+	return any;
+}
+
+static bool ind_last(struct chk_fs *fs, struct txn *t, const struct ext2_inode *in, uint32_t *last)
 {
 	uint32_t a = fs->addr_per_block;
 	uint32_t bases[3] = { 12, 12 + a, 12 + a + a * a };

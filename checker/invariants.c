@@ -23,7 +23,7 @@ struct inv_row {
 
 #define V(id, recs, n, ...) chk_verdict_add_violation(v, id, recs, n, __VA_ARGS__)
 
-static void report_problems(struct txn *t, struct chk_verdict *v, enum chk_inv id)
+void chk_report_problems(struct txn *t, struct chk_verdict *v, enum chk_inv id)
 {
 	for (size_t i = 0; i < t->nprobs; i++)
 		if (t->probs[i].inv == id)
@@ -66,7 +66,7 @@ void inv_sb_frozen(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 		if (chk_sb_rec_class(r->field) == F_FROZEN)
 			V(INV_SB_FROZEN, &t->sb_recs[i], 1, "superblock field %s may not change", r->field);
 	}
-	report_problems(t, v, INV_SB_FROZEN);
+	chk_report_problems(t, v, INV_SB_FROZEN);
 }
 
 void inv_sb_features(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
@@ -199,15 +199,35 @@ void inv_sb_free_inodes(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 
 /* ------------------------------------------------------------ descriptors */
 
-/* Without group descriptor checksums (all the checker serves) the kernel
- * ignores the UNINIT flags and bg_itable_unused, so a damaged image may carry
- * them; the allocator of libext2fs clears the flags as it allocates in the
- * group, the mount clears all three (e2fsck's fix: it still reads
- * bg_itable_unused).  Clearing is no change of meaning, setting is refused. */
+/* The UNINIT flags only clear: the kernel and libext2fs clear them as they
+ * first allocate in a group (so does a mount where descriptors carry no
+ * checksum and the flags mean nothing); the lazy init thread sets
+ * INODE_ZEROED.  bg_itable_unused only shrinks, as inodes past it come into
+ * use (or is cleared).  The checksums change with what they cover, where
+ * the file system carries them (their values are INV_CSUM_*'s). */
 static uint16_t bgd_flags_changed(uint16_t o, uint16_t n)
 {
 	uint16_t cleared_uninit = o & ~n & (EXT2_BG_BLOCK_UNINIT | EXT2_BG_INODE_UNINIT);
 	return (o ^ n) & ~EXT2_BG_INODE_ZEROED & ~cleared_uninit;
+}
+
+static const char *bgd_frozen_problem(const struct chk_fs *fs, const uint8_t *o, const uint8_t *n)
+{
+	if (chk_gd_bbitmap(fs, o) != chk_gd_bbitmap(fs, n) || chk_gd_ibitmap(fs, o) != chk_gd_ibitmap(fs, n) ||
+	    chk_gd_itable(fs, o) != chk_gd_itable(fs, n))
+		return "a bitmap or inode table location changed";
+	if (bgd_flags_changed(chk_gd_flags(o), chk_gd_flags(n)))
+		return "flags other than clearing UNINIT or marking the table zeroed changed";
+	if (chk_gd_exclude(fs, o) != chk_gd_exclude(fs, n))
+		return "the snapshot exclude bitmap changed";
+	if (chk_gd_itable_unused(fs, n) > chk_gd_itable_unused(fs, o))
+		return "bg_itable_unused grew";
+	if (!fs->csum.metadata_csum && (chk_gd_bbitmap_csum(fs, o) != chk_gd_bbitmap_csum(fs, n) ||
+					chk_gd_ibitmap_csum(fs, o) != chk_gd_ibitmap_csum(fs, n)))
+		return "a bitmap checksum changed without metadata_csum";
+	if (!fs->group_csum && chk_gd_checksum(o) != chk_gd_checksum(n))
+		return "bg_checksum changed without descriptor checksums";
+	return NULL;
 }
 
 void inv_bgd_frozen(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
@@ -217,17 +237,10 @@ void inv_bgd_frozen(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 		uint32_t g = t->gt[i].g;
 		if (!t->gt[i].changed)
 			continue;
-		const uint8_t *o = chk_gd(fs, g), *n = chk_gd_new(fs, t, g);
-		if (chk_gd_bbitmap(fs, o) != chk_gd_bbitmap(fs, n) || chk_gd_ibitmap(fs, o) != chk_gd_ibitmap(fs, n) ||
-		    chk_gd_itable(fs, o) != chk_gd_itable(fs, n) ||
-		    bgd_flags_changed(chk_gd_flags(o), chk_gd_flags(n)) ||
-		    chk_gd_exclude(fs, o) != chk_gd_exclude(fs, n) ||
-		    (chk_gd_itable_unused(fs, o) != chk_gd_itable_unused(fs, n) && chk_gd_itable_unused(fs, n)) ||
-		    chk_gd_bbitmap_csum(fs, o) != chk_gd_bbitmap_csum(fs, n) ||
-		    chk_gd_ibitmap_csum(fs, o) != chk_gd_ibitmap_csum(fs, n) ||
-		    chk_gd_checksum(o) != chk_gd_checksum(n)) {
+		const char *why = bgd_frozen_problem(fs, chk_gd(fs, g), chk_gd_new(fs, t, g));
+		if (why) {
 			size_t r[16], k = gd_rec_list(t, g, r, 16);
-			V(INV_BGD_FROZEN, r, k, "group %u: a descriptor location or ext4-only field changed", g);
+			V(INV_BGD_FROZEN, r, k, "group %u: %s", g, why);
 		}
 	}
 }
@@ -287,19 +300,19 @@ void inv_bgd_used_dirs(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 void inv_backup_copies(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	(void)fs;
-	report_problems(t, v, INV_BACKUP_COPIES);
+	chk_report_problems(t, v, INV_BACKUP_COPIES);
 }
 
 void inv_static_frozen(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	(void)fs;
-	report_problems(t, v, INV_STATIC_FROZEN);
+	chk_report_problems(t, v, INV_STATIC_FROZEN);
 }
 
 void inv_bitmap_padding(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	(void)fs;
-	report_problems(t, v, INV_BITMAP_PADDING);
+	chk_report_problems(t, v, INV_BITMAP_PADDING);
 }
 
 /* ------------------------------------------------------------ blocks */
@@ -337,7 +350,7 @@ void inv_ptr_in_range(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 			V(INV_PTR_IN_RANGE, &c->rec, 1, "pointer to block %llu outside the file system (%u..%llu)",
 			  (unsigned long long)c->blk, fs->first_data_block, (unsigned long long)fs->blocks_count - 1);
 	}
-	report_problems(t, v, INV_PTR_IN_RANGE);
+	chk_report_problems(t, v, INV_PTR_IN_RANGE);
 }
 
 void inv_ptr_not_static(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
@@ -528,7 +541,7 @@ void inv_inode_ext4_fields(struct chk_fs *fs, struct txn *t, struct chk_verdict 
 		uint32_t kept = ic->old_inuse ? I_OLD(ic)->i_flags : 0;
 		const char *why = chk_inode_ext4_fields_problem(fs, I_NEW(ic), kept);
 		if (why)
-			V(INV_INODE_EXT4_FIELDS, ic->recs, ic->nrecs, "inode %u: %s set on ext2/ext3", ic->ino, why);
+			V(INV_INODE_EXT4_FIELDS, ic->recs, ic->nrecs, "inode %u: %s", ic->ino, why);
 		else if (I_NEW(ic)->i_file_acl && !(sb->s_feature_compat & EXT2_FEATURE_COMPAT_EXT_ATTR))
 			V(INV_INODE_EXT4_FIELDS, ic->recs, ic->nrecs, "inode %u: i_file_acl set without ext_attr", ic->ino);
 	}
@@ -632,24 +645,24 @@ void inv_dirent_ftype(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 void inv_dirent_tiling(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	(void)fs;
-	report_problems(t, v, INV_DIRENT_TILING);
+	chk_report_problems(t, v, INV_DIRENT_TILING);
 }
 
 void inv_dirent_name(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	(void)fs;
-	report_problems(t, v, INV_DIRENT_NAME);
+	chk_report_problems(t, v, INV_DIRENT_NAME);
 }
 
 void inv_dirent_unique(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	(void)fs;
-	report_problems(t, v, INV_DIRENT_UNIQUE);
+	chk_report_problems(t, v, INV_DIRENT_UNIQUE);
 }
 
 void inv_dir_dots(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
-	report_problems(t, v, INV_DIR_DOTS);
+	chk_report_problems(t, v, INV_DIR_DOTS);
 	for (size_t i = 0; i < t->ndch; i++) {
 		struct dchange *d = &t->dch[i];
 		if (strcmp(d->name, ".."))
@@ -794,7 +807,7 @@ void inv_dir_size(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 			continue;
 		int64_t ndata = (ic->old_inuse ? (int64_t)fs->ndata[ic->ino] : 0) + ic->ndata_delta;
 		uint32_t last = 0;
-		bool any = chk_txn_last_lblk(fs, t, n, &last);
+		bool any = chk_txn_last_lblk(fs, t, n, &last, NULL);
 		int64_t span = any ? (int64_t)last + 1 : 0;
 		if (n->i_size % fs->bs || (int64_t)(n->i_size / fs->bs) != ndata || span != ndata || ndata == 0 ||
 		    n->i_size_high)
@@ -813,14 +826,15 @@ void inv_file_size(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 		    ic->ino < fs->first_ino)
 			continue;
 		uint32_t last;
-		if (!chk_txn_last_lblk(fs, t, n, &last))
+		int64_t last_init;     /* e2fsck: unwritten extents may lie past i_size */
+		if (!chk_txn_last_lblk(fs, t, n, &last, &last_init) || last_init < 0)
 			continue;
 		if (chk_txn_is_orphan(fs, t, ic->ino))
 			continue;          /* a truncate in progress may leave blocks past i_size */
 		uint64_t size = chk_inode_size64(n);
-		if (size < (uint64_t)last * fs->bs)
-			V(INV_FILE_SIZE, ic->recs, ic->nrecs, "file %u: i_size %llu is below its last block %u",
-			  ic->ino, (unsigned long long)size, last);
+		if (size < (uint64_t)last_init * fs->bs)
+			V(INV_FILE_SIZE, ic->recs, ic->nrecs, "file %u: i_size %llu is below its last block %lld",
+			  ic->ino, (unsigned long long)size, (long long)last_init);
 	}
 }
 
@@ -836,7 +850,7 @@ void inv_file_max_size(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 		if (!ic->new_inuse || imode_type(n) != 0100000 || !(ic->written || ic->bitflip) ||
 		    ic->ino < fs->first_ino)
 			continue;
-		const char *why = chk_file_size_problem(fs, chk_inode_size64(n), large);
+		const char *why = chk_file_size_problem(fs, n, chk_inode_size64(n), large);
 		if (why)
 			V(INV_FILE_MAX_SIZE, ic->recs, ic->nrecs, "file %u: i_size %llu %s", ic->ino,
 			  (unsigned long long)chk_inode_size64(n), why);
@@ -945,9 +959,25 @@ void inv_xattr_refcount(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 	free(buf);
 }
 
+/* An entry's hash over its name and value words, as e2fsck computes it:
+ * the name's bytes unsigned, or signed (what some kernels wrote). */
+static uint32_t xattr_entry_hash(const uint8_t *name, unsigned nlen, const uint8_t *value, uint32_t vsize,
+				 bool signed_name)
+{
+	uint32_t h = 0;
+	for (unsigned i = 0; i < nlen; i++) {
+		uint32_t c = signed_name ? (uint32_t)(int32_t)(int8_t)name[i] : name[i];
+		h = (h << 5) ^ (h >> 27) ^ c;
+	}
+	for (uint32_t i = 0; i < (vsize + 3) / 4; i++)
+		h = (h << 16) ^ (h >> 16) ^ chk_ld32(value + 4 * (size_t)i);
+	return h;
+}
+
 /* What is wrong with an xattr block's format (NULL if fine): the header,
  * then the entry list (inside the block, ending in a zero word) and the
- * values (inside the block, after the entries).  Shared with the scan. */
+ * values (inside the block, after the entries), each entry's name index
+ * and hash as e2fsck checks them.  Shared with the scan. */
 const char *chk_xattr_block_problem(const struct chk_fs *fs, const uint8_t *d)
 {
 	struct ext2_ext_attr_header h;
@@ -970,8 +1000,14 @@ const char *chk_xattr_block_problem(const struct chk_fs *fs, const uint8_t *d)
 			return "entry name past the block";
 		if (e.e_value_inum)
 			return "value in an inode (ea_inode)";
-		if (e.e_value_size && (uint64_t)e.e_value_offs + e.e_value_size > fs->bs)
+		if (e.e_value_size && (uint64_t)e.e_value_offs + (e.e_value_size + 3) / 4 * 4 > fs->bs)
 			return "value past the block";
+		if (e.e_name_index == 0)
+			return "an entry without a name index";
+		const uint8_t *nm = d + off + sizeof(struct ext2_ext_attr_entry), *val = e.e_value_size ? d + e.e_value_offs : d;
+		if (e.e_hash != xattr_entry_hash(nm, e.e_name_len, val, e.e_value_size, false) &&
+		    e.e_hash != xattr_entry_hash(nm, e.e_name_len, val, e.e_value_size, true))
+			return "an entry's hash does not match its name and value";
 		if (e.e_value_size && e.e_value_offs < min_val)
 			min_val = e.e_value_offs;
 		off += EXT2_EXT_ATTR_LEN(e.e_name_len);
@@ -1025,42 +1061,42 @@ void inv_journal_sb(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 void inv_htree_root(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	(void)fs;
-	report_problems(t, v, INV_HTREE_ROOT);
+	chk_report_problems(t, v, INV_HTREE_ROOT);
 }
 void inv_htree_hash_version(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	(void)fs;
-	report_problems(t, v, INV_HTREE_HASH_VERSION);
+	chk_report_problems(t, v, INV_HTREE_HASH_VERSION);
 }
 void inv_htree_depth(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	(void)fs;
-	report_problems(t, v, INV_HTREE_DEPTH);
+	chk_report_problems(t, v, INV_HTREE_DEPTH);
 }
 void inv_htree_count_limit(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	(void)fs;
-	report_problems(t, v, INV_HTREE_COUNT_LIMIT);
+	chk_report_problems(t, v, INV_HTREE_COUNT_LIMIT);
 }
 void inv_htree_hash_order(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	(void)fs;
-	report_problems(t, v, INV_HTREE_HASH_ORDER);
+	chk_report_problems(t, v, INV_HTREE_HASH_ORDER);
 }
 void inv_htree_blocks(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	(void)fs;
-	report_problems(t, v, INV_HTREE_BLOCKS);
+	chk_report_problems(t, v, INV_HTREE_BLOCKS);
 }
 void inv_htree_node(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	(void)fs;
-	report_problems(t, v, INV_HTREE_NODE);
+	chk_report_problems(t, v, INV_HTREE_NODE);
 }
 void inv_htree_flag(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	(void)fs;
-	report_problems(t, v, INV_HTREE_FLAG);
+	chk_report_problems(t, v, INV_HTREE_FLAG);
 }
 
 /* ------------------------------------------------------------ the table */

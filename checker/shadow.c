@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "chk_internal.h"
+#include "chk_ext4.h"
 
 struct bpage {
 	uint32_t owner[BPAGE_N];
@@ -211,6 +211,60 @@ void chk_static_mark_resize(struct chk_fs *fs, uint64_t blk)
 	/* static from now on: an inode typed before it loses the block, as
 	 * when the type map was painted in scan order */
 	chk_bmap_set(fs, blk, BT_FREE, 0, 0);
+	if (chk_run_at(fs, blk, NULL) && !chk_runs_reserve(fs, 1))
+		chk_run_remove(fs, blk, 1);
+}
+
+/* The first static block of [b, end), else end. */
+static uint64_t static_next(const struct chk_fs *fs, uint64_t b, uint64_t end)
+{
+	uint64_t first = end;
+	if (fs->first_data_block && b == 0)
+		return 0;
+	if (fs->resize_dind >= b && fs->resize_dind < end)
+		first = fs->resize_dind;
+	size_t i = sext_upper(fs, b);
+	for (size_t k = i; k-- > 0;) {       /* extents starting at or before b */
+		const struct sext *e = &fs->sext[k];
+		if (e->start + fs->sext_maxlen <= b)
+			break;
+		if (b < e->start + e->len)
+			return b;
+	}
+	if (i < fs->nsext && fs->sext[i].start < first)
+		first = fs->sext[i].start;      /* the first one starting after b */
+	return first;
+}
+
+/* The first block of [b, end) a page of the type/owner map owns, else end. */
+static uint64_t pages_next(const struct chk_fs *fs, uint64_t b, uint64_t end)
+{
+	while (b < end) {
+		const struct bpage *p = fs->bpages[b / BPAGE_N];
+		uint64_t pend = (b / BPAGE_N + 1) * BPAGE_N;
+		if (pend > end)
+			pend = end;
+		if (p && p->nowned)
+			for (; b < pend; b++)
+				if (p->type[b % BPAGE_N] != BT_FREE)
+					return b;
+		b = pend;
+	}
+	return end;
+}
+
+uint64_t chk_first_taken(const struct chk_fs *fs, uint64_t b, uint64_t end)
+{
+	if (end > fs->blocks_count)
+		end = fs->blocks_count;
+	if (b >= end)
+		return end;
+	uint64_t first = static_next(fs, b, end);
+	first = pages_next(fs, b, first);
+	struct chk_run r;
+	if (chk_run_next(fs, b, &r) && r.start < first)
+		first = r.start > b ? r.start : b;
+	return first;
 }
 
 uint32_t chk_group_static_blocks(const struct chk_fs *fs, uint32_t g)
@@ -410,6 +464,78 @@ int chk_group_load(struct chk_fs *fs, uint32_t g, const uint8_t *bb, const uint8
 		if (chk_group_bits_reserve(fs, g, true))
 			return -ENOMEM;
 		copy_bits(fs->gib[g], ib, fs->ipg);
+	}
+	return 0;
+}
+
+uint32_t chk_group_used_inodes(const struct chk_fs *fs, uint32_t g)
+{
+	if (!fs->group_csum)
+		return fs->ipg;
+	const uint8_t *d = chk_gd(fs, g);
+	if (chk_gd_flags(d) & EXT2_BG_INODE_UNINIT)
+		return 0;
+	uint32_t unused = chk_gd_itable_unused(fs, d);
+	return unused < fs->ipg ? fs->ipg - unused : 0;
+}
+
+/* libext2fs honours an UNINIT flag only in a descriptor whose checksum
+ * verifies (else it reads the bitmap, as e2fsck then does) */
+static bool uninit_flag(const struct chk_fs *fs, uint32_t g, uint16_t flag)
+{
+	const uint8_t *d = chk_gd(fs, g);
+	return fs->group_csum && (chk_gd_flags(d) & flag) && chk_gd_csum_ok(&fs->csum, g, d);
+}
+
+bool chk_group_block_uninit(const struct chk_fs *fs, uint32_t g)
+{
+	return uninit_flag(fs, g, EXT2_BG_BLOCK_UNINIT);
+}
+
+bool chk_group_inode_uninit(const struct chk_fs *fs, uint32_t g)
+{
+	return uninit_flag(fs, g, EXT2_BG_INODE_UNINIT);
+}
+
+/* The block bitmap libext2fs and e2fsck make up for a BLOCK_UNINIT group
+ * (its on-disk bitmap was never written): its superblock, descriptor and
+ * reserved descriptor blocks, and the bitmaps and tables of the
+ * BLOCK_UNINIT groups that lie in it (its own, wherever flex_bg puts
+ * them, are marked in their group; see chk_group_uninit_foreign). */
+void chk_group_uninit_bits(const struct chk_fs *fs, uint32_t g, uint8_t *buf)
+{
+	uint64_t s = group_start(fs, g), n = group_len(fs, g);
+	memset(buf, 0, fs->bs);
+	size_t i = sext_upper(fs, s);
+	while (i > 0 && fs->sext[i - 1].start + fs->sext_maxlen > s)
+		i--;
+	for (; i < fs->nsext && fs->sext[i].start < s + n; i++) {
+		const struct sext *e = &fs->sext[i];
+		if (group_owned(e->type) && !chk_group_block_uninit(fs, e->owner))
+			continue;
+		uint64_t a = e->start > s ? e->start : s, b = e->start + e->len;
+		if (b > s + n)
+			b = s + n;
+		if (a < b)
+			set_bit_range(buf, a - s, b - s);
+	}
+}
+
+/* libext2fs marks a BLOCK_UNINIT group's bitmaps and table in use wherever
+ * they lie: in an initialised group too, whatever its bitmap says.  Those
+ * bits are set in the loaded bitmaps here, after every group is loaded. */
+int chk_group_uninit_foreign(struct chk_fs *fs)
+{
+	for (size_t i = 0; i < fs->nsext; i++) {
+		const struct sext *e = &fs->sext[i];
+		if (!group_owned(e->type) || !chk_group_block_uninit(fs, e->owner))
+			continue;
+		for (uint64_t b = e->start; b < e->start + e->len; b++) {
+			uint32_t g = chk_group_of_block(fs, b);
+			if (b < fs->first_data_block || chk_group_block_uninit(fs, g) || !fs->gbb[g])
+				continue;     /* made up already, or its static pattern has it */
+			bit_put(fs->gbb[g], b - group_start(fs, g), true);
+		}
 	}
 	return 0;
 }

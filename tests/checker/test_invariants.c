@@ -3,8 +3,10 @@
  *
  *   test_invariants INV_ID   break the invariant (debugfs edits or raw block
  *                            edits on a copy of a small mke2fs -t ext3 image,
- *                            1 KiB and 4 KiB blocks) and expect a rejection
- *                            naming INV_ID; then run a chain of legitimate
+ *                            or -t ext4 for ext4 rows, 1 KiB and 4 KiB blocks)
+ *                            and expect a rejection naming INV_ID, of the
+ *                            transaction or (T_SCAN) of a scan of the state
+ *                            it leaves; then run a chain of legitimate
  *                            libext2fs (debugfs) transitions, each checked
  *                            against the advanced state, and expect approval.
  *   test_invariants --features: superblock feature and revision changes on
@@ -129,10 +131,15 @@ static const char *base_cmds =
 	"mkdir d\nmkdir d/sub\nmkdir h\nwrite /etc/services d/f\nwrite /etc/hostname d/g\n"
 	"symlink sl /target/x\nmknod fifo p\nea_set -f %s/big.txt d/g user.big\ncd h\n";
 
-static int make_base(uint32_t bs, char *path)
+/* ext4: mke2fs -t ext4 (extents, 64bit, flex_bg, huge_file, metadata_csum)
+ * with orphan_file, and d/frag, a file of seven extents: a tree block */
+static const char *ext4_cmds = "cd /\nwrite %s/r40k d/frag\npunch d/frag 1 1\npunch d/frag 3 3\npunch d/frag 5 5\n"
+			       "punch d/frag 7 7\npunch d/frag 9 9\npunch d/frag 11 11\ncd h\n";
+
+static int make_base(uint32_t bs, char *path, bool ext4)
 {
 	char cmd[4096];
-	snprintf(path, 512, "%s/base%u.img", dir, bs);
+	snprintf(path, 512, "%s/base%u%s.img", dir, bs, ext4 ? "-ext4" : "");
 	snprintf(cmd, sizeof(cmd), "head -c 600 /dev/urandom | base64 -w0 > %s/big.txt", dir);
 	if (run(cmd))
 		return -1;
@@ -142,14 +149,17 @@ static int make_base(uint32_t bs, char *path)
 	if (!f)
 		return -1;
 	fprintf(f, base_cmds, dir);
+	if (ext4)
+		fprintf(f, ext4_cmds, dir);
 	int nent = bs == 1024 ? 120 : 200;
 	for (int i = 0; i < nent; i++)
 		fprintf(f, "mknod entry_with_a_rather_long_name_number_%d p\n", i);
 	fclose(f);
 	snprintf(cmd, sizeof(cmd),
-		 "mke2fs -q -F -t ext3 -b %u -N 256 %s 16M >/dev/null 2>&1 && debugfs -w -f %s %s >/dev/null 2>&1"
+		 "head -c 40000 /dev/urandom > %s/r40k && "
+		 "mke2fs -q -F %s -b %u -N 256 %s 16M >/dev/null 2>&1 && debugfs -w -f %s %s >/dev/null 2>&1"
 		 " && { e2fsck -fyD %s >/dev/null 2>&1; [ $? -le 1 ]; } && e2fsck -fn %s >/dev/null 2>&1",
-		 bs, path, cf, path, path, path);
+		 dir, ext4 ? "-t ext4 -O orphan_file" : "-t ext3", bs, path, cf, path, path, path);
 	return run(cmd) ? -1 : 0;
 }
 
@@ -171,10 +181,18 @@ static int debugfs_cmds(const char *img, const char *cmds)
 enum raw {
 	R_NONE, R_BACKUP_SB, R_RGDT, R_PADDING, R_FTYPE, R_TILING, R_NAME, R_UNIQUE, R_DOT, R_DOTDOT,
 	R_XREF, R_XMAGIC, R_HINFO, R_HVER0, R_HVER9, R_HDEPTH, R_HDEPTH2, R_HCOUNT, R_HLIMIT, R_HORDER,
-	R_HBLK0, R_HBLKBIG, R_HDUP, R_HRANGE, R_ZERO_BOOT, R_LOOP, R_JSB_BS, R_JSB_V1
+	R_HBLK0, R_HBLKBIG, R_HDUP, R_HRANGE, R_ZERO_BOOT, R_LOOP, R_JSB_BS, R_JSB_V1,
+	/* ext4: one checksum flipped, one extent broken, an orphan listed */
+	R_CSUM_SB, R_CSUM_BGD, R_CSUM_BITMAP, R_CSUM_INODE, R_CSUM_EXTENT, R_CSUM_DIR, R_CSUM_XATTR,
+	R_EXT_LEN0, R_ORPHAN_ENTRY
 };
 
-struct facts;
+/* what the edits need to know of the base image (get_facts) */
+struct facts {
+	unsigned f0, f12, fi, gi, subi, it, bb, freeblk, freeino, symi, fifoi, di;
+	unsigned iun;              /* bg_itable_unused hiding all but group 0's first 3 inodes */
+	unsigned etb, orphan_blk;  /* ext4: d/frag's tree block, the orphan file's first block */
+};
 static unsigned facts_dir_ino(const struct facts *x);
 
 static int with_fs(const char *img, ext2_filsys *fs)
@@ -214,6 +232,7 @@ static int raw_edit(const char *img, enum raw what, const struct facts *x)
 	ext2_ino_t ino;
 	struct ext2_inode in;
 	blk_t blk = 0;
+	blk64_t iblk0 = 0;
 	int off, r = -1;
 	switch (what) {
 	case R_BACKUP_SB:
@@ -354,6 +373,70 @@ static int raw_edit(const char *img, enum raw what, const struct facts *x)
 			b[7] = 3;                       /* v2 -> v1 with its v2 fields kept */
 		r = 0;
 		break;
+	case R_CSUM_SB:
+		blk = 1024 / fs->blocksize;
+		if (io_channel_read_blk(fs->io, blk, 1, b))
+			break;
+		b[(fs->blocksize == 1024 ? 0 : 1024) + 0x3FC] ^= 0x5a;
+		r = 0;
+		break;
+	case R_CSUM_BGD: case R_CSUM_BITMAP:
+		blk = fs->super->s_first_data_block + 1;
+		if (io_channel_read_blk(fs->io, blk, 1, b))
+			break;
+		b[what == R_CSUM_BGD ? 0x1E : 0x18] ^= 0x5a;   /* bg_checksum, bg_block_bitmap_csum_lo */
+		r = 0;
+		break;
+	case R_CSUM_INODE: case R_EXT_LEN0: {
+		blk64_t iblk;
+		if (inode_of(fs, "d/f", &ino, &in))
+			break;
+		dgrp_t g = (ino - 1) / fs->super->s_inodes_per_group;
+		unsigned off = ((ino - 1) % fs->super->s_inodes_per_group) * EXT2_INODE_SIZE(fs->super);
+		iblk = ext2fs_inode_table_loc(fs, g) + off / fs->blocksize;
+		blk = (blk_t)iblk;
+		if (io_channel_read_blk(fs->io, blk, 1, b))
+			break;
+		uint8_t *raw = b + off % fs->blocksize;
+		if (what == R_CSUM_INODE)
+			raw[0x7C] ^= 0x5a;                      /* l_i_checksum_lo */
+		else
+			memset(raw + 0x28 + 12 + 4, 0, 2);      /* the first extent's length */
+		r = 0;
+		break;
+	}
+	case R_CSUM_EXTENT:
+		blk = x->etb;
+		if (!blk || io_channel_read_blk(fs->io, blk, 1, b))
+			break;
+		b[12 + 12 * 20] ^= 0x5a;                        /* an unused entry slot: the checksum only */
+		r = 0;
+		break;
+	case R_CSUM_DIR:
+		if (inode_of(fs, "d", &ino, &in) || ext2fs_bmap2(fs, ino, &in, NULL, 0, 0, NULL, &iblk0))
+			break;
+		blk = (blk_t)iblk0;
+		if (io_channel_read_blk(fs->io, blk, 1, b))
+			break;
+		b[fs->blocksize - 1] ^= 0x5a;                   /* the leaf tail's checksum */
+		r = 0;
+		break;
+	case R_CSUM_XATTR:
+		if (inode_of(fs, "d/g", &ino, &in) || !in.i_file_acl)
+			break;
+		blk = in.i_file_acl;
+		if (io_channel_read_blk(fs->io, blk, 1, b))
+			break;
+		b[0x10] ^= 0x5a;                                /* h_checksum */
+		r = 0;
+		break;
+	case R_ORPHAN_ENTRY:
+		blk = x->orphan_blk;
+		if (!blk || io_channel_read_blk(fs->io, blk, 1, b))
+			break;
+		b[0] = 12;                                      /* lists inode 12 */
+		r = 0;
+		break;
 	case R_ZERO_BOOT:
 		blk = 0;
 		if (io_channel_read_blk(fs->io, blk, 1, b))
@@ -374,9 +457,6 @@ static int raw_edit(const char *img, enum raw what, const struct facts *x)
 
 /* ------------------------------------------------------------ placeholders */
 
-struct facts {
-	unsigned f0, f12, fi, gi, subi, it, bb, freeblk, freeino, symi, fifoi, di;
-};
 
 static int get_facts(const char *img, struct facts *x)
 {
@@ -406,6 +486,19 @@ static int get_facts(const char *img, struct facts *x)
 	if (inode_of(fs, "fifo", &ino, &in))
 		goto out;
 	x->fifoi = ino;
+	x->iun = fs->super->s_inodes_per_group - 3;
+	x->etb = x->orphan_blk = 0;
+	if (inode_of(fs, "d/frag", &ino, &in) == 0 && (in.i_flags & EXT4_EXTENTS_FL)) {
+		const uint8_t *root = (const uint8_t *)in.i_block;
+		uint16_t depth;
+		memcpy(&depth, root + 6, 2);
+		if (depth)
+			memcpy(&x->etb, root + 12 + 4, 4);      /* the first index entry's child */
+	}
+	blk64_t ob;
+	if (fs->super->s_orphan_file_inum &&
+	    ext2fs_bmap2(fs, fs->super->s_orphan_file_inum, NULL, NULL, 0, 0, NULL, &ob) == 0)
+		x->orphan_blk = (unsigned)ob;
 	x->it = (unsigned)ext2fs_inode_table_loc(fs, 0);
 	x->bb = (unsigned)ext2fs_block_bitmap_loc(fs, 0);
 	x->freeino = fs->super->s_inodes_count - 3;
@@ -437,6 +530,7 @@ static void expand(const char *tmpl, const struct facts *x, char *out, size_t n)
 		{ "{BB}", offsetof(struct facts, bb) }, { "{FREE}", offsetof(struct facts, freeblk) },
 		{ "{FREEI}", offsetof(struct facts, freeino) }, { "{SYMI}", offsetof(struct facts, symi) },
 		{ "{FIFOI}", offsetof(struct facts, fifoi) }, { "{DI}", offsetof(struct facts, di) },
+		{ "{IUN}", offsetof(struct facts, iun) },
 	};
 	size_t k = 0;
 	while (*tmpl && k + 16 < n) {
@@ -458,81 +552,94 @@ static void expand(const char *tmpl, const struct facts *x, char *out, size_t n)
 
 /* ------------------------------------------------------------ cases */
 
+enum { T_1K = 1, T_EXT4 = 2, T_SCAN = 4 };
 struct tcase {
 	const char *inv;
 	const char *cmds;     /* debugfs commands (with placeholders), or NULL */
 	enum raw raw;
-	bool only_1k;         /* needs two block groups */
+	unsigned flags;       /* T_1K: needs two block groups; T_EXT4: on the ext4 base;
+			       * T_SCAN: the scan of the after-image rejects it */
 };
 
 static const struct tcase cases[] = {
-	{ "INV_SB_FROZEN", "ssv errors 3\n", R_NONE, false },
-	{ "INV_SB_FEATURES", "feature dir_prealloc\n", R_NONE, false },
-	{ "INV_SB_FEATURES", "feature -ext_attr\n", R_NONE, false },   /* d/g keeps its EA block */
-	{ "INV_SB_REVISION", "ssv rev_level 0\n", R_NONE, false },
-	{ "INV_SB_STATE", "ssv state 8\n", R_NONE, false },
-	{ "INV_SB_FREE_BLOCKS", "ssv free_blocks_count 100\n", R_NONE, false },
-	{ "INV_SB_FREE_INODES", "ssv free_inodes_count 10\n", R_NONE, false },
-	{ "INV_BGD_FROZEN", "set_bg 0 flags 1\n", R_NONE, false },
-	{ "INV_BGD_FREE_BLOCKS", "set_bg 0 free_blocks_count 3\n", R_NONE, false },
-	{ "INV_BGD_FREE_INODES", "set_bg 0 free_inodes_count 3\n", R_NONE, false },
-	{ "INV_BGD_USED_DIRS", "set_bg 0 used_dirs_count 9\n", R_NONE, false },
-	{ "INV_BACKUP_COPIES", NULL, R_BACKUP_SB, true },
-	{ "INV_STATIC_FROZEN", NULL, R_RGDT, true },
-	{ "INV_STATIC_FROZEN", NULL, R_ZERO_BOOT, false },
-	{ "INV_BITMAP_PADDING", NULL, R_PADDING, false },
-	{ "INV_PTR_IN_RANGE", "sif <{FI}> block[2] 999999\n", R_NONE, false },
-	{ "INV_PTR_NOT_STATIC", "sif <{FI}> block[2] {IT}\n", R_NONE, false },
-	{ "INV_BLOCK_OWNED_ONCE", "sif <{GI}> block[0] {F0}\n", R_NONE, false },
-	{ "INV_PTR_MARKED", "sif <{FI}> block[1] {FREE}\n", R_NONE, false },
-	{ "INV_RELEASE_CLEARS", "sif <{FI}> block[1] 0\n", R_NONE, false },
-	{ "INV_BBITMAP_SET", "setb {FREE}\n", R_NONE, false },
-	{ "INV_BBITMAP_CLEAR", "freeb {F0}\n", R_NONE, false },
-	{ "INV_BBITMAP_CLEAR", "freeb {BB}\n", R_NONE, false },
-	{ "INV_IBITMAP_SET", "seti <{FREEI}>\n", R_NONE, false },
-	{ "INV_IBITMAP_CLEAR", "freei <{FI}>\n", R_NONE, false },
-	{ "INV_DTIME_FREE", "sif <{FI}> links_count 0\nfreei <{FI}>\n", R_NONE, false },
-	{ "INV_DTIME_LIVE", "sif <{FI}> dtime 5\n", R_NONE, false },
-	{ "INV_ORPHAN_LIST", "ssv last_orphan {FREEI}\n", R_NONE, false },
-	{ "INV_FREE_INODE_FORM", "sif <{FREEI}> links_count 1\n", R_NONE, false },
-	{ "INV_INODE_MODE", "sif <{FI}> mode 0170644\n", R_NONE, false },
-	{ "INV_INODE_EXT4_FIELDS", "sif <{FI}> flags 0x80000\n", R_NONE, false },
-	{ "INV_RESERVED_INODES", "freei <5>\n", R_NONE, false },
-	{ "INV_RESERVED_INODES", "sif <7> size 5\n", R_NONE, false },
-	{ "INV_LINKS_COUNT", "sif <{FI}> links_count 5\n", R_NONE, false },
-	{ "INV_LINKS_COUNT", "unlink d/g\n", R_NONE, false },
-	{ "INV_DIRENT_TARGET", "ln <{FREEI}> d/bogus\n", R_NONE, false },
-	{ "INV_DIRENT_FTYPE", NULL, R_FTYPE, false },
-	{ "INV_DIRENT_TILING", NULL, R_TILING, false },
-	{ "INV_DIRENT_NAME", NULL, R_NAME, false },
-	{ "INV_DIRENT_UNIQUE", NULL, R_UNIQUE, false },
-	{ "INV_DIR_DOTS", NULL, R_DOT, false },
-	{ "INV_DIR_DOTDOT_PARENT", NULL, R_DOTDOT, false },
-	{ "INV_DIR_NO_LOOP", "ln d d/sub/dloop\nunlink d\n", R_LOOP, false },
-	{ "INV_DIR_ONE_PARENT", "ln d/sub subalias\nsif d/sub links_count 3\n", R_NONE, false },
-	{ "INV_IBLOCKS", "sif <{FI}> blocks 100\n", R_NONE, false },
-	{ "INV_DIR_SIZE", "sif <{DI}> size 5000\n", R_NONE, false },
-	{ "INV_FILE_SIZE", "sif <{FI}> size 10\n", R_NONE, false },
-	{ "INV_FILE_MAX_SIZE", "sif <{FI}> size 281474976710656\n", R_NONE, false },
-	{ "INV_SYMLINK", "sif <{SYMI}> size 40\n", R_NONE, false },
-	{ "INV_SPECIAL_FILE", "sif <{FIFOI}> blocks 2\n", R_NONE, false },
-	{ "INV_XATTR_REFCOUNT", NULL, R_XREF, false },
-	{ "INV_XATTR_FORMAT", NULL, R_XMAGIC, false },
-	{ "INV_JOURNAL_SB", NULL, R_JSB_BS, false },
-	{ "INV_JOURNAL_SB", NULL, R_JSB_V1, false },
-	{ "INV_HTREE_ROOT", NULL, R_HINFO, false },
-	{ "INV_HTREE_HASH_VERSION", NULL, R_HVER0, false },
-	{ "INV_HTREE_HASH_VERSION", NULL, R_HVER9, false },
-	{ "INV_HTREE_DEPTH", NULL, R_HDEPTH, false },
-	{ "INV_HTREE_DEPTH", NULL, R_HDEPTH2, false },
-	{ "INV_HTREE_COUNT_LIMIT", NULL, R_HCOUNT, false },
-	{ "INV_HTREE_COUNT_LIMIT", NULL, R_HLIMIT, false },
-	{ "INV_HTREE_HASH_ORDER", NULL, R_HORDER, true },
-	{ "INV_HTREE_BLOCKS", NULL, R_HBLK0, false },
-	{ "INV_HTREE_BLOCKS", NULL, R_HBLKBIG, false },
-	{ "INV_HTREE_BLOCKS", NULL, R_HDUP, true },
-	{ "INV_HTREE_NODE", NULL, R_HRANGE, false },
-	{ "INV_HTREE_FLAG", "sif <{FI}> flags 0x1000\n", R_NONE, false },
+	{ "INV_SB_FROZEN", "ssv errors 3\n", R_NONE, 0 },
+	{ "INV_SB_FEATURES", "feature dir_prealloc\n", R_NONE, 0 },
+	{ "INV_SB_FEATURES", "feature -ext_attr\n", R_NONE, 0 },   /* d/g keeps its EA block */
+	{ "INV_SB_REVISION", "ssv rev_level 0\n", R_NONE, 0 },
+	{ "INV_SB_STATE", "ssv state 8\n", R_NONE, 0 },
+	{ "INV_SB_FREE_BLOCKS", "ssv free_blocks_count 100\n", R_NONE, 0 },
+	{ "INV_SB_FREE_INODES", "ssv free_inodes_count 10\n", R_NONE, 0 },
+	{ "INV_BGD_FROZEN", "set_bg 0 flags 1\n", R_NONE, 0 },
+	{ "INV_BGD_FREE_BLOCKS", "set_bg 0 free_blocks_count 3\n", R_NONE, 0 },
+	{ "INV_BGD_FREE_INODES", "set_bg 0 free_inodes_count 3\n", R_NONE, 0 },
+	{ "INV_BGD_USED_DIRS", "set_bg 0 used_dirs_count 9\n", R_NONE, 0 },
+	{ "INV_BACKUP_COPIES", NULL, R_BACKUP_SB, T_1K },
+	{ "INV_STATIC_FROZEN", NULL, R_RGDT, T_1K },
+	{ "INV_STATIC_FROZEN", NULL, R_ZERO_BOOT, 0 },
+	{ "INV_BITMAP_PADDING", NULL, R_PADDING, 0 },
+	{ "INV_PTR_IN_RANGE", "sif <{FI}> block[2] 999999\n", R_NONE, 0 },
+	{ "INV_PTR_NOT_STATIC", "sif <{FI}> block[2] {IT}\n", R_NONE, 0 },
+	{ "INV_BLOCK_OWNED_ONCE", "sif <{GI}> block[0] {F0}\n", R_NONE, 0 },
+	{ "INV_PTR_MARKED", "sif <{FI}> block[1] {FREE}\n", R_NONE, 0 },
+	{ "INV_RELEASE_CLEARS", "sif <{FI}> block[1] 0\n", R_NONE, 0 },
+	{ "INV_BBITMAP_SET", "setb {FREE}\n", R_NONE, 0 },
+	{ "INV_BBITMAP_CLEAR", "freeb {F0}\n", R_NONE, 0 },
+	{ "INV_BBITMAP_CLEAR", "freeb {BB}\n", R_NONE, 0 },
+	{ "INV_IBITMAP_SET", "seti <{FREEI}>\n", R_NONE, 0 },
+	{ "INV_IBITMAP_CLEAR", "freei <{FI}>\n", R_NONE, 0 },
+	{ "INV_DTIME_FREE", "sif <{FI}> links_count 0\nfreei <{FI}>\n", R_NONE, 0 },
+	{ "INV_DTIME_LIVE", "sif <{FI}> dtime 5\n", R_NONE, 0 },
+	{ "INV_ORPHAN_LIST", "ssv last_orphan {FREEI}\n", R_NONE, 0 },
+	{ "INV_FREE_INODE_FORM", "sif <{FREEI}> links_count 1\n", R_NONE, 0 },
+	{ "INV_INODE_MODE", "sif <{FI}> mode 0170644\n", R_NONE, 0 },
+	{ "INV_INODE_EXT4_FIELDS", "sif <{FI}> flags 0x80000\n", R_NONE, 0 },
+	{ "INV_RESERVED_INODES", "freei <5>\n", R_NONE, 0 },
+	{ "INV_RESERVED_INODES", "sif <7> size 5\n", R_NONE, 0 },
+	{ "INV_LINKS_COUNT", "sif <{FI}> links_count 5\n", R_NONE, 0 },
+	{ "INV_LINKS_COUNT", "unlink d/g\n", R_NONE, 0 },
+	{ "INV_DIRENT_TARGET", "ln <{FREEI}> d/bogus\n", R_NONE, 0 },
+	{ "INV_DIRENT_FTYPE", NULL, R_FTYPE, 0 },
+	{ "INV_DIRENT_TILING", NULL, R_TILING, 0 },
+	{ "INV_DIRENT_NAME", NULL, R_NAME, 0 },
+	{ "INV_DIRENT_UNIQUE", NULL, R_UNIQUE, 0 },
+	{ "INV_DIR_DOTS", NULL, R_DOT, 0 },
+	{ "INV_DIR_DOTDOT_PARENT", NULL, R_DOTDOT, 0 },
+	{ "INV_DIR_NO_LOOP", "ln d d/sub/dloop\nunlink d\n", R_LOOP, 0 },
+	{ "INV_DIR_ONE_PARENT", "ln d/sub subalias\nsif d/sub links_count 3\n", R_NONE, 0 },
+	{ "INV_IBLOCKS", "sif <{FI}> blocks 100\n", R_NONE, 0 },
+	{ "INV_DIR_SIZE", "sif <{DI}> size 5000\n", R_NONE, 0 },
+	{ "INV_FILE_SIZE", "sif <{FI}> size 10\n", R_NONE, 0 },
+	{ "INV_FILE_MAX_SIZE", "sif <{FI}> size 281474976710656\n", R_NONE, 0 },
+	{ "INV_SYMLINK", "sif <{SYMI}> size 40\n", R_NONE, 0 },
+	{ "INV_SPECIAL_FILE", "sif <{FIFOI}> blocks 2\n", R_NONE, 0 },
+	{ "INV_XATTR_REFCOUNT", NULL, R_XREF, 0 },
+	{ "INV_XATTR_FORMAT", NULL, R_XMAGIC, 0 },
+	{ "INV_JOURNAL_SB", NULL, R_JSB_BS, 0 },
+	{ "INV_JOURNAL_SB", NULL, R_JSB_V1, 0 },
+	{ "INV_HTREE_ROOT", NULL, R_HINFO, 0 },
+	{ "INV_HTREE_HASH_VERSION", NULL, R_HVER0, 0 },
+	{ "INV_HTREE_HASH_VERSION", NULL, R_HVER9, 0 },
+	{ "INV_HTREE_DEPTH", NULL, R_HDEPTH, 0 },
+	{ "INV_HTREE_DEPTH", NULL, R_HDEPTH2, 0 },
+	{ "INV_HTREE_COUNT_LIMIT", NULL, R_HCOUNT, 0 },
+	{ "INV_HTREE_COUNT_LIMIT", NULL, R_HLIMIT, 0 },
+	{ "INV_HTREE_HASH_ORDER", NULL, R_HORDER, T_1K },
+	{ "INV_HTREE_BLOCKS", NULL, R_HBLK0, 0 },
+	{ "INV_HTREE_BLOCKS", NULL, R_HBLKBIG, 0 },
+	{ "INV_HTREE_BLOCKS", NULL, R_HDUP, T_1K },
+	{ "INV_HTREE_NODE", NULL, R_HRANGE, 0 },
+	{ "INV_HTREE_FLAG", "sif <{FI}> flags 0x1000\n", R_NONE, 0 },
+	/* ext4 (scans) */
+	{ "INV_BGD_UNINIT", "set_bg 0 itable_unused {IUN}\n", R_NONE, T_EXT4 | T_SCAN },
+	{ "INV_EXTENT_TREE", NULL, R_EXT_LEN0, T_EXT4 | T_SCAN },
+	{ "INV_ORPHAN_FILE", NULL, R_ORPHAN_ENTRY, T_EXT4 | T_SCAN },
+	{ "INV_CSUM_SB", NULL, R_CSUM_SB, T_EXT4 | T_SCAN },
+	{ "INV_CSUM_BGD", NULL, R_CSUM_BGD, T_EXT4 | T_SCAN },
+	{ "INV_CSUM_BITMAP", NULL, R_CSUM_BITMAP, T_EXT4 | T_SCAN },
+	{ "INV_CSUM_INODE", NULL, R_CSUM_INODE, T_EXT4 | T_SCAN },
+	{ "INV_CSUM_EXTENT", NULL, R_CSUM_EXTENT, T_EXT4 | T_SCAN },
+	{ "INV_CSUM_DIR", NULL, R_CSUM_DIR, T_EXT4 | T_SCAN },
+	{ "INV_CSUM_XATTR", NULL, R_CSUM_XATTR, T_EXT4 | T_SCAN },
 };
 
 /* legitimate transitions, applied in a chain (libext2fs via debugfs) */
@@ -629,6 +736,29 @@ static int run_legit_chain(const char *base, uint32_t bs)
 	return 0;
 }
 
+/* The ext4 base must pass the scan, or a scan case could find its own base. */
+static void base_scans_clean(const char *base, uint32_t bs)
+{
+	size_t n;
+	uint8_t *a = slurp(base, &n);
+	struct mem m = { a, n };
+	struct chk_fs *fs;
+	struct chk_verdict *v = NULL;
+	char err[256];
+	if (!a || chk_attach(&fs, mem_read, &m, NULL, err, sizeof(err))) {
+		FAIL("ext4 base (bs %u): cannot attach: %s", bs, a ? err : "cannot read");
+	} else {
+		if (chk_scan(fs, &v) || !chk_verdict_ok(v)) {
+			FAIL("ext4 base (bs %u): the scan is not clean", bs);
+			if (v)
+				dump(v);
+		}
+		chk_verdict_free(v);
+		chk_detach(fs);
+	}
+	free(a);
+}
+
 static int run_case(const char *base, uint32_t bs, const struct tcase *c, const struct facts *x)
 {
 	char after[512], cmd[2048];
@@ -656,12 +786,36 @@ static int run_case(const char *base, uint32_t bs, const struct tcase *c, const 
 		free(b);
 		return -1;
 	}
-	struct chk_verdict *v = check_pair(fs, a, b, na, bs == 4096);
+	struct chk_verdict *v = NULL;
+	if (c->flags & T_SCAN) {
+		/* the state the edit leaves, scanned from scratch */
+		struct mem mb = { b, nb };
+		struct chk_fs *after_fs;
+		if (chk_attach(&after_fs, mem_read, &mb, NULL, err, sizeof(err)) || chk_scan(after_fs, &v))
+			FAIL("%s (bs %u): cannot attach to or scan the after-image: %s", c->inv, bs, err);
+		else
+			chk_detach(after_fs);
+	} else {
+		v = check_pair(fs, a, b, na, bs == 4096);
+	}
+	const char *how = c->flags & T_SCAN ? "scan" : "transaction";
 	if (v && !has_violation(v, c->inv)) {
-		FAIL("%s (bs %u, %s): not detected", c->inv, bs, c->cmds ? c->cmds : "raw edit");
+		FAIL("%s (bs %u, %s %s): not detected", c->inv, bs, how, c->cmds ? c->cmds : "raw edit");
 		dump(v);
 	} else if (v) {
-		printf("ok   %s (bs %u) rejected: %s\n", c->inv, bs, chk_verdict_violation(v, 0)->detail);
+		for (size_t k = 0; k < chk_verdict_nviolations(v); k++)
+			if (!strcmp(chk_verdict_violation(v, k)->inv->id, c->inv)) {
+				printf("ok   %s (bs %u) %s rejects: %s\n", c->inv, bs, how,
+				       chk_verdict_violation(v, k)->detail);
+				break;
+			}
+	}
+	if (c->flags & T_SCAN) {
+		chk_verdict_free(v);
+		chk_detach(fs);
+		free(a);
+		free(b);
+		return 0;
 	}
 	/* a rejected verdict must not change the state: the same check again gives the same answer */
 	struct chk_verdict *v2 = check_pair(fs, a, b, na, false);
@@ -894,13 +1048,24 @@ int main(int argc, char **argv)
 	if (!mkdtemp(dir))
 		return 1;
 	static const uint32_t sizes[] = { 1024, 4096 };
-	for (size_t s = 0; s < 2; s++) {
-		uint32_t bs = sizes[s];
+	size_t ran = 0;
+	for (size_t s = 0; s < 4; s++) {
+		uint32_t bs = sizes[s % 2];
+		bool ext4 = s >= 2;
+		/* an ext4 base only for what needs it (its legitimate chain
+		 * waits for the transaction checks of extent trees) */
+		bool need = false;
+		for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]) && !need; i++)
+			need = (all || !strcmp(cases[i].inv, argv[1])) && (cases[i].flags & T_EXT4);
+		if (ext4 && (!need || legit_only || orphans))
+			continue;
 		char base[512];
-		if (make_base(bs, base)) {
-			FAIL("cannot build the base image (bs %u)", bs);
+		if (make_base(bs, base, ext4)) {
+			FAIL("cannot build the %s base image (bs %u)", ext4 ? "ext4" : "ext3", bs);
 			continue;
 		}
+		if (ext4)
+			base_scans_clean(base, bs);
 		struct facts x;
 		if (get_facts(base, &x)) {
 			FAIL("cannot read facts of the base image");
@@ -910,17 +1075,18 @@ int main(int argc, char **argv)
 			run_orphan_new(base, bs, &x);
 		if (orphans)
 			continue;
-		size_t ran = 0;
 		for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-			if (legit_only || (!all && strcmp(cases[i].inv, argv[1])) || (cases[i].only_1k && bs != 1024))
+			if (legit_only || (!all && strcmp(cases[i].inv, argv[1])) ||
+			    ((cases[i].flags & T_1K) && bs != 1024) || !(cases[i].flags & T_EXT4) != !ext4)
 				continue;
 			run_case(base, bs, &cases[i], &x);
 			ran++;
 		}
-		if (!all && !legit_only && bs == 1024 && ran == 0)
-			FAIL("no breaking case for %s", argv[1]);
-		run_legit_chain(base, bs);
+		if (!ext4)
+			run_legit_chain(base, bs);
 	}
+	if (!all && !legit_only && !orphans && ran == 0)
+		FAIL("no breaking case for %s", argv[1]);
 	char cmd[512];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	run(cmd);
