@@ -381,7 +381,7 @@ void chk_block_info(const struct chk_fs *fs, uint64_t blk, struct chk_block_info
 const char *chk_rtype_name(enum chk_rtype t)
 {
 	static const char *const names[] = { "sb", "bgd", "bbitmap", "ibitmap", "inode",
-					     "dirent", "ind", "xattr", "htree" };
+					     "dirent", "ind", "xattr", "htree", "extent" };
 	return (unsigned)t < sizeof(names) / sizeof(names[0]) ? names[t] : "?";
 }
 

@@ -148,7 +148,8 @@ struct chk_write {
 /* ---- change records: `type | id | field | old | new` ---- */
 enum chk_rtype {
 	CHK_SB, CHK_BGD, CHK_BBITMAP, CHK_IBITMAP, CHK_INODE,
-	CHK_DIRENT, CHK_IND, CHK_XATTR, CHK_HTREE
+	CHK_DIRENT, CHK_IND, CHK_XATTR, CHK_HTREE,
+	CHK_EXTENT       /* id: the inode; field "tree block" or the logical run "L+N" */
 };
 
 struct chk_record {
@@ -159,7 +160,7 @@ struct chk_record {
 	int64_t        new_value;
 };
 
-/* "sb", "bgd", "bbitmap", "ibitmap", "inode", "dirent", "ind", "xattr", "htree" */
+/* "sb", "bgd", "bbitmap", "ibitmap", "inode", "dirent", "ind", "xattr", "htree", "extent" */
 const char *chk_rtype_name(enum chk_rtype t);
 
 /* Formats one record in the grammar ("inode | 12 | i_size | 4096 | 8192").

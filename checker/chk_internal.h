@@ -486,6 +486,7 @@ struct bchange {                 /* ownership change of one block */
 	size_t   rec;                /* a record showing a pointer to it appear/disappear */
 	size_t   flip_rec;           /* its bbitmap record, SIZE_MAX if its bit did not flip */
 	int64_t  xattr_old_refs;     /* h_refcount before (xattr blocks) */
+	bool     run;                /* added as an extent's block: a run in the map */
 };
 
 struct ichange {                 /* an inode the transaction touches */
@@ -575,6 +576,9 @@ struct gtouch {
 };
 /* g's entry, created on first use (NULL and t->err set when out of memory) */
 struct gtouch *chk_txn_group(struct txn *t, uint32_t g);
+/* the inodes of group g an inode scan reads in the proposed state
+ * (chk_group_used_inodes of the approved one) */
+uint32_t chk_txn_used_inodes(const struct chk_fs *fs, const struct txn *t, uint32_t g);
 /* g's descriptor in the proposed state */
 const uint8_t *chk_gd_new(const struct chk_fs *fs, const struct txn *t, uint32_t g);
 /* the touched groups in ascending order (indexes stay valid until the next
@@ -641,7 +645,16 @@ void chk_check_new_index_flags(struct chk_fs *fs, struct txn *t, struct u64map *
 void chk_diff_htree(struct chk_fs *fs, struct txn *t, uint8_t *buf, struct u64map *walk);
 void chk_walk_indexes(struct chk_fs *fs, struct txn *t, struct u64map *walk);
 
-/* diff.c (shared with the two below) */
+/* diff_extent.c: the extent trees of the inodes the transaction touches */
+void chk_diff_extents(struct chk_fs *fs, struct txn *t);
+
+/* diff.c (shared with the files above) */
+/* One block gains or loses a pointer from inode ic's map (rec: the record
+ * showing it); run: the block is an extent's (a run of the map) */
+void chk_txn_ref_add(struct chk_fs *fs, struct txn *t, uint64_t blk, uint8_t type, uint32_t lblk,
+		     struct ichange *ic, size_t rec, bool run);
+void chk_txn_ref_remove(struct chk_fs *fs, struct txn *t, uint64_t blk, uint8_t type, struct ichange *ic,
+			size_t rec);
 void *chk_grow(void *arr, size_t *cap, size_t need, size_t elem);
 struct tblock *chk_tb_find(struct txn *t, uint64_t blk);
 bool chk_walkable(struct chk_fs *fs, uint32_t ino, const struct ext2_inode *in, bool inuse);

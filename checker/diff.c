@@ -23,7 +23,7 @@
 
 #include <ext2fs/ext2fs.h>
 
-#include "chk_internal.h"
+#include "chk_ext4.h"
 
 /* ------------------------------------------------------------ containers */
 
@@ -44,6 +44,29 @@ struct tblock *chk_tb_find(struct txn *t, uint64_t blk)
 {
 	uint32_t i;
 	return chk_u64map_get(&t->bidx, blk, &i) ? &t->blocks[i] : NULL;
+}
+
+/* An uninitialised group's bitmap block holds whatever the disk had: its
+ * approved contents are the bitmap libext2fs makes up (blocks) or a clear
+ * one (inodes), padding set as written. */
+static void uninit_bitmap_as_approved(const struct chk_fs *fs, struct tblock *b)
+{
+	bool inode = b->otype == BT_IBITMAP;
+	if (b->otype != BT_BBITMAP && !inode)
+		return;
+	uint32_t g = chk_layout_group(fs, b->blk, b->otype, NULL);
+	if (!(inode ? chk_group_inode_uninit(fs, g) : chk_group_block_uninit(fs, g)))
+		return;
+	uint64_t start = fs->first_data_block + (uint64_t)g * fs->bpg;
+	uint64_t n = inode ? fs->ipg : fs->blocks_count - start < fs->bpg ? fs->blocks_count - start : fs->bpg;
+	memset(b->old, 0xff, fs->bs);
+	const uint8_t *bits = inode ? chk_group_ibits(fs, g) : chk_group_bbits(fs, g);
+	uint8_t *pat = NULL;
+	if (!bits && !inode && (pat = malloc(fs->bs)))
+		chk_group_static_bits(fs, g, pat);
+	for (uint64_t i = 0; i < n; i++)
+		bit_put(b->old, i, bits ? bit_get(bits, i) : pat ? bit_get(pat, i) : false);
+	free(pat);
 }
 
 /* `full`: the write covers the whole block.  The approved contents of a
@@ -79,6 +102,7 @@ static struct tblock *tb_get(struct chk_fs *fs, struct txn *t, uint64_t blk, boo
 			t->err = r;
 			return NULL;
 		}
+		uninit_bitmap_as_approved(fs, b);
 		memcpy(b->new, b->old, fs->bs);
 	}
 	t->nblocks++;
@@ -156,14 +180,18 @@ struct ichange *chk_txn_inode(struct chk_fs *fs, struct txn *t, uint32_t ino)
 		free(ic);
 		goto oom;
 	}
-	int r = chk_read_inode(fs, ino, ic->old);
-	if (r) {
-		t->err = r;
-		memset(ic->old, 0, fs->inode_size);
-	}
+	/* past a group's initialised inodes a slot holds whatever the disk
+	 * had: it reads as a zeroed inode (e2fsck does not read it) */
 	uint32_t g = chk_group_of_inode(fs, ino), idx = (ino - 1) % fs->ipg;
+	int r = idx < chk_group_used_inodes(fs, g) ? chk_read_inode(fs, ino, ic->old) : 0;
+	if (r)
+		t->err = r;
+	if (r || idx >= chk_group_used_inodes(fs, g))
+		memset(ic->old, 0, fs->inode_size);
 	struct tblock *b = chk_tb_find(t, chk_gd_itable(fs, chk_gd(fs, g)) + idx / fs->inodes_per_block);
-	if (b)
+	if (idx >= chk_txn_used_inodes(fs, t, g))
+		memset(ic->new, 0, fs->inode_size);
+	else if (b)
 		memcpy(ic->new, b->new + (idx % fs->inodes_per_block) * fs->inode_size, fs->inode_size);
 	else
 		memcpy(ic->new, ic->old, fs->inode_size);
@@ -247,9 +275,20 @@ struct gtouch *chk_txn_group(struct txn *t, uint32_t g)
 	return &t->gt[t->ngt++];
 }
 
+uint32_t chk_txn_used_inodes(const struct chk_fs *fs, const struct txn *t, uint32_t g)
+{
+	if (!fs->group_csum)
+		return fs->ipg;
+	const uint8_t *d = chk_gd_new(fs, t, g);
+	if (chk_gd_flags(d) & EXT2_BG_INODE_UNINIT)
+		return 0;          /* as libext2fs's inode scan: whatever the checksum */
+	uint32_t unused = chk_gd_itable_unused(fs, d);
+	return unused < fs->ipg ? fs->ipg - unused : 0;
+}
+
 const uint8_t *chk_gd_new(const struct chk_fs *fs, const struct txn *t, uint32_t g)
 {
-	const uint8_t *b = t->gdb_new[g / fs->desc_per_block];
+	const uint8_t *b = t->gdb_new ? t->gdb_new[g / fs->desc_per_block] : NULL;
 	if (!b)
 		return chk_gd(fs, g);
 	return b + (size_t)(g % fs->desc_per_block) * fs->desc_size;
@@ -378,6 +417,9 @@ static const struct field sb_fields[] = {
 	SBFC(s_mtime_hi, 1, F_FREE), SBF(s_mkfs_time_hi, 1), SBFC(s_lastcheck_hi, 1, F_FREE),
 	SBFC(s_first_error_time_hi, 1, F_FREE), SBFC(s_last_error_time_hi, 1, F_FREE),
 	SBFC(s_first_error_errcode, 1, F_FREE), SBFC(s_last_error_errcode, 1, F_FREE),
+	SBF(s_encoding, 1), SBF(s_encoding_flags, 1), SBF(s_orphan_file_inum, 1), SBF(s_reserved, 94),
+	/* changes with every write under metadata_csum; its value is INV_CSUM_SB's */
+	SBFC(s_checksum, 1, F_FREE),
 };
 #define NSB_FIELDS (sizeof(sb_fields) / sizeof(sb_fields[0]))
 
@@ -630,10 +672,11 @@ static void diff_inode(struct chk_fs *fs, struct txn *t, struct ichange *ic)
 static void diff_itable(struct chk_fs *fs, struct txn *t, struct tblock *b)
 {
 	uint32_t idx, g = chk_layout_group(fs, b->blk, BT_ITABLE, &idx);
+	uint32_t used = chk_txn_used_inodes(fs, t, g);
 	for (uint32_t k = 0; k < fs->inodes_per_block; k++) {
 		uint32_t slot = idx * fs->inodes_per_block + k;
-		if (slot >= fs->ipg)
-			break;
+		if (slot >= used)
+			break;          /* not initialised: not an inode yet */
 		if (!memcmp(b->old + k * fs->inode_size, b->new + k * fs->inode_size, fs->inode_size))
 			continue;
 		struct ichange *ic = chk_txn_inode(fs, t, g * fs->ipg + slot + 1);
@@ -665,7 +708,7 @@ static void remove_ptr(struct chk_fs *fs, struct txn *t, uint64_t blk, int level
 		return;
 	bool mine = chk_btype(fs, blk) == type && chk_bowner(fs, blk) == ic->ino;
 	if (mine && type != BT_XATTR) {
-		if (bt_indirect(type))
+		if (bt_map_meta(type))
 			ic->nmeta_delta--;
 		else
 			ic->ndata_delta--;
@@ -708,7 +751,7 @@ static void add_ptr(struct chk_fs *fs, struct txn *t, uint64_t blk, int level, u
 	if (c->rec == SIZE_MAX || c->removes)
 		c->rec = rec;
 	if (type != BT_XATTR) {
-		if (bt_indirect(type))
+		if (bt_map_meta(type))
 			ic->nmeta_delta++;
 		else
 			ic->ndata_delta++;
@@ -736,10 +779,28 @@ static uint8_t slot_type(int s, bool isdir)
 	return s < 12 ? (isdir ? BT_DIR : BT_DATA) : s == 12 ? BT_IND : s == 13 ? BT_DIND : BT_TIND;
 }
 
+void chk_txn_ref_remove(struct chk_fs *fs, struct txn *t, uint64_t blk, uint8_t type, struct ichange *ic,
+			size_t rec)
+{
+	remove_ptr(fs, t, blk, 0, type, ic, rec, NULL);
+}
+
+void chk_txn_ref_add(struct chk_fs *fs, struct txn *t, uint64_t blk, uint8_t type, uint32_t lblk,
+		     struct ichange *ic, size_t rec, bool run)
+{
+	add_ptr(fs, t, blk, 0, type, lblk, ic, type == BT_DIR, rec, NULL);
+	struct bchange *c = chk_txn_bch_find(t, blk);
+	if (c)
+		c->run = run;
+}
+
+/* An indirect tree's pointers (an extent tree is diff_extent.c's) and the
+ * xattr block. */
 static void diff_inode_ptrs(struct chk_fs *fs, struct txn *t, struct ichange *ic, uint8_t *bufs)
 {
 	const struct ext2_inode *o = (const void *)ic->old, *n = (const void *)ic->new;
-	bool oh = chk_walkable(fs, ic->ino, o, ic->old_inuse), nh = chk_walkable(fs, ic->ino, n, ic->new_inuse);
+	bool oh = chk_walkable(fs, ic->ino, o, ic->old_inuse) && !chk_inode_extent_mapped(fs, o);
+	bool nh = chk_walkable(fs, ic->ino, n, ic->new_inuse) && !chk_inode_extent_mapped(fs, n);
 	bool odir = imode_type(o) == 0040000, ndir = imode_type(n) == 0040000;
 	uint32_t a = fs->addr_per_block;
 	uint32_t bases[3] = { 12, 12 + a, 12 + a + a * a };
@@ -759,7 +820,7 @@ static void diff_inode_ptrs(struct chk_fs *fs, struct txn *t, struct ichange *ic
 	}
 	bool oxa_ok = ic->old_inuse && ic->ino != EXT2_RESIZE_INO;
 	bool nxa_ok = ic->new_inuse && ic->ino != EXT2_RESIZE_INO;
-	uint32_t ox = oxa_ok ? o->i_file_acl : 0, nx = nxa_ok ? n->i_file_acl : 0;
+	uint64_t ox = oxa_ok ? chk_inode_file_acl(fs, o) : 0, nx = nxa_ok ? chk_inode_file_acl(fs, n) : 0;
 	if (ox != nx) {
 		size_t rec = ic->ptr_rec[15] != SIZE_MAX ? ic->ptr_rec[15] : ic->bit_rec;
 		if (ox)
@@ -932,9 +993,11 @@ static void classify_and_diff(struct chk_fs *fs, struct txn *t)
 	for (size_t i = 0; i < t->nblocks; i++)
 		if (t->blocks[i].changed && t->blocks[i].blk < fs->blocks_count && t->blocks[i].otype == BT_ITABLE)
 			diff_itable(fs, t, &t->blocks[i]);
-	/* pointers from inodes, then from indirect blocks that stay attached */
+	/* pointers from inodes (extent trees walked whole), then from
+	 * indirect blocks that stay attached */
 	for (size_t i = 0; i < t->nich; i++)
 		diff_inode_ptrs(fs, t, t->ich[i], bufs);
+	chk_diff_extents(fs, t);
 	/* Top level first: a parent that drops a child indirect block releases
 	 * the child's old subtree and marks the child detached, so the child's
 	 * own rewrite (zeroed before it is freed) is then not counted again.
@@ -1032,99 +1095,5 @@ int chk_check(struct chk_fs *fs, const struct chk_write *w, size_t n, struct chk
 		fs->stats.violations++;
 	fs->stats.cpu_ns += chk_thread_ns() - t0;
 	*out = v;
-	return 0;
-}
-
-/* ------------------------------------------------------------ advance */
-
-/* The pages and group bitmaps apply will write, made to exist first so that
- * applying cannot fail half-way: -ENOMEM leaves the approved state as it
- * was. */
-static int reserve_apply(struct chk_fs *fs, struct txn *t)
-{
-	for (size_t i = 0; i < t->nbch; i++) {
-		struct bchange *c = t->bch[i];
-		if (c->adds && chk_bmap_reserve(fs, c->blk))
-			return -ENOMEM;
-	}
-	for (size_t i = 0; i < t->nblocks; i++) {
-		struct tblock *b = &t->blocks[i];
-		if (!b->changed || b->blk >= fs->blocks_count ||
-		    (b->otype != BT_BBITMAP && b->otype != BT_IBITMAP))
-			continue;
-		uint32_t g = chk_layout_group(fs, b->blk, b->otype, NULL);
-		if (chk_group_bits_reserve(fs, g, b->otype == BT_IBITMAP))
-			return -ENOMEM;
-	}
-	return 0;
-}
-
-int chk_txn_apply(struct chk_fs *fs, struct txn *t)
-{
-	if (reserve_apply(fs, t))
-		return -ENOMEM;
-	/* type/owner map and per-inode counts */
-	for (size_t i = 0; i < t->nbch; i++) {
-		struct bchange *c = t->bch[i];
-		uint64_t b = c->blk;
-		if (b >= fs->blocks_count || bt_static(chk_btype(fs, b)))
-			continue;
-		if (c->adds) {
-			if (c->new_type == BT_XATTR && chk_btype(fs, b) == BT_XATTR)
-				continue;                         /* one more sharer */
-			chk_bmap_set(fs, b, c->new_type, c->new_owner, c->new_lblk);
-		} else if (c->removes) {
-			if (c->old_type == BT_XATTR && c->xattr_old_refs - c->xremoves > 0)
-				continue;                         /* still shared */
-			chk_bmap_set(fs, b, BT_FREE, 0, 0);
-		}
-	}
-	for (size_t i = 0; i < t->nbch; i++)
-		chk_bmap_trim(fs, t->bch[i]->blk);
-	for (size_t i = 0; i < t->nich; i++) {
-		struct ichange *ic = t->ich[i];
-		if (!ic->old_inuse) {
-			fs->ndata[ic->ino] = 0;
-			fs->nmeta[ic->ino] = 0;
-		}
-		fs->ndata[ic->ino] = (uint32_t)((int64_t)fs->ndata[ic->ino] + ic->ndata_delta);
-		fs->nmeta[ic->ino] = (uint32_t)((int64_t)fs->nmeta[ic->ino] + ic->nmeta_delta);
-		if (!ic->new_inuse)
-			fs->ndata[ic->ino] = fs->nmeta[ic->ino] = 0;
-	}
-	/* bitmaps, descriptors, superblock */
-	for (size_t i = 0; i < t->nblocks; i++) {
-		struct tblock *b = &t->blocks[i];
-		if (!b->changed || b->blk >= fs->blocks_count)
-			continue;
-		if (b->otype != BT_BBITMAP && b->otype != BT_IBITMAP)
-			continue;
-		uint32_t g = chk_layout_group(fs, b->blk, b->otype, NULL);
-		chk_group_bits_copy(fs, g, b->otype == BT_IBITMAP, b->new);
-	}
-	for (uint32_t i = 0; i < fs->gdt_blocks; i++) {
-		if (!t->gdb_new[i])
-			continue;
-		const uint8_t *n = t->gdb_new[i];
-		uint8_t *o = fs->gd + (size_t)i * fs->bs;
-		for (uint32_t k = 0; k < fs->desc_per_block && i * fs->desc_per_block + k < fs->ngroups; k++) {
-			const uint8_t *nd = n + (size_t)k * fs->desc_size, *od = o + (size_t)k * fs->desc_size;
-			fs->gd_free_blocks += (uint64_t)chk_gd_free_blocks(fs, nd) - chk_gd_free_blocks(fs, od);
-			fs->gd_free_inodes += (uint64_t)chk_gd_free_inodes(fs, nd) - chk_gd_free_inodes(fs, od);
-		}
-		memcpy(o, n, fs->bs);
-	}
-	memcpy(fs->sb_raw, t->sb_new, 1024);
-	/* cache: keep metadata, forget data */
-	for (size_t i = 0; i < t->nblocks; i++) {
-		struct tblock *b = &t->blocks[i];
-		if (!b->changed || b->blk >= fs->blocks_count)
-			continue;
-		uint8_t ty = chk_btype(fs, b->blk);
-		if (ty == BT_FREE || ty == BT_DATA)
-			chk_cache_drop(fs, b->blk);
-		else
-			chk_cache_put(fs, b->blk, b->new);
-	}
 	return 0;
 }

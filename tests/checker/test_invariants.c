@@ -184,13 +184,14 @@ enum raw {
 	R_HBLK0, R_HBLKBIG, R_HDUP, R_HRANGE, R_ZERO_BOOT, R_LOOP, R_JSB_BS, R_JSB_V1,
 	/* ext4: one checksum flipped, one extent broken, an orphan listed */
 	R_CSUM_SB, R_CSUM_BGD, R_CSUM_BITMAP, R_CSUM_INODE, R_CSUM_EXTENT, R_CSUM_DIR, R_CSUM_XATTR,
-	R_EXT_LEN0, R_ORPHAN_ENTRY
+	R_EXT_LEN0, R_ORPHAN_ENTRY, R_EXT_MOVE, R_EXT_DUP
 };
 
 /* what the edits need to know of the base image (get_facts) */
 struct facts {
 	unsigned f0, f12, fi, gi, subi, it, bb, freeblk, freeino, symi, fifoi, di;
 	unsigned iun;              /* bg_itable_unused hiding all but group 0's first 3 inodes */
+	unsigned unusedi;          /* an inode past group 0's initialised ones (ext4) */
 	unsigned etb, orphan_blk;  /* ext4: d/frag's tree block, the orphan file's first block */
 };
 static unsigned facts_dir_ino(const struct facts *x);
@@ -387,9 +388,9 @@ static int raw_edit(const char *img, enum raw what, const struct facts *x)
 		b[what == R_CSUM_BGD ? 0x1E : 0x18] ^= 0x5a;   /* bg_checksum, bg_block_bitmap_csum_lo */
 		r = 0;
 		break;
-	case R_CSUM_INODE: case R_EXT_LEN0: {
+	case R_CSUM_INODE: case R_EXT_LEN0: case R_EXT_MOVE: case R_EXT_DUP: {
 		blk64_t iblk;
-		if (inode_of(fs, "d/f", &ino, &in))
+		if (inode_of(fs, what == R_EXT_DUP ? "d/g" : "d/f", &ino, &in))
 			break;
 		dgrp_t g = (ino - 1) / fs->super->s_inodes_per_group;
 		unsigned off = ((ino - 1) % fs->super->s_inodes_per_group) * EXT2_INODE_SIZE(fs->super);
@@ -398,10 +399,17 @@ static int raw_edit(const char *img, enum raw what, const struct facts *x)
 		if (io_channel_read_blk(fs->io, blk, 1, b))
 			break;
 		uint8_t *raw = b + off % fs->blocksize;
+		uint32_t start = what == R_EXT_MOVE ? x->freeblk : x->f0;
 		if (what == R_CSUM_INODE)
 			raw[0x7C] ^= 0x5a;                      /* l_i_checksum_lo */
-		else
+		else if (what == R_EXT_LEN0)
 			memset(raw + 0x28 + 12 + 4, 0, 2);      /* the first extent's length */
+		else {                                          /* its start: a free block, or d/f's */
+			uint16_t one = 1;
+			memcpy(raw + 0x28 + 12 + 8, &start, 4);
+			if (what == R_EXT_MOVE)
+				memcpy(raw + 0x28 + 12 + 4, &one, 2);
+		}
 		r = 0;
 		break;
 	}
@@ -469,7 +477,9 @@ static int get_facts(const char *img, struct facts *x)
 	if (inode_of(fs, "d/f", &ino, &in))
 		goto out;
 	x->fi = ino;
-	x->f0 = in.i_block[0];
+	blk64_t f0 = 0;
+	ext2fs_bmap2(fs, ino, &in, NULL, 0, 0, NULL, &f0);   /* i_block[0], or the first extent's */
+	x->f0 = (unsigned)f0;
 	x->f12 = in.i_block[12];
 	if (inode_of(fs, "d/g", &ino, &in))
 		goto out;
@@ -487,6 +497,12 @@ static int get_facts(const char *img, struct facts *x)
 		goto out;
 	x->fifoi = ino;
 	x->iun = fs->super->s_inodes_per_group - 3;
+	x->unusedi = 0;       /* in an initialised group with room past its used inodes */
+	for (dgrp_t g = 0; g < fs->group_desc_count && !x->unusedi; g++)
+		if (ext2fs_has_group_desc_csum(fs) && !ext2fs_bg_flags_test(fs, g, EXT2_BG_INODE_UNINIT) &&
+		    ext2fs_bg_itable_unused(fs, g) > 6)
+			x->unusedi = g * fs->super->s_inodes_per_group + fs->super->s_inodes_per_group -
+				     ext2fs_bg_itable_unused(fs, g) + 5;
 	x->etb = x->orphan_blk = 0;
 	if (inode_of(fs, "d/frag", &ino, &in) == 0 && (in.i_flags & EXT4_EXTENTS_FL)) {
 		const uint8_t *root = (const uint8_t *)in.i_block;
@@ -530,7 +546,7 @@ static void expand(const char *tmpl, const struct facts *x, char *out, size_t n)
 		{ "{BB}", offsetof(struct facts, bb) }, { "{FREE}", offsetof(struct facts, freeblk) },
 		{ "{FREEI}", offsetof(struct facts, freeino) }, { "{SYMI}", offsetof(struct facts, symi) },
 		{ "{FIFOI}", offsetof(struct facts, fifoi) }, { "{DI}", offsetof(struct facts, di) },
-		{ "{IUN}", offsetof(struct facts, iun) },
+		{ "{IUN}", offsetof(struct facts, iun) }, { "{UNUSEDI}", offsetof(struct facts, unusedi) },
 	};
 	size_t k = 0;
 	while (*tmpl && k + 16 < n) {
@@ -629,6 +645,21 @@ static const struct tcase cases[] = {
 	{ "INV_HTREE_BLOCKS", NULL, R_HDUP, T_1K },
 	{ "INV_HTREE_NODE", NULL, R_HRANGE, 0 },
 	{ "INV_HTREE_FLAG", "sif <{FI}> flags 0x1000\n", R_NONE, 0 },
+	/* ext4 (transactions): extent trees feed the ownership invariants */
+	{ "INV_PTR_MARKED", NULL, R_EXT_MOVE, T_EXT4 },
+	{ "INV_BLOCK_OWNED_ONCE", NULL, R_EXT_DUP, T_EXT4 },
+	{ "INV_IBLOCKS", "sif <{FI}> blocks 100\n", R_NONE, T_EXT4 },
+	/* ext4 (transactions) */
+	{ "INV_BGD_UNINIT", "seti <{UNUSEDI}>\n", R_NONE, T_EXT4 },
+	{ "INV_EXTENT_TREE", NULL, R_EXT_LEN0, T_EXT4 },
+	{ "INV_ORPHAN_FILE", NULL, R_ORPHAN_ENTRY, T_EXT4 },
+	{ "INV_CSUM_SB", NULL, R_CSUM_SB, T_EXT4 },
+	{ "INV_CSUM_BGD", NULL, R_CSUM_BGD, T_EXT4 },
+	{ "INV_CSUM_BITMAP", NULL, R_CSUM_BITMAP, T_EXT4 },
+	{ "INV_CSUM_INODE", NULL, R_CSUM_INODE, T_EXT4 },
+	{ "INV_CSUM_EXTENT", NULL, R_CSUM_EXTENT, T_EXT4 },
+	{ "INV_CSUM_DIR", NULL, R_CSUM_DIR, T_EXT4 },
+	{ "INV_CSUM_XATTR", NULL, R_CSUM_XATTR, T_EXT4 },
 	/* ext4 (scans) */
 	{ "INV_BGD_UNINIT", "set_bg 0 itable_unused {IUN}\n", R_NONE, T_EXT4 | T_SCAN },
 	{ "INV_EXTENT_TREE", NULL, R_EXT_LEN0, T_EXT4 | T_SCAN },
@@ -1052,12 +1083,11 @@ int main(int argc, char **argv)
 	for (size_t s = 0; s < 4; s++) {
 		uint32_t bs = sizes[s % 2];
 		bool ext4 = s >= 2;
-		/* an ext4 base only for what needs it (its legitimate chain
-		 * waits for the transaction checks of extent trees) */
-		bool need = false;
+		/* an ext4 base for what needs it, and for the legitimate chain */
+		bool need = legit_only || all;
 		for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]) && !need; i++)
-			need = (all || !strcmp(cases[i].inv, argv[1])) && (cases[i].flags & T_EXT4);
-		if (ext4 && (!need || legit_only || orphans))
+			need = !strcmp(cases[i].inv, argv[1]) && (cases[i].flags & T_EXT4);
+		if (ext4 && (!need || orphans))
 			continue;
 		char base[512];
 		if (make_base(bs, base, ext4)) {
@@ -1079,11 +1109,12 @@ int main(int argc, char **argv)
 			if (legit_only || (!all && strcmp(cases[i].inv, argv[1])) ||
 			    ((cases[i].flags & T_1K) && bs != 1024) || !(cases[i].flags & T_EXT4) != !ext4)
 				continue;
+			if (cases[i].cmds && strstr(cases[i].cmds, "{UNUSEDI}") && !x.unusedi)
+				continue;     /* this geometry has no initialised group with room */
 			run_case(base, bs, &cases[i], &x);
 			ran++;
 		}
-		if (!ext4)
-			run_legit_chain(base, bs);
+		run_legit_chain(base, bs);
 	}
 	if (!all && !legit_only && !orphans && ran == 0)
 		FAIL("no breaking case for %s", argv[1]);
