@@ -654,6 +654,64 @@ static void scan_sb_fields(struct scan *s)
 	}
 }
 
+/* Every group's inode table, its initialised part: each inode's checksum,
+ * the in-use ones judged one by one (scan_inode), the free ones for looking
+ * in use.  0 or a read's -errno. */
+static int scan_tables(struct scan *s, uint8_t *tab)
+{
+	struct chk_fs *fs = s->fs;
+	struct chk_verdict *v = s->v;
+	int r = 0;
+	for (uint32_t g = 0; g < fs->ngroups && !r && !s->err; g++) {
+		/* e2fsck reads a group's initialised inodes only (all of them
+		 * without descriptor checksums); one in use past them is lost */
+		uint32_t used = chk_group_used_inodes(fs, g), lost = 0, first = 0;
+		const uint8_t *ibits = chk_group_ibits(fs, g);
+		for (uint32_t i = used; ibits && i < fs->ipg; i++)
+			if (bit_get(ibits, i) && !lost++)
+				first = g * fs->ipg + i + 1;
+		if (lost)
+			V(INV_BGD_UNINIT, "group %u: %u inodes in use past its %u initialised ones (first %u)", g,
+			  lost, used, first);
+		/* an empty group whose table is known to read as zeros: every
+		 * inode free and zero, nothing to report */
+		uint64_t toff = chk_gd_itable(fs, chk_gd(fs, g)) * fs->bs;
+		size_t ubytes = ((size_t)used * fs->inode_size + fs->bs - 1) / fs->bs * fs->bs;
+		if (!used || (g && fs->zero && !chk_group_inodes_any(fs, g) && fs->zero(fs->ctx, toff, ubytes) == 1))
+			continue;
+		r = fs->read(fs->ctx, toff, tab, ubytes);
+		if (r) {
+			r = r < 0 ? r : -EIO;
+			break;
+		}
+		for (uint32_t i = 0; i < used; i++) {
+			uint32_t ino = g * fs->ipg + i + 1;
+			const struct ext2_inode *in = (const void *)(tab + (size_t)i * fs->inode_size);
+			if (!chk_inode_csum_ok(&fs->csum, ino, (const uint8_t *)in))
+				V(INV_CSUM_INODE, "inode %u: checksum does not match", ino);
+			if (chk_inode_in_bad_block(fs, ino)) {
+				/* unread, as e2fsck: in use, named by no entry */
+				if (!chk_ibit(fs, ino))
+					V(INV_IBITMAP_CLEAR, "inode %u lies in a bad block of the inode table "
+					  "but is free in the inode bitmap", ino);
+				continue;
+			}
+			if (ino == EXT2_ROOT_INO && (!chk_ibit(fs, ino) || imode_type(in) != 0040000 ||
+						     in->i_links_count < 2))
+				V(INV_RESERVED_INODES, "the root inode is not a live directory");
+			if (ino == EXT2_RESIZE_INO)
+				scan_resize_inode(s, in);
+			if (chk_ibit(fs, ino))
+				scan_inode(s, ino, in);
+			else if (in->i_links_count && !in->i_dtime && chk_mode_type_valid(in->i_mode))
+				V(INV_FREE_INODE_FORM, "inode %u is free in the inode bitmap but looks in use "
+				  "(%u links, mode 0%o, no dtime): it would be handed out twice", ino,
+				  in->i_links_count, in->i_mode);
+		}
+	}
+	return r;
+}
+
 int chk_scan(struct chk_fs *fs, struct chk_verdict **out)
 {
 	uint64_t t0 = chk_thread_ns();
@@ -699,53 +757,7 @@ int chk_scan(struct chk_fs *fs, struct chk_verdict **out)
 	if (s.t->orphan_loop)
 		V(INV_ORPHAN_LIST, "the orphan list from s_last_orphan %u loops or reaches a free or reserved inode",
 		  fs->sb->s_last_orphan);
-	for (uint32_t g = 0; g < fs->ngroups && !r && !s.err; g++) {
-		/* e2fsck reads a group's initialised inodes only (all of them
-		 * without descriptor checksums); one in use past them is lost */
-		uint32_t used = chk_group_used_inodes(fs, g), lost = 0, first = 0;
-		const uint8_t *ibits = chk_group_ibits(fs, g);
-		for (uint32_t i = used; ibits && i < fs->ipg; i++)
-			if (bit_get(ibits, i) && !lost++)
-				first = g * fs->ipg + i + 1;
-		if (lost)
-			V(INV_BGD_UNINIT, "group %u: %u inodes in use past its %u initialised ones (first %u)", g,
-			  lost, used, first);
-		/* an empty group whose table is known to read as zeros: every
-		 * inode free and zero, nothing to report */
-		uint64_t toff = chk_gd_itable(fs, chk_gd(fs, g)) * fs->bs;
-		size_t ubytes = ((size_t)used * fs->inode_size + fs->bs - 1) / fs->bs * fs->bs;
-		if (!used || (g && fs->zero && !chk_group_inodes_any(fs, g) && fs->zero(fs->ctx, toff, ubytes) == 1))
-			continue;
-		r = fs->read(fs->ctx, toff, tab, ubytes);
-		if (r) {
-			r = r < 0 ? r : -EIO;
-			break;
-		}
-		for (uint32_t i = 0; i < used; i++) {
-			uint32_t ino = g * fs->ipg + i + 1;
-			const struct ext2_inode *in = (const void *)(tab + (size_t)i * fs->inode_size);
-			if (!chk_inode_csum_ok(&fs->csum, ino, (const uint8_t *)in))
-				V(INV_CSUM_INODE, "inode %u: checksum does not match", ino);
-			if (chk_inode_in_bad_block(fs, ino)) {
-				/* unread, as e2fsck: in use, named by no entry */
-				if (!chk_ibit(fs, ino))
-					V(INV_IBITMAP_CLEAR, "inode %u lies in a bad block of the inode table "
-					  "but is free in the inode bitmap", ino);
-				continue;
-			}
-			if (ino == EXT2_ROOT_INO && (!chk_ibit(fs, ino) || imode_type(in) != 0040000 ||
-						     in->i_links_count < 2))
-				V(INV_RESERVED_INODES, "the root inode is not a live directory");
-			if (ino == EXT2_RESIZE_INO)
-				scan_resize_inode(&s, in);
-			if (chk_ibit(fs, ino))
-				scan_inode(&s, ino, in);
-			else if (in->i_links_count && !in->i_dtime && chk_mode_type_valid(in->i_mode))
-				V(INV_FREE_INODE_FORM, "inode %u is free in the inode bitmap but looks in use "
-				  "(%u links, mode 0%o, no dtime): it would be handed out twice", ino,
-				  in->i_links_count, in->i_mode);
-		}
-	}
+	r = scan_tables(&s, tab);
 	if (!r)
 		r = s.err;
 	if (!r && s.ea_inode)

@@ -222,6 +222,94 @@ static int find_entry(ext2_filsys fs, uint8_t *blk, const char *name)
 	return -1;
 }
 
+/* The ext4 edits of raw_edit: block blk (set here) is read into b and
+ * edited; 0, or -1 when the image lacks what the edit needs. */
+static int raw_edit_ext4(ext2_filsys fs, enum raw what, const struct facts *x, uint8_t *b, blk_t *blkp)
+{
+	ext2_ino_t ino;
+	struct ext2_inode in;
+	blk_t blk = 0;
+	blk64_t iblk0 = 0;
+	int r = -1;
+	switch (what) {
+	case R_CSUM_SB:
+		blk = 1024 / fs->blocksize;
+		if (io_channel_read_blk(fs->io, blk, 1, b))
+			break;
+		b[(fs->blocksize == 1024 ? 0 : 1024) + 0x3FC] ^= 0x5a;
+		r = 0;
+		break;
+	case R_CSUM_BGD: case R_CSUM_BITMAP:
+		blk = fs->super->s_first_data_block + 1;
+		if (io_channel_read_blk(fs->io, blk, 1, b))
+			break;
+		b[what == R_CSUM_BGD ? 0x1E : 0x18] ^= 0x5a;   /* bg_checksum, bg_block_bitmap_csum_lo */
+		r = 0;
+		break;
+	case R_CSUM_INODE: case R_EXT_LEN0: case R_EXT_MOVE: case R_EXT_DUP: {
+		blk64_t iblk;
+		if (inode_of(fs, what == R_EXT_DUP ? "d/g" : "d/f", &ino, &in))
+			break;
+		dgrp_t g = (ino - 1) / fs->super->s_inodes_per_group;
+		unsigned off = ((ino - 1) % fs->super->s_inodes_per_group) * EXT2_INODE_SIZE(fs->super);
+		iblk = ext2fs_inode_table_loc(fs, g) + off / fs->blocksize;
+		blk = (blk_t)iblk;
+		if (io_channel_read_blk(fs->io, blk, 1, b))
+			break;
+		uint8_t *raw = b + off % fs->blocksize;
+		uint32_t start = what == R_EXT_MOVE ? x->freeblk : x->f0;
+		if (what == R_CSUM_INODE)
+			raw[0x7C] ^= 0x5a;                      /* l_i_checksum_lo */
+		else if (what == R_EXT_LEN0)
+			memset(raw + 0x28 + 12 + 4, 0, 2);      /* the first extent's length */
+		else {                                          /* its start: a free block, or d/f's */
+			uint16_t one = 1;
+			memcpy(raw + 0x28 + 12 + 8, &start, 4);
+			if (what == R_EXT_MOVE)
+				memcpy(raw + 0x28 + 12 + 4, &one, 2);
+		}
+		r = 0;
+		break;
+	}
+	case R_CSUM_EXTENT:
+		blk = x->etb;
+		if (!blk || io_channel_read_blk(fs->io, blk, 1, b))
+			break;
+		b[12 + 12 * 20] ^= 0x5a;                        /* an unused entry slot: the checksum only */
+		r = 0;
+		break;
+	case R_CSUM_DIR:
+		if (inode_of(fs, "d", &ino, &in) || ext2fs_bmap2(fs, ino, &in, NULL, 0, 0, NULL, &iblk0))
+			break;
+		blk = (blk_t)iblk0;
+		if (io_channel_read_blk(fs->io, blk, 1, b))
+			break;
+		b[fs->blocksize - 1] ^= 0x5a;                   /* the leaf tail's checksum */
+		r = 0;
+		break;
+	case R_CSUM_XATTR:
+		if (inode_of(fs, "d/g", &ino, &in) || !in.i_file_acl)
+			break;
+		blk = in.i_file_acl;
+		if (io_channel_read_blk(fs->io, blk, 1, b))
+			break;
+		b[0x10] ^= 0x5a;                                /* h_checksum */
+		r = 0;
+		break;
+	case R_ORPHAN_ENTRY:
+		blk = x->orphan_blk;
+		if (!blk || io_channel_read_blk(fs->io, blk, 1, b))
+			break;
+		b[0] = 12;                                      /* lists inode 12 */
+		r = 0;
+		break;
+	default:
+		break;
+	}
+	*blkp = blk;
+	return r;
+}
+
 static int raw_edit(const char *img, enum raw what, const struct facts *x)
 {
 	ext2_filsys fs;
@@ -233,7 +321,6 @@ static int raw_edit(const char *img, enum raw what, const struct facts *x)
 	ext2_ino_t ino;
 	struct ext2_inode in;
 	blk_t blk = 0;
-	blk64_t iblk0 = 0;
 	int off, r = -1;
 	switch (what) {
 	case R_BACKUP_SB:
@@ -374,76 +461,10 @@ static int raw_edit(const char *img, enum raw what, const struct facts *x)
 			b[7] = 3;                       /* v2 -> v1 with its v2 fields kept */
 		r = 0;
 		break;
-	case R_CSUM_SB:
-		blk = 1024 / fs->blocksize;
-		if (io_channel_read_blk(fs->io, blk, 1, b))
-			break;
-		b[(fs->blocksize == 1024 ? 0 : 1024) + 0x3FC] ^= 0x5a;
-		r = 0;
-		break;
-	case R_CSUM_BGD: case R_CSUM_BITMAP:
-		blk = fs->super->s_first_data_block + 1;
-		if (io_channel_read_blk(fs->io, blk, 1, b))
-			break;
-		b[what == R_CSUM_BGD ? 0x1E : 0x18] ^= 0x5a;   /* bg_checksum, bg_block_bitmap_csum_lo */
-		r = 0;
-		break;
-	case R_CSUM_INODE: case R_EXT_LEN0: case R_EXT_MOVE: case R_EXT_DUP: {
-		blk64_t iblk;
-		if (inode_of(fs, what == R_EXT_DUP ? "d/g" : "d/f", &ino, &in))
-			break;
-		dgrp_t g = (ino - 1) / fs->super->s_inodes_per_group;
-		unsigned off = ((ino - 1) % fs->super->s_inodes_per_group) * EXT2_INODE_SIZE(fs->super);
-		iblk = ext2fs_inode_table_loc(fs, g) + off / fs->blocksize;
-		blk = (blk_t)iblk;
-		if (io_channel_read_blk(fs->io, blk, 1, b))
-			break;
-		uint8_t *raw = b + off % fs->blocksize;
-		uint32_t start = what == R_EXT_MOVE ? x->freeblk : x->f0;
-		if (what == R_CSUM_INODE)
-			raw[0x7C] ^= 0x5a;                      /* l_i_checksum_lo */
-		else if (what == R_EXT_LEN0)
-			memset(raw + 0x28 + 12 + 4, 0, 2);      /* the first extent's length */
-		else {                                          /* its start: a free block, or d/f's */
-			uint16_t one = 1;
-			memcpy(raw + 0x28 + 12 + 8, &start, 4);
-			if (what == R_EXT_MOVE)
-				memcpy(raw + 0x28 + 12 + 4, &one, 2);
-		}
-		r = 0;
-		break;
-	}
-	case R_CSUM_EXTENT:
-		blk = x->etb;
-		if (!blk || io_channel_read_blk(fs->io, blk, 1, b))
-			break;
-		b[12 + 12 * 20] ^= 0x5a;                        /* an unused entry slot: the checksum only */
-		r = 0;
-		break;
-	case R_CSUM_DIR:
-		if (inode_of(fs, "d", &ino, &in) || ext2fs_bmap2(fs, ino, &in, NULL, 0, 0, NULL, &iblk0))
-			break;
-		blk = (blk_t)iblk0;
-		if (io_channel_read_blk(fs->io, blk, 1, b))
-			break;
-		b[fs->blocksize - 1] ^= 0x5a;                   /* the leaf tail's checksum */
-		r = 0;
-		break;
-	case R_CSUM_XATTR:
-		if (inode_of(fs, "d/g", &ino, &in) || !in.i_file_acl)
-			break;
-		blk = in.i_file_acl;
-		if (io_channel_read_blk(fs->io, blk, 1, b))
-			break;
-		b[0x10] ^= 0x5a;                                /* h_checksum */
-		r = 0;
-		break;
+	case R_CSUM_SB: case R_CSUM_BGD: case R_CSUM_BITMAP: case R_CSUM_INODE: case R_EXT_LEN0:
+	case R_EXT_MOVE: case R_EXT_DUP: case R_CSUM_EXTENT: case R_CSUM_DIR: case R_CSUM_XATTR:
 	case R_ORPHAN_ENTRY:
-		blk = x->orphan_blk;
-		if (!blk || io_channel_read_blk(fs->io, blk, 1, b))
-			break;
-		b[0] = 12;                                      /* lists inode 12 */
-		r = 0;
+		r = raw_edit_ext4(fs, what, x, b, &blk);
 		break;
 	case R_ZERO_BOOT:
 		blk = 0;
