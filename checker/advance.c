@@ -59,9 +59,11 @@ static int plan_map(const struct chk_fs *fs, const struct txn *t, struct map_pla
 	p->in = malloc((t->nbch ? t->nbch : 1) * sizeof(*p->in));
 	if (!p->by_blk || !p->out || !p->in)
 		return -ENOMEM;
-	memcpy(p->by_blk, t->bch, t->nbch * sizeof(*p->by_blk));
 	p->n = t->nbch;
-	qsort(p->by_blk, p->n, sizeof(*p->by_blk), cmp_bch);
+	if (p->n) {
+		memcpy(p->by_blk, t->bch, p->n * sizeof(*p->by_blk));
+		qsort(p->by_blk, p->n, sizeof(*p->by_blk), cmp_bch);
+	}
 	for (size_t i = 0; i < p->n; i++) {
 		const struct bchange *c = p->by_blk[i];
 		struct after a;

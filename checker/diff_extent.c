@@ -202,8 +202,10 @@ static void diff_one(struct chk_fs *fs, struct txn *t, struct ichange *ic)
 					"dir %u: an unwritten extent", ic->ino);
 	}
 	if (!t->err) {
-		qsort(ot.v, ot.n, sizeof(*ot.v), cmp_espan);
-		qsort(nt.v, nt.n, sizeof(*nt.v), cmp_espan);
+		if (ot.n)
+			qsort(ot.v, ot.n, sizeof(*ot.v), cmp_espan);
+		if (nt.n)
+			qsort(nt.v, nt.n, sizeof(*nt.v), cmp_espan);
 		sweep(fs, t, ic, &ot, &nt, false);
 		sweep(fs, t, ic, &nt, &ot, true);
 	}

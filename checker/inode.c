@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "chk_internal.h"
+#include "chk_ext4.h"
 
 bool chk_mode_type_valid(uint16_t mode)
 {
@@ -62,6 +62,28 @@ static uint32_t be32_at(const uint8_t *p)
 	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
+/* jbd2's checksums of a v2 superblock, as e2fsck's journal load checks
+ * them: v2 and v3 exclude each other and v1, the type is crc32c, and the
+ * superblock's 1,024 bytes (its checksum field zero) hash to s_checksum. */
+static const char *journal_csum_problem(const uint8_t *jsb)
+{
+	enum { JSB_FEAT_COMPAT = 36, JSB_FEAT_INCOMPAT = 40, JSB_CSUM_TYPE = 0x50, JSB_CSUM = 0xFC };
+	enum { COMPAT_CHECKSUM = 0x1, INCOMPAT_CSUM_V2 = 0x8, INCOMPAT_CSUM_V3 = 0x10, CRC32C = 4 };
+	uint32_t inc = be32_at(jsb + JSB_FEAT_INCOMPAT);
+	bool v2 = inc & INCOMPAT_CSUM_V2, v3 = inc & INCOMPAT_CSUM_V3;
+	if (!v2 && !v3)
+		return NULL;
+	if ((v2 && v3) || (be32_at(jsb + JSB_FEAT_COMPAT) & COMPAT_CHECKSUM))
+		return "more than one journal checksum version";
+	if (jsb[JSB_CSUM_TYPE] != CRC32C)
+		return "journal checksum type is not crc32c";
+	static const uint8_t zero[4];
+	uint32_t crc = chk_crc32c(~0u, jsb, JSB_CSUM);
+	crc = chk_crc32c(crc, zero, 4);
+	crc = chk_crc32c(crc, jsb + JSB_CSUM + 4, 1024 - JSB_CSUM - 4);
+	return crc == be32_at(jsb + JSB_CSUM) ? NULL : "journal superblock checksum does not match";
+}
+
 const char *chk_journal_sb_problem(const struct chk_fs *fs, const uint8_t *jsb, uint64_t journal_blocks)
 {
 	enum { JSB_MAGIC = 0, JSB_TYPE = 4, JSB_BLOCKSIZE = 12, JSB_MAXLEN = 16, JSB_FIRST = 20,
@@ -82,7 +104,7 @@ const char *chk_journal_sb_problem(const struct chk_fs *fs, const uint8_t *jsb, 
 		return "v1 superblock with v2 fields set";
 	if (type == 4 && be32_at(jsb + JSB_NR_USERS) > 1)   /* an internal journal has one user */
 		return "v2 superblock with more than one user (v1 leftovers)";
-	return NULL;
+	return type == 4 ? journal_csum_problem(jsb) : NULL;
 }
 
 const char *chk_file_size_problem(const struct chk_fs *fs, const struct ext2_inode *in, uint64_t size,

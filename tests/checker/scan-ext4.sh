@@ -100,6 +100,8 @@ for spec in $EXT4_FORMATS; do
 	mutant "the huge_file flag on a file" debugfs -w -R "sif /small flags 0x40000" "$m"
 	mutant "an extent's length doubled" eval "or16 $m $((small + 0x28 + 12 + 4)) 0x2 && resum /small"
 	mutant "big's checksum seed (generation)" flip "$m" $((big + 0x64))
+	jsb=$(dbg "bmap <8> 0")
+	mutant "the journal superblock's s_users" flip "$m" $((jsb * bs + 0x100))
 	oino=$(dumpe2fs -h "$img" 2>/dev/null | sed -n 's/^Orphan file inode: *//p')
 	if [ -n "$oino" ]; then
 		ob=$(dbg "blocks <$oino>" | awk '{ print $2 }')

@@ -132,8 +132,9 @@ static const char *base_cmds =
 	"symlink sl /target/x\nmknod fifo p\nea_set -f %s/big.txt d/g user.big\ncd h\n";
 
 /* ext4: mke2fs -t ext4 (extents, 64bit, flex_bg, huge_file, metadata_csum)
- * with orphan_file, and d/frag, a file of seven extents: a tree block */
-static const char *ext4_cmds = "cd /\nwrite %s/r40k d/frag\npunch d/frag 1 1\npunch d/frag 3 3\npunch d/frag 5 5\n"
+ * with orphan_file, its journal with checksums (v3, as the kernel's), and
+ * d/frag, a file of seven extents: a tree block */
+static const char *ext4_cmds = "jo -c\njc\ncd /\nwrite %s/r40k d/frag\npunch d/frag 1 1\npunch d/frag 3 3\npunch d/frag 5 5\n"
 			       "punch d/frag 7 7\npunch d/frag 9 9\npunch d/frag 11 11\ncd h\n";
 
 static int make_base(uint32_t bs, char *path, bool ext4)
@@ -184,7 +185,7 @@ enum raw {
 	R_HBLK0, R_HBLKBIG, R_HDUP, R_HRANGE, R_ZERO_BOOT, R_LOOP, R_JSB_BS, R_JSB_V1,
 	/* ext4: one checksum flipped, one extent broken, an orphan listed */
 	R_CSUM_SB, R_CSUM_BGD, R_CSUM_BITMAP, R_CSUM_INODE, R_CSUM_EXTENT, R_CSUM_DIR, R_CSUM_XATTR,
-	R_EXT_LEN0, R_ORPHAN_ENTRY, R_EXT_MOVE, R_EXT_DUP
+	R_EXT_LEN0, R_ORPHAN_ENTRY, R_EXT_MOVE, R_EXT_DUP, R_JSB_CSUM
 };
 
 /* what the edits need to know of the base image (get_facts) */
@@ -449,13 +450,18 @@ static int raw_edit(const char *img, enum raw what, const struct facts *x)
 		}
 		r = 0;
 		break;
-	case R_JSB_BS: case R_JSB_V1:      /* the journal superblock is big endian */
-		if (ext2fs_read_inode(fs, fs->super->s_journal_inum, &in))
-			break;
-		blk = in.i_block[0];
+	case R_JSB_BS: case R_JSB_V1: case R_JSB_CSUM:  /* the journal superblock is big endian */
+		{
+			blk64_t j0 = 0;   /* through its map: an extent tree on ext4 */
+			if (ext2fs_bmap2(fs, fs->super->s_journal_inum, NULL, NULL, 0, 0, NULL, &j0))
+				break;
+			blk = (blk_t)j0;
+		}
 		if (!blk || io_channel_read_blk(fs->io, blk, 1, b))
 			break;
-		if (what == R_JSB_BS)
+		if (what == R_JSB_CSUM)
+			b[0x100] ^= 0x5a;               /* s_users[0]: under the checksum only */
+		else if (what == R_JSB_BS)
 			b[14] ^= 0x08;                  /* s_blocksize */
 		else
 			b[7] = 3;                       /* v2 -> v1 with its v2 fields kept */
@@ -666,6 +672,8 @@ static const struct tcase cases[] = {
 	{ "INV_HTREE_BLOCKS", NULL, R_HDUP, T_1K },
 	{ "INV_HTREE_NODE", NULL, R_HRANGE, 0 },
 	{ "INV_HTREE_FLAG", "sif <{FI}> flags 0x1000\n", R_NONE, 0 },
+	{ "INV_JOURNAL_SB", NULL, R_JSB_CSUM, T_EXT4 },
+	{ "INV_JOURNAL_SB", NULL, R_JSB_CSUM, T_EXT4 | T_SCAN },
 	/* ext4 (transactions): extent trees feed the ownership invariants */
 	{ "INV_PTR_MARKED", NULL, R_EXT_MOVE, T_EXT4 },
 	{ "INV_BLOCK_OWNED_ONCE", NULL, R_EXT_DUP, T_EXT4 },
