@@ -709,6 +709,8 @@ static const char *const legit[] = {
 	"rmdir d/sub\n",             /* (debugfs rm of d/g would leak its xattr block) */
 	"cd h\nmknod zz p\n",
 	"write /etc/services d/f2\n",
+	"punch d/f2 1 2\n",          /* a hole in the middle: an extent split, or indirect pointers */
+	"fallocate d/f2 1 2\n",      /* the hole filled again: unwritten extents, or zeroed blocks */
 	"rm d/f\n",
 	"ssv mtime 123456\nssv mnt_count 7\n",
 	"ea_set -f %s/big.txt d/f2 user.other\n",
