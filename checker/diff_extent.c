@@ -158,16 +158,9 @@ static void sweep(struct chk_fs *fs, struct txn *t, struct ichange *ic, const st
 	}
 }
 
-/* Does the transaction write a tree block the approved map gives ino? */
-static bool tree_written(const struct chk_fs *fs, const struct txn *t, uint32_t ino)
-{
-	for (size_t i = 0; i < t->nblocks; i++)
-		if (t->blocks[i].changed && t->blocks[i].otype == BT_EXTENT && chk_bowner(fs, t->blocks[i].blk) == ino)
-			return true;
-	return false;
-}
-
-static void diff_one(struct chk_fs *fs, struct txn *t, struct ichange *ic)
+/* written: the inodes whose tree blocks (in the approved map) the
+ * transaction writes */
+static void diff_one(struct chk_fs *fs, struct txn *t, struct ichange *ic, const struct u64map *written)
 {
 	const struct ext2_inode *o = (const void *)ic->old, *n = (const void *)ic->new;
 	bool oe = chk_walkable(fs, ic->ino, o, ic->old_inuse) && chk_inode_extent_mapped(fs, o);
@@ -178,7 +171,7 @@ static void diff_one(struct chk_fs *fs, struct txn *t, struct ichange *ic)
 	 * unless the type of its data blocks does (a directory's come alive) */
 	bool odir = imode_type(o) == 0040000, ndir = imode_type(n) == 0040000;
 	if (oe && ne && odir == ndir && !memcmp(o->i_block, n->i_block, sizeof(o->i_block)) &&
-	    !tree_written(fs, t, ic->ino))
+	    !chk_u64map_get(written, ic->ino, NULL))
 		return;
 	struct etree ot = { 0 }, nt = { 0 };
 	char why[200];
@@ -217,10 +210,16 @@ void chk_diff_extents(struct chk_fs *fs, struct txn *t)
 {
 	if (!fs->extents)
 		return;
-	/* the inodes whose tree blocks are written, though their inode is not */
+	/* the inodes whose tree blocks are written, though their inode may not be */
+	struct u64map written = { 0 };
 	for (size_t i = 0; i < t->nblocks && !t->err; i++)
-		if (t->blocks[i].changed && t->blocks[i].otype == BT_EXTENT)
-			chk_txn_inode(fs, t, chk_bowner(fs, t->blocks[i].blk));
+		if (t->blocks[i].changed && t->blocks[i].otype == BT_EXTENT) {
+			uint32_t owner = chk_bowner(fs, t->blocks[i].blk);
+			chk_txn_inode(fs, t, owner);
+			if (chk_u64map_put(&written, owner, 1))
+				t->err = -ENOMEM;
+		}
 	for (size_t i = 0; i < t->nich && !t->err; i++)
-		diff_one(fs, t, t->ich[i]);
+		diff_one(fs, t, t->ich[i], &written);
+	chk_u64map_free(&written);
 }
