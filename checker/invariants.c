@@ -791,10 +791,11 @@ void inv_iblocks(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 		const struct ext2_inode *n = I_NEW(ic);
 		int64_t owned = ic->old_inuse ? (int64_t)fs->ndata[ic->ino] + fs->nmeta[ic->ino] : 0;
 		owned += ic->ndata_delta + ic->nmeta_delta;
-		int64_t want = owned * (fs->bs / 512) + (n->i_file_acl ? fs->bs / 512 : 0);
-		if ((int64_t)n->i_blocks != want)
-			V(INV_IBLOCKS, ic->recs, ic->nrecs, "inode %u: i_blocks %u but it owns %lld blocks (%lld sectors)",
-			  ic->ino, n->i_blocks, (long long)owned, (long long)want);
+		int64_t with_acl = owned + (chk_inode_file_acl(fs, n) ? 1 : 0);
+		if (owned < 0 || !chk_iblocks_ok(fs, n, (uint64_t)with_acl))
+			V(INV_IBLOCKS, ic->recs, ic->nrecs, "inode %u: i_blocks %llu but it owns %lld blocks (%lld sectors)",
+			  ic->ino, (unsigned long long)chk_inode_iblocks(fs, n), (long long)owned,
+			  (long long)(with_acl * (fs->bs / 512)));
 	}
 }
 
@@ -888,8 +889,7 @@ void inv_special_file(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 			continue;
 		if (ty != 0020000 && ty != 0060000 && ty != 0010000 && ty != 0140000)
 			continue;
-		uint32_t acl = n->i_file_acl ? fs->bs / 512 : 0;
-		if (n->i_blocks != acl || n->i_size || n->i_size_high ||
+		if (!chk_iblocks_ok(fs, n, chk_inode_file_acl(fs, n) ? 1 : 0) || n->i_size || n->i_size_high ||
 		    (n->i_flags & (EXT2_IMMUTABLE_FL | EXT2_APPEND_FL)))
 			V(INV_SPECIAL_FILE, ic->recs, ic->nrecs, "special file %u owns blocks or has a size (i_blocks %u, i_size %u)",
 			  ic->ino, n->i_blocks, n->i_size);

@@ -678,6 +678,8 @@ static const struct tcase cases[] = {
 	{ "INV_PTR_MARKED", NULL, R_EXT_MOVE, T_EXT4 },
 	{ "INV_BLOCK_OWNED_ONCE", NULL, R_EXT_DUP, T_EXT4 },
 	{ "INV_IBLOCKS", "sif <{FI}> blocks 100\n", R_NONE, T_EXT4 },
+	/* huge_file: HUGE_FILE_FL makes i_blocks count blocks, not sectors */
+	{ "INV_IBLOCKS", "sif <{FI}> flags 0xc0000\n", R_NONE, T_EXT4 },
 	/* ext4 (transactions) */
 	{ "INV_BGD_UNINIT", "seti <{UNUSEDI}>\n", R_NONE, T_EXT4 },
 	{ "INV_EXTENT_TREE", NULL, R_EXT_LEN0, T_EXT4 },
