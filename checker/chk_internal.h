@@ -43,7 +43,7 @@ static inline uint32_t chk_ld32(const uint8_t *p) { uint32_t v; __builtin_memcpy
  * the name follows it.  Callers check that 8 bytes are there. */
 struct dirent_hdr {
 	uint32_t inode;
-	uint32_t rec_len;                /* 65535 on 64 KiB blocks is not modelled (see parse_super) */
+	uint32_t rec_len;                /* 64 KiB blocks (65536 encoded) are refused at attach */
 	uint8_t  name_len, file_type;
 };
 static inline struct dirent_hdr chk_dirent_at(const uint8_t *p)

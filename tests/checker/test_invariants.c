@@ -711,8 +711,8 @@ static const char *const legit[] = {
 	"rmdir d/sub\n",             /* (debugfs rm of d/g would leak its xattr block) */
 	"cd h\nmknod zz p\n",
 	"write /etc/services d/f2\n",
-	"punch d/f2 1 2\n",          /* a hole in the middle: an extent split, or indirect pointers */
-	"fallocate d/f2 1 2\n",      /* the hole filled again: unwritten extents, or zeroed blocks */
+	"write %s/r40k d/f4\npunch d/f4 1 1\n",  /* a hole inside: an extent split, or a pointer gone */
+	"fallocate d/f4 1 1\n",      /* the hole filled again: an unwritten extent, or a zeroed block */
 	"rm d/f\n",
 	"ssv mtime 123456\nssv mnt_count 7\n",
 	"ea_set -f %s/big.txt d/f2 user.other\n",
@@ -1111,11 +1111,15 @@ int main(int argc, char **argv)
 	snprintf(dir, sizeof(dir), "/tmp/chk-test-XXXXXX");
 	if (!mkdtemp(dir))
 		return 1;
-	static const uint32_t sizes[] = { 1024, 4096 };
+	/* 16 KiB blocks (past the page size: no kernel mounts them) for the
+	 * legitimate chain only */
+	static const uint32_t sizes[] = { 1024, 4096, 16384 };
 	size_t ran = 0;
-	for (size_t s = 0; s < 4; s++) {
-		uint32_t bs = sizes[s % 2];
-		bool ext4 = s >= 2;
+	for (size_t s = 0; s < 6; s++) {
+		uint32_t bs = sizes[s % 3];
+		bool ext4 = s >= 3;
+		if (bs == 16384 && !legit_only && !all)
+			continue;
 		/* an ext4 base for what needs it, and for the legitimate chain */
 		bool need = legit_only || all;
 		for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]) && !need; i++)
