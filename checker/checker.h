@@ -1,6 +1,7 @@
 /*
  * checker/checker.h - the one public header of checker/: Recon's shadow
- * consistency checker for ext2/ext3.
+ * consistency checker for ext2/ext3, and ext4 as far as the feature table
+ * says (chk_features).
  *
  * It decides whether one transaction of metadata writes keeps a consistent
  * file system consistent, from block contents alone.  It never sees a
@@ -47,7 +48,9 @@ struct chk_fs;
  * whether the driver writes images that carry it (`written`: served
  * read-write) and whether the checker models it (`modelled`: chk_attach
  * accepts it).  The driver's read-write gate and chk_attach both decide
- * from this one table.  Pure data; any thread.
+ * from this one table; the driver serves read-write (checked) what is both.
+ * The checker may model what the driver does not write (recon-check judges
+ * any image).  Pure data; any thread.
  */
 enum chk_feature_word { CHK_COMPAT, CHK_RO_COMPAT, CHK_INCOMPAT };
 struct chk_feature {
@@ -73,9 +76,9 @@ const char *chk_feature_missing(const uint32_t words[3], unsigned need, char *bu
 
 /*
  * Attach to the file system behind `read`: read the superblock (offset 1024)
- * and group descriptors, load both bitmaps, scan inode tables, indirect,
- * directory and xattr blocks into the type/owner map.  Refuses (-EINVAL, with
- * a message in err) what is not ext2/ext3 or uses a feature we do not model.
+ * and group descriptors, load both bitmaps, scan inode tables, indirect and
+ * extent tree blocks into the type/owner map.  Refuses (-EINVAL, with a
+ * message in err) what is not ext2/3/4 or uses a feature we do not model.
  * Attaching does not judge the image; chk_scan() does.
  */
 int  chk_attach(struct chk_fs **out, chk_read_fn read, void *ctx,
@@ -109,7 +112,7 @@ uint32_t chk_block_size(const struct chk_fs *fs);
  * whatever its bitmap bit says), or that blk is a data block of `ino`
  * itself.  False for a block outside the data area, static metadata
  * (superblocks, descriptors, reserved GDT, bitmaps, inode tables), an
- * indirect, directory or xattr block, another inode's data block, and any
+ * indirect, extent tree, directory or xattr block, another inode's data block, and any
  * block when `ino` is not an ordinary inode (0, reserved, the journal's or
  * past s_inodes_count).  A block bitmap that says free for a block some
  * pointer still names is what this catches before data overwrites it.
@@ -118,8 +121,8 @@ bool chk_data_block_ok(const struct chk_fs *fs, uint64_t blk, uint32_t ino);
 
 /* What the approved state's type/owner map records for one block, for
  * messages: type is "free", "data", "dir", "ind", "dind", "tind", "xattr",
- * "boot", "sb", "gdt", "rgdt", "resize_ind", "bbitmap", "ibitmap", "itable"
- * or "out of range"; owner the inode (bitmaps and inode tables: their
+ * "extent" (an extent tree block), "boot", "sb", "gdt", "rgdt", "resize_ind",
+ * "bbitmap", "ibitmap", "itable" or "out of range"; owner the inode (bitmaps and inode tables: their
  * group; free blocks, superblocks and descriptors: 0); lblk the logical
  * block within its owner (data and directory blocks, else 0). */
 struct chk_block_info {
@@ -145,7 +148,8 @@ struct chk_write {
 /* ---- change records: `type | id | field | old | new` ---- */
 enum chk_rtype {
 	CHK_SB, CHK_BGD, CHK_BBITMAP, CHK_IBITMAP, CHK_INODE,
-	CHK_DIRENT, CHK_IND, CHK_XATTR, CHK_HTREE
+	CHK_DIRENT, CHK_IND, CHK_XATTR, CHK_HTREE,
+	CHK_EXTENT       /* id: the inode; field "tree block" or the logical run "L+N" */
 };
 
 struct chk_record {
@@ -156,7 +160,7 @@ struct chk_record {
 	int64_t        new_value;
 };
 
-/* "sb", "bgd", "bbitmap", "ibitmap", "inode", "dirent", "ind", "xattr", "htree" */
+/* "sb", "bgd", "bbitmap", "ibitmap", "inode", "dirent", "ind", "xattr", "htree", "extent" */
 const char *chk_rtype_name(enum chk_rtype t);
 
 /* Formats one record in the grammar ("inode | 12 | i_size | 4096 | 8192").
@@ -166,7 +170,8 @@ int chk_record_format(const struct chk_record *r, char *buf, size_t len);
 /* ---- invariants: one table, printed by `recon-check --list-invariants` ---- */
 struct chk_invariant {
 	const char *id;           /* stable id, e.g. "INV_BLOCK_OWNED_ONCE" */
-	const char *description;  /* one line */
+	const char *description;  /* one line: what it says of a transition */
+	const char *state;        /* one line: what it says of one image (chk_scan) */
 };
 size_t chk_invariant_count(void);
 const struct chk_invariant *chk_invariant_at(size_t i);
@@ -210,7 +215,9 @@ int chk_advance(struct chk_fs *fs, const struct chk_verdict *v);
  * The base case: check the whole attached image for the global properties
  * the invariants preserve (bitmaps match pointers, no block owned twice,
  * counters match bitmaps, link counts match entries, ...).  Returns 0 with
- * *out set (violations listed, records empty), or -errno.
+ * *out set (violations listed, records empty), -EOPNOTSUPP when an inode
+ * keeps an xattr's value in another inode (ea_inode, not modelled: the
+ * image cannot be judged), or -errno.
  */
 int chk_scan(struct chk_fs *fs, struct chk_verdict **out);
 

@@ -19,15 +19,7 @@
 
 /* ---- csum.c ---- */
 
-/* What one file system's checksums need, taken from its superblock. */
-struct chk_csum {
-	bool metadata_csum;      /* crc32c everywhere (ro_compat metadata_csum) */
-	bool gdt_csum;           /* crc16 of descriptors only (ro_compat uninit_bg) */
-	uint32_t seed;           /* crc32c seed: s_checksum_seed, or crc32c(~0, uuid) */
-	uint8_t uuid[16];
-	uint32_t desc_size;      /* 32, or s_desc_size with 64bit */
-	uint32_t inode_size;
-};
+/* struct chk_csum (chk_internal.h): what one file system's checksums need */
 void chk_csum_init(struct chk_csum *c, const uint8_t sb[1024]);
 
 uint32_t chk_crc32c(uint32_t crc, const void *p, size_t len);
@@ -74,6 +66,12 @@ enum chk_dir_csum chk_dir_block_csum(const struct chk_csum *c, uint32_t iseed, c
 int chk_dir_block_csum_set(const struct chk_csum *c, uint32_t iseed, uint8_t *blk, uint32_t bs);
 int chk_extent_block_csum_set(const struct chk_csum *c, uint32_t iseed, uint8_t *blk, uint32_t bs);
 void chk_inode_csum_set(const struct chk_csum *c, uint32_t ino, uint8_t *raw);
+/* An orphan-file block (bs bytes) of the orphan file ino, generation gen,
+ * at block number blknr: the checksum over its entries (all but the
+ * 8-byte tail, whose magic precedes the checksum). */
+#define CHK_ORPHAN_MAGIC 0x0b10ca04u
+uint32_t chk_orphan_block_csum(const struct chk_csum *c, uint32_t ino, uint32_t gen, uint64_t blknr,
+			       const uint8_t *blk, uint32_t bs);
 /* A shared xattr block at block number blknr (bs bytes). */
 uint32_t chk_xattr_block_csum(const struct chk_csum *c, uint64_t blknr, const uint8_t *blk,
 			      uint32_t bs);
@@ -83,7 +81,8 @@ bool     chk_xattr_block_csum_ok(const struct chk_csum *c, uint64_t blknr, const
 /* ---- extent.c ---- */
 
 #define CHK_EXT_MAGIC 0xF30Au
-#define CHK_EXT_MAX_DEPTH 5u
+#define CHK_EXT_MAX_DEPTH 5u              /* the deepest tree the kernel reads */
+#define CHK_EXT_READ_DEPTH 32u            /* the deepest the checker reads: e2fsck reads any */
 #define CHK_EXT_INIT_MAX_LEN 32768u      /* an initialised extent's longest run */
 
 struct chk_ext_header { uint16_t magic, entries, max, depth; };
@@ -111,7 +110,8 @@ struct chk_ext_bounds { uint64_t lo, hi; int depth; };
  * What is wrong with one node of `size` bytes (60 for the root in i_block,
  * the block size for a tree block), NULL if nothing: the header (magic,
  * entries <= max, max what the container holds, less up to 2 entries as
- * e2fsck allows, depth within the maximum and as expected), then every
+ * e2fsck allows, depth as expected and within CHK_EXT_READ_DEPTH: e2fsck
+ * only offers to make a deeper tree than the kernel's 5 shallower), then every
  * entry (logical order strictly increasing without overlap, inside the
  * bounds, a leaf run of 1..32768 blocks or 1..32767 unwritten, physical
  * blocks inside [first_data_block, blocks_count)).  The message is in buf.
@@ -121,10 +121,11 @@ const char *chk_ext_node_problem(const uint8_t *node, size_t size, struct chk_ex
 				 size_t len);
 
 /*
- * Walk the tree rooted in i_block (60 bytes), depth first in logical order.
+ * Walk the tree rooted in i_block (60 bytes), depth first in logical order;
+ * a child node's first entry starts where its index entry says (e2fsck).
  * visit_node is called for each tree block (its physical number, depth and
- * contents) and visit_ext for each leaf run; either returns false to stop
- * the walk.  get reads a tree block's contents (bs bytes) into buf.  A node
+ * contents) and returns false to skip its subtree; visit_ext is called for
+ * each leaf run and returns false to stop the walk.  get reads a tree block's contents (bs bytes) into buf.  A node
  * with a problem stops the walk with its message in buf (returns 1); each
  * tree block is visited at most once (a block named twice is a problem).
  * Returns 0 walked, 1 a problem (message in buf), or get's -errno; -ENOMEM.
@@ -139,5 +140,23 @@ struct chk_ext_walk {
 	void *ctx;
 };
 int chk_ext_walk(const struct chk_ext_walk *w, const uint8_t i_block[60], char *buf, size_t len);
+/* The physical block of logical block lblk (0: a hole, or a node on the way
+ * that cannot be read); *unwritten (may be NULL) says whether its extent is
+ * unwritten.  Reads through w->get; the visit callbacks are not used. */
+uint64_t chk_ext_bmap(const struct chk_ext_walk *w, const uint8_t i_block[60], uint32_t lblk, bool *unwritten);
+/* The last logical block the tree maps and the last of an initialised
+ * extent (-1: none), from the right: 0 or get's -errno. */
+int chk_ext_last(const struct chk_ext_walk *w, const uint8_t i_block[60], int64_t *last, int64_t *last_init);
+
+/* ---- scan_ext4.c: chk_scan's parts for ext4 ---- */
+
+/* The descriptors (checksums, UNINIT flags and bg_itable_unused, where
+ * their bitmaps and table lie), the bitmaps' checksums and the
+ * superblock's.  buf: one block of scratch; a read error goes to *err. */
+void chk_scan_groups(struct chk_fs *fs, struct chk_verdict *v, uint8_t *buf, int *err);
+/* The orphan file (orphan_file): a regular file in use, no hole below
+ * i_size, every block as e2fsck rewrites it on a clean file system: no
+ * orphan listed, the tail's magic and (metadata_csum) checksum. */
+void chk_scan_orphan_file(struct chk_fs *fs, struct chk_verdict *v, uint8_t *buf, int *err);
 
 #endif

@@ -3,9 +3,13 @@
  * only (owned by the checker work; not installed, not used outside checker/).
  *
  * Layout of the library:
- *   checker.c     attach, block cache, verdict accessors, advance, stats
+ *   checker.c     u64 map, block cache, queries, verdicts, advance, stats
+ *   attach.c      chk_attach: superblock, descriptors, layout, bitmaps, map
+ *   inode.c       what an inode's fields may hold (types, sizes, ext4 fields)
+ *   inode_map.c   an inode's block map: walk, one logical block, last block
  *   shadow.c      the approved state: static layout, per-group bitmaps,
  *                 paged type/owner map
+ *   shadow_runs.c the type/owner map's runs (extent-mapped data)
  *   diff.c        chk_check: gathers a transaction's blocks, infers their
  *                 types and computes the logical diff (change records) and
  *                 the per-block / per-inode / per-entry facts
@@ -39,7 +43,7 @@ static inline uint32_t chk_ld32(const uint8_t *p) { uint32_t v; __builtin_memcpy
  * the name follows it.  Callers check that 8 bytes are there. */
 struct dirent_hdr {
 	uint32_t inode;
-	uint32_t rec_len;                /* 65535 on 64 KiB blocks is not modelled (bs <= 4096) */
+	uint32_t rec_len;                /* 64 KiB blocks (65536 encoded) are refused at attach */
 	uint8_t  name_len, file_type;
 };
 static inline struct dirent_hdr chk_dirent_at(const uint8_t *p)
@@ -55,6 +59,14 @@ static inline bool chk_dirent_fits(struct dirent_hdr h, uint32_t off, uint32_t b
 	       (!h.inode || 8u + h.name_len <= h.rec_len);
 }
 
+/* The invariants, by id (invariants.def: one table). */
+enum chk_inv {
+#define INV(id, fn, description, state) id,
+#include "invariants.def"
+#undef INV
+	CHK_NINV
+};
+
 /* What a block is, in the type/owner map. */
 enum blk_type {
 	BT_FREE = 0,     /* pointed to by nobody (its bitmap bit may be anything) */
@@ -64,6 +76,7 @@ enum blk_type {
 	BT_DIND,
 	BT_TIND,
 	BT_XATTR,        /* shared xattr block, owner = first inode seen */
+	BT_EXTENT,       /* extent tree block (below the root in i_block), owner = inode */
 	/* static layout: never pointed to by an ordinary inode */
 	BT_BOOT,         /* block 0 when the file system starts at block 1 */
 	BT_SB,           /* primary or backup superblock */
@@ -77,6 +90,19 @@ enum blk_type {
 };
 static inline bool bt_static(uint8_t t) { return t >= BT_BOOT; }
 static inline bool bt_indirect(uint8_t t) { return t == BT_IND || t == BT_DIND || t == BT_TIND; }
+/* blocks of an inode's map, not its data: counted in nmeta */
+static inline bool bt_map_meta(uint8_t t) { return bt_indirect(t) || t == BT_EXTENT; }
+
+/* What one file system's checksums need, taken from its superblock
+ * (csum.c). */
+struct chk_csum {
+	bool metadata_csum;      /* crc32c everywhere (ro_compat metadata_csum) */
+	bool gdt_csum;           /* crc16 of descriptors only (ro_compat uninit_bg) */
+	uint32_t seed;           /* crc32c seed: s_checksum_seed, or crc32c(~0, uuid) */
+	uint8_t uuid[16];
+	uint32_t desc_size;      /* 32, or s_desc_size with 64bit */
+	uint32_t inode_size;
+};
 
 /* Open-addressing map u64 -> u32 (key stored +1 so that 0 means empty). */
 struct u64map {
@@ -112,15 +138,22 @@ struct chk_fs {
 	uint8_t sb_raw[1024] __attribute__((aligned(8)));  /* approved primary superblock */
 	const struct ext2_super_block *sb; /* = (void *)sb_raw */
 	uint32_t bs;                     /* block size */
-	uint32_t blocks_count, inodes_count, bpg, ipg, first_data_block;
-	uint32_t ngroups, inode_size, desc_per_block, gdt_blocks, rgdt_blocks;
+	uint64_t blocks_count;           /* with s_blocks_count_hi (64bit) */
+	uint32_t inodes_count, bpg, ipg, first_data_block;
+	uint32_t ngroups, inode_size, desc_size, desc_per_block, gdt_blocks, rgdt_blocks;
 	uint32_t first_ino, inodes_per_block, itable_blocks, addr_per_block;
 	uint32_t sb_blk;                 /* block holding byte 1024 */
 	uint32_t sb_off;                 /* offset of the superblock in it */
 	bool filetype, sparse, dir_index, large_file, has_journal;
+	/* ext4: extent trees, bitmaps and tables anywhere, i_blocks_hi,
+	 * directories past 65,000 subdirectories, 48-bit block pointers,
+	 * descriptor flags and checksums (uninit_bg or metadata_csum) */
+	bool extents, flex_bg, huge_file, dir_nlink, bit64, group_csum;
+	struct chk_csum csum;
 	uint32_t journal_ino;
+	uint32_t orphan_file_ino;        /* orphan_file: its inode, else 0 */
 
-	struct ext2_group_desc *gd;      /* approved descriptors, ngroups */
+	uint8_t *gd;                     /* approved descriptors (desc_size bytes each): chk_gd() */
 	uint64_t gd_free_blocks, gd_free_inodes;   /* their sums, kept by chk_txn_apply */
 
 	/* shadow.c: bitmaps and the type/owner map, complete for every block
@@ -130,6 +163,7 @@ struct chk_fs {
 	uint32_t *gstatic;               /* per group: static blocks in it */
 	struct bpage **bpages;           /* per BPAGE_N blocks: owned blocks, NULL = none */
 	size_t nbpages;
+	struct run_map *runs;            /* shadow_runs.c: extent-mapped data as ranges */
 	struct sext *sext;               /* static layout extents, sorted */
 	size_t nsext, capsext;
 	uint32_t sext_maxlen;
@@ -150,6 +184,58 @@ struct chk_fs {
 	size_t cache_max;                /* in blocks */
 	struct chk_stats stats;
 };
+
+/* ---- group descriptors: 32 bytes, or s_desc_size (64 or more) with the
+ * 64bit feature, whose second half holds the high halves of every field.
+ * Every read of a descriptor field goes through these. ---- */
+enum {
+	GD_BBITMAP = 0x00, GD_IBITMAP = 0x04, GD_ITABLE = 0x08, GD_FREE_BLOCKS = 0x0C,
+	GD_FREE_INODES = 0x0E, GD_USED_DIRS = 0x10, GD_FLAGS = 0x12, GD_EXCLUDE = 0x14,
+	GD_BBITMAP_CSUM = 0x18, GD_IBITMAP_CSUM = 0x1A, GD_ITABLE_UNUSED = 0x1C, GD_CHECKSUM = 0x1E,
+	GD_BBITMAP_HI = 0x20, GD_IBITMAP_HI = 0x24, GD_ITABLE_HI = 0x28, GD_FREE_BLOCKS_HI = 0x2C,
+	GD_FREE_INODES_HI = 0x2E, GD_USED_DIRS_HI = 0x30, GD_ITABLE_UNUSED_HI = 0x32,
+	GD_EXCLUDE_HI = 0x34, GD_BBITMAP_CSUM_HI = 0x38, GD_IBITMAP_CSUM_HI = 0x3A,
+	GD_WIDE = 64                     /* the size from which the high halves exist */
+};
+/* group g's approved descriptor */
+static inline const uint8_t *chk_gd(const struct chk_fs *fs, uint32_t g)
+{
+	return fs->gd + (size_t)g * fs->desc_size;
+}
+static inline uint64_t chk_gd_32(const struct chk_fs *fs, const uint8_t *d, unsigned lo, unsigned hi)
+{
+	return chk_ld32(d + lo) | (fs->desc_size >= GD_WIDE ? (uint64_t)chk_ld32(d + hi) << 32 : 0);
+}
+static inline uint32_t chk_gd_16(const struct chk_fs *fs, const uint8_t *d, unsigned lo, unsigned hi)
+{
+	return chk_ld16(d + lo) | (fs->desc_size >= GD_WIDE ? (uint32_t)chk_ld16(d + hi) << 16 : 0);
+}
+static inline uint64_t chk_gd_bbitmap(const struct chk_fs *fs, const uint8_t *d)
+{ return chk_gd_32(fs, d, GD_BBITMAP, GD_BBITMAP_HI); }
+static inline uint64_t chk_gd_ibitmap(const struct chk_fs *fs, const uint8_t *d)
+{ return chk_gd_32(fs, d, GD_IBITMAP, GD_IBITMAP_HI); }
+static inline uint64_t chk_gd_itable(const struct chk_fs *fs, const uint8_t *d)
+{ return chk_gd_32(fs, d, GD_ITABLE, GD_ITABLE_HI); }
+static inline uint32_t chk_gd_free_blocks(const struct chk_fs *fs, const uint8_t *d)
+{ return chk_gd_16(fs, d, GD_FREE_BLOCKS, GD_FREE_BLOCKS_HI); }
+static inline uint32_t chk_gd_free_inodes(const struct chk_fs *fs, const uint8_t *d)
+{ return chk_gd_16(fs, d, GD_FREE_INODES, GD_FREE_INODES_HI); }
+static inline uint32_t chk_gd_used_dirs(const struct chk_fs *fs, const uint8_t *d)
+{ return chk_gd_16(fs, d, GD_USED_DIRS, GD_USED_DIRS_HI); }
+static inline uint32_t chk_gd_itable_unused(const struct chk_fs *fs, const uint8_t *d)
+{ return chk_gd_16(fs, d, GD_ITABLE_UNUSED, GD_ITABLE_UNUSED_HI); }
+static inline uint64_t chk_gd_exclude(const struct chk_fs *fs, const uint8_t *d)
+{ return chk_gd_32(fs, d, GD_EXCLUDE, GD_EXCLUDE_HI); }
+static inline uint32_t chk_gd_bbitmap_csum(const struct chk_fs *fs, const uint8_t *d)
+{ return chk_gd_16(fs, d, GD_BBITMAP_CSUM, GD_BBITMAP_CSUM_HI); }
+static inline uint32_t chk_gd_ibitmap_csum(const struct chk_fs *fs, const uint8_t *d)
+{ return chk_gd_16(fs, d, GD_IBITMAP_CSUM, GD_IBITMAP_CSUM_HI); }
+static inline uint16_t chk_gd_flags(const uint8_t *d) { return chk_ld16(d + GD_FLAGS); }
+static inline uint16_t chk_gd_checksum(const uint8_t *d) { return chk_ld16(d + GD_CHECKSUM); }
+
+/* The superblock's 64-bit counts (the high halves only with 64bit). */
+uint64_t chk_sb_blocks_count(const struct ext2_super_block *sb);
+uint64_t chk_sb_free_blocks(const struct ext2_super_block *sb);
 
 /* ---- shadow.c: the approved state, sized by what is in use ---- */
 #define BPAGE_N 1024u                    /* blocks per page of the type/owner map */
@@ -176,6 +262,40 @@ void chk_group_static_bits(const struct chk_fs *fs, uint32_t g, uint8_t *buf);
 int  chk_bmap_reserve(struct chk_fs *fs, uint64_t blk);
 void chk_bmap_set(struct chk_fs *fs, uint64_t blk, uint8_t type, uint32_t owner, uint32_t lblk);
 void chk_bmap_trim(struct chk_fs *fs, uint64_t blk);
+/* ---- shadow_runs.c: extent runs in the type/owner map ----
+ * A run: blocks [start, start + len) of one inode's data (BT_DATA) or
+ * directory (BT_DIR), logical block lblk first.  Runs never overlap each
+ * other nor a block of the paged map; chk_btype() and friends see both. */
+struct chk_run {
+	uint64_t start;
+	uint32_t len, owner, lblk;
+	uint8_t  type;
+};
+int  chk_runs_init(struct chk_fs *fs);
+void chk_runs_free(struct chk_fs *fs);
+size_t chk_runs_count(const struct chk_fs *fs);
+/* the run holding blk */
+bool chk_run_at(const struct chk_fs *fs, uint64_t blk, struct chk_run *out);
+/* the first run that ends after blk (it may start after blk) */
+bool chk_run_next(const struct chk_fs *fs, uint64_t blk, struct chk_run *out);
+/* Memory for n changes (chk_run_add, or a chk_run_remove that splits a
+ * run) to come: after it those cannot fail.  -ENOMEM, nothing changed.
+ * chk_runs_trim gives back what a transaction left unused. */
+int  chk_runs_reserve(struct chk_fs *fs, size_t n);
+void chk_runs_trim(struct chk_fs *fs);
+/* Add a run over blocks no run holds (merged with a run it continues):
+ * 0, or -ENOMEM when nothing was reserved and memory is short. */
+int  chk_run_add(struct chk_fs *fs, uint64_t start, uint32_t len, uint8_t type, uint32_t owner,
+		 uint32_t lblk);
+/* Blocks [start, start + len) leave every run (one reserved change). */
+void chk_run_remove(struct chk_fs *fs, uint64_t start, uint64_t len);
+
+/* The first block of [b, end) that is static or owned (pages or runs),
+ * else end. */
+uint64_t chk_first_taken(const struct chk_fs *fs, uint64_t b, uint64_t end);
+/* Inodes of group g an inode scan reads: all, or with descriptor checksums
+ * none of an INODE_UNINIT group and ipg - bg_itable_unused of others. */
+uint32_t chk_group_used_inodes(const struct chk_fs *fs, uint32_t g);
 /* approved bitmap bits */
 bool chk_bbit(const struct chk_fs *fs, uint64_t blk);
 bool chk_ibit(const struct chk_fs *fs, uint32_t ino);
@@ -189,13 +309,22 @@ bool chk_group_inodes_any(const struct chk_fs *fs, uint32_t g);
  * kept). */
 int  chk_group_bits_reserve(struct chk_fs *fs, uint32_t g, bool inode);
 void chk_group_bits_copy(struct chk_fs *fs, uint32_t g, bool inode, const uint8_t *src);
+/* BLOCK_UNINIT / INODE_UNINIT as libext2fs reads them (descriptor
+ * checksums on, the descriptor's own checksum right): no bitmap on disk */
+bool chk_group_block_uninit(const struct chk_fs *fs, uint32_t g);
+bool chk_group_inode_uninit(const struct chk_fs *fs, uint32_t g);
+/* the bitmap libext2fs makes up for such a group (buf: bs bytes), and
+ * the bits it sets for them in other groups' bitmaps (after loading) */
+void chk_group_uninit_bits(const struct chk_fs *fs, uint32_t g, uint8_t *buf);
+int  chk_group_uninit_foreign(struct chk_fs *fs);
 /* attach: group g's bitmaps as read (scratch: bs bytes) */
 int  chk_group_load(struct chk_fs *fs, uint32_t g, const uint8_t *bb, const uint8_t *ib, uint8_t *scratch);
 
 /* ---- checker.c helpers used by the other files ---- */
 static inline bool bit_get(const uint8_t *b, uint64_t i) { return (b[i >> 3] >> (i & 7)) & 1; }
 /* The group whose block bitmap, inode bitmap or inode table (type) blk is,
- * from the descriptors; *idx = a table block's index in its table. */
+ * from the static layout (0 if blk is none); *idx = a table block's index
+ * in its table. */
 uint32_t chk_layout_group(const struct chk_fs *fs, uint64_t blk, uint8_t type, uint32_t *idx);
 /* Some bit of b[from .. from + n) set (whole zero words skipped). */
 bool chk_any_bit(const uint8_t *b, uint64_t from, uint64_t n);
@@ -206,8 +335,11 @@ static inline void bit_put(uint8_t *b, uint64_t i, bool v)
 }
 /* Copy of the approved contents of blk into buf (cache, else read callback). */
 int  chk_read_block(struct chk_fs *fs, uint64_t blk, void *buf);
+/* the same as a blk_get_fn (ctx: the chk_fs) */
+int  chk_read_block_cb(void *ctx, uint64_t blk, void *buf);
 void chk_cache_put(struct chk_fs *fs, uint64_t blk, const void *buf);
 void chk_cache_drop(struct chk_fs *fs, uint64_t blk);
+void chk_cache_free(struct blk_cache *c);
 /* Approved raw inode (inode_size bytes) */
 int  chk_read_inode(struct chk_fs *fs, uint32_t ino, void *buf);
 /* The internal journal's first block and its length in blocks: 0, or
@@ -235,10 +367,27 @@ int  chk_bad_itable_add(struct chk_fs *fs, uint64_t blk);
 bool chk_inode_in_bad_block(const struct chk_fs *fs, uint32_t ino);
 bool chk_inode_walkable(const struct chk_fs *fs, uint32_t ino, const struct ext2_inode *in);
 uint64_t chk_inode_size64(const struct ext2_inode *in);
+/* i_blocks as stored (48 bits with huge_file), and whether it counts
+ * `owned` blocks (the xattr block included) as e2fsck counts them: in
+ * 512-byte sectors, in blocks for huge_file's HUGE_FILE_FL */
+uint64_t chk_inode_iblocks(const struct chk_fs *fs, const struct ext2_inode *in);
+bool chk_iblocks_ok(const struct chk_fs *fs, const struct ext2_inode *in, uint64_t owned);
+/* Does the inode's body hold an xattr whose value is in another inode
+ * (ea_inode, not modelled)? */
+bool chk_inode_ea_in_inode(const struct chk_fs *fs, const uint8_t *raw);
+/* i_file_acl with its high half (64bit) */
+uint64_t chk_inode_file_acl(const struct chk_fs *fs, const struct ext2_inode *in);
 /* e2fsck's largest indirect-mapped file for block size bs, in bytes */
 uint64_t chk_max_file_size(uint32_t bs);
-/* why a regular file's 64-bit size is impossible (NULL if fine) */
-const char *chk_file_size_problem(const struct chk_fs *fs, uint64_t size, bool large_file);
+/* why a regular file's 64-bit size is impossible for its block map (NULL
+ * if fine) */
+const char *chk_file_size_problem(const struct chk_fs *fs, const struct ext2_inode *in, uint64_t size,
+				  bool large_file);
+/* A block shaped as an htree index node (count/limit at 8, the limit the
+ * block holds: one entry less with metadata_csum's dx tail)? */
+bool chk_dx_node_like(const struct chk_fs *fs, const uint8_t *d);
+/* the dx entries a root (off 32) or node (off 8) block holds */
+uint32_t chk_dx_limit(const struct chk_fs *fs, uint32_t off);
 /* what is wrong with an internal journal superblock (NULL if fine) */
 const char *chk_journal_sb_problem(const struct chk_fs *fs, const uint8_t *jsb, uint64_t journal_blocks);
 /* what is wrong with an xattr block's header, entries or values (NULL if fine) */
@@ -246,15 +395,37 @@ const char *chk_xattr_block_problem(const struct chk_fs *fs, const uint8_t *d);
 int chk_mode_to_ftype(uint16_t mode);
 bool chk_mode_type_valid(uint16_t mode);
 
-/* Walks the block tree of an inode: calls visit(blk, type, lblk) for every
+/* Walks the block tree of an inode: calls visit(span) for every
  * non-zero pointer below i_block (not i_file_acl); an indirect block is read
  * and descended only if visit returns true, and at most once per walk (a
  * corrupt tree naming one block from many slots stays linear).  `get` reads
  * a block's contents in the relevant state. Returns 0 or -errno. */
 typedef int (*blk_get_fn)(void *ctx, uint64_t blk, void *buf);
-typedef bool (*blk_visit_fn)(void *ctx, uint64_t blk, uint8_t type, uint32_t lblk);
+/* One visit: a block of the map, or a run of an extent's blocks. */
+struct chk_span {
+	uint64_t blk;                    /* first block */
+	uint32_t len;                    /* 1, or an extent's length */
+	uint32_t lblk;                   /* logical block of blk (data, directory) */
+	uint8_t  type;                   /* BT_DATA, BT_DIR, BT_IND..BT_TIND, BT_EXTENT */
+	bool     unwritten;              /* an unwritten extent's blocks */
+	uint16_t depth;                  /* BT_EXTENT: the node's depth (0: a leaf) */
+	const uint8_t *node;             /* BT_EXTENT: the node's contents */
+};
+typedef bool (*blk_visit_fn)(void *ctx, const struct chk_span *s);
+/* Extent-mapped (EXTENTS_FL on a file system with extents)? */
+bool chk_inode_extent_mapped(const struct chk_fs *fs, const struct ext2_inode *in);
+/* As above for an indirect tree; an extent tree is walked in logical order,
+ * a tree block (BT_EXTENT) descended when visit returns true, each leaf
+ * extent visited as one span.  An extent tree breaking a node rule stops the
+ * walk: 1 with the message in why (may be NULL).  0 walked, or -errno. */
 int chk_walk_inode_tree(struct chk_fs *fs, const struct ext2_inode *in, bool isdir,
-		    blk_get_fn get, void *get_ctx, blk_visit_fn visit, void *vctx);
+			blk_get_fn get, void *get_ctx, blk_visit_fn visit, void *vctx, char *why,
+			size_t whylen);
+/* Physical block of logical block lblk (0: a hole, or out of reach), in the
+ * approved state and in a transaction's proposed state. */
+uint64_t chk_approved_bmap(struct chk_fs *fs, const struct ext2_inode *in, uint32_t lblk);
+struct txn;
+uint64_t chk_txn_bmap(struct chk_fs *fs, struct txn *t, const struct ext2_inode *in, uint32_t lblk);
 
 /* ---- verdicts ---- */
 struct str_arena {
@@ -278,8 +449,8 @@ struct chk_verdict {
 };
 size_t chk_verdict_add_record(struct chk_verdict *v, enum chk_rtype t, uint64_t id,
 			  const char *field, int64_t o, int64_t n);
-/* inv_id: the invariant's id string; recs copied */
-void chk_verdict_add_violation(struct chk_verdict *v, const char *inv_id,
+/* recs copied */
+void chk_verdict_add_violation(struct chk_verdict *v, enum chk_inv inv,
 			   const size_t *recs, size_t nrecs, const char *fmt, ...)
 	__attribute__((format(printf, 5, 6)));
 bool chk_verdict_oom(const struct chk_verdict *v);
@@ -287,6 +458,12 @@ struct chk_verdict *chk_verdict_new(void);
 
 /* ---- invariants.c ---- */
 void chk_run_invariants(struct chk_fs *fs, struct txn *t, struct chk_verdict *v);
+/* a verdict's violations of `id` from the problems the diff found */
+void chk_report_problems(struct txn *t, struct chk_verdict *v, enum chk_inv id);
+/* the check functions of the table's rows */
+#define INV(id, fn, description, state) void fn(struct chk_fs *fs, struct txn *t, struct chk_verdict *v);
+#include "invariants.def"
+#undef INV
 void chk_txn_free(struct txn *t);
 int  chk_txn_apply(struct chk_fs *fs, struct txn *t);
 
@@ -309,6 +486,7 @@ struct bchange {                 /* ownership change of one block */
 	size_t   rec;                /* a record showing a pointer to it appear/disappear */
 	size_t   flip_rec;           /* its bbitmap record, SIZE_MAX if its bit did not flip */
 	int64_t  xattr_old_refs;     /* h_refcount before (xattr blocks) */
+	bool     run;                /* added as an extent's block: a run in the map */
 };
 
 struct ichange {                 /* an inode the transaction touches */
@@ -340,7 +518,7 @@ struct dchange {                 /* one (directory, name) whose target changed *
 };
 
 struct tproblem {                /* a structural defect found while parsing */
-	const char *inv;
+	enum chk_inv inv;
 	size_t rec;                  /* SIZE_MAX if none */
 	const char *detail;          /* in the verdict's arena */
 };
@@ -398,8 +576,11 @@ struct gtouch {
 };
 /* g's entry, created on first use (NULL and t->err set when out of memory) */
 struct gtouch *chk_txn_group(struct txn *t, uint32_t g);
+/* the inodes of group g an inode scan reads in the proposed state
+ * (chk_group_used_inodes of the approved one) */
+uint32_t chk_txn_used_inodes(const struct chk_fs *fs, const struct txn *t, uint32_t g);
 /* g's descriptor in the proposed state */
-const struct ext2_group_desc *chk_gd_new(const struct chk_fs *fs, const struct txn *t, uint32_t g);
+const uint8_t *chk_gd_new(const struct chk_fs *fs, const struct txn *t, uint32_t g);
 /* the touched groups in ascending order (indexes stay valid until the next
  * chk_txn_group that creates an entry) */
 void chk_txn_groups_sort(struct txn *t);
@@ -411,7 +592,7 @@ struct ichange *chk_txn_inode(struct chk_fs *fs, struct txn *t, uint32_t ino);
 bool chk_txn_bbit_new(struct chk_fs *fs, struct txn *t, uint64_t blk);
 bool chk_txn_ibit_new(struct chk_fs *fs, struct txn *t, uint32_t ino);
 struct bchange *chk_txn_bch_find(struct txn *t, uint64_t blk);
-void chk_txn_problem(struct txn *t, const char *inv, size_t rec, const char *fmt, ...)
+void chk_txn_problem(struct txn *t, enum chk_inv inv, size_t rec, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 void chk_ich_add_rec(struct ichange *ic, size_t rec);
 bool chk_txn_is_orphan(struct chk_fs *fs, struct txn *t, uint32_t ino);
@@ -419,8 +600,11 @@ bool chk_txn_is_orphan(struct chk_fs *fs, struct txn *t, uint32_t ino);
 /* superblock field classes (diff.c table) */
 enum { F_FROZEN, F_FREE, F_COUNT, F_FEATURE, F_STATE, F_REVISION };
 uint8_t chk_sb_rec_class(const char *field);
-/* last logical data block of an inode in the new state; false if none */
-bool chk_txn_last_lblk(struct chk_fs *fs, struct txn *t, const struct ext2_inode *in, uint32_t *last);
+/* last logical data block of an inode in the new state; false if none;
+ * *last_init (may be NULL): the last of an initialised extent, -1 if none
+ * (indirect-mapped: the last block) */
+bool chk_txn_last_lblk(struct chk_fs *fs, struct txn *t, const struct ext2_inode *in, uint32_t *last,
+		       int64_t *last_init);
 
 /* directory entries as parsed (diff.c; used by scan.c too) */
 struct dent {
@@ -445,7 +629,7 @@ void chk_htree_check_leaf(struct chk_fs *fs, struct txn *t, uint32_t dir, const 
 		      uint32_t lblk, const uint8_t *d, uint64_t blk);
 /* the whole index of dir in a scan (root: its block 0) */
 void chk_htree_scan_dir(struct chk_fs *fs, struct txn *t, uint32_t dir, const struct ext2_inode *in,
-		    const uint8_t *root);
+			uint64_t root_pblk, const uint8_t *root);
 
 /* a name in double quotes with C escapes (in the verdict's arena) */
 const char *chk_quote_name(struct txn *t, const char *n, unsigned len);
@@ -461,7 +645,16 @@ void chk_check_new_index_flags(struct chk_fs *fs, struct txn *t, struct u64map *
 void chk_diff_htree(struct chk_fs *fs, struct txn *t, uint8_t *buf, struct u64map *walk);
 void chk_walk_indexes(struct chk_fs *fs, struct txn *t, struct u64map *walk);
 
-/* diff.c (shared with the two below) */
+/* diff_extent.c: the extent trees of the inodes the transaction touches */
+void chk_diff_extents(struct chk_fs *fs, struct txn *t);
+
+/* diff.c (shared with the files above) */
+/* One block gains or loses a pointer from inode ic's map (rec: the record
+ * showing it); run: the block is an extent's (a run of the map) */
+void chk_txn_ref_add(struct chk_fs *fs, struct txn *t, uint64_t blk, uint8_t type, uint32_t lblk,
+		     struct ichange *ic, size_t rec, bool run);
+void chk_txn_ref_remove(struct chk_fs *fs, struct txn *t, uint64_t blk, uint8_t type, struct ichange *ic,
+			size_t rec);
 void *chk_grow(void *arr, size_t *cap, size_t need, size_t elem);
 struct tblock *chk_tb_find(struct txn *t, uint64_t blk);
 bool chk_walkable(struct chk_fs *fs, uint32_t ino, const struct ext2_inode *in, bool inuse);

@@ -335,3 +335,14 @@ bool chk_xattr_block_csum_ok(const struct chk_csum *c, uint64_t blknr, const uin
 		return true;
 	return chk_ld32(blk + XATTR_CSUM) == chk_xattr_block_csum(c, blknr, blk, bs);
 }
+
+uint32_t chk_orphan_block_csum(const struct chk_csum *c, uint32_t ino, uint32_t gen, uint64_t blknr,
+			       const uint8_t *blk, uint32_t bs)
+{
+	uint8_t le[8];
+	for (int i = 0; i < 8; i++)
+		le[i] = (uint8_t)(blknr >> (8 * i));
+	uint32_t crc = crc_le32(crc_le32(c->seed, ino), gen);
+	crc = chk_crc32c(crc, le, 8);
+	return chk_crc32c(crc, blk, bs - 8);
+}

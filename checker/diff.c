@@ -23,7 +23,7 @@
 
 #include <ext2fs/ext2fs.h>
 
-#include "chk_internal.h"
+#include "chk_ext4.h"
 
 /* ------------------------------------------------------------ containers */
 
@@ -44,6 +44,29 @@ struct tblock *chk_tb_find(struct txn *t, uint64_t blk)
 {
 	uint32_t i;
 	return chk_u64map_get(&t->bidx, blk, &i) ? &t->blocks[i] : NULL;
+}
+
+/* An uninitialised group's bitmap block holds whatever the disk had: its
+ * approved contents are the bitmap libext2fs makes up (blocks) or a clear
+ * one (inodes), padding set as written. */
+static void uninit_bitmap_as_approved(const struct chk_fs *fs, struct tblock *b)
+{
+	bool inode = b->otype == BT_IBITMAP;
+	if (b->otype != BT_BBITMAP && !inode)
+		return;
+	uint32_t g = chk_layout_group(fs, b->blk, b->otype, NULL);
+	if (!(inode ? chk_group_inode_uninit(fs, g) : chk_group_block_uninit(fs, g)))
+		return;
+	uint64_t start = fs->first_data_block + (uint64_t)g * fs->bpg;
+	uint64_t n = inode ? fs->ipg : fs->blocks_count - start < fs->bpg ? fs->blocks_count - start : fs->bpg;
+	memset(b->old, 0xff, fs->bs);
+	const uint8_t *bits = inode ? chk_group_ibits(fs, g) : chk_group_bbits(fs, g);
+	uint8_t *pat = NULL;
+	if (!bits && !inode && (pat = malloc(fs->bs)))
+		chk_group_static_bits(fs, g, pat);
+	for (uint64_t i = 0; i < n; i++)
+		bit_put(b->old, i, bits ? bit_get(bits, i) : pat ? bit_get(pat, i) : false);
+	free(pat);
 }
 
 /* `full`: the write covers the whole block.  The approved contents of a
@@ -79,6 +102,7 @@ static struct tblock *tb_get(struct chk_fs *fs, struct txn *t, uint64_t blk, boo
 			t->err = r;
 			return NULL;
 		}
+		uninit_bitmap_as_approved(fs, b);
 		memcpy(b->new, b->old, fs->bs);
 	}
 	t->nblocks++;
@@ -116,7 +140,7 @@ bool chk_txn_bbit_new(struct chk_fs *fs, struct txn *t, uint64_t blk)
 	if (blk >= fs->blocks_count || blk < fs->first_data_block)
 		return false;
 	uint32_t g = chk_group_of_block(fs, blk);
-	struct tblock *b = chk_tb_find(t, fs->gd[g].bg_block_bitmap);
+	struct tblock *b = chk_tb_find(t, chk_gd_bbitmap(fs, chk_gd(fs, g)));
 	if (b)
 		return bit_get(b->new, blk - fs->first_data_block - (uint64_t)g * fs->bpg);
 	return chk_bbit(fs, blk);
@@ -127,7 +151,7 @@ bool chk_txn_ibit_new(struct chk_fs *fs, struct txn *t, uint32_t ino)
 	if (ino == 0 || ino > fs->inodes_count)
 		return false;
 	uint32_t g = chk_group_of_inode(fs, ino);
-	struct tblock *b = chk_tb_find(t, fs->gd[g].bg_inode_bitmap);
+	struct tblock *b = chk_tb_find(t, chk_gd_ibitmap(fs, chk_gd(fs, g)));
 	if (b)
 		return bit_get(b->new, (ino - 1) % fs->ipg);
 	return chk_ibit(fs, ino);
@@ -156,14 +180,18 @@ struct ichange *chk_txn_inode(struct chk_fs *fs, struct txn *t, uint32_t ino)
 		free(ic);
 		goto oom;
 	}
-	int r = chk_read_inode(fs, ino, ic->old);
-	if (r) {
-		t->err = r;
-		memset(ic->old, 0, fs->inode_size);
-	}
+	/* past a group's initialised inodes a slot holds whatever the disk
+	 * had: it reads as a zeroed inode (e2fsck does not read it) */
 	uint32_t g = chk_group_of_inode(fs, ino), idx = (ino - 1) % fs->ipg;
-	struct tblock *b = chk_tb_find(t, fs->gd[g].bg_inode_table + idx / fs->inodes_per_block);
-	if (b)
+	int r = idx < chk_group_used_inodes(fs, g) ? chk_read_inode(fs, ino, ic->old) : 0;
+	if (r)
+		t->err = r;
+	if (r || idx >= chk_group_used_inodes(fs, g))
+		memset(ic->old, 0, fs->inode_size);
+	struct tblock *b = chk_tb_find(t, chk_gd_itable(fs, chk_gd(fs, g)) + idx / fs->inodes_per_block);
+	if (idx >= chk_txn_used_inodes(fs, t, g))
+		memset(ic->new, 0, fs->inode_size);
+	else if (b)
 		memcpy(ic->new, b->new + (idx % fs->inodes_per_block) * fs->inode_size, fs->inode_size);
 	else
 		memcpy(ic->new, ic->old, fs->inode_size);
@@ -247,12 +275,23 @@ struct gtouch *chk_txn_group(struct txn *t, uint32_t g)
 	return &t->gt[t->ngt++];
 }
 
-const struct ext2_group_desc *chk_gd_new(const struct chk_fs *fs, const struct txn *t, uint32_t g)
+uint32_t chk_txn_used_inodes(const struct chk_fs *fs, const struct txn *t, uint32_t g)
 {
-	const uint8_t *b = t->gdb_new[g / fs->desc_per_block];
+	if (!fs->group_csum)
+		return fs->ipg;
+	const uint8_t *d = chk_gd_new(fs, t, g);
+	if (chk_gd_flags(d) & EXT2_BG_INODE_UNINIT)
+		return 0;          /* as libext2fs's inode scan: whatever the checksum */
+	uint32_t unused = chk_gd_itable_unused(fs, d);
+	return unused < fs->ipg ? fs->ipg - unused : 0;
+}
+
+const uint8_t *chk_gd_new(const struct chk_fs *fs, const struct txn *t, uint32_t g)
+{
+	const uint8_t *b = t->gdb_new ? t->gdb_new[g / fs->desc_per_block] : NULL;
 	if (!b)
-		return &fs->gd[g];
-	return (const struct ext2_group_desc *)b + g % fs->desc_per_block;
+		return chk_gd(fs, g);
+	return b + (size_t)(g % fs->desc_per_block) * fs->desc_size;
 }
 
 static int gt_cmp(const void *a, const void *b)
@@ -271,7 +310,7 @@ void chk_txn_groups_sort(struct txn *t)
 			t->err = -ENOMEM;
 }
 
-void chk_txn_problem(struct txn *t, const char *inv, size_t rec, const char *fmt, ...)
+void chk_txn_problem(struct txn *t, enum chk_inv inv, size_t rec, const char *fmt, ...)
 {
 	if (t->nprobs >= 2000)
 		return;
@@ -378,6 +417,9 @@ static const struct field sb_fields[] = {
 	SBFC(s_mtime_hi, 1, F_FREE), SBF(s_mkfs_time_hi, 1), SBFC(s_lastcheck_hi, 1, F_FREE),
 	SBFC(s_first_error_time_hi, 1, F_FREE), SBFC(s_last_error_time_hi, 1, F_FREE),
 	SBFC(s_first_error_errcode, 1, F_FREE), SBFC(s_last_error_errcode, 1, F_FREE),
+	SBF(s_encoding, 1), SBF(s_encoding_flags, 1), SBF(s_orphan_file_inum, 1), SBF(s_reserved, 94),
+	/* changes with every write under metadata_csum; its value is INV_CSUM_SB's */
+	SBFC(s_checksum, 1, F_FREE),
 };
 #define NSB_FIELDS (sizeof(sb_fields) / sizeof(sb_fields[0]))
 
@@ -430,7 +472,7 @@ static bool diff_sb(struct txn *t, const uint8_t *o, const uint8_t *n, bool prim
 			if (primary)
 				sb_add_rec(t, r);
 			else
-				chk_txn_problem(t, "INV_BACKUP_COPIES", r, "a backup superblock's frozen field %s changed", name);
+				chk_txn_problem(t, INV_BACKUP_COPIES, r, "a backup superblock's frozen field %s changed", name);
 		}
 		if ((size_t)f->off + (size_t)f->size * f->count > end)
 			end = (size_t)f->off + (size_t)f->size * f->count;
@@ -440,12 +482,22 @@ static bool diff_sb(struct txn *t, const uint8_t *o, const uint8_t *n, bool prim
 
 /* ------------------------------------------------------------ descriptors */
 
-#define GDF(f) { #f, offsetof(struct ext2_group_desc, f), sizeof(((struct ext2_group_desc *)0)->f), 1, 0 }
+#define GDF(n, off, size) { n, off, size, 1, 0 }
+/* The fields of a 32-byte descriptor, then the high halves a 64-byte one
+ * adds (named as libext2fs names them). */
 static const struct field gd_fields[] = {
-	GDF(bg_block_bitmap), GDF(bg_inode_bitmap), GDF(bg_inode_table),
-	GDF(bg_free_blocks_count), GDF(bg_free_inodes_count), GDF(bg_used_dirs_count),
-	GDF(bg_flags), GDF(bg_exclude_bitmap_lo), GDF(bg_block_bitmap_csum_lo),
-	GDF(bg_inode_bitmap_csum_lo), GDF(bg_itable_unused), GDF(bg_checksum),
+	GDF("bg_block_bitmap", GD_BBITMAP, 4), GDF("bg_inode_bitmap", GD_IBITMAP, 4),
+	GDF("bg_inode_table", GD_ITABLE, 4), GDF("bg_free_blocks_count", GD_FREE_BLOCKS, 2),
+	GDF("bg_free_inodes_count", GD_FREE_INODES, 2), GDF("bg_used_dirs_count", GD_USED_DIRS, 2),
+	GDF("bg_flags", GD_FLAGS, 2), GDF("bg_exclude_bitmap_lo", GD_EXCLUDE, 4),
+	GDF("bg_block_bitmap_csum_lo", GD_BBITMAP_CSUM, 2), GDF("bg_inode_bitmap_csum_lo", GD_IBITMAP_CSUM, 2),
+	GDF("bg_itable_unused", GD_ITABLE_UNUSED, 2), GDF("bg_checksum", GD_CHECKSUM, 2),
+	GDF("bg_block_bitmap_hi", GD_BBITMAP_HI, 4), GDF("bg_inode_bitmap_hi", GD_IBITMAP_HI, 4),
+	GDF("bg_inode_table_hi", GD_ITABLE_HI, 4), GDF("bg_free_blocks_count_hi", GD_FREE_BLOCKS_HI, 2),
+	GDF("bg_free_inodes_count_hi", GD_FREE_INODES_HI, 2), GDF("bg_used_dirs_count_hi", GD_USED_DIRS_HI, 2),
+	GDF("bg_itable_unused_hi", GD_ITABLE_UNUSED_HI, 2), GDF("bg_exclude_bitmap_hi", GD_EXCLUDE_HI, 4),
+	GDF("bg_block_bitmap_csum_hi", GD_BBITMAP_CSUM_HI, 2), GDF("bg_inode_bitmap_csum_hi", GD_IBITMAP_CSUM_HI, 2),
+	GDF("bg_reserved", 0x3C, 4),
 };
 
 /* Only the descriptor blocks in the transaction are looked at: the cost
@@ -472,8 +524,8 @@ static void diff_gdt(struct chk_fs *fs, struct txn *t)
 			continue;
 		uint32_t end = (i + 1) * fs->desc_per_block;
 		for (uint32_t g = i * fs->desc_per_block; g < end && g < fs->ngroups; g++) {
-			const uint8_t *o = (const void *)&fs->gd[g], *n = (const void *)chk_gd_new(fs, t, g);
-			if (!memcmp(o, n, sizeof(struct ext2_group_desc)))
+			const uint8_t *o = chk_gd(fs, g), *n = chk_gd_new(fs, t, g);
+			if (!memcmp(o, n, fs->desc_size))
 				continue;
 			struct gtouch *gt = chk_txn_group(t, g);
 			if (!gt)
@@ -481,6 +533,8 @@ static void diff_gdt(struct chk_fs *fs, struct txn *t)
 			gt->changed = true;
 			for (size_t f = 0; f < sizeof(gd_fields) / sizeof(gd_fields[0]); f++) {
 				const struct field *fl = &gd_fields[f];
+				if (fl->off + fl->size > fs->desc_size)
+					break;
 				if (memcmp(o + fl->off, n + fl->off, fl->size)) {
 					size_t r = chk_verdict_add_record(t->v, CHK_BGD, g, fl->name,
 									  get_le(o + fl->off, fl->size),
@@ -497,11 +551,11 @@ static void diff_gdt(struct chk_fs *fs, struct txn *t)
  * rewrites backups with current counters; the kernel leaves them stale) */
 static void check_backup_gdt(struct chk_fs *fs, struct txn *t, struct tblock *b)
 {
-	const struct ext2_group_desc *o = (const void *)b->old, *n = (const void *)b->new;
 	for (uint32_t i = 0; i < fs->desc_per_block; i++) {
-		if (o[i].bg_block_bitmap != n[i].bg_block_bitmap || o[i].bg_inode_bitmap != n[i].bg_inode_bitmap ||
-		    o[i].bg_inode_table != n[i].bg_inode_table)
-			chk_txn_problem(t, "INV_BACKUP_COPIES", SIZE_MAX,
+		const uint8_t *o = b->old + (size_t)i * fs->desc_size, *n = b->new + (size_t)i * fs->desc_size;
+		if (chk_gd_bbitmap(fs, o) != chk_gd_bbitmap(fs, n) || chk_gd_ibitmap(fs, o) != chk_gd_ibitmap(fs, n) ||
+		    chk_gd_itable(fs, o) != chk_gd_itable(fs, n))
+			chk_txn_problem(t, INV_BACKUP_COPIES, SIZE_MAX,
 				    "backup group descriptor block %llu: entry %u's bitmap/inode table location changed",
 				    (unsigned long long)b->blk, i);
 	}
@@ -525,7 +579,7 @@ static void diff_bbitmap(struct chk_fs *fs, struct txn *t, uint32_t g, struct tb
 				continue;
 			if (i >= nb) {
 				if (ob && !nbit)
-					chk_txn_problem(t, "INV_BITMAP_PADDING", SIZE_MAX,
+					chk_txn_problem(t, INV_BITMAP_PADDING, SIZE_MAX,
 						    "group %u: block bitmap padding bit %llu cleared", g, (unsigned long long)i);
 				continue;
 			}
@@ -542,7 +596,7 @@ static void diff_bbitmap(struct chk_fs *fs, struct txn *t, uint32_t g, struct tb
 	/* the padding words past the group (last group only) */
 	for (uint64_t i = nb; i < fs->bs * 8u; i++)
 		if (bit_get(b->old, i) && !bit_get(b->new, i)) {
-			chk_txn_problem(t, "INV_BITMAP_PADDING", SIZE_MAX,
+			chk_txn_problem(t, INV_BITMAP_PADDING, SIZE_MAX,
 				    "group %u: block bitmap padding bit %llu cleared", g, (unsigned long long)i);
 			break;
 		}
@@ -567,7 +621,7 @@ static void diff_ibitmap(struct chk_fs *fs, struct txn *t, uint32_t g, struct tb
 	}
 	for (uint32_t i = fs->ipg; i < fs->bs * 8u; i++)
 		if (bit_get(b->old, i) && !bit_get(b->new, i)) {
-			chk_txn_problem(t, "INV_BITMAP_PADDING", SIZE_MAX, "group %u: inode bitmap padding bit %u cleared", g, i);
+			chk_txn_problem(t, INV_BITMAP_PADDING, SIZE_MAX, "group %u: inode bitmap padding bit %u cleared", g, i);
 			break;
 		}
 }
@@ -618,10 +672,11 @@ static void diff_inode(struct chk_fs *fs, struct txn *t, struct ichange *ic)
 static void diff_itable(struct chk_fs *fs, struct txn *t, struct tblock *b)
 {
 	uint32_t idx, g = chk_layout_group(fs, b->blk, BT_ITABLE, &idx);
+	uint32_t used = chk_txn_used_inodes(fs, t, g);
 	for (uint32_t k = 0; k < fs->inodes_per_block; k++) {
 		uint32_t slot = idx * fs->inodes_per_block + k;
-		if (slot >= fs->ipg)
-			break;
+		if (slot >= used)
+			break;          /* not initialised: not an inode yet */
 		if (!memcmp(b->old + k * fs->inode_size, b->new + k * fs->inode_size, fs->inode_size))
 			continue;
 		struct ichange *ic = chk_txn_inode(fs, t, g * fs->ipg + slot + 1);
@@ -653,7 +708,7 @@ static void remove_ptr(struct chk_fs *fs, struct txn *t, uint64_t blk, int level
 		return;
 	bool mine = chk_btype(fs, blk) == type && chk_bowner(fs, blk) == ic->ino;
 	if (mine && type != BT_XATTR) {
-		if (bt_indirect(type))
+		if (bt_map_meta(type))
 			ic->nmeta_delta--;
 		else
 			ic->ndata_delta--;
@@ -662,22 +717,22 @@ static void remove_ptr(struct chk_fs *fs, struct txn *t, uint64_t blk, int level
 	 * approved state; a second removal would count its children twice) */
 	if (level == 0 || !mine || c->removes > 1)
 		return;
+	/* d stays put while the levels below use the next buffers */
 	const uint8_t *d = chk_txn_old_block(fs, t, blk, bufs);
 	if (!d)
 		return;
-	uint8_t copy[4096];
-	memcpy(copy, d, fs->bs);
-	const uint32_t *p = (const uint32_t *)copy;
+	uint32_t p0 = chk_ld32(d);
 	uint8_t ct = level == 3 ? BT_DIND : level == 2 ? BT_IND :
-		     (chk_btype(fs, blk) == BT_IND && p[0] && p[0] < fs->blocks_count ? chk_btype(fs, p[0]) : BT_DATA);
+		     (chk_btype(fs, blk) == BT_IND && p0 && p0 < fs->blocks_count ? chk_btype(fs, p0) : BT_DATA);
 	for (uint32_t i = 0; i < fs->addr_per_block; i++) {
-		if (!p[i])
+		uint32_t p = chk_ld32(d + 4 * (size_t)i);
+		if (!p)
 			continue;
 		uint8_t cti = ct;
-		if (level == 1 && p[i] < fs->blocks_count && chk_bowner(fs, p[i]) == ic->ino &&
-		    (chk_btype(fs, p[i]) == BT_DIR || chk_btype(fs, p[i]) == BT_DATA))
-			cti = chk_btype(fs, p[i]);
-		remove_ptr(fs, t, p[i], level - 1, cti, ic, rec, bufs + fs->bs);
+		if (level == 1 && p < fs->blocks_count && chk_bowner(fs, p) == ic->ino &&
+		    (chk_btype(fs, p) == BT_DIR || chk_btype(fs, p) == BT_DATA))
+			cti = chk_btype(fs, p);
+		remove_ptr(fs, t, p, level - 1, cti, ic, rec, bufs + fs->bs);
 	}
 }
 
@@ -696,7 +751,7 @@ static void add_ptr(struct chk_fs *fs, struct txn *t, uint64_t blk, int level, u
 	if (c->rec == SIZE_MAX || c->removes)
 		c->rec = rec;
 	if (type != BT_XATTR) {
-		if (bt_indirect(type))
+		if (bt_map_meta(type))
 			ic->nmeta_delta++;
 		else
 			ic->ndata_delta++;
@@ -707,17 +762,16 @@ static void add_ptr(struct chk_fs *fs, struct txn *t, uint64_t blk, int level, u
 	const uint8_t *d = chk_txn_new_block(fs, t, blk, bufs);
 	if (!d)
 		return;
-	uint8_t copy[4096];
-	memcpy(copy, d, fs->bs);
-	const uint32_t *p = (const uint32_t *)copy;
 	uint64_t span = 1;
 	for (int i = 1; i < level; i++)
 		span *= fs->addr_per_block;
 	uint8_t ct = level == 3 ? BT_DIND : level == 2 ? BT_IND : isdir ? BT_DIR : BT_DATA;
-	for (uint32_t i = 0; i < fs->addr_per_block; i++)
-		if (p[i])
-			add_ptr(fs, t, p[i], level - 1, ct, (uint32_t)(lblk + i * span), ic, isdir, rec,
+	for (uint32_t i = 0; i < fs->addr_per_block; i++) {
+		uint32_t p = chk_ld32(d + 4 * (size_t)i);
+		if (p)
+			add_ptr(fs, t, p, level - 1, ct, (uint32_t)(lblk + i * span), ic, isdir, rec,
 				bufs + fs->bs);
+	}
 }
 
 static uint8_t slot_type(int s, bool isdir)
@@ -725,10 +779,28 @@ static uint8_t slot_type(int s, bool isdir)
 	return s < 12 ? (isdir ? BT_DIR : BT_DATA) : s == 12 ? BT_IND : s == 13 ? BT_DIND : BT_TIND;
 }
 
+void chk_txn_ref_remove(struct chk_fs *fs, struct txn *t, uint64_t blk, uint8_t type, struct ichange *ic,
+			size_t rec)
+{
+	remove_ptr(fs, t, blk, 0, type, ic, rec, NULL);
+}
+
+void chk_txn_ref_add(struct chk_fs *fs, struct txn *t, uint64_t blk, uint8_t type, uint32_t lblk,
+		     struct ichange *ic, size_t rec, bool run)
+{
+	add_ptr(fs, t, blk, 0, type, lblk, ic, type == BT_DIR, rec, NULL);
+	struct bchange *c = chk_txn_bch_find(t, blk);
+	if (c)
+		c->run = run;
+}
+
+/* An indirect tree's pointers (an extent tree is diff_extent.c's) and the
+ * xattr block. */
 static void diff_inode_ptrs(struct chk_fs *fs, struct txn *t, struct ichange *ic, uint8_t *bufs)
 {
 	const struct ext2_inode *o = (const void *)ic->old, *n = (const void *)ic->new;
-	bool oh = chk_walkable(fs, ic->ino, o, ic->old_inuse), nh = chk_walkable(fs, ic->ino, n, ic->new_inuse);
+	bool oh = chk_walkable(fs, ic->ino, o, ic->old_inuse) && !chk_inode_extent_mapped(fs, o);
+	bool nh = chk_walkable(fs, ic->ino, n, ic->new_inuse) && !chk_inode_extent_mapped(fs, n);
 	bool odir = imode_type(o) == 0040000, ndir = imode_type(n) == 0040000;
 	uint32_t a = fs->addr_per_block;
 	uint32_t bases[3] = { 12, 12 + a, 12 + a + a * a };
@@ -748,7 +820,7 @@ static void diff_inode_ptrs(struct chk_fs *fs, struct txn *t, struct ichange *ic
 	}
 	bool oxa_ok = ic->old_inuse && ic->ino != EXT2_RESIZE_INO;
 	bool nxa_ok = ic->new_inuse && ic->ino != EXT2_RESIZE_INO;
-	uint32_t ox = oxa_ok ? o->i_file_acl : 0, nx = nxa_ok ? n->i_file_acl : 0;
+	uint64_t ox = oxa_ok ? chk_inode_file_acl(fs, o) : 0, nx = nxa_ok ? chk_inode_file_acl(fs, n) : 0;
 	if (ox != nx) {
 		size_t rec = ic->ptr_rec[15] != SIZE_MAX ? ic->ptr_rec[15] : ic->bit_rec;
 		if (ox)
@@ -876,12 +948,12 @@ static void classify_and_diff(struct chk_fs *fs, struct txn *t)
 		memcpy(t->sb_new, sbb->new + fs->sb_off, 1024);
 		t->sb_changed = memcmp(t->sb_old, t->sb_new, 1024) != 0;
 		if (t->sb_changed && diff_sb(t, t->sb_old, t->sb_new, true))
-			chk_txn_problem(t, "INV_SB_FROZEN", SIZE_MAX, "the superblock's reserved tail changed");
+			chk_txn_problem(t, INV_SB_FROZEN, SIZE_MAX, "the superblock's reserved tail changed");
 		if (fs->sb_off && memcmp(sbb->old, sbb->new, fs->sb_off))
-			chk_txn_problem(t, "INV_STATIC_FROZEN", SIZE_MAX, "block 0's boot area (before the superblock) changed");
+			chk_txn_problem(t, INV_STATIC_FROZEN, SIZE_MAX, "block 0's boot area (before the superblock) changed");
 		if (fs->sb_off + 1024 < fs->bs &&
 		    memcmp(sbb->old + fs->sb_off + 1024, sbb->new + fs->sb_off + 1024, fs->bs - fs->sb_off - 1024))
-			chk_txn_problem(t, "INV_STATIC_FROZEN", SIZE_MAX, "block 0 after the superblock changed");
+			chk_txn_problem(t, INV_STATIC_FROZEN, SIZE_MAX, "block 0 after the superblock changed");
 	}
 	diff_gdt(fs, t);
 	for (size_t i = 0; i < t->nblocks; i++) {
@@ -901,7 +973,7 @@ static void classify_and_diff(struct chk_fs *fs, struct txn *t)
 		case BT_SB:
 			if (b->blk != fs->sb_blk &&
 			    diff_sb(t, b->old + (b->blk == 0 ? 1024 : 0), b->new + (b->blk == 0 ? 1024 : 0), false))
-				chk_txn_problem(t, "INV_BACKUP_COPIES", SIZE_MAX, "backup superblock %llu: reserved tail changed",
+				chk_txn_problem(t, INV_BACKUP_COPIES, SIZE_MAX, "backup superblock %llu: reserved tail changed",
 					    (unsigned long long)b->blk);
 			break;
 		case BT_GDT:
@@ -909,7 +981,7 @@ static void classify_and_diff(struct chk_fs *fs, struct txn *t)
 				check_backup_gdt(fs, t, b);
 			break;
 		case BT_RGDT: case BT_RESIZE_IND: case BT_BOOT:
-			chk_txn_problem(t, "INV_STATIC_FROZEN", SIZE_MAX, "%s block %llu changed",
+			chk_txn_problem(t, INV_STATIC_FROZEN, SIZE_MAX, "%s block %llu changed",
 				    b->otype == BT_BOOT ? "boot" : b->otype == BT_RGDT ? "reserved GDT" : "resize inode",
 				    (unsigned long long)b->blk);
 			break;
@@ -921,9 +993,11 @@ static void classify_and_diff(struct chk_fs *fs, struct txn *t)
 	for (size_t i = 0; i < t->nblocks; i++)
 		if (t->blocks[i].changed && t->blocks[i].blk < fs->blocks_count && t->blocks[i].otype == BT_ITABLE)
 			diff_itable(fs, t, &t->blocks[i]);
-	/* pointers from inodes, then from indirect blocks that stay attached */
+	/* pointers from inodes (extent trees walked whole), then from
+	 * indirect blocks that stay attached */
 	for (size_t i = 0; i < t->nich; i++)
 		diff_inode_ptrs(fs, t, t->ich[i], bufs);
+	chk_diff_extents(fs, t);
 	/* Top level first: a parent that drops a child indirect block releases
 	 * the child's old subtree and marks the child detached, so the child's
 	 * own rewrite (zeroed before it is freed) is then not counted again.
@@ -980,7 +1054,7 @@ int chk_check(struct chk_fs *fs, const struct chk_write *w, size_t n, struct chk
 		if (!w[i].len)
 			continue;
 		if (w[i].offset > dev_bytes || w[i].len > dev_bytes - w[i].offset) {     /* (no u64 wrap) */
-			chk_txn_problem(t, "INV_PTR_IN_RANGE", SIZE_MAX, "write at byte %llu past the end of the file system",
+			chk_txn_problem(t, INV_PTR_IN_RANGE, SIZE_MAX, "write at byte %llu past the end of the file system",
 				    (unsigned long long)w[i].offset);
 			continue;
 		}
@@ -1021,151 +1095,5 @@ int chk_check(struct chk_fs *fs, const struct chk_write *w, size_t n, struct chk
 		fs->stats.violations++;
 	fs->stats.cpu_ns += chk_thread_ns() - t0;
 	*out = v;
-	return 0;
-}
-
-/* ------------------------------------------------------------ last block */
-
-/* empty: indirect blocks already found to hold no data (a corrupt tree may
- * name one block from every slot: each is searched once) */
-static bool last_in_subtree(struct chk_fs *fs, struct txn *t, uint64_t blk, int level, uint32_t base,
-			    uint32_t *last, struct u64map *empty)
-{
-	if (level == 0) {
-		*last = base;
-		return true;
-	}
-	if (blk < fs->first_data_block || blk >= fs->blocks_count || bt_static(chk_btype(fs, blk)))
-		return false;
-	if (chk_u64map_get(empty, blk * 4 + (uint64_t)level, NULL))
-		return false;
-	uint8_t buf[4096];
-	const uint8_t *d = chk_txn_new_block(fs, t, blk, buf);
-	if (!d)
-		return false;
-	uint32_t p[1024];
-	memcpy(p, d, fs->bs);
-	uint64_t span = 1;
-	for (int i = 1; i < level; i++)
-		span *= fs->addr_per_block;
-	for (uint32_t i = fs->addr_per_block; i-- > 0;)
-		if (p[i] && last_in_subtree(fs, t, p[i], level - 1, (uint32_t)(base + i * span), last, empty))
-			return true;
-	if (chk_u64map_put(empty, blk * 4 + (uint64_t)level, 1))
-		t->err = -ENOMEM;
-	return false;
-}
-
-/* Cheap: descends only along the last non-zero pointers (at most three
- * indirect blocks read). */
-bool chk_txn_last_lblk(struct chk_fs *fs, struct txn *t, const struct ext2_inode *in, uint32_t *last)
-{
-	uint32_t a = fs->addr_per_block;
-	uint32_t bases[3] = { 12, 12 + a, 12 + a + a * a };
-	struct u64map empty = { 0 };
-	for (int l = 2; l >= 0; l--)
-		if (in->i_block[12 + l] && last_in_subtree(fs, t, in->i_block[12 + l], l + 1, bases[l], last, &empty)) {
-			chk_u64map_free(&empty);
-			return true;
-		}
-	chk_u64map_free(&empty);
-	for (int i = 11; i >= 0; i--)
-		if (in->i_block[i]) {
-			*last = (uint32_t)i;
-			return true;
-		}
-	return false;
-}
-
-/* ------------------------------------------------------------ advance */
-
-/* The pages and group bitmaps apply will write, made to exist first so that
- * applying cannot fail half-way: -ENOMEM leaves the approved state as it
- * was. */
-static int reserve_apply(struct chk_fs *fs, struct txn *t)
-{
-	for (size_t i = 0; i < t->nbch; i++) {
-		struct bchange *c = t->bch[i];
-		if (c->adds && chk_bmap_reserve(fs, c->blk))
-			return -ENOMEM;
-	}
-	for (size_t i = 0; i < t->nblocks; i++) {
-		struct tblock *b = &t->blocks[i];
-		if (!b->changed || b->blk >= fs->blocks_count ||
-		    (b->otype != BT_BBITMAP && b->otype != BT_IBITMAP))
-			continue;
-		uint32_t g = chk_layout_group(fs, b->blk, b->otype, NULL);
-		if (chk_group_bits_reserve(fs, g, b->otype == BT_IBITMAP))
-			return -ENOMEM;
-	}
-	return 0;
-}
-
-int chk_txn_apply(struct chk_fs *fs, struct txn *t)
-{
-	if (reserve_apply(fs, t))
-		return -ENOMEM;
-	/* type/owner map and per-inode counts */
-	for (size_t i = 0; i < t->nbch; i++) {
-		struct bchange *c = t->bch[i];
-		uint64_t b = c->blk;
-		if (b >= fs->blocks_count || bt_static(chk_btype(fs, b)))
-			continue;
-		if (c->adds) {
-			if (c->new_type == BT_XATTR && chk_btype(fs, b) == BT_XATTR)
-				continue;                         /* one more sharer */
-			chk_bmap_set(fs, b, c->new_type, c->new_owner, c->new_lblk);
-		} else if (c->removes) {
-			if (c->old_type == BT_XATTR && c->xattr_old_refs - c->xremoves > 0)
-				continue;                         /* still shared */
-			chk_bmap_set(fs, b, BT_FREE, 0, 0);
-		}
-	}
-	for (size_t i = 0; i < t->nbch; i++)
-		chk_bmap_trim(fs, t->bch[i]->blk);
-	for (size_t i = 0; i < t->nich; i++) {
-		struct ichange *ic = t->ich[i];
-		if (!ic->old_inuse) {
-			fs->ndata[ic->ino] = 0;
-			fs->nmeta[ic->ino] = 0;
-		}
-		fs->ndata[ic->ino] = (uint32_t)((int64_t)fs->ndata[ic->ino] + ic->ndata_delta);
-		fs->nmeta[ic->ino] = (uint32_t)((int64_t)fs->nmeta[ic->ino] + ic->nmeta_delta);
-		if (!ic->new_inuse)
-			fs->ndata[ic->ino] = fs->nmeta[ic->ino] = 0;
-	}
-	/* bitmaps, descriptors, superblock */
-	for (size_t i = 0; i < t->nblocks; i++) {
-		struct tblock *b = &t->blocks[i];
-		if (!b->changed || b->blk >= fs->blocks_count)
-			continue;
-		if (b->otype != BT_BBITMAP && b->otype != BT_IBITMAP)
-			continue;
-		uint32_t g = chk_layout_group(fs, b->blk, b->otype, NULL);
-		chk_group_bits_copy(fs, g, b->otype == BT_IBITMAP, b->new);
-	}
-	for (uint32_t i = 0; i < fs->gdt_blocks; i++) {
-		if (!t->gdb_new[i])
-			continue;
-		const struct ext2_group_desc *n = (const void *)t->gdb_new[i];
-		struct ext2_group_desc *o = fs->gd + (size_t)i * fs->desc_per_block;
-		for (uint32_t k = 0; k < fs->desc_per_block && i * fs->desc_per_block + k < fs->ngroups; k++) {
-			fs->gd_free_blocks += (uint64_t)n[k].bg_free_blocks_count - o[k].bg_free_blocks_count;
-			fs->gd_free_inodes += (uint64_t)n[k].bg_free_inodes_count - o[k].bg_free_inodes_count;
-		}
-		memcpy(o, n, fs->bs);
-	}
-	memcpy(fs->sb_raw, t->sb_new, 1024);
-	/* cache: keep metadata, forget data */
-	for (size_t i = 0; i < t->nblocks; i++) {
-		struct tblock *b = &t->blocks[i];
-		if (!b->changed || b->blk >= fs->blocks_count)
-			continue;
-		uint8_t ty = chk_btype(fs, b->blk);
-		if (ty == BT_FREE || ty == BT_DATA)
-			chk_cache_drop(fs, b->blk);
-		else
-			chk_cache_put(fs, b->blk, b->new);
-	}
 	return 0;
 }

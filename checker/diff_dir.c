@@ -43,7 +43,7 @@ void chk_parse_dir_block(struct chk_fs *fs, struct txn *t, const uint8_t *d, uin
 	while (off < fs->bs) {
 		if (off + 8 > fs->bs) {
 			if (strict)
-				chk_txn_problem(t, "INV_DIRENT_TILING", SIZE_MAX,
+				chk_txn_problem(t, INV_DIRENT_TILING, SIZE_MAX,
 					    "dir %u block %llu: entry header at %u crosses the block end", dir,
 					    (unsigned long long)blk, off);
 			return;
@@ -54,7 +54,7 @@ void chk_parse_dir_block(struct chk_fs *fs, struct txn *t, const uint8_t *d, uin
 		uint32_t need = (8 + nl + 3) & ~3u;
 		if (rl < 8 || rl % 4 || off + rl > fs->bs || (e.inode && rl < need)) {
 			if (strict)
-				chk_txn_problem(t, "INV_DIRENT_TILING", SIZE_MAX,
+				chk_txn_problem(t, INV_DIRENT_TILING, SIZE_MAX,
 					    "dir %u block %llu: entry at %u has rec_len %u name_len %u", dir,
 					    (unsigned long long)blk, off, rl, nl);
 			return;
@@ -64,32 +64,32 @@ void chk_parse_dir_block(struct chk_fs *fs, struct txn *t, const uint8_t *d, uin
 			bool dotdot = nl == 2 && name[0] == '.' && name[1] == '.';
 			if (strict) {
 				if (e.inode > fs->inodes_count)
-					chk_txn_problem(t, "INV_DIRENT_NAME", SIZE_MAX,
+					chk_txn_problem(t, INV_DIRENT_NAME, SIZE_MAX,
 						    "dir %u block %llu: entry at %u names inode %u past the end", dir,
 						    (unsigned long long)blk, off, e.inode);
 				if (nl == 0 || memchr(name, '/', nl) || memchr(name, 0, nl))
-					chk_txn_problem(t, "INV_DIRENT_NAME", SIZE_MAX,
+					chk_txn_problem(t, INV_DIRENT_NAME, SIZE_MAX,
 						    "dir %u block %llu: entry at %u has an empty or illegal name", dir,
 						    (unsigned long long)blk, off);
 				if ((dot || dotdot) && !(lblk == 0 && idx == (dot ? 0u : 1u)))
-					chk_txn_problem(t, "INV_DIR_DOTS", SIZE_MAX,
+					chk_txn_problem(t, INV_DIR_DOTS, SIZE_MAX,
 						    "dir %u block %llu: '%s' entry at offset %u", dir,
 						    (unsigned long long)blk, dot ? "." : "..", off);
 				if ((dot && nl < rl - 8 && name[1]) || (dotdot && nl < rl - 8 && name[2]))
-					chk_txn_problem(t, "INV_DIR_DOTS", SIZE_MAX,
+					chk_txn_problem(t, INV_DIR_DOTS, SIZE_MAX,
 						    "dir %u: '%s' entry is not NUL terminated", dir, dot ? "." : "..");
 				if (lblk == 0 && idx == 0 && (!dot || e.inode != dir))
-					chk_txn_problem(t, "INV_DIR_DOTS", SIZE_MAX,
+					chk_txn_problem(t, INV_DIR_DOTS, SIZE_MAX,
 						    "dir %u: first entry of block 0 is not '.' naming itself", dir);
 				if (lblk == 0 && idx == 1 && !dotdot)
-					chk_txn_problem(t, "INV_DIR_DOTS", SIZE_MAX,
+					chk_txn_problem(t, INV_DIR_DOTS, SIZE_MAX,
 						    "dir %u: second entry of block 0 is not '..'", dir);
 			}
 			if (e.inode <= fs->inodes_count)
 				chk_dl_add(l, dir, e.inode, name, (uint8_t)nl, fs->filetype ? e.file_type : 0,
 				       side, blk);
 		} else if (strict && lblk == 0 && idx < 2) {
-			chk_txn_problem(t, "INV_DIR_DOTS", SIZE_MAX, "dir %u: block 0 lacks '%s'", dir,
+			chk_txn_problem(t, INV_DIR_DOTS, SIZE_MAX, "dir %u: block 0 lacks '%s'", dir,
 				    idx ? ".." : ".");
 		}
 		idx++;
@@ -206,11 +206,11 @@ static void add_dirblk(struct txn *t, uint64_t blk)
 }
 
 struct dir_collect { struct txn *t; };
-static bool collect_visit(void *ctx, uint64_t blk, uint8_t type, uint32_t lblk)
+static bool collect_visit(void *ctx, const struct chk_span *s)
 {
-	(void)lblk;
-	if (type == BT_DIR)
-		add_dirblk(((struct dir_collect *)ctx)->t, blk);
+	if (s->type == BT_DIR)
+		for (uint32_t k = 0; k < s->len; k++)
+			add_dirblk(((struct dir_collect *)ctx)->t, s->blk + k);
 	return true;
 }
 static int get_old_cb(void *ctx, uint64_t blk, void *buf);
@@ -273,9 +273,9 @@ void chk_diff_dirs(struct chk_fs *fs, struct txn *t, uint8_t *buf)
 		struct dir_collect dc = { t };
 		struct cb_ctx cc = { fs, t };
 		if (ic->old_live && imode_type(o) == 0040000 && chk_walkable(fs, ic->ino, o, true))
-			chk_walk_inode_tree(fs, o, true, get_old_cb, &cc, collect_visit, &dc);
+			chk_walk_inode_tree(fs, o, true, get_old_cb, &cc, collect_visit, &dc, NULL, 0);
 		if (ic->new_live && imode_type(n) == 0040000 && chk_walkable(fs, ic->ino, n, true))
-			chk_walk_inode_tree(fs, n, true, get_new_cb, &cc, collect_visit, &dc);
+			chk_walk_inode_tree(fs, n, true, get_new_cb, &cc, collect_visit, &dc, NULL, 0);
 	}
 	struct dent_list l = { 0 };
 	for (size_t k = 0; k < t->dirblks.cap; k++) {
@@ -318,7 +318,7 @@ void chk_diff_dirs(struct chk_fs *fs, struct txn *t, uint8_t *buf)
 		struct dent *ol = &l.e[i], *nl = &l.e[i + no];
 		size_t nn = j - i - no;
 		if (nn > 1)
-			chk_txn_problem(t, "INV_DIRENT_UNIQUE", SIZE_MAX, "dir %u: name %s appears %zu times",
+			chk_txn_problem(t, INV_DIRENT_UNIQUE, SIZE_MAX, "dir %u: name %s appears %zu times",
 				    ol->dir, chk_quote_name(t, l.names + nl->name_off, nl->name_len), nn);
 		/* both sides sorted by ino: merge, dropping equal inode numbers */
 		struct dent *ro[8], *rn[8];

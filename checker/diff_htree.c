@@ -16,11 +16,22 @@
 
 /* ------------------------------------------------------------ htree */
 
-static bool is_dx_node(const struct chk_fs *fs, const uint8_t *d)
+uint32_t chk_dx_limit(const struct chk_fs *fs, uint32_t off)
+{
+	/* metadata_csum keeps an 8-byte dx tail after the entries */
+	return (fs->bs - off) / 8 - (fs->csum.metadata_csum ? 1 : 0);
+}
+
+bool chk_dx_node_like(const struct chk_fs *fs, const uint8_t *d)
 {
 	const struct dirent_hdr e = chk_dirent_at(d);
 	return e.inode == 0 && e.rec_len == fs->bs && e.name_len == 0 &&
-	       chk_ld16(d + 8 + offsetof(struct ext2_dx_countlimit, limit)) == (fs->bs - 8) / 8;
+	       chk_ld16(d + 8 + offsetof(struct ext2_dx_countlimit, limit)) == chk_dx_limit(fs, 8);
+}
+
+static bool is_dx_node(const struct chk_fs *fs, const uint8_t *d)
+{
+	return chk_dx_node_like(fs, d);
 }
 
 static void htree_records(const struct chk_fs *fs, struct txn *t, uint64_t blk, const uint8_t *o, const uint8_t *n,
@@ -51,44 +62,6 @@ static void htree_records(const struct chk_fs *fs, struct txn *t, uint64_t blk, 
 	}
 }
 
-/* physical block of logical block lblk of `in` in the new state (0 = hole) */
-static uint64_t bmap_new(struct chk_fs *fs, struct txn *t, const struct ext2_inode *in, uint32_t lblk)
-{
-	uint32_t a = fs->addr_per_block;
-	uint8_t buf[4096];
-	if (lblk < 12)
-		return in->i_block[lblk];
-	lblk -= 12;
-	uint64_t blk;
-	int level;
-	if (lblk < a) {
-		blk = in->i_block[12];
-		level = 1;
-	} else if ((lblk -= a) < (uint64_t)a * a) {
-		blk = in->i_block[13];
-		level = 2;
-	} else if ((lblk -= a * a) < (uint64_t)a * a * a) {
-		blk = in->i_block[14];
-		level = 3;
-	} else {
-		return 0;                  /* past the triple-indirect range (a corrupt index entry) */
-	}
-	for (; level > 0 && blk; level--) {
-		if (blk >= fs->blocks_count || bt_static(chk_btype(fs, blk)))
-			return 0;
-		const uint8_t *d = chk_txn_new_block(fs, t, blk, buf);
-		if (!d)
-			return 0;
-		uint64_t span = 1;
-		for (int i = 1; i < level; i++)
-			span *= a;
-		uint32_t idx = (uint32_t)(lblk / span);
-		lblk = (uint32_t)(lblk % span);
-		blk = chk_ld32(d + (size_t)idx * 4);
-	}
-	return blk;
-}
-
 /* The root info the checker can walk: what e2fsck pass 1/2 and the kernel's
  * dx_probe accept for ext3 (no largedir: at most one level of nodes). */
 static bool dx_root_usable(const struct ext2_dx_root_info *ri)
@@ -114,6 +87,7 @@ struct dxwalk {
 	const struct ext2_inode *in;
 	uint32_t dir_blocks;
 	uint8_t *seen;                   /* logical blocks referenced so far */
+	uint8_t *buf;                    /* scratch: one block */
 	bool deep;                       /* read every leaf (new root, depth change, scan) */
 	unsigned nprob;
 };
@@ -122,9 +96,9 @@ struct dxwalk {
 
 /* pblk: the index block at fault; its first htree record (if the
  * transaction changed it) goes with the violation */
-static void dx_problem(struct dxwalk *w, uint64_t pblk, const char *inv, const char *fmt, ...)
+static void dx_problem(struct dxwalk *w, uint64_t pblk, enum chk_inv inv, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
-static void dx_problem(struct dxwalk *w, uint64_t pblk, const char *inv, const char *fmt, ...)
+static void dx_problem(struct dxwalk *w, uint64_t pblk, enum chk_inv inv, const char *fmt, ...)
 {
 	if (w->nprob++ >= DX_MAX_PROBLEMS)
 		return;
@@ -151,30 +125,30 @@ static void dx_walk_node(struct dxwalk *w, uint32_t node_lblk, uint64_t node_pbl
 	const struct ext2_dx_entry *e = (const void *)(d + off);
 	const struct ext2_dx_countlimit *ocl = od ? (const void *)(od + off) : NULL;
 	const struct ext2_dx_entry *oe = od ? (const void *)(od + off) : NULL;
-	uint32_t limit = (fs->bs - off) / 8;
+	uint32_t limit = chk_dx_limit(fs, off);
 	if (cl->limit != limit || cl->count == 0 || cl->count > cl->limit) {
-		dx_problem(w, node_pblk, "INV_HTREE_COUNT_LIMIT", "block %u: count %u limit %u (the block holds %u)",
+		dx_problem(w, node_pblk, INV_HTREE_COUNT_LIMIT, "block %u: count %u limit %u (the block holds %u)",
 			   node_lblk, cl->count, cl->limit, limit);
 		return;
 	}
 	for (uint32_t i = 0; i < cl->count; i++) {
 		uint32_t h = e[i].hash;
 		if (i >= 2 && h < e[i - 1].hash)
-			dx_problem(w, node_pblk, "INV_HTREE_HASH_ORDER", "block %u: hash[%u] 0x%x below hash[%u] 0x%x",
+			dx_problem(w, node_pblk, INV_HTREE_HASH_ORDER, "block %u: hash[%u] 0x%x below hash[%u] 0x%x",
 				   node_lblk, i, h, i - 1, e[i - 1].hash);
 		if (i >= 1 && ((h & ~1u) < (lo & ~1u) || (h & ~1u) > hi))
-			dx_problem(w, node_pblk, "INV_HTREE_HASH_ORDER", "block %u: hash[%u] 0x%x outside its parent's range [0x%x, 0x%x]",
+			dx_problem(w, node_pblk, INV_HTREE_HASH_ORDER, "block %u: hash[%u] 0x%x outside its parent's range [0x%x, 0x%x]",
 				   node_lblk, i, h, lo, hi);
 		/* the kernel masks the block with 0x00ffffff, e2fsck with 0x0fffffff:
 		 * any high bit is corruption */
 		uint32_t lb = e[i].block;
 		if (lb == 0 || lb >= w->dir_blocks) {
-			dx_problem(w, node_pblk, "INV_HTREE_BLOCKS", "block %u: entry %u names block %u (%s)", node_lblk, i, lb,
+			dx_problem(w, node_pblk, INV_HTREE_BLOCKS, "block %u: entry %u names block %u (%s)", node_lblk, i, lb,
 				   lb == 0 ? "the root" : "past the directory's end");
 			continue;
 		}
 		if (bit_get(w->seen, lb)) {
-			dx_problem(w, node_pblk, "INV_HTREE_BLOCKS", "block %u: entry %u names block %u, referenced twice",
+			dx_problem(w, node_pblk, INV_HTREE_BLOCKS, "block %u: entry %u names block %u, referenced twice",
 				   node_lblk, i, lb);
 			continue;
 		}
@@ -182,26 +156,29 @@ static void dx_walk_node(struct dxwalk *w, uint32_t node_lblk, uint64_t node_pbl
 		bool entry_new = !oe || i >= ocl->count || ocl->count > limit || oe[i].block != lb;
 		if (level == 0 && !w->deep && !entry_new)
 			continue;                /* an unchanged leaf reference: leaves checked when written */
-		uint8_t buf[4096];
-		uint64_t pb = bmap_new(fs, w->t, w->in, lb);
-		const uint8_t *cd = pb && pb < fs->blocks_count ? chk_txn_new_block(fs, w->t, pb, buf) : NULL;
+		uint64_t pb = chk_txn_bmap(fs, w->t, w->in, lb);
+		const uint8_t *cd = pb && pb < fs->blocks_count ? chk_txn_new_block(fs, w->t, pb, w->buf) : NULL;
 		if (!cd) {
-			dx_problem(w, node_pblk, "INV_HTREE_BLOCKS", "block %u: entry %u names block %u, a hole", node_lblk, i, lb);
+			dx_problem(w, node_pblk, INV_HTREE_BLOCKS, "block %u: entry %u names block %u, a hole", node_lblk, i, lb);
 			continue;
 		}
 		bool shape = dx_node_shape(fs, cd);
 		if (level == 0) {
-			if (shape && ((const struct ext2_dx_countlimit *)(cd + 8))->limit == (fs->bs - 8) / 8)
-				dx_problem(w, node_pblk, "INV_HTREE_DEPTH", "block %u: entry %u names index node %u where a leaf belongs",
+			if (shape && ((const struct ext2_dx_countlimit *)(cd + 8))->limit == chk_dx_limit(fs, 8))
+				dx_problem(w, node_pblk, INV_HTREE_DEPTH, "block %u: entry %u names index node %u where a leaf belongs",
 					   node_lblk, i, lb);
 			continue;
 		}
 		if (!shape) {
-			dx_problem(w, node_pblk, "INV_HTREE_DEPTH", "block %u: entry %u names leaf %u where indirect_levels wants a node",
+			dx_problem(w, node_pblk, INV_HTREE_DEPTH, "block %u: entry %u names leaf %u where indirect_levels wants a node",
 				   node_lblk, i, lb);
 			continue;
 		}
-		uint8_t copy[4096], ocopy[4096];
+		uint8_t *copy = malloc(2 * (size_t)fs->bs), *ocopy = copy + fs->bs;
+		if (!copy) {
+			w->t->err = -ENOMEM;
+			return;
+		}
 		memcpy(copy, cd, fs->bs);
 		const uint8_t *ocd = NULL;
 		if (!w->deep && !entry_new && pb < fs->blocks_count && chk_btype(fs, pb) == BT_DIR &&
@@ -216,6 +193,7 @@ static void dx_walk_node(struct dxwalk *w, uint32_t node_lblk, uint64_t node_pbl
 		}
 		uint32_t elo = i ? h : lo, ehi = i + 1 < cl->count ? e[i + 1].hash : hi;
 		dx_walk_node(w, lb, pb, copy, ocd, 8, elo, ehi, level - 1);
+		free(copy);
 	}
 }
 
@@ -226,58 +204,64 @@ static void dx_walk_node(struct dxwalk *w, uint32_t node_lblk, uint64_t node_pbl
  * by this transaction (the kernel and e2fsck -D use s_def_hash_version).
  */
 static void htree_check_tree(struct chk_fs *fs, struct txn *t, uint32_t dir, const struct ext2_inode *in,
-			     const uint8_t *root, const uint8_t *old_root, bool fresh, bool deep)
+			     uint64_t root_pblk, const uint8_t *root, const uint8_t *old_root, bool fresh,
+			     bool deep)
 {
 	const struct ext2_dx_root_info *ri = (const void *)(root + 24);
-	struct dxwalk w = { fs, t, dir, in, in->i_size / fs->bs, NULL, deep, 0 };
+	struct dxwalk w = { fs, t, dir, in, in->i_size / fs->bs, NULL, NULL, deep, 0 };
 	if (ri->reserved_zero != 0 || ri->info_length != 8) {
-		dx_problem(&w, in->i_block[0], "INV_HTREE_ROOT", "root: reserved_zero %u info_length %u", ri->reserved_zero,
+		dx_problem(&w, root_pblk, INV_HTREE_ROOT, "root: reserved_zero %u info_length %u", ri->reserved_zero,
 			   ri->info_length);
 		return;
 	}
 	const struct ext2_super_block *sb = (const void *)(t->sb_changed ? t->sb_new : fs->sb_raw);
 	if (ri->hash_version > EXT2_HASH_TEA) {
-		dx_problem(&w, in->i_block[0], "INV_HTREE_HASH_VERSION", "root: unknown hash_version %u", ri->hash_version);
+		dx_problem(&w, root_pblk, INV_HTREE_HASH_VERSION, "root: unknown hash_version %u", ri->hash_version);
 		return;
 	}
 	const struct ext2_dx_root_info *oi = old_root ? (const void *)(old_root + 24) : NULL;
 	if (oi && oi->hash_version != ri->hash_version)
-		dx_problem(&w, in->i_block[0], "INV_HTREE_HASH_VERSION", "root: hash_version %u -> %u in a live index",
+		dx_problem(&w, root_pblk, INV_HTREE_HASH_VERSION, "root: hash_version %u -> %u in a live index",
 			   oi->hash_version, ri->hash_version);
 	else if (fresh && sb->s_def_hash_version <= EXT2_HASH_TEA && ri->hash_version != sb->s_def_hash_version)
-		dx_problem(&w, in->i_block[0], "INV_HTREE_HASH_VERSION", "new root: hash_version %u, the file system's default is %u",
+		dx_problem(&w, root_pblk, INV_HTREE_HASH_VERSION, "new root: hash_version %u, the file system's default is %u",
 			   ri->hash_version, sb->s_def_hash_version);
 	if (ri->indirect_levels > 1) {
-		dx_problem(&w, in->i_block[0], "INV_HTREE_DEPTH", "root: indirect_levels %u (ext3 allows 1)", ri->indirect_levels);
+		dx_problem(&w, root_pblk, INV_HTREE_DEPTH, "root: indirect_levels %u (ext3 allows 1)", ri->indirect_levels);
 		return;
 	}
 	if (oi && oi->indirect_levels != ri->indirect_levels)
 		w.deep = true;
 	w.seen = calloc(w.dir_blocks / 8 + 1, 1);
-	if (!w.seen) {
+	uint8_t *copy = malloc(3 * (size_t)fs->bs), *ocopy = copy + fs->bs;
+	w.buf = copy + 2 * (size_t)fs->bs;
+	if (!w.seen || !copy) {
+		free(w.seen);
+		free(copy);
 		t->err = -ENOMEM;
 		return;
 	}
 	bit_put(w.seen, 0, true);
-	uint8_t copy[4096], ocopy[4096];
 	memcpy(copy, root, fs->bs);
 	if (old_root)
 		memcpy(ocopy, old_root, fs->bs);
-	dx_walk_node(&w, 0, in->i_block[0], copy, old_root ? ocopy : NULL, 32, 0, 0xffffffffu, ri->indirect_levels);
+	dx_walk_node(&w, 0, root_pblk, copy, old_root ? ocopy : NULL, 32, 0, 0xffffffffu, ri->indirect_levels);
 	/* e2fsck: "block N not referenced"; the walk marks every entry it meets,
 	 * so the set is complete unless a node was malformed */
 	if (w.nprob == 0)
 		for (uint32_t b = 1; b < w.dir_blocks; b++)
 			if (!bit_get(w.seen, b)) {
-				dx_problem(&w, in->i_block[0], "INV_HTREE_BLOCKS", "block %u is not referenced by the index", b);
+				dx_problem(&w, root_pblk, INV_HTREE_BLOCKS, "block %u is not referenced by the index", b);
 				break;
 			}
 	free(w.seen);
+	free(copy);
 }
 
-void chk_htree_scan_dir(struct chk_fs *fs, struct txn *t, uint32_t dir, const struct ext2_inode *in, const uint8_t *root)
+void chk_htree_scan_dir(struct chk_fs *fs, struct txn *t, uint32_t dir, const struct ext2_inode *in,
+			uint64_t root_pblk, const uint8_t *root)
 {
-	htree_check_tree(fs, t, dir, in, root, NULL, false, true);
+	htree_check_tree(fs, t, dir, in, root_pblk, root, NULL, false, true);
 }
 
 static void dx_add_range(struct txn *t, uint32_t lblk, uint32_t lo, uint32_t hi, size_t *cap)
@@ -300,26 +284,26 @@ static bool dx_collect(struct chk_fs *fs, struct txn *t, const struct ext2_inode
 	const struct ext2_dx_entry *e = (const void *)(d + off);
 	if (cl->count == 0 || off + 8u * cl->count > fs->bs)
 		return false;
-	uint8_t buf[4096];
-	for (uint32_t i = 0; i < cl->count; i++) {
+	uint8_t *buf = levels ? malloc(fs->bs) : NULL;
+	if (levels && !buf) {
+		t->err = -ENOMEM;
+		return false;
+	}
+	bool ok = true;
+	for (uint32_t i = 0; i < cl->count && ok; i++) {
 		uint32_t elo = i ? e[i].hash : lo, ehi = i + 1 < cl->count ? e[i + 1].hash : hi;
 		uint32_t lb = e[i].block & 0x0fffffff;
 		if (levels == 0) {
 			dx_add_range(t, lb, elo, ehi, cap);
 			continue;
 		}
-		uint64_t pb = bmap_new(fs, t, in, lb);
-		if (!pb)
-			return false;
-		const uint8_t *nd = chk_txn_new_block(fs, t, pb, buf);
-		if (!nd || !is_dx_node(fs, nd))
-			return false;
-		uint8_t copy[4096];
-		memcpy(copy, nd, fs->bs);
-		if (!dx_collect(fs, t, in, copy, 8, elo, ehi, levels - 1, cap))
-			return false;
+		/* nd: a transaction's block or buf, which the level below does not use */
+		uint64_t pb = chk_txn_bmap(fs, t, in, lb);
+		const uint8_t *nd = pb ? chk_txn_new_block(fs, t, pb, buf) : NULL;
+		ok = nd && is_dx_node(fs, nd) && dx_collect(fs, t, in, nd, 8, elo, ehi, levels - 1, cap);
 	}
-	return true;
+	free(buf);
+	return ok;
 }
 
 static int cmp_u32(const void *a, const void *b)
@@ -340,19 +324,20 @@ void chk_htree_check_leaf(struct chk_fs *fs, struct txn *t, uint32_t dir, const 
 		free(t->dx);
 		t->dx = NULL;
 		size_t cap = 0;
-		uint8_t buf[4096];
-		uint64_t b0 = in->i_block[0];
-		const uint8_t *r = b0 && b0 < fs->blocks_count ? chk_txn_new_block(fs, t, b0, buf) : NULL;
-		if (!r)
+		uint8_t *buf = malloc(fs->bs);
+		uint64_t b0 = chk_txn_bmap(fs, t, in, 0);
+		const uint8_t *r = buf && b0 && b0 < fs->blocks_count ? chk_txn_new_block(fs, t, b0, buf) : NULL;
+		const struct ext2_dx_root_info *ri = r ? (const void *)(r + 24) : NULL;
+		bool usable = ri && dx_root_usable(ri);   /* else reported by the root check */
+		int levels = usable ? ri->indirect_levels : 0;
+		if (!buf)
+			t->err = -ENOMEM;
+		if (usable && !dx_collect(fs, t, in, r, 32, 0, 0xffffffffu, levels, &cap))
+			usable = false;
+		int hv = usable ? ri->hash_version : 0;
+		free(buf);
+		if (!usable)
 			return;
-		const struct ext2_dx_root_info *ri = (const void *)(r + 24);
-		if (!dx_root_usable(ri))
-			return;                /* reported by the root check */
-		uint8_t copy[4096];
-		memcpy(copy, r, fs->bs);
-		if (!dx_collect(fs, t, in, copy, 32, 0, 0xffffffffu, ri->indirect_levels, &cap))
-			return;
-		int hv = ri->hash_version;
 		const struct ext2_super_block *sb = (const void *)(t->sb_changed ? t->sb_new : fs->sb_raw);
 		if (hv <= EXT2_HASH_TEA && (sb->s_flags & EXT2_FLAGS_UNSIGNED_HASH))
 			hv += 3;
@@ -365,7 +350,7 @@ void chk_htree_check_leaf(struct chk_fs *fs, struct txn *t, uint32_t dir, const 
 			qsort(lb, t->ndx, sizeof(*lb), cmp_u32);
 			for (size_t i = 1; i < t->ndx; i++)
 				if (lb[i] == lb[i - 1]) {
-					chk_txn_problem(t, "INV_HTREE_NODE", SIZE_MAX,
+					chk_txn_problem(t, INV_HTREE_NODE, SIZE_MAX,
 						    "dir %u: block %u referenced twice by the index", dir, lb[i]);
 					break;
 				}
@@ -378,14 +363,14 @@ void chk_htree_check_leaf(struct chk_fs *fs, struct txn *t, uint32_t dir, const 
 	for (size_t i = 0; i < t->ndx; i++)
 		if (t->dx[i].lblk == lblk) {
 			if (rg) {
-				chk_txn_problem(t, "INV_HTREE_BLOCKS", SIZE_MAX, "dir %u: leaf %u referenced twice by the index",
+				chk_txn_problem(t, INV_HTREE_BLOCKS, SIZE_MAX, "dir %u: leaf %u referenced twice by the index",
 					    dir, lblk);
 				return;
 			}
 			rg = &t->dx[i];
 		}
 	if (!rg) {
-		chk_txn_problem(t, "INV_HTREE_BLOCKS", SIZE_MAX, "dir %u: leaf block %u (%llu) not referenced by the index",
+		chk_txn_problem(t, INV_HTREE_BLOCKS, SIZE_MAX, "dir %u: leaf block %u (%llu) not referenced by the index",
 			    dir, lblk, (unsigned long long)blk);
 		return;
 	}
@@ -399,7 +384,7 @@ void chk_htree_check_leaf(struct chk_fs *fs, struct txn *t, uint32_t dir, const 
 			ext2_dirhash_t h = 0, minor = 0;
 			if (ext2fs_dirhash(t->dx_hver, name, e.name_len, sb->s_hash_seed, &h, &minor) == 0 &&
 			    ((h & ~1u) < (rg->lo & ~1u) || (h & ~1u) > rg->hi)) {
-				chk_txn_problem(t, "INV_HTREE_NODE", SIZE_MAX,
+				chk_txn_problem(t, INV_HTREE_NODE, SIZE_MAX,
 					    "dir %u leaf %u: entry %s hash 0x%x outside [0x%x, 0x%x]", dir, lblk,
 					    chk_quote_name(t, name, e.name_len), h, rg->lo, rg->hi);
 				return;
@@ -412,15 +397,18 @@ void chk_htree_check_leaf(struct chk_fs *fs, struct txn *t, uint32_t dir, const 
 static void check_leaf_lblk(struct chk_fs *fs, struct txn *t, uint32_t dir, const struct ext2_inode *in,
 			    uint32_t lb)
 {
-	uint8_t buf[4096];
 	if (lb == 0 || lb >= in->i_size / fs->bs)
 		return;                    /* the root, or past the end: INV_HTREE_BLOCKS */
-	uint64_t pb = bmap_new(fs, t, in, lb);
+	uint64_t pb = chk_txn_bmap(fs, t, in, lb);
 	if (!pb || pb >= fs->blocks_count || chk_u64map_get(&t->dirblks, pb, NULL))
 		return;                    /* missing (reported by the node check) or checked as written */
-	const uint8_t *d = chk_txn_new_block(fs, t, pb, buf);
+	uint8_t *buf = malloc(fs->bs);
+	const uint8_t *d = buf ? chk_txn_new_block(fs, t, pb, buf) : NULL;
+	if (!buf)
+		t->err = -ENOMEM;
 	if (d && !is_dx_node(fs, d))
 		chk_htree_check_leaf(fs, t, dir, in, lb, d, pb);
+	free(buf);
 }
 
 /* An index block changed: the leaves whose range moved (entries that differ
@@ -443,17 +431,20 @@ static void check_changed_leaves(struct chk_fs *fs, struct txn *t, uint32_t dir,
 			check_leaf_lblk(fs, t, dir, in, lb);
 			continue;
 		}
-		uint8_t buf[4096];
-		uint64_t pb = bmap_new(fs, t, in, lb);
-		const uint8_t *d = pb && pb < fs->blocks_count ? chk_txn_new_block(fs, t, pb, buf) : NULL;
-		if (!d || !is_dx_node(fs, d))
-			continue;
-		uint8_t copy[4096];
-		memcpy(copy, d, fs->bs);
-		const struct ext2_dx_countlimit *cc = (const void *)(copy + 8);
-		const struct ext2_dx_entry *ce = (const void *)(copy + 8);
-		for (uint32_t k = 0; k < cc->count && k < (fs->bs - 8) / 8; k++)
-			check_leaf_lblk(fs, t, dir, in, ce[k].block & 0x0fffffff);
+		uint8_t *copy = malloc(fs->bs);
+		uint64_t pb = chk_txn_bmap(fs, t, in, lb);
+		const uint8_t *d = copy && pb && pb < fs->blocks_count ? chk_txn_new_block(fs, t, pb, copy) : NULL;
+		if (!copy)
+			t->err = -ENOMEM;
+		if (d && is_dx_node(fs, d)) {
+			if (d != copy)
+				memcpy(copy, d, fs->bs);
+			const struct ext2_dx_countlimit *cc = (const void *)(copy + 8);
+			const struct ext2_dx_entry *ce = (const void *)(copy + 8);
+			for (uint32_t k = 0; k < cc->count && k < (fs->bs - 8) / 8; k++)
+				check_leaf_lblk(fs, t, dir, in, ce[k].block & 0x0fffffff);
+		}
+		free(copy);
 	}
 }
 
@@ -507,12 +498,13 @@ void chk_check_new_index_flags(struct chk_fs *fs, struct txn *t, struct u64map *
 		if (!ic->new_live || !(n->i_flags & EXT2_INDEX_FL))
 			continue;
 		if (imode_type(n) != 0040000 || !fs->dir_index) {
-			chk_txn_problem(t, "INV_HTREE_FLAG", ic->nrecs ? ic->recs[0] : SIZE_MAX,
+			chk_txn_problem(t, INV_HTREE_FLAG, ic->nrecs ? ic->recs[0] : SIZE_MAX,
 				    "inode %u has the htree index flag but is %s", ic->ino,
 				    imode_type(n) != 0040000 ? "not a directory" : "on a file system without dir_index");
 			continue;
 		}
-		if (ic->old_live && (o->i_flags & EXT2_INDEX_FL) && o->i_block[0] == n->i_block[0])
+		if (ic->old_live && (o->i_flags & EXT2_INDEX_FL) &&
+		    chk_approved_bmap(fs, o, 0) == chk_txn_bmap(fs, t, n, 0))
 			continue;
 		if (chk_u64map_put(walk, ic->ino, 1))
 			t->err = -ENOMEM;
@@ -521,7 +513,11 @@ void chk_check_new_index_flags(struct chk_fs *fs, struct txn *t, struct u64map *
 
 void chk_walk_indexes(struct chk_fs *fs, struct txn *t, struct u64map *walk)
 {
-	uint8_t buf[4096], root[4096], old_root[4096];
+	uint8_t *buf = malloc(3 * (size_t)fs->bs), *root = buf + fs->bs, *old_root = root + fs->bs;
+	if (!buf) {
+		t->err = -ENOMEM;
+		return;
+	}
 	for (size_t k = 0; k < walk->cap; k++) {
 		if (!walk->keys[k])
 			continue;
@@ -530,7 +526,7 @@ void chk_walk_indexes(struct chk_fs *fs, struct txn *t, struct u64map *walk)
 		if (!ic)
 			continue;
 		const struct ext2_inode *o = (const void *)ic->old, *n = (const void *)ic->new;
-		uint64_t b0 = n->i_block[0];
+		uint64_t b0 = chk_txn_bmap(fs, t, n, 0);
 		if (!b0 || b0 >= fs->blocks_count || bt_static(chk_btype(fs, b0)))
 			continue;                /* a pointer problem, reported as such */
 		const uint8_t *r = chk_txn_new_block(fs, t, b0, buf);
@@ -539,11 +535,12 @@ void chk_walk_indexes(struct chk_fs *fs, struct txn *t, struct u64map *walk)
 			continue;
 		}
 		memcpy(root, r, fs->bs);
-		bool existed = ic->old_live && (o->i_flags & EXT2_INDEX_FL) && o->i_block[0] == b0 &&
+		bool existed = ic->old_live && (o->i_flags & EXT2_INDEX_FL) && chk_approved_bmap(fs, o, 0) == b0 &&
 			       chk_btype(fs, b0) == BT_DIR && chk_bowner(fs, b0) == dir;
 		const uint8_t *orr = existed ? chk_txn_old_block(fs, t, b0, buf) : NULL;
 		if (orr)
 			memcpy(old_root, orr, fs->bs);
-		htree_check_tree(fs, t, dir, n, root, orr ? old_root : NULL, !existed, !existed);
+		htree_check_tree(fs, t, dir, n, b0, root, orr ? old_root : NULL, !existed, !existed);
 	}
+	free(buf);
 }

@@ -57,8 +57,8 @@ static const char *header_problem(struct chk_ext_header h, size_t size, int want
 	unsigned fits = (unsigned)((size - HDR) / ENTRY);
 	if (h.max > fits || h.max + 2u < fits)
 		return say(buf, len, "maximum %u entries where %u fit", h.max, fits);
-	if (h.depth > CHK_EXT_MAX_DEPTH)
-		return say(buf, len, "depth %u beyond %u", h.depth, CHK_EXT_MAX_DEPTH);
+	if (h.depth > CHK_EXT_READ_DEPTH)
+		return say(buf, len, "depth %u beyond %u", h.depth, CHK_EXT_READ_DEPTH);
 	if (want_depth >= 0 && h.depth != want_depth)
 		return say(buf, len, "depth %u where its parent wants %d", h.depth, want_depth);
 	return NULL;
@@ -150,15 +150,21 @@ static int walk_node(struct walker *k, const uint8_t *node, size_t size, struct 
 		ret = w->get(w->get_ctx, e.pblk, child);
 		if (ret)
 			break;
-		if (w->visit_node && !w->visit_node(w->ctx, e.pblk, (uint16_t)(h.depth - 1), child)) {
-			k->stopped = true;
-			break;
-		}
+		if (w->visit_node && !w->visit_node(w->ctx, e.pblk, (uint16_t)(h.depth - 1), child))
+			continue;      /* the caller skips this subtree */
 		struct chk_ext_bounds cb = {
 			.lo = e.lblk,
 			.hi = i + 1 < h.entries ? chk_ext_entry(node, h.depth, i + 1).lblk : b.hi,
 			.depth = h.depth - 1,
 		};
+		struct chk_ext_header ch = chk_ext_header_at(child);
+		uint32_t first = ch.magic == CHK_EXT_MAGIC && ch.entries ? chk_ext_entry(child, ch.depth, 0).lblk : e.lblk;
+		if (first != e.lblk) {
+			say(k->buf, k->len, "tree block %llu starts at logical block %u, its index entry at %u",
+			    (unsigned long long)e.pblk, first, e.lblk);
+			ret = 1;
+			break;
+		}
 		ret = walk_node(k, child, w->bs, cb);
 		if (ret == 1) {
 			/* name the block the problem is in */
@@ -179,4 +185,88 @@ int chk_ext_walk(const struct chk_ext_walk *w, const uint8_t i_block[60], char *
 	int ret = walk_node(&k, i_block, 60, root);
 	chk_u64map_free(&k.seen.map);
 	return ret > 0 ? 1 : ret;
+}
+
+/* A node that can be read: the header sane for its container (the entries'
+ * order is not needed to follow one path). */
+static bool node_readable(const uint8_t *node, size_t size, int want_depth)
+{
+	char buf[8];
+	return !header_problem(chk_ext_header_at(node), size, want_depth, buf, sizeof(buf));
+}
+
+uint64_t chk_ext_bmap(const struct chk_ext_walk *w, const uint8_t i_block[60], uint32_t lblk, bool *unwritten)
+{
+	const uint8_t *node = i_block;
+	size_t size = 60;
+	int want = -1;
+	uint8_t *buf = NULL;
+	uint64_t found = 0;
+	for (int level = 0; level <= (int)CHK_EXT_READ_DEPTH && node_readable(node, size, want); level++) {
+		struct chk_ext_header h = chk_ext_header_at(node);
+		int pick = -1;
+		for (unsigned i = 0; i < h.entries; i++) {
+			struct chk_ext e = chk_ext_entry(node, h.depth, i);
+			if (e.lblk > lblk)
+				break;
+			pick = (int)i;
+		}
+		if (pick < 0)
+			break;
+		struct chk_ext e = chk_ext_entry(node, h.depth, (unsigned)pick);
+		if (!h.depth) {
+			if ((uint64_t)lblk < (uint64_t)e.lblk + e.len) {
+				found = e.pblk + (lblk - e.lblk);
+				if (unwritten)
+					*unwritten = e.unwritten;
+			}
+			break;
+		}
+		if (e.pblk < w->first_data_block || e.pblk >= w->blocks_count ||
+		    (!buf && !(buf = malloc(w->bs))) || w->get(w->get_ctx, e.pblk, buf))
+			break;
+		node = buf;
+		size = w->bs;
+		want = h.depth - 1;
+	}
+	free(buf);
+	return found;
+}
+
+/* Right to left below one node: the last mapped block and the last of an
+ * initialised extent (stops once both are known). */
+static int last_below(const struct chk_ext_walk *w, const uint8_t *node, size_t size, int want, int budget,
+		      int64_t *last, int64_t *last_init)
+{
+	if (budget < 0 || !node_readable(node, size, want))
+		return 0;
+	struct chk_ext_header h = chk_ext_header_at(node);
+	uint8_t *buf = NULL;
+	int r = 0;
+	for (unsigned i = h.entries; i-- > 0 && *last_init < 0 && !r;) {
+		struct chk_ext e = chk_ext_entry(node, h.depth, i);
+		if (!h.depth) {
+			int64_t end = (int64_t)e.lblk + e.len - 1;
+			if (e.len && *last < 0)
+				*last = end;
+			if (e.len && !e.unwritten)
+				*last_init = end;
+			continue;
+		}
+		if (e.pblk < w->first_data_block || e.pblk >= w->blocks_count)
+			continue;
+		if (!buf && !(buf = malloc(w->bs)))
+			return -ENOMEM;
+		r = w->get(w->get_ctx, e.pblk, buf);
+		if (!r)
+			r = last_below(w, buf, w->bs, h.depth - 1, budget - 1, last, last_init);
+	}
+	free(buf);
+	return r;
+}
+
+int chk_ext_last(const struct chk_ext_walk *w, const uint8_t i_block[60], int64_t *last, int64_t *last_init)
+{
+	*last = *last_init = -1;
+	return last_below(w, i_block, 60, -1, CHK_EXT_READ_DEPTH, last, last_init);
 }

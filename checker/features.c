@@ -28,20 +28,20 @@ static const struct chk_feature table[] = {
 	ROW(CHK_COMPAT, EXT4_FEATURE_COMPAT_FAST_COMMIT, "fast_commit", false, false),
 	/* a promise never to renumber inodes: the driver never does */
 	ROW(CHK_COMPAT, EXT4_FEATURE_COMPAT_STABLE_INODES, "stable_inodes", true, true),
-	ROW(CHK_COMPAT, EXT4_FEATURE_COMPAT_ORPHAN_FILE, "orphan_file", false, false),
+	ROW(CHK_COMPAT, EXT4_FEATURE_COMPAT_ORPHAN_FILE, "orphan_file", false, true),
 
 	ROW(CHK_RO_COMPAT, EXT2_FEATURE_RO_COMPAT_SPARSE_SUPER, "sparse_super", true, true),
 	ROW(CHK_RO_COMPAT, EXT2_FEATURE_RO_COMPAT_LARGE_FILE, "large_file", true, true),
 	/* libext2fs keeps i_blocks_hi, descriptor checksums and meta_bg's
-	 * descriptor placement; the checker does not parse them yet */
-	ROW(CHK_RO_COMPAT, EXT4_FEATURE_RO_COMPAT_HUGE_FILE, "huge_file", true, false),
-	ROW(CHK_RO_COMPAT, EXT4_FEATURE_RO_COMPAT_GDT_CSUM, "uninit_bg", true, false),
+	 * descriptor placement; the checker models all but meta_bg */
+	ROW(CHK_RO_COMPAT, EXT4_FEATURE_RO_COMPAT_HUGE_FILE, "huge_file", true, true),
+	ROW(CHK_RO_COMPAT, EXT4_FEATURE_RO_COMPAT_GDT_CSUM, "uninit_bg", true, true),
 	ROW(CHK_RO_COMPAT, EXT4_FEATURE_RO_COMPAT_DIR_NLINK, "dir_nlink", true, true),
 	ROW(CHK_RO_COMPAT, EXT4_FEATURE_RO_COMPAT_EXTRA_ISIZE, "extra_isize", true, true),
 	ROW(CHK_RO_COMPAT, EXT4_FEATURE_RO_COMPAT_HAS_SNAPSHOT, "snapshot", false, false),
 	ROW(CHK_RO_COMPAT, EXT4_FEATURE_RO_COMPAT_QUOTA, "quota", false, false),
 	ROW(CHK_RO_COMPAT, EXT4_FEATURE_RO_COMPAT_BIGALLOC, "bigalloc", false, false),
-	ROW(CHK_RO_COMPAT, EXT4_FEATURE_RO_COMPAT_METADATA_CSUM, "metadata_csum", true, false),
+	ROW(CHK_RO_COMPAT, EXT4_FEATURE_RO_COMPAT_METADATA_CSUM, "metadata_csum", true, true),
 	ROW(CHK_RO_COMPAT, EXT4_FEATURE_RO_COMPAT_REPLICA, "replica", false, false),
 	ROW(CHK_RO_COMPAT, EXT4_FEATURE_RO_COMPAT_READONLY, "read-only", false, false),
 	ROW(CHK_RO_COMPAT, EXT4_FEATURE_RO_COMPAT_PROJECT, "project", false, false),
@@ -56,14 +56,14 @@ static const struct chk_feature table[] = {
 	ROW(CHK_INCOMPAT, EXT2_FEATURE_INCOMPAT_META_BG, "meta_bg", true, false),
 	/* the driver maps extent files itself (fuse/extmap.c); libext2fs keeps
 	 * 64-bit block numbers and descriptors, flex_bg placement and every
-	 * metadata_csum checksum; the checker does not model them yet */
-	ROW(CHK_INCOMPAT, EXT3_FEATURE_INCOMPAT_EXTENTS, "extent", true, false),
-	ROW(CHK_INCOMPAT, EXT4_FEATURE_INCOMPAT_64BIT, "64bit", true, false),
+	 * metadata_csum checksum */
+	ROW(CHK_INCOMPAT, EXT3_FEATURE_INCOMPAT_EXTENTS, "extent", true, true),
+	ROW(CHK_INCOMPAT, EXT4_FEATURE_INCOMPAT_64BIT, "64bit", true, true),
 	ROW(CHK_INCOMPAT, EXT4_FEATURE_INCOMPAT_MMP, "mmp", false, false),
-	ROW(CHK_INCOMPAT, EXT4_FEATURE_INCOMPAT_FLEX_BG, "flex_bg", true, false),
+	ROW(CHK_INCOMPAT, EXT4_FEATURE_INCOMPAT_FLEX_BG, "flex_bg", true, true),
 	ROW(CHK_INCOMPAT, EXT4_FEATURE_INCOMPAT_EA_INODE, "ea_inode", false, false),
 	ROW(CHK_INCOMPAT, EXT4_FEATURE_INCOMPAT_DIRDATA, "dirdata", false, false),
-	ROW(CHK_INCOMPAT, EXT4_FEATURE_INCOMPAT_CSUM_SEED, "metadata_csum_seed", true, false),
+	ROW(CHK_INCOMPAT, EXT4_FEATURE_INCOMPAT_CSUM_SEED, "metadata_csum_seed", true, true),
 	ROW(CHK_INCOMPAT, EXT4_FEATURE_INCOMPAT_LARGEDIR, "large_dir", false, false),
 	ROW(CHK_INCOMPAT, EXT4_FEATURE_INCOMPAT_INLINE_DATA, "inline_data", false, false),
 	ROW(CHK_INCOMPAT, EXT4_FEATURE_INCOMPAT_ENCRYPT, "encrypt", false, false),

@@ -7,6 +7,7 @@
  * One file (about 1,050 lines): one short function per table row, read
  * side by side with checker/README.md's table.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,10 +23,10 @@ struct inv_row {
 
 #define V(id, recs, n, ...) chk_verdict_add_violation(v, id, recs, n, __VA_ARGS__)
 
-static void report_problems(struct txn *t, struct chk_verdict *v, const char *id)
+void chk_report_problems(struct txn *t, struct chk_verdict *v, enum chk_inv id)
 {
 	for (size_t i = 0; i < t->nprobs; i++)
-		if (!strcmp(t->probs[i].inv, id))
+		if (t->probs[i].inv == id)
 			V(id, &t->probs[i].rec, 1, "%s", t->probs[i].detail);
 }
 
@@ -57,18 +58,18 @@ static size_t sb_rec_find(struct txn *t, const char *field)
 
 /* ------------------------------------------------------------ superblock */
 
-static void inv_sb_frozen(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+void inv_sb_frozen(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	(void)fs;
 	for (size_t i = 0; i < t->nsb_recs; i++) {
 		const struct chk_record *r = &v->recs[t->sb_recs[i]];
 		if (chk_sb_rec_class(r->field) == F_FROZEN)
-			V("INV_SB_FROZEN", &t->sb_recs[i], 1, "superblock field %s may not change", r->field);
+			V(INV_SB_FROZEN, &t->sb_recs[i], 1, "superblock field %s may not change", r->field);
 	}
-	report_problems(t, v, "INV_SB_FROZEN");
+	chk_report_problems(t, v, INV_SB_FROZEN);
 }
 
-static void inv_sb_features(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+void inv_sb_features(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	(void)fs;
 	if (!t->sb_changed)
@@ -80,17 +81,17 @@ static void inv_sb_features(struct chk_fs *fs, struct txn *t, struct chk_verdict
 	uint32_t ichg = n->s_feature_incompat ^ o->s_feature_incompat;
 	if ((cadd & ~EXT2_FEATURE_COMPAT_EXT_ATTR) || cdel) {
 		size_t r = sb_rec_find(t, "s_feature_compat");
-		V("INV_SB_FEATURES", &r, 1, "compat features 0x%x -> 0x%x: only ext_attr may be set, none cleared",
+		V(INV_SB_FEATURES, &r, 1, "compat features 0x%x -> 0x%x: only ext_attr may be set, none cleared",
 		  o->s_feature_compat, n->s_feature_compat);
 	}
 	if ((radd & ~(EXT2_FEATURE_RO_COMPAT_LARGE_FILE | EXT4_FEATURE_RO_COMPAT_DIR_NLINK)) || rdel) {
 		size_t r = sb_rec_find(t, "s_feature_ro_compat");
-		V("INV_SB_FEATURES", &r, 1, "ro_compat features 0x%x -> 0x%x: only large_file and dir_nlink may be set",
+		V(INV_SB_FEATURES, &r, 1, "ro_compat features 0x%x -> 0x%x: only large_file and dir_nlink may be set",
 		  o->s_feature_ro_compat, n->s_feature_ro_compat);
 	}
 	if (ichg & ~EXT3_FEATURE_INCOMPAT_RECOVER) {
 		size_t r = sb_rec_find(t, "s_feature_incompat");
-		V("INV_SB_FEATURES", &r, 1, "incompat features 0x%x -> 0x%x: only needs_recovery may change",
+		V(INV_SB_FEATURES, &r, 1, "incompat features 0x%x -> 0x%x: only needs_recovery may change",
 		  o->s_feature_incompat, n->s_feature_incompat);
 	}
 	/* revision 0 has no feature fields: e2fsck wants revision 1 before any
@@ -98,7 +99,7 @@ static void inv_sb_features(struct chk_fs *fs, struct txn *t, struct chk_verdict
 	if ((cadd || radd || (ichg & n->s_feature_incompat)) && n->s_rev_level == EXT2_GOOD_OLD_REV) {
 		const char *field = cadd ? "s_feature_compat" : radd ? "s_feature_ro_compat" : "s_feature_incompat";
 		size_t r = sb_rec_find(t, field);
-		V("INV_SB_FEATURES", &r, 1, "a feature flag set on a revision-0 superblock (revision 1 first)");
+		V(INV_SB_FEATURES, &r, 1, "a feature flag set on a revision-0 superblock (revision 1 first)");
 	}
 }
 
@@ -107,7 +108,7 @@ static void inv_sb_features(struct chk_fs *fs, struct txn *t, struct chk_verdict
  * system: revision 1, with the first inode and inode size that revision 0
  * implies.  Flags already in revision 0's unused feature words would start
  * to count unchecked: only from none. */
-static void inv_sb_revision(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+void inv_sb_revision(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	size_t recs[3], nrecs = 0;
 	(void)fs;
@@ -127,12 +128,12 @@ static void inv_sb_revision(struct chk_fs *fs, struct txn *t, struct chk_verdict
 	else if (!n->s_feature_compat && !n->s_feature_ro_compat && !n->s_feature_incompat)
 		why = "no feature flag is set with it";
 	if (why)
-		V("INV_SB_REVISION", recs, nrecs, "s_rev_level %u -> %u, s_first_ino %u -> %u, s_inode_size %u -> %u: %s",
+		V(INV_SB_REVISION, recs, nrecs, "s_rev_level %u -> %u, s_first_ino %u -> %u, s_inode_size %u -> %u: %s",
 		  o->s_rev_level, n->s_rev_level, o->s_first_ino, n->s_first_ino, o->s_inode_size,
 		  n->s_inode_size, why);
 }
 
-static void inv_sb_state(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+void inv_sb_state(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	(void)fs;
 	if (!t->sb_changed)
@@ -140,43 +141,46 @@ static void inv_sb_state(struct chk_fs *fs, struct txn *t, struct chk_verdict *v
 	const struct ext2_super_block *o = (const void *)t->sb_old, *n = (const void *)t->sb_new;
 	if (n->s_state & ~(EXT2_VALID_FS | EXT2_ERROR_FS | EXT3_ORPHAN_FS)) {
 		size_t r = sb_rec_find(t, "s_state");
-		V("INV_SB_STATE", &r, 1, "s_state 0x%x has unknown bits", n->s_state);
+		V(INV_SB_STATE, &r, 1, "s_state 0x%x has unknown bits", n->s_state);
 	}
 	/* a mount records the directory hash signedness once, when neither flag is set */
 	uint32_t hflags = EXT2_FLAGS_SIGNED_HASH | EXT2_FLAGS_UNSIGNED_HASH, fchg = o->s_flags ^ n->s_flags;
 	if (fchg && ((fchg & ~hflags) || (o->s_flags & hflags) || (n->s_flags & hflags) == hflags)) {
 		size_t r = sb_rec_find(t, "s_flags");
-		V("INV_SB_STATE", &r, 1, "s_flags 0x%x -> 0x%x: only a hash-signedness flag may be set, once",
+		V(INV_SB_STATE, &r, 1, "s_flags 0x%x -> 0x%x: only a hash-signedness flag may be set, once",
 		  o->s_flags, n->s_flags);
 	}
 	if (o->s_max_mnt_count != n->s_max_mnt_count && o->s_max_mnt_count != 0) {
 		size_t r = sb_rec_find(t, "s_max_mnt_count");
-		V("INV_SB_STATE", &r, 1, "s_max_mnt_count may only be set when it was 0");
+		V(INV_SB_STATE, &r, 1, "s_max_mnt_count may only be set when it was 0");
 	}
 }
 
 /* The sb counts may be lazily stale (the kernel writes them from its
  * counters); whenever they are written with a new value they must equal the
  * sum over the groups of the new state. */
-static void inv_sb_free_blocks(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+void inv_sb_free_blocks(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	const struct ext2_super_block *o = (const void *)t->sb_old, *n = (const void *)t->sb_new;
-	if (o->s_free_blocks_count == n->s_free_blocks_count)
+	uint64_t nfree = chk_sb_free_blocks(n);
+	if (chk_sb_free_blocks(o) == nfree)
 		return;
 	/* the approved sum, moved by the groups whose descriptors changed */
 	uint64_t sum = fs->gd_free_blocks;
 	for (size_t i = 0; i < t->ngt; i++)
 		if (t->gt[i].changed)
-			sum += (uint64_t)chk_gd_new(fs, t, t->gt[i].g)->bg_free_blocks_count -
-			       fs->gd[t->gt[i].g].bg_free_blocks_count;
-	if (sum != n->s_free_blocks_count) {
+			sum += (uint64_t)chk_gd_free_blocks(fs, chk_gd_new(fs, t, t->gt[i].g)) -
+			       chk_gd_free_blocks(fs, chk_gd(fs, t->gt[i].g));
+	if (sum != nfree) {
 		size_t r = sb_rec_find(t, "s_free_blocks_count");
-		V("INV_SB_FREE_BLOCKS", &r, 1, "s_free_blocks_count %u != sum of group free block counts %llu",
-		  n->s_free_blocks_count, (unsigned long long)sum);
+		if (r == SIZE_MAX)
+			r = sb_rec_find(t, "s_free_blocks_hi");
+		V(INV_SB_FREE_BLOCKS, &r, 1, "s_free_blocks_count %llu != sum of group free block counts %llu",
+		  (unsigned long long)nfree, (unsigned long long)sum);
 	}
 }
 
-static void inv_sb_free_inodes(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+void inv_sb_free_inodes(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	const struct ext2_super_block *o = (const void *)t->sb_old, *n = (const void *)t->sb_new;
 	if (o->s_free_inodes_count == n->s_free_inodes_count)
@@ -184,79 +188,93 @@ static void inv_sb_free_inodes(struct chk_fs *fs, struct txn *t, struct chk_verd
 	uint64_t sum = fs->gd_free_inodes;
 	for (size_t i = 0; i < t->ngt; i++)
 		if (t->gt[i].changed)
-			sum += (uint64_t)chk_gd_new(fs, t, t->gt[i].g)->bg_free_inodes_count -
-			       fs->gd[t->gt[i].g].bg_free_inodes_count;
+			sum += (uint64_t)chk_gd_free_inodes(fs, chk_gd_new(fs, t, t->gt[i].g)) -
+			       chk_gd_free_inodes(fs, chk_gd(fs, t->gt[i].g));
 	if (sum != n->s_free_inodes_count) {
 		size_t r = sb_rec_find(t, "s_free_inodes_count");
-		V("INV_SB_FREE_INODES", &r, 1, "s_free_inodes_count %u != sum of group free inode counts %llu",
+		V(INV_SB_FREE_INODES, &r, 1, "s_free_inodes_count %u != sum of group free inode counts %llu",
 		  n->s_free_inodes_count, (unsigned long long)sum);
 	}
 }
 
 /* ------------------------------------------------------------ descriptors */
 
-/* Without group descriptor checksums (all the checker serves) the kernel
- * ignores the UNINIT flags and bg_itable_unused, so a damaged image may carry
- * them; the allocator of libext2fs clears the flags as it allocates in the
- * group, the mount clears all three (e2fsck's fix: it still reads
- * bg_itable_unused).  Clearing is no change of meaning, setting is refused. */
+/* The UNINIT flags only clear: the kernel and libext2fs clear them as they
+ * first allocate in a group (so does a mount where descriptors carry no
+ * checksum and the flags mean nothing); the lazy init thread sets
+ * INODE_ZEROED.  bg_itable_unused only shrinks, as inodes past it come into
+ * use (or is cleared).  The checksums change with what they cover, where
+ * the file system carries them (their values are INV_CSUM_*'s). */
 static uint16_t bgd_flags_changed(uint16_t o, uint16_t n)
 {
 	uint16_t cleared_uninit = o & ~n & (EXT2_BG_BLOCK_UNINIT | EXT2_BG_INODE_UNINIT);
 	return (o ^ n) & ~EXT2_BG_INODE_ZEROED & ~cleared_uninit;
 }
 
-static void inv_bgd_frozen(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+static const char *bgd_frozen_problem(const struct chk_fs *fs, const uint8_t *o, const uint8_t *n)
+{
+	if (chk_gd_bbitmap(fs, o) != chk_gd_bbitmap(fs, n) || chk_gd_ibitmap(fs, o) != chk_gd_ibitmap(fs, n) ||
+	    chk_gd_itable(fs, o) != chk_gd_itable(fs, n))
+		return "a bitmap or inode table location changed";
+	if (bgd_flags_changed(chk_gd_flags(o), chk_gd_flags(n)))
+		return "flags other than clearing UNINIT or marking the table zeroed changed";
+	if (chk_gd_exclude(fs, o) != chk_gd_exclude(fs, n))
+		return "the snapshot exclude bitmap changed";
+	if (chk_gd_itable_unused(fs, n) > chk_gd_itable_unused(fs, o))
+		return "bg_itable_unused grew";
+	if (!fs->csum.metadata_csum && (chk_gd_bbitmap_csum(fs, o) != chk_gd_bbitmap_csum(fs, n) ||
+					chk_gd_ibitmap_csum(fs, o) != chk_gd_ibitmap_csum(fs, n)))
+		return "a bitmap checksum changed without metadata_csum";
+	if (!fs->group_csum && chk_gd_checksum(o) != chk_gd_checksum(n))
+		return "bg_checksum changed without descriptor checksums";
+	return NULL;
+}
+
+void inv_bgd_frozen(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	chk_txn_groups_sort(t);
 	for (size_t i = 0; i < t->ngt; i++) {
 		uint32_t g = t->gt[i].g;
 		if (!t->gt[i].changed)
 			continue;
-		const struct ext2_group_desc *o = &fs->gd[g], *n = chk_gd_new(fs, t, g);
-		if (o->bg_block_bitmap != n->bg_block_bitmap || o->bg_inode_bitmap != n->bg_inode_bitmap ||
-		    o->bg_inode_table != n->bg_inode_table ||
-		    bgd_flags_changed(o->bg_flags, n->bg_flags) ||
-		    o->bg_exclude_bitmap_lo != n->bg_exclude_bitmap_lo ||
-		    (o->bg_itable_unused != n->bg_itable_unused && n->bg_itable_unused) ||
-		    o->bg_block_bitmap_csum_lo != n->bg_block_bitmap_csum_lo ||
-		    o->bg_inode_bitmap_csum_lo != n->bg_inode_bitmap_csum_lo || o->bg_checksum != n->bg_checksum) {
+		const char *why = bgd_frozen_problem(fs, chk_gd(fs, g), chk_gd_new(fs, t, g));
+		if (why) {
 			size_t r[16], k = gd_rec_list(t, g, r, 16);
-			V("INV_BGD_FROZEN", r, k, "group %u: a descriptor location or ext4-only field changed", g);
+			V(INV_BGD_FROZEN, r, k, "group %u: %s", g, why);
 		}
 	}
 }
 
-static void inv_bgd_free_blocks(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+void inv_bgd_free_blocks(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	/* an untouched group has neither a changed count nor flipped bits */
 	chk_txn_groups_sort(t);
 	for (size_t i = 0; i < t->ngt; i++) {
 		uint32_t g = t->gt[i].g;
-		int64_t d = (int64_t)chk_gd_new(fs, t, g)->bg_free_blocks_count - fs->gd[g].bg_free_blocks_count;
+		int64_t d = (int64_t)chk_gd_free_blocks(fs, chk_gd_new(fs, t, g)) - chk_gd_free_blocks(fs, chk_gd(fs, g));
 		if (d != -(int64_t)t->gt[i].bflip) {
 			size_t r[16], k = gd_rec_list(t, g, r, 16);
-			V("INV_BGD_FREE_BLOCKS", r, k, "group %u: bg_free_blocks_count changed by %lld but %d bitmap bits were set net",
+			V(INV_BGD_FREE_BLOCKS, r, k, "group %u: bg_free_blocks_count changed by %lld but %d bitmap bits were set net",
 			  g, (long long)d, t->gt[i].bflip);
 		}
 	}
 }
 
-static void inv_bgd_free_inodes(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+void inv_bgd_free_inodes(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	chk_txn_groups_sort(t);
 	for (size_t i = 0; i < t->ngt; i++) {
 		uint32_t g = t->gt[i].g;
-		int64_t d = (int64_t)chk_gd_new(fs, t, g)->bg_free_inodes_count - fs->gd[g].bg_free_inodes_count;
+		int64_t d = (int64_t)chk_gd_free_inodes(fs, chk_gd_new(fs, t, g)) - chk_gd_free_inodes(fs, chk_gd(fs, g));
 		if (d != -(int64_t)t->gt[i].iflip) {
 			size_t r[16], k = gd_rec_list(t, g, r, 16);
-			V("INV_BGD_FREE_INODES", r, k, "group %u: bg_free_inodes_count changed by %lld but %d inode bits were set net",
+			V(INV_BGD_FREE_INODES, r, k, "group %u: bg_free_inodes_count changed by %lld but %d inode bits were set net",
 			  g, (long long)d, t->gt[i].iflip);
 		}
 	}
 }
 
-static void inv_bgd_used_dirs(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+void inv_bgd_used_dirs(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	for (size_t i = 0; i < t->nich; i++) {
 		struct ichange *ic = t->ich[i];
@@ -270,31 +288,31 @@ static void inv_bgd_used_dirs(struct chk_fs *fs, struct txn *t, struct chk_verdi
 	chk_txn_groups_sort(t);
 	for (size_t i = 0; i < t->ngt; i++) {
 		uint32_t g = t->gt[i].g;
-		int64_t d = (int64_t)chk_gd_new(fs, t, g)->bg_used_dirs_count - fs->gd[g].bg_used_dirs_count;
+		int64_t d = (int64_t)chk_gd_used_dirs(fs, chk_gd_new(fs, t, g)) - chk_gd_used_dirs(fs, chk_gd(fs, g));
 		if (d != t->gt[i].dirs) {
 			size_t r[16], k = gd_rec_list(t, g, r, 16);
-			V("INV_BGD_USED_DIRS", r, k, "group %u: bg_used_dirs_count changed by %lld but %d directories came into use net",
+			V(INV_BGD_USED_DIRS, r, k, "group %u: bg_used_dirs_count changed by %lld but %d directories came into use net",
 			  g, (long long)d, t->gt[i].dirs);
 		}
 	}
 }
 
-static void inv_backup_copies(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+void inv_backup_copies(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	(void)fs;
-	report_problems(t, v, "INV_BACKUP_COPIES");
+	chk_report_problems(t, v, INV_BACKUP_COPIES);
 }
 
-static void inv_static_frozen(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+void inv_static_frozen(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	(void)fs;
-	report_problems(t, v, "INV_STATIC_FROZEN");
+	chk_report_problems(t, v, INV_STATIC_FROZEN);
 }
 
-static void inv_bitmap_padding(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+void inv_bitmap_padding(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	(void)fs;
-	report_problems(t, v, "INV_BITMAP_PADDING");
+	chk_report_problems(t, v, INV_BITMAP_PADDING);
 }
 
 /* ------------------------------------------------------------ blocks */
@@ -324,29 +342,29 @@ static void bch_recs(const struct bchange *c, size_t *r)
 	r[1] = c->flip_rec;
 }
 
-static void inv_ptr_in_range(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+void inv_ptr_in_range(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	for (size_t i = 0; i < t->nbch; i++) {
 		struct bchange *c = t->bch[i];
 		if (c->adds && (c->blk >= fs->blocks_count || c->blk < fs->first_data_block))
-			V("INV_PTR_IN_RANGE", &c->rec, 1, "pointer to block %llu outside the file system (%u..%u)",
-			  (unsigned long long)c->blk, fs->first_data_block, fs->blocks_count - 1);
+			V(INV_PTR_IN_RANGE, &c->rec, 1, "pointer to block %llu outside the file system (%u..%llu)",
+			  (unsigned long long)c->blk, fs->first_data_block, (unsigned long long)fs->blocks_count - 1);
 	}
-	report_problems(t, v, "INV_PTR_IN_RANGE");
+	chk_report_problems(t, v, INV_PTR_IN_RANGE);
 }
 
-static void inv_ptr_not_static(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+void inv_ptr_not_static(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	(void)fs;
 	for (size_t i = 0; i < t->nbch; i++) {
 		struct bchange *c = t->bch[i];
 		if (c->adds && bt_static(c->old_type))
-			V("INV_PTR_NOT_STATIC", &c->rec, 1, "pointer to block %llu, which is static metadata",
+			V(INV_PTR_NOT_STATIC, &c->rec, 1, "pointer to block %llu, which is static metadata",
 			  (unsigned long long)c->blk);
 	}
 }
 
-static void inv_block_owned_once(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+void inv_block_owned_once(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	for (size_t i = 0; i < t->nbch; i++) {
 		struct bchange *c = t->bch[i];
@@ -359,13 +377,13 @@ static void inv_block_owned_once(struct chk_fs *fs, struct txn *t, struct chk_ve
 		if (nonx > 1 || (nonx > 0 && xattr)) {
 			size_t r[2];
 			bch_recs(c, r);
-			V("INV_BLOCK_OWNED_ONCE", r, 2, "block %llu would be owned twice (owner %u, new pointer from inode %u)",
+			V(INV_BLOCK_OWNED_ONCE, r, 2, "block %llu would be owned twice (owner %u, new pointer from inode %u)",
 			  (unsigned long long)c->blk, c->old_owner, c->new_owner);
 		}
 	}
 }
 
-static void inv_ptr_marked(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+void inv_ptr_marked(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	for (size_t i = 0; i < t->nbch; i++) {
 		struct bchange *c = t->bch[i];
@@ -374,13 +392,13 @@ static void inv_ptr_marked(struct chk_fs *fs, struct txn *t, struct chk_verdict 
 		if (bch_new_owned(c) && !chk_txn_bbit_new(fs, t, c->blk)) {
 			size_t r[2];
 			bch_recs(c, r);
-			V("INV_PTR_MARKED", r, 2, "block %llu is newly pointed to but free in the block bitmap",
+			V(INV_PTR_MARKED, r, 2, "block %llu is newly pointed to but free in the block bitmap",
 			  (unsigned long long)c->blk);
 		}
 	}
 }
 
-static void inv_release_clears(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+void inv_release_clears(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	for (size_t i = 0; i < t->nbch; i++) {
 		struct bchange *c = t->bch[i];
@@ -389,13 +407,13 @@ static void inv_release_clears(struct chk_fs *fs, struct txn *t, struct chk_verd
 		if (!bch_new_owned(c) && chk_txn_bbit_new(fs, t, c->blk)) {
 			size_t r[2];
 			bch_recs(c, r);
-			V("INV_RELEASE_CLEARS", r, 2, "block %llu lost its last pointer but stays set in the block bitmap",
+			V(INV_RELEASE_CLEARS, r, 2, "block %llu lost its last pointer but stays set in the block bitmap",
 			  (unsigned long long)c->blk);
 		}
 	}
 }
 
-static void inv_bbitmap_set(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+void inv_bbitmap_set(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	for (size_t i = 0; i < t->nbch; i++) {
 		struct bchange *c = t->bch[i];
@@ -404,14 +422,14 @@ static void inv_bbitmap_set(struct chk_fs *fs, struct txn *t, struct chk_verdict
 		if (bt_static(c->old_type) || !(c->adds && bch_new_owned(c))) {
 			size_t r[2];
 			bch_recs(c, r);
-			V("INV_BBITMAP_SET", r, 2, "block %llu marked in use but no pointer to it appears",
+			V(INV_BBITMAP_SET, r, 2, "block %llu marked in use but no pointer to it appears",
 			  (unsigned long long)c->blk);
 		}
 	}
 	(void)fs;
 }
 
-static void inv_bbitmap_clear(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+void inv_bbitmap_clear(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	for (size_t i = 0; i < t->nbch; i++) {
 		struct bchange *c = t->bch[i];
@@ -420,7 +438,7 @@ static void inv_bbitmap_clear(struct chk_fs *fs, struct txn *t, struct chk_verdi
 		if (bch_new_owned(c)) {
 			size_t r[2];
 			bch_recs(c, r);
-			V("INV_BBITMAP_CLEAR", r, 2, "block %llu marked free but still %s",
+			V(INV_BBITMAP_CLEAR, r, 2, "block %llu marked free but still %s",
 			  (unsigned long long)c->blk, bt_static(c->old_type) ? "static metadata" : "pointed to");
 		}
 	}
@@ -439,23 +457,25 @@ static bool deleted_form(const struct chk_fs *fs, const uint8_t *raw)
 	return true;
 }
 
-static void inv_ibitmap_set(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+void inv_ibitmap_set(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	for (size_t i = 0; i < t->nich; i++) {
 		struct ichange *ic = t->ich[i];
 		if (!(ic->bitflip && ic->new_inuse) || ic->ino < fs->first_ino)
 			continue;
 		const struct ext2_inode *n = I_NEW(ic);
-		bool orphan = n->i_links_count == 0 && chk_txn_is_orphan(fs, t, ic->ino);
+		/* on the orphan list i_dtime is the chain's next inode, linked
+		 * or not (an unlink or a truncate in progress) */
+		bool orphan = chk_txn_is_orphan(fs, t, ic->ino);
 		if (!chk_mode_type_valid(n->i_mode) || (n->i_links_count == 0 && !orphan) ||
 		    (n->i_dtime && !orphan))
-			V("INV_IBITMAP_SET", ic->recs, ic->nrecs,
+			V(INV_IBITMAP_SET, ic->recs, ic->nrecs,
 			  "inode %u marked in use but is not a live inode (mode 0%o, links %u, dtime %u)",
 			  ic->ino, n->i_mode, n->i_links_count, n->i_dtime);
 	}
 }
 
-static void inv_ibitmap_clear(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+void inv_ibitmap_clear(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	for (size_t i = 0; i < t->nich; i++) {
 		struct ichange *ic = t->ich[i];
@@ -463,36 +483,36 @@ static void inv_ibitmap_clear(struct chk_fs *fs, struct txn *t, struct chk_verdi
 			continue;
 		const struct ext2_inode *n = I_NEW(ic);
 		if (n->i_links_count != 0)
-			V("INV_IBITMAP_CLEAR", ic->recs, ic->nrecs,
+			V(INV_IBITMAP_CLEAR, ic->recs, ic->nrecs,
 			  "inode %u marked free but still has %u links", ic->ino, n->i_links_count);
 	}
 }
 
-static void inv_dtime_free(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+void inv_dtime_free(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	for (size_t i = 0; i < t->nich; i++) {
 		struct ichange *ic = t->ich[i];
 		if (!(ic->bitflip && !ic->new_inuse) || ic->ino < fs->first_ino)
 			continue;
 		if (I_NEW(ic)->i_dtime == 0)
-			V("INV_DTIME_FREE", ic->recs, ic->nrecs, "inode %u freed without a deletion time", ic->ino);
+			V(INV_DTIME_FREE, ic->recs, ic->nrecs, "inode %u freed without a deletion time", ic->ino);
 	}
 }
 
-static void inv_free_inode_form(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+void inv_free_inode_form(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	for (size_t i = 0; i < t->nich; i++) {
 		struct ichange *ic = t->ich[i];
 		if (ic->old_inuse || ic->new_inuse || !ic->written)
 			continue;
 		if (!deleted_form(fs, ic->new))
-			V("INV_FREE_INODE_FORM", ic->recs, ic->nrecs,
+			V(INV_FREE_INODE_FORM, ic->recs, ic->nrecs,
 			  "free inode %u changed into a non-deleted form (links %u, dtime %u)",
 			  ic->ino, I_NEW(ic)->i_links_count, I_NEW(ic)->i_dtime);
 	}
 }
 
-static void inv_inode_mode(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+void inv_inode_mode(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	for (size_t i = 0; i < t->nich; i++) {
 		struct ichange *ic = t->ich[i];
@@ -500,17 +520,17 @@ static void inv_inode_mode(struct chk_fs *fs, struct txn *t, struct chk_verdict 
 			continue;
 		const struct ext2_inode *o = I_OLD(ic), *n = I_NEW(ic);
 		if (!chk_mode_type_valid(n->i_mode))
-			V("INV_INODE_MODE", ic->recs, ic->nrecs, "in-use inode %u has invalid mode 0%o", ic->ino, n->i_mode);
+			V(INV_INODE_MODE, ic->recs, ic->nrecs, "in-use inode %u has invalid mode 0%o", ic->ino, n->i_mode);
 		/* a type change is a free + reallocation (between two snapshots, or
 		 * unlink + create in one commit) only if every old name went */
 		else if (ic->old_inuse && imode_type(o) != imode_type(n) &&
 			 ic->removed_entries < (int32_t)o->i_links_count)
-			V("INV_INODE_MODE", ic->recs, ic->nrecs, "in-use inode %u changes file type (0%o -> 0%o)",
+			V(INV_INODE_MODE, ic->recs, ic->nrecs, "in-use inode %u changes file type (0%o -> 0%o)",
 			  ic->ino, o->i_mode, n->i_mode);
 	}
 }
 
-static void inv_inode_ext4_fields(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+void inv_inode_ext4_fields(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	const struct ext2_super_block *sb = (const void *)t->sb_new;
 	for (size_t i = 0; i < t->nich; i++) {
@@ -521,14 +541,14 @@ static void inv_inode_ext4_fields(struct chk_fs *fs, struct txn *t, struct chk_v
 		uint32_t kept = ic->old_inuse ? I_OLD(ic)->i_flags : 0;
 		const char *why = chk_inode_ext4_fields_problem(fs, I_NEW(ic), kept);
 		if (why)
-			V("INV_INODE_EXT4_FIELDS", ic->recs, ic->nrecs, "inode %u: %s set on ext2/ext3", ic->ino, why);
+			V(INV_INODE_EXT4_FIELDS, ic->recs, ic->nrecs, "inode %u: %s", ic->ino, why);
 		else if (I_NEW(ic)->i_file_acl && !(sb->s_feature_compat & EXT2_FEATURE_COMPAT_EXT_ATTR))
-			V("INV_INODE_EXT4_FIELDS", ic->recs, ic->nrecs, "inode %u: i_file_acl set without ext_attr", ic->ino);
+			V(INV_INODE_EXT4_FIELDS, ic->recs, ic->nrecs, "inode %u: i_file_acl set without ext_attr", ic->ino);
 	}
 	(void)fs;
 }
 
-static void inv_reserved_inodes(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+void inv_reserved_inodes(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	static const struct { uint16_t off, len; } times[] = {
 		{ offsetof(struct ext2_inode, i_atime), 12 },     /* atime, ctime, mtime */
@@ -538,7 +558,7 @@ static void inv_reserved_inodes(struct chk_fs *fs, struct txn *t, struct chk_ver
 		if (ic->ino >= fs->first_ino)
 			continue;
 		if (ic->bitflip) {
-			V("INV_RESERVED_INODES", ic->recs, ic->nrecs, "reserved inode %u's bitmap bit cleared", ic->ino);
+			V(INV_RESERVED_INODES, ic->recs, ic->nrecs, "reserved inode %u's bitmap bit cleared", ic->ino);
 			continue;
 		}
 		if (!ic->written)
@@ -546,7 +566,7 @@ static void inv_reserved_inodes(struct chk_fs *fs, struct txn *t, struct chk_ver
 		const struct ext2_inode *n = I_NEW(ic);
 		if (ic->ino == EXT2_ROOT_INO) {
 			if (!is_dir(n) || n->i_links_count < 2 || n->i_dtime)
-				V("INV_RESERVED_INODES", ic->recs, ic->nrecs, "the root inode must stay a live directory");
+				V(INV_RESERVED_INODES, ic->recs, ic->nrecs, "the root inode must stay a live directory");
 			continue;
 		}
 		uint8_t a[1024], b[1024];
@@ -556,13 +576,13 @@ static void inv_reserved_inodes(struct chk_fs *fs, struct txn *t, struct chk_ver
 		memset(a + times[0].off, 0, times[0].len);
 		memset(b + times[0].off, 0, times[0].len);
 		if (memcmp(a, b, len))
-			V("INV_RESERVED_INODES", ic->recs, ic->nrecs, "reserved inode %u changed beyond its timestamps", ic->ino);
+			V(INV_RESERVED_INODES, ic->recs, ic->nrecs, "reserved inode %u changed beyond its timestamps", ic->ino);
 	}
 }
 
 /* ------------------------------------------------------------ links and entries */
 
-static void inv_links_count(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+void inv_links_count(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	const struct ext2_super_block *sb = (const void *)t->sb_new;
 	bool nlink = sb->s_feature_ro_compat & EXT4_FEATURE_RO_COMPAT_DIR_NLINK;
@@ -579,36 +599,36 @@ static void inv_links_count(struct chk_fs *fs, struct txn *t, struct chk_verdict
 		/* dir_nlink: a directory with too many subdirectories counts 1 */
 		if (nlink && is_dir(I_NEW(ic)) && (nl == 1 || ol == 1))
 			continue;
-		V("INV_LINKS_COUNT", ic->recs, ic->nrecs,
+		V(INV_LINKS_COUNT, ic->recs, ic->nrecs,
 		  "inode %u: i_links_count changed by %lld but entries naming it changed by %d",
 		  ic->ino, (long long)(nl - ol), ic->entry_delta);
 	}
 }
 
-static void inv_dirent_target(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+void inv_dirent_target(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	for (size_t i = 0; i < t->ndch; i++) {
 		struct dchange *d = &t->dch[i];
 		bool dotname = !strcmp(d->name, ".") || !strcmp(d->name, "..");
 		if (d->new_ino < fs->first_ino && d->new_ino != EXT2_ROOT_INO) {
-			V("INV_DIRENT_TARGET", &d->rec, 1, "entry \"%s\" in dir %u names reserved inode %u",
+			V(INV_DIRENT_TARGET, &d->rec, 1, "entry \"%s\" in dir %u names reserved inode %u",
 			  d->name, d->dir, d->new_ino);
 			continue;
 		}
 		if (d->new_ino == EXT2_ROOT_INO && !dotname) {
-			V("INV_DIRENT_TARGET", &d->rec, 1, "entry \"%s\" in dir %u names the root directory", d->name, d->dir);
+			V(INV_DIRENT_TARGET, &d->rec, 1, "entry \"%s\" in dir %u names the root directory", d->name, d->dir);
 			continue;
 		}
 		struct ichange *ic = chk_txn_inode(fs, t, d->new_ino);
 		if (!ic)
 			continue;
 		if (!ic->new_inuse || !chk_mode_type_valid(I_NEW(ic)->i_mode) || I_NEW(ic)->i_links_count == 0)
-			V("INV_DIRENT_TARGET", &d->rec, 1, "entry \"%s\" in dir %u names inode %u, which is not in use",
+			V(INV_DIRENT_TARGET, &d->rec, 1, "entry \"%s\" in dir %u names inode %u, which is not in use",
 			  d->name, d->dir, d->new_ino);
 	}
 }
 
-static void inv_dirent_ftype(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+void inv_dirent_ftype(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	for (size_t i = 0; i < t->ndch; i++) {
 		struct dchange *d = &t->dch[i];
@@ -617,63 +637,65 @@ static void inv_dirent_ftype(struct chk_fs *fs, struct txn *t, struct chk_verdic
 			continue;
 		int want = fs->filetype ? chk_mode_to_ftype(I_NEW(ic)->i_mode) : 0;
 		if (want >= 0 && d->new_ft != want)
-			V("INV_DIRENT_FTYPE", &d->rec, 1, "entry \"%s\" in dir %u has file type %u, inode %u needs %d",
+			V(INV_DIRENT_FTYPE, &d->rec, 1, "entry \"%s\" in dir %u has file type %u, inode %u needs %d",
 			  d->name, d->dir, d->new_ft, d->new_ino, want);
 	}
 }
 
-static void inv_dirent_tiling(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+void inv_dirent_tiling(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	(void)fs;
-	report_problems(t, v, "INV_DIRENT_TILING");
+	chk_report_problems(t, v, INV_DIRENT_TILING);
 }
 
-static void inv_dirent_name(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+void inv_dirent_name(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	(void)fs;
-	report_problems(t, v, "INV_DIRENT_NAME");
+	chk_report_problems(t, v, INV_DIRENT_NAME);
 }
 
-static void inv_dirent_unique(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+void inv_dirent_unique(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	(void)fs;
-	report_problems(t, v, "INV_DIRENT_UNIQUE");
+	chk_report_problems(t, v, INV_DIRENT_UNIQUE);
 }
 
-static void inv_dir_dots(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+void inv_dir_dots(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
-	report_problems(t, v, "INV_DIR_DOTS");
+	chk_report_problems(t, v, INV_DIR_DOTS);
 	for (size_t i = 0; i < t->ndch; i++) {
 		struct dchange *d = &t->dch[i];
 		if (strcmp(d->name, ".."))
 			continue;
 		struct ichange *ic = chk_txn_inode(fs, t, d->new_ino);
 		if (ic && ic->new_inuse && !is_dir(I_NEW(ic)))
-			V("INV_DIR_DOTS", &d->rec, 1, "dir %u: '..' names inode %u, not a directory", d->dir, d->new_ino);
+			V(INV_DIR_DOTS, &d->rec, 1, "dir %u: '..' names inode %u, not a directory", d->dir, d->new_ino);
 	}
 }
 
 /* the inode named by ".." in dir's block 0 (new state); 0 if unknown */
 static uint32_t dotdot_of(struct chk_fs *fs, struct txn *t, struct ichange *dir)
 {
-	uint32_t b0 = I_NEW(dir)->i_block[0];
+	uint64_t b0 = chk_txn_bmap(fs, t, I_NEW(dir), 0);
 	if (!b0 || b0 >= fs->blocks_count)
 		return 0;
-	uint8_t buf[4096];
-	const uint8_t *d = chk_txn_new_block(fs, t, b0, buf);
-	if (!d)
-		return 0;
-	const struct dirent_hdr e = chk_dirent_at(d);
-	if (!chk_dirent_fits(e, 0, fs->bs) || e.rec_len + 12u > fs->bs)
-		return 0;
-	const struct dirent_hdr e2 = chk_dirent_at(d + e.rec_len);
-	const uint8_t *name = d + e.rec_len + 8;
-	if (e2.name_len != 2 || name[0] != '.' || name[1] != '.')
-		return 0;
-	return e2.inode;
+	uint8_t *buf = malloc(fs->bs);
+	const uint8_t *d = buf ? chk_txn_new_block(fs, t, b0, buf) : NULL;
+	uint32_t ino = 0;
+	if (!buf)
+		t->err = -ENOMEM;
+	struct dirent_hdr e = d ? chk_dirent_at(d) : (struct dirent_hdr){ 0, 0, 0, 0 };
+	if (d && chk_dirent_fits(e, 0, fs->bs) && e.rec_len + 12u <= fs->bs) {
+		const struct dirent_hdr e2 = chk_dirent_at(d + e.rec_len);
+		const uint8_t *name = d + e.rec_len + 8;
+		if (e2.name_len == 2 && name[0] == '.' && name[1] == '.')
+			ino = e2.inode;
+	}
+	free(buf);
+	return ino;
 }
 
-static void inv_dir_dotdot_parent(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+void inv_dir_dotdot_parent(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	for (size_t i = 0; i < t->ndch; i++) {
 		struct dchange *d = &t->dch[i];
@@ -683,7 +705,7 @@ static void inv_dir_dotdot_parent(struct chk_fs *fs, struct txn *t, struct chk_v
 			/* the new parent must name this directory in the same transaction */
 			if (d->dir == EXT2_ROOT_INO) {
 				if (d->new_ino != EXT2_ROOT_INO)
-					V("INV_DIR_DOTDOT_PARENT", &d->rec, 1, "root's '..' must name the root");
+					V(INV_DIR_DOTDOT_PARENT, &d->rec, 1, "root's '..' must name the root");
 				continue;
 			}
 			bool found = false;
@@ -691,7 +713,7 @@ static void inv_dir_dotdot_parent(struct chk_fs *fs, struct txn *t, struct chk_v
 				found = t->dch[j].dir == d->new_ino && t->dch[j].new_ino == d->dir &&
 					strcmp(t->dch[j].name, ".") && strcmp(t->dch[j].name, "..");
 			if (!found)
-				V("INV_DIR_DOTDOT_PARENT", &d->rec, 1,
+				V(INV_DIR_DOTDOT_PARENT, &d->rec, 1,
 				  "dir %u: '..' now names %u, which gains no entry naming it", d->dir, d->new_ino);
 		} else {
 			struct ichange *ic = chk_txn_inode(fs, t, d->new_ino);
@@ -699,7 +721,7 @@ static void inv_dir_dotdot_parent(struct chk_fs *fs, struct txn *t, struct chk_v
 				continue;
 			uint32_t dd = dotdot_of(fs, t, ic);
 			if (dd != d->dir)
-				V("INV_DIR_DOTDOT_PARENT", &d->rec, 1,
+				V(INV_DIR_DOTDOT_PARENT, &d->rec, 1,
 				  "dir %u is entered as \"%s\" in dir %u but its '..' names %u", d->new_ino, d->name,
 				  d->dir, dd);
 		}
@@ -709,7 +731,7 @@ static void inv_dir_dotdot_parent(struct chk_fs *fs, struct txn *t, struct chk_v
 /* A directory moved under a new parent must not become its own ancestor
  * (e2fsck pass 3: loops / unconnected directories).  Walks '..' upwards in
  * the new state: as deep as the tree, not its size. */
-static void inv_dir_no_loop(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+void inv_dir_no_loop(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	for (size_t i = 0; i < t->ndch; i++) {
 		struct dchange *d = &t->dch[i];
@@ -718,7 +740,7 @@ static void inv_dir_no_loop(struct chk_fs *fs, struct txn *t, struct chk_verdict
 		uint32_t cur = d->new_ino;
 		for (uint32_t steps = 0; steps <= fs->inodes_count; steps++) {
 			if (cur == d->dir) {
-				V("INV_DIR_NO_LOOP", &d->rec, 1, "dir %u would become its own ancestor (via %u)",
+				V(INV_DIR_NO_LOOP, &d->rec, 1, "dir %u would become its own ancestor (via %u)",
 				  d->dir, d->new_ino);
 				break;
 			}
@@ -732,7 +754,7 @@ static void inv_dir_no_loop(struct chk_fs *fs, struct txn *t, struct chk_verdict
 	}
 }
 
-static void inv_dir_one_parent(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+void inv_dir_one_parent(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	(void)fs;
 	for (size_t i = 0; i < t->nich; i++) {
@@ -748,14 +770,14 @@ static void inv_dir_one_parent(struct chk_fs *fs, struct txn *t, struct chk_verd
 		int cnt = od && nd ? 1 - ic->parent_removed + ic->parent_added :
 			  od ? 1 - ic->parent_removed : ic->parent_added;
 		if (cnt != (int)nd)
-			V("INV_DIR_ONE_PARENT", ic->recs, ic->nrecs,
+			V(INV_DIR_ONE_PARENT, ic->recs, ic->nrecs,
 			  "directory %u would be named by %d entries (must be %d)", ic->ino, cnt, (int)nd);
 	}
 }
 
 /* ------------------------------------------------------------ sizes and counts */
 
-static void inv_iblocks(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+void inv_iblocks(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	for (size_t i = 0; i < t->nich; i++) {
 		struct ichange *ic = t->ich[i];
@@ -769,14 +791,15 @@ static void inv_iblocks(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 		const struct ext2_inode *n = I_NEW(ic);
 		int64_t owned = ic->old_inuse ? (int64_t)fs->ndata[ic->ino] + fs->nmeta[ic->ino] : 0;
 		owned += ic->ndata_delta + ic->nmeta_delta;
-		int64_t want = owned * (fs->bs / 512) + (n->i_file_acl ? fs->bs / 512 : 0);
-		if ((int64_t)n->i_blocks != want)
-			V("INV_IBLOCKS", ic->recs, ic->nrecs, "inode %u: i_blocks %u but it owns %lld blocks (%lld sectors)",
-			  ic->ino, n->i_blocks, (long long)owned, (long long)want);
+		int64_t with_acl = owned + (chk_inode_file_acl(fs, n) ? 1 : 0);
+		if (owned < 0 || !chk_iblocks_ok(fs, n, (uint64_t)with_acl))
+			V(INV_IBLOCKS, ic->recs, ic->nrecs, "inode %u: i_blocks %llu but it owns %lld blocks (%lld sectors)",
+			  ic->ino, (unsigned long long)chk_inode_iblocks(fs, n), (long long)owned,
+			  (long long)(with_acl * (fs->bs / 512)));
 	}
 }
 
-static void inv_dir_size(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+void inv_dir_size(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	for (size_t i = 0; i < t->nich; i++) {
 		struct ichange *ic = t->ich[i];
@@ -785,17 +808,17 @@ static void inv_dir_size(struct chk_fs *fs, struct txn *t, struct chk_verdict *v
 			continue;
 		int64_t ndata = (ic->old_inuse ? (int64_t)fs->ndata[ic->ino] : 0) + ic->ndata_delta;
 		uint32_t last = 0;
-		bool any = chk_txn_last_lblk(fs, t, n, &last);
+		bool any = chk_txn_last_lblk(fs, t, n, &last, NULL);
 		int64_t span = any ? (int64_t)last + 1 : 0;
 		if (n->i_size % fs->bs || (int64_t)(n->i_size / fs->bs) != ndata || span != ndata || ndata == 0 ||
 		    n->i_size_high)
-			V("INV_DIR_SIZE", ic->recs, ic->nrecs,
+			V(INV_DIR_SIZE, ic->recs, ic->nrecs,
 			  "dir %u: i_size %u but it has %lld blocks spanning %lld (holes or wrong size)",
 			  ic->ino, n->i_size, (long long)ndata, (long long)span);
 	}
 }
 
-static void inv_file_size(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+void inv_file_size(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	for (size_t i = 0; i < t->nich; i++) {
 		struct ichange *ic = t->ich[i];
@@ -804,20 +827,21 @@ static void inv_file_size(struct chk_fs *fs, struct txn *t, struct chk_verdict *
 		    ic->ino < fs->first_ino)
 			continue;
 		uint32_t last;
-		if (!chk_txn_last_lblk(fs, t, n, &last))
+		int64_t last_init;     /* e2fsck: unwritten extents may lie past i_size */
+		if (!chk_txn_last_lblk(fs, t, n, &last, &last_init) || last_init < 0)
 			continue;
 		if (chk_txn_is_orphan(fs, t, ic->ino))
 			continue;          /* a truncate in progress may leave blocks past i_size */
 		uint64_t size = chk_inode_size64(n);
-		if (size < (uint64_t)last * fs->bs)
-			V("INV_FILE_SIZE", ic->recs, ic->nrecs, "file %u: i_size %llu is below its last block %u",
-			  ic->ino, (unsigned long long)size, last);
+		if (size < (uint64_t)last_init * fs->bs)
+			V(INV_FILE_SIZE, ic->recs, ic->nrecs, "file %u: i_size %llu is below its last block %lld",
+			  ic->ino, (unsigned long long)size, (long long)last_init);
 	}
 }
 
 /* e2fsck pass 1 ("i_size is N, should be M"): a size no indirect-mapped file
  * can reach; and its large_file feature check from 2^31 on.  Orphans too. */
-static void inv_file_max_size(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+void inv_file_max_size(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	const struct ext2_super_block *nsb = (const void *)t->sb_new;
 	bool large = fs->large_file || (nsb->s_feature_ro_compat & EXT2_FEATURE_RO_COMPAT_LARGE_FILE);
@@ -827,14 +851,14 @@ static void inv_file_max_size(struct chk_fs *fs, struct txn *t, struct chk_verdi
 		if (!ic->new_inuse || imode_type(n) != 0100000 || !(ic->written || ic->bitflip) ||
 		    ic->ino < fs->first_ino)
 			continue;
-		const char *why = chk_file_size_problem(fs, chk_inode_size64(n), large);
+		const char *why = chk_file_size_problem(fs, n, chk_inode_size64(n), large);
 		if (why)
-			V("INV_FILE_MAX_SIZE", ic->recs, ic->nrecs, "file %u: i_size %llu %s", ic->ino,
+			V(INV_FILE_MAX_SIZE, ic->recs, ic->nrecs, "file %u: i_size %llu %s", ic->ino,
 			  (unsigned long long)chk_inode_size64(n), why);
 	}
 }
 
-static void inv_symlink(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+void inv_symlink(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	for (size_t i = 0; i < t->nich; i++) {
 		struct ichange *ic = t->ich[i];
@@ -844,18 +868,18 @@ static void inv_symlink(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 		if (!chk_inode_has_block_ptrs(fs, n)) {
 			size_t len = strnlen((const char *)n->i_block, sizeof(n->i_block));
 			if (n->i_size >= sizeof(n->i_block) || n->i_size != len)
-				V("INV_SYMLINK", ic->recs, ic->nrecs, "fast symlink %u: i_size %u, target length %zu",
+				V(INV_SYMLINK, ic->recs, ic->nrecs, "fast symlink %u: i_size %u, target length %zu",
 				  ic->ino, n->i_size, len);
 		} else {
 			int64_t ndata = (ic->old_inuse ? (int64_t)fs->ndata[ic->ino] : 0) + ic->ndata_delta;
 			if (n->i_size == 0 || n->i_size >= fs->bs || ndata != 1)
-				V("INV_SYMLINK", ic->recs, ic->nrecs, "slow symlink %u: i_size %u with %lld data blocks",
+				V(INV_SYMLINK, ic->recs, ic->nrecs, "slow symlink %u: i_size %u with %lld data blocks",
 				  ic->ino, n->i_size, (long long)ndata);
 		}
 	}
 }
 
-static void inv_special_file(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+void inv_special_file(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	for (size_t i = 0; i < t->nich; i++) {
 		struct ichange *ic = t->ich[i];
@@ -865,29 +889,28 @@ static void inv_special_file(struct chk_fs *fs, struct txn *t, struct chk_verdic
 			continue;
 		if (ty != 0020000 && ty != 0060000 && ty != 0010000 && ty != 0140000)
 			continue;
-		uint32_t acl = n->i_file_acl ? fs->bs / 512 : 0;
-		if (n->i_blocks != acl || n->i_size || n->i_size_high ||
+		if (!chk_iblocks_ok(fs, n, chk_inode_file_acl(fs, n) ? 1 : 0) || n->i_size || n->i_size_high ||
 		    (n->i_flags & (EXT2_IMMUTABLE_FL | EXT2_APPEND_FL)))
-			V("INV_SPECIAL_FILE", ic->recs, ic->nrecs, "special file %u owns blocks or has a size (i_blocks %u, i_size %u)",
+			V(INV_SPECIAL_FILE, ic->recs, ic->nrecs, "special file %u owns blocks or has a size (i_blocks %u, i_size %u)",
 			  ic->ino, n->i_blocks, n->i_size);
 	}
 }
 
 /* ------------------------------------------------------------ dtime, orphans */
 
-static void inv_dtime_live(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+void inv_dtime_live(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	for (size_t i = 0; i < t->nich; i++) {
 		struct ichange *ic = t->ich[i];
 		if (!ic->new_inuse || !(ic->written || ic->bitflip) || ic->ino < fs->first_ino)
 			continue;
 		if (I_NEW(ic)->i_dtime && !chk_txn_is_orphan(fs, t, ic->ino))
-			V("INV_DTIME_LIVE", ic->recs, ic->nrecs, "in-use inode %u has i_dtime %u and is not on the orphan list",
+			V(INV_DTIME_LIVE, ic->recs, ic->nrecs, "in-use inode %u has i_dtime %u and is not on the orphan list",
 			  ic->ino, I_NEW(ic)->i_dtime);
 	}
 }
 
-static void inv_orphan_list(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+void inv_orphan_list(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	const struct ext2_super_block *o = (const void *)t->sb_old, *n = (const void *)t->sb_new;
 	bool touched = o->s_last_orphan != n->s_last_orphan;
@@ -898,16 +921,20 @@ static void inv_orphan_list(struct chk_fs *fs, struct txn *t, struct chk_verdict
 	chk_txn_is_orphan(fs, t, 0);
 	if (t->orphan_loop) {
 		size_t r = sb_rec_find(t, "s_last_orphan");
-		V("INV_ORPHAN_LIST", &r, 1, "the orphan list from s_last_orphan %u loops or reaches a free inode",
+		V(INV_ORPHAN_LIST, &r, 1, "the orphan list from s_last_orphan %u loops or reaches a free inode",
 		  n->s_last_orphan);
 	}
 }
 
 /* ------------------------------------------------------------ xattr */
 
-static void inv_xattr_refcount(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+void inv_xattr_refcount(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
-	uint8_t buf[4096];
+	uint8_t *buf = malloc(fs->bs);
+	if (!buf) {
+		t->err = -ENOMEM;
+		return;
+	}
 	for (size_t i = 0; i < t->nbch; i++) {
 		struct bchange *c = t->bch[i];
 		bool was = c->old_type == BT_XATTR, is = c->adds ? c->new_type == BT_XATTR : was;
@@ -926,14 +953,31 @@ static void inv_xattr_refcount(struct chk_fs *fs, struct txn *t, struct chk_verd
 			continue;
 		const struct ext2_ext_attr_header *h = (const void *)d;
 		if ((int64_t)h->h_refcount != want)
-			V("INV_XATTR_REFCOUNT", &c->rec, 1, "xattr block %llu: h_refcount %u but %lld inodes point to it",
+			V(INV_XATTR_REFCOUNT, &c->rec, 1, "xattr block %llu: h_refcount %u but %lld inodes point to it",
 			  (unsigned long long)c->blk, h->h_refcount, (long long)want);
 	}
+	free(buf);
+}
+
+/* An entry's hash over its name and value words, as e2fsck computes it:
+ * the name's bytes unsigned, or signed (what some kernels wrote). */
+static uint32_t xattr_entry_hash(const uint8_t *name, unsigned nlen, const uint8_t *value, uint32_t vsize,
+				 bool signed_name)
+{
+	uint32_t h = 0;
+	for (unsigned i = 0; i < nlen; i++) {
+		uint32_t c = signed_name ? (uint32_t)(int32_t)(int8_t)name[i] : name[i];
+		h = (h << 5) ^ (h >> 27) ^ c;
+	}
+	for (uint32_t i = 0; i < (vsize + 3) / 4; i++)
+		h = (h << 16) ^ (h >> 16) ^ chk_ld32(value + 4 * (size_t)i);
+	return h;
 }
 
 /* What is wrong with an xattr block's format (NULL if fine): the header,
  * then the entry list (inside the block, ending in a zero word) and the
- * values (inside the block, after the entries).  Shared with the scan. */
+ * values (inside the block, after the entries), each entry's name index
+ * and hash as e2fsck checks them.  Shared with the scan. */
 const char *chk_xattr_block_problem(const struct chk_fs *fs, const uint8_t *d)
 {
 	struct ext2_ext_attr_header h;
@@ -956,8 +1000,14 @@ const char *chk_xattr_block_problem(const struct chk_fs *fs, const uint8_t *d)
 			return "entry name past the block";
 		if (e.e_value_inum)
 			return "value in an inode (ea_inode)";
-		if (e.e_value_size && (uint64_t)e.e_value_offs + e.e_value_size > fs->bs)
+		if (e.e_value_size && (uint64_t)e.e_value_offs + (e.e_value_size + 3) / 4 * 4 > fs->bs)
 			return "value past the block";
+		if (e.e_name_index == 0)
+			return "an entry without a name index";
+		const uint8_t *nm = d + off + sizeof(struct ext2_ext_attr_entry), *val = e.e_value_size ? d + e.e_value_offs : d;
+		if (e.e_hash != xattr_entry_hash(nm, e.e_name_len, val, e.e_value_size, false) &&
+		    e.e_hash != xattr_entry_hash(nm, e.e_name_len, val, e.e_value_size, true))
+			return "an entry's hash does not match its name and value";
 		if (e.e_value_size && e.e_value_offs < min_val)
 			min_val = e.e_value_offs;
 		off += EXT2_EXT_ATTR_LEN(e.e_name_len);
@@ -967,9 +1017,13 @@ const char *chk_xattr_block_problem(const struct chk_fs *fs, const uint8_t *d)
 	return NULL;
 }
 
-static void inv_xattr_format(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+void inv_xattr_format(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
-	uint8_t buf[4096];
+	uint8_t *buf = malloc(fs->bs);
+	if (!buf) {
+		t->err = -ENOMEM;
+		return;
+	}
 	for (size_t i = 0; i < t->nbch; i++) {
 		struct bchange *c = t->bch[i];
 		bool was = c->old_type == BT_XATTR, is = c->adds ? c->new_type == BT_XATTR : was;
@@ -982,129 +1036,77 @@ static void inv_xattr_format(struct chk_fs *fs, struct txn *t, struct chk_verdic
 			continue;
 		const char *why = chk_xattr_block_problem(fs, d);
 		if (why)
-			V("INV_XATTR_FORMAT", &c->rec, 1, "xattr block %llu: %s", (unsigned long long)c->blk, why);
+			V(INV_XATTR_FORMAT, &c->rec, 1, "xattr block %llu: %s", (unsigned long long)c->blk, why);
 	}
+	free(buf);
 }
 
 /* ------------------------------------------------------------ htree */
 
 /* The journal superblock is journal data to the block map, but e2fsck
  * refuses a bad one: check it whenever a transaction writes it. */
-static void inv_journal_sb(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+void inv_journal_sb(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	uint64_t b0, nblocks;
 	uint32_t idx;
 	if (chk_journal_head(fs, &b0, &nblocks) || !chk_u64map_get(&t->bidx, b0, &idx) ||
 	    !t->blocks[idx].changed)
 		return;                  /* not written by this transaction */
-	uint8_t buf[4096];
-	const uint8_t *d = chk_txn_new_block(fs, t, b0, buf);
-	const char *why = d ? chk_journal_sb_problem(fs, d, nblocks) : NULL;
+	/* written by this transaction: its new contents are in hand */
+	const char *why = chk_journal_sb_problem(fs, t->blocks[idx].new, nblocks);
 	if (why)
-		V("INV_JOURNAL_SB", NULL, 0, "journal superblock (block %llu): %s", (unsigned long long)b0, why);
+		V(INV_JOURNAL_SB, NULL, 0, "journal superblock (block %llu): %s", (unsigned long long)b0, why);
 }
 
-static void inv_htree_root(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+void inv_htree_root(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	(void)fs;
-	report_problems(t, v, "INV_HTREE_ROOT");
+	chk_report_problems(t, v, INV_HTREE_ROOT);
 }
-static void inv_htree_hash_version(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+void inv_htree_hash_version(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	(void)fs;
-	report_problems(t, v, "INV_HTREE_HASH_VERSION");
+	chk_report_problems(t, v, INV_HTREE_HASH_VERSION);
 }
-static void inv_htree_depth(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+void inv_htree_depth(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	(void)fs;
-	report_problems(t, v, "INV_HTREE_DEPTH");
+	chk_report_problems(t, v, INV_HTREE_DEPTH);
 }
-static void inv_htree_count_limit(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+void inv_htree_count_limit(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	(void)fs;
-	report_problems(t, v, "INV_HTREE_COUNT_LIMIT");
+	chk_report_problems(t, v, INV_HTREE_COUNT_LIMIT);
 }
-static void inv_htree_hash_order(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+void inv_htree_hash_order(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	(void)fs;
-	report_problems(t, v, "INV_HTREE_HASH_ORDER");
+	chk_report_problems(t, v, INV_HTREE_HASH_ORDER);
 }
-static void inv_htree_blocks(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+void inv_htree_blocks(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	(void)fs;
-	report_problems(t, v, "INV_HTREE_BLOCKS");
+	chk_report_problems(t, v, INV_HTREE_BLOCKS);
 }
-static void inv_htree_node(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+void inv_htree_node(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	(void)fs;
-	report_problems(t, v, "INV_HTREE_NODE");
+	chk_report_problems(t, v, INV_HTREE_NODE);
 }
-static void inv_htree_flag(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
+void inv_htree_flag(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	(void)fs;
-	report_problems(t, v, "INV_HTREE_FLAG");
+	chk_report_problems(t, v, INV_HTREE_FLAG);
 }
 
 /* ------------------------------------------------------------ the table */
 
 static const struct inv_row table[] = {
-	{ { "INV_SB_FROZEN", "superblock fields other than times, mount count, state, free counts, orphan head, error fields, last-mounted, mount-set features and the revision-0 upgrade never change (and the scan finds the quota inode numbers valid, as e2fsck)" }, inv_sb_frozen },
-	{ { "INV_SB_FEATURES", "features change only as a mount may: ext_attr, large_file, dir_nlink set (never on a revision-0 superblock); needs_recovery set or cleared" }, inv_sb_features },
-	{ { "INV_SB_REVISION", "the revision changes only as the kernel upgrades a revision-0 superblock for its first feature flag: 0 -> 1 with first inode 11 and inode size 128, from no feature flags" }, inv_sb_revision },
-	{ { "INV_SB_STATE", "s_state keeps to valid/error/orphan bits; s_max_mnt_count only set from 0; s_flags only gains a hash-signedness flag" }, inv_sb_state },
-	{ { "INV_SB_FREE_BLOCKS", "a written s_free_blocks_count equals the sum of the groups' free block counts" }, inv_sb_free_blocks },
-	{ { "INV_SB_FREE_INODES", "a written s_free_inodes_count equals the sum of the groups' free inode counts" }, inv_sb_free_inodes },
-	{ { "INV_BGD_FROZEN", "group descriptor locations (bitmaps, inode table) and ext4-only fields never change (the kernel may mark a table zeroed; meaningless UNINIT flags and bg_itable_unused may be cleared)" }, inv_bgd_frozen },
-	{ { "INV_BGD_FREE_BLOCKS", "bg_free_blocks_count changes by exactly the block bitmap flips of its group" }, inv_bgd_free_blocks },
-	{ { "INV_BGD_FREE_INODES", "bg_free_inodes_count changes by exactly the inode bitmap flips of its group" }, inv_bgd_free_inodes },
-	{ { "INV_BGD_USED_DIRS", "bg_used_dirs_count changes by exactly the directories coming into and out of use" }, inv_bgd_used_dirs },
-	{ { "INV_BACKUP_COPIES", "backup superblocks and descriptor copies keep geometry and locations" }, inv_backup_copies },
-	{ { "INV_STATIC_FROZEN", "boot block, reserved GDT blocks and the resize inode's blocks never change (and the scan finds the resize inode as e2fsck checks it: one double-indirect block listing the reserved GDT blocks, each listing its copies)" }, inv_static_frozen },
-	{ { "INV_BITMAP_PADDING", "bitmap bits past the end of the file system / group stay set" }, inv_bitmap_padding },
-	{ { "INV_PTR_IN_RANGE", "no pointer (or write) reaches outside the file system's blocks" }, inv_ptr_in_range },
-	{ { "INV_PTR_NOT_STATIC", "no pointer names static metadata (superblocks, GDT, bitmaps, inode tables)" }, inv_ptr_not_static },
-	{ { "INV_BLOCK_OWNED_ONCE", "no block is pointed to twice (shared xattr blocks excepted)" }, inv_block_owned_once },
-	{ { "INV_PTR_MARKED", "a block newly pointed to is set in the block bitmap" }, inv_ptr_marked },
-	{ { "INV_RELEASE_CLEARS", "a block losing its last pointer is cleared in the block bitmap" }, inv_release_clears },
-	{ { "INV_BBITMAP_SET", "a block bitmap bit goes 0->1 only when a pointer to the block appears" }, inv_bbitmap_set },
-	{ { "INV_BBITMAP_CLEAR", "a block bitmap bit goes 1->0 only when the last pointer goes (never for static metadata)" }, inv_bbitmap_clear },
-	{ { "INV_IBITMAP_SET", "an inode bitmap bit is set only for an inode coming into use (valid mode, links, no dtime)" }, inv_ibitmap_set },
-	{ { "INV_IBITMAP_CLEAR", "an inode bitmap bit is cleared only for an inode with no links left" }, inv_ibitmap_clear },
-	{ { "INV_DTIME_FREE", "a freed inode gets a deletion time" }, inv_dtime_free },
-	{ { "INV_DTIME_LIVE", "an in-use inode has i_dtime 0 unless it is on the orphan list" }, inv_dtime_live },
-	{ { "INV_ORPHAN_LIST", "the orphan list (s_last_orphan, chained by i_dtime) is loop-free and holds in-use inodes" }, inv_orphan_list },
-	{ { "INV_FREE_INODE_FORM", "a free inode may change only into the deleted form (links 0, dtime set) or zeros" }, inv_free_inode_form },
-	{ { "INV_INODE_MODE", "an in-use inode has a valid file type that does not change while in use" }, inv_inode_mode },
-	{ { "INV_INODE_EXT4_FIELDS", "ext4-only inode flags, high fields and obsolete i_faddr stay clear (huge_file and, on a regular file, ea_inode may stay where they were: e2fsck leaves them alone on ext3); i_extra_isize valid; i_file_acl only with ext_attr" }, inv_inode_ext4_fields },
-	{ { "INV_RESERVED_INODES", "reserved inodes stay allocated; only their times change; the root stays a live directory" }, inv_reserved_inodes },
-	{ { "INV_LINKS_COUNT", "i_links_count changes by exactly the entries naming the inode added and removed (incl. '.' and '..')" }, inv_links_count },
-	{ { "INV_DIRENT_TARGET", "an added entry names an allocated, linked, non-reserved inode" }, inv_dirent_target },
-	{ { "INV_DIRENT_FTYPE", "an added entry's file-type byte matches the inode's mode" }, inv_dirent_ftype },
-	{ { "INV_DIRENT_TILING", "rec_len/name_len are well formed and the entries tile the directory block" }, inv_dirent_tiling },
-	{ { "INV_DIRENT_NAME", "entry names are non-empty, without '/' or NUL, and name inodes inside the file system" }, inv_dirent_name },
-	{ { "INV_DIRENT_UNIQUE", "a name appears once in a directory (transactions: within the blocks they touch; scan: whole directory)" }, inv_dirent_unique },
-	{ { "INV_DIR_DOTS", "block 0 of a directory starts with '.' (itself) and '..' (a directory); nowhere else" }, inv_dir_dots },
-	{ { "INV_DIR_DOTDOT_PARENT", "a directory's '..' names the directory whose entry names it" }, inv_dir_dotdot_parent },
-	{ { "INV_DIR_NO_LOOP", "a directory never becomes its own ancestor through '..'" }, inv_dir_no_loop },
-	{ { "INV_DIR_ONE_PARENT", "a live directory is named by exactly one entry besides '.' and '..' (no hard links)" }, inv_dir_one_parent },
-	{ { "INV_IBLOCKS", "i_blocks equals the blocks the inode owns (data, indirect, xattr) in sectors" }, inv_iblocks },
-	{ { "INV_DIR_SIZE", "a directory's i_size is its block count times the block size, without holes" }, inv_dir_size },
-	{ { "INV_FILE_SIZE", "a regular file's i_size is not below its last block (except during an orphan truncate)" }, inv_file_size },
-	{ { "INV_FILE_MAX_SIZE", "a regular file's 64-bit i_size fits the block size's indirect-mapped maximum (e2fsck's) and needs large_file from 2^31" }, inv_file_max_size },
-	{ { "INV_SYMLINK", "fast symlinks hold their target inline (size < 60); slow ones one block, size < block size" }, inv_symlink },
-	{ { "INV_SPECIAL_FILE", "device, fifo and socket inodes own no blocks, have size 0 and no immutable/append flag" }, inv_special_file },
-	{ { "INV_XATTR_REFCOUNT", "an xattr block's h_refcount changes by exactly the inodes starting/stopping to share it" }, inv_xattr_refcount },
-	{ { "INV_XATTR_FORMAT", "an xattr block has the magic, h_blocks 1 and entries/values inside the block" }, inv_xattr_format },
-	{ { "INV_JOURNAL_SB", "the internal journal's superblock has the jbd magic, type v1/v2, the fs block size, s_maxlen/s_first inside the journal inode, one user, no v2 fields in a v1 superblock" }, inv_journal_sb },
-	{ { "INV_HTREE_ROOT", "an htree root's info has reserved_zero 0 and info_length 8" }, inv_htree_root },
-	{ { "INV_HTREE_HASH_VERSION", "an htree root's hash_version is legacy, half_md4 or tea; never changes in a live index; a new root takes s_def_hash_version" }, inv_htree_hash_version },
-	{ { "INV_HTREE_DEPTH", "indirect_levels <= 1 (ext3, no largedir) and agrees with the tree: nodes above, leaves at the bottom" }, inv_htree_depth },
-	{ { "INV_HTREE_COUNT_LIMIT", "every htree root/node has limit = the entries its block holds and 0 < count <= limit" }, inv_htree_count_limit },
-	{ { "INV_HTREE_HASH_ORDER", "dx_entry hashes do not decrease within a node and stay inside the range the parent gives the node" }, inv_htree_hash_order },
-	{ { "INV_HTREE_BLOCKS", "dx_entry blocks are inside the directory, never block 0, and every other block is referenced exactly once" }, inv_htree_blocks },
-	{ { "INV_HTREE_NODE", "entries of an htree leaf hash into the range its index entry gives it" }, inv_htree_node },
-	{ { "INV_HTREE_FLAG", "the index flag is only on directories of dir_index file systems, set with a valid root" }, inv_htree_flag },
+#define INV(id, fn, description, state) { { #id, description, (state) ? (state) : (description) }, fn },
+#include "invariants.def"
+#undef INV
 };
+_Static_assert(sizeof(table) / sizeof(table[0]) == CHK_NINV, "one row per enum chk_inv");
 #define NINV (sizeof(table) / sizeof(table[0]))
 
 size_t chk_invariant_count(void)

@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "chk_internal.h"
+#include "chk_ext4.h"
 
 struct bpage {
 	uint32_t owner[BPAGE_N];
@@ -30,12 +30,20 @@ struct bpage {
 };
 
 /* One static extent; `seq` is the order of marking: where corrupt
- * descriptors make two extents overlap, the later one names the block. */
+ * descriptors make two extents overlap, the later one names the block.
+ * owner: the resize inode for reserved GDT blocks; a group's bitmaps and
+ * inode table keep the group there (chk_layout_group), which the type/owner
+ * map reports as owner 0. */
 struct sext {
 	uint64_t start;
 	uint32_t len, owner, seq;
 	uint8_t  type;
 };
+
+static bool group_owned(uint8_t type)
+{
+	return type == BT_BBITMAP || type == BT_IBITMAP || type == BT_ITABLE;
+}
 
 static uint64_t group_start(const struct chk_fs *fs, uint32_t g)
 {
@@ -57,7 +65,7 @@ int chk_shadow_init(struct chk_fs *fs)
 	fs->gstatic = calloc(fs->ngroups, sizeof(*fs->gstatic));
 	if (!fs->bpages || !fs->gbb || !fs->gib || !fs->gstatic)
 		return -ENOMEM;
-	return 0;
+	return chk_runs_init(fs);
 }
 
 void chk_shadow_free(struct chk_fs *fs)
@@ -76,6 +84,7 @@ void chk_shadow_free(struct chk_fs *fs)
 	free(fs->gib);
 	free(fs->gstatic);
 	free(fs->sext);
+	chk_runs_free(fs);
 }
 
 /* ---------------------------------------------------------- static layout */
@@ -202,6 +211,60 @@ void chk_static_mark_resize(struct chk_fs *fs, uint64_t blk)
 	/* static from now on: an inode typed before it loses the block, as
 	 * when the type map was painted in scan order */
 	chk_bmap_set(fs, blk, BT_FREE, 0, 0);
+	if (chk_run_at(fs, blk, NULL) && !chk_runs_reserve(fs, 1))
+		chk_run_remove(fs, blk, 1);
+}
+
+/* The first static block of [b, end), else end. */
+static uint64_t static_next(const struct chk_fs *fs, uint64_t b, uint64_t end)
+{
+	uint64_t first = end;
+	if (fs->first_data_block && b == 0)
+		return 0;
+	if (fs->resize_dind >= b && fs->resize_dind < end)
+		first = fs->resize_dind;
+	size_t i = sext_upper(fs, b);
+	for (size_t k = i; k-- > 0;) {       /* extents starting at or before b */
+		const struct sext *e = &fs->sext[k];
+		if (e->start + fs->sext_maxlen <= b)
+			break;
+		if (b < e->start + e->len)
+			return b;
+	}
+	if (i < fs->nsext && fs->sext[i].start < first)
+		first = fs->sext[i].start;      /* the first one starting after b */
+	return first;
+}
+
+/* The first block of [b, end) a page of the type/owner map owns, else end. */
+static uint64_t pages_next(const struct chk_fs *fs, uint64_t b, uint64_t end)
+{
+	while (b < end) {
+		const struct bpage *p = fs->bpages[b / BPAGE_N];
+		uint64_t pend = (b / BPAGE_N + 1) * BPAGE_N;
+		if (pend > end)
+			pend = end;
+		if (p && p->nowned)
+			for (; b < pend; b++)
+				if (p->type[b % BPAGE_N] != BT_FREE)
+					return b;
+		b = pend;
+	}
+	return end;
+}
+
+uint64_t chk_first_taken(const struct chk_fs *fs, uint64_t b, uint64_t end)
+{
+	if (end > fs->blocks_count)
+		end = fs->blocks_count;
+	if (b >= end)
+		return end;
+	uint64_t first = static_next(fs, b, end);
+	first = pages_next(fs, b, first);
+	struct chk_run r;
+	if (chk_run_next(fs, b, &r) && r.start < first)
+		first = r.start > b ? r.start : b;
+	return first;
 }
 
 uint32_t chk_group_static_blocks(const struct chk_fs *fs, uint32_t g)
@@ -228,6 +291,9 @@ uint8_t chk_btype(const struct chk_fs *fs, uint64_t blk)
 	const struct bpage *p = fs->bpages[blk / BPAGE_N];
 	if (p && p->type[blk % BPAGE_N] != BT_FREE)
 		return p->type[blk % BPAGE_N];
+	struct chk_run r;
+	if (chk_run_at(fs, blk, &r))
+		return r.type;
 	return chk_static_type(fs, blk);
 }
 
@@ -238,12 +304,23 @@ uint32_t chk_bowner(const struct chk_fs *fs, uint64_t blk)
 	const struct bpage *p = fs->bpages[blk / BPAGE_N];
 	if (p && p->type[blk % BPAGE_N] != BT_FREE)
 		return p->owner[blk % BPAGE_N];
+	struct chk_run r;
+	if (chk_run_at(fs, blk, &r))
+		return r.owner;
 	if (fs->first_data_block && blk == 0)
 		return 0;
 	if (fs->resize_dind && blk == fs->resize_dind)
 		return EXT2_RESIZE_INO;
 	const struct sext *e = sext_find(fs, blk);
-	return e ? e->owner : 0;
+	return e && !group_owned(e->type) ? e->owner : 0;
+}
+
+uint32_t chk_layout_group(const struct chk_fs *fs, uint64_t blk, uint8_t type, uint32_t *idx)
+{
+	const struct sext *e = blk < fs->blocks_count ? sext_find(fs, blk) : NULL;
+	if (idx)
+		*idx = e && e->type == type ? (uint32_t)(blk - e->start) : 0;
+	return e && e->type == type ? e->owner : 0;
 }
 
 uint32_t chk_blblk(const struct chk_fs *fs, uint64_t blk)
@@ -251,7 +328,12 @@ uint32_t chk_blblk(const struct chk_fs *fs, uint64_t blk)
 	if (blk >= fs->blocks_count)
 		return 0;
 	const struct bpage *p = fs->bpages[blk / BPAGE_N];
-	return p ? p->lblk[blk % BPAGE_N] : 0;
+	if (p && p->type[blk % BPAGE_N] != BT_FREE)
+		return p->lblk[blk % BPAGE_N];
+	struct chk_run r;
+	if (chk_run_at(fs, blk, &r))
+		return r.lblk + (uint32_t)(blk - r.start);
+	return 0;
 }
 
 const uint8_t *chk_bpage_types(const struct chk_fs *fs, uint64_t blk)
@@ -386,6 +468,78 @@ int chk_group_load(struct chk_fs *fs, uint32_t g, const uint8_t *bb, const uint8
 	return 0;
 }
 
+uint32_t chk_group_used_inodes(const struct chk_fs *fs, uint32_t g)
+{
+	if (!fs->group_csum)
+		return fs->ipg;
+	const uint8_t *d = chk_gd(fs, g);
+	if (chk_gd_flags(d) & EXT2_BG_INODE_UNINIT)
+		return 0;
+	uint32_t unused = chk_gd_itable_unused(fs, d);
+	return unused < fs->ipg ? fs->ipg - unused : 0;
+}
+
+/* libext2fs honours an UNINIT flag only in a descriptor whose checksum
+ * verifies (else it reads the bitmap, as e2fsck then does) */
+static bool uninit_flag(const struct chk_fs *fs, uint32_t g, uint16_t flag)
+{
+	const uint8_t *d = chk_gd(fs, g);
+	return fs->group_csum && (chk_gd_flags(d) & flag) && chk_gd_csum_ok(&fs->csum, g, d);
+}
+
+bool chk_group_block_uninit(const struct chk_fs *fs, uint32_t g)
+{
+	return uninit_flag(fs, g, EXT2_BG_BLOCK_UNINIT);
+}
+
+bool chk_group_inode_uninit(const struct chk_fs *fs, uint32_t g)
+{
+	return uninit_flag(fs, g, EXT2_BG_INODE_UNINIT);
+}
+
+/* The block bitmap libext2fs and e2fsck make up for a BLOCK_UNINIT group
+ * (its on-disk bitmap was never written): its superblock, descriptor and
+ * reserved descriptor blocks, and the bitmaps and tables of the
+ * BLOCK_UNINIT groups that lie in it (its own, wherever flex_bg puts
+ * them, are marked in their group; see chk_group_uninit_foreign). */
+void chk_group_uninit_bits(const struct chk_fs *fs, uint32_t g, uint8_t *buf)
+{
+	uint64_t s = group_start(fs, g), n = group_len(fs, g);
+	memset(buf, 0, fs->bs);
+	size_t i = sext_upper(fs, s);
+	while (i > 0 && fs->sext[i - 1].start + fs->sext_maxlen > s)
+		i--;
+	for (; i < fs->nsext && fs->sext[i].start < s + n; i++) {
+		const struct sext *e = &fs->sext[i];
+		if (group_owned(e->type) && !chk_group_block_uninit(fs, e->owner))
+			continue;
+		uint64_t a = e->start > s ? e->start : s, b = e->start + e->len;
+		if (b > s + n)
+			b = s + n;
+		if (a < b)
+			set_bit_range(buf, a - s, b - s);
+	}
+}
+
+/* libext2fs marks a BLOCK_UNINIT group's bitmaps and table in use wherever
+ * they lie: in an initialised group too, whatever its bitmap says.  Those
+ * bits are set in the loaded bitmaps here, after every group is loaded. */
+int chk_group_uninit_foreign(struct chk_fs *fs)
+{
+	for (size_t i = 0; i < fs->nsext; i++) {
+		const struct sext *e = &fs->sext[i];
+		if (!group_owned(e->type) || !chk_group_block_uninit(fs, e->owner))
+			continue;
+		for (uint64_t b = e->start; b < e->start + e->len; b++) {
+			uint32_t g = chk_group_of_block(fs, b);
+			if (b < fs->first_data_block || chk_group_block_uninit(fs, g) || !fs->gbb[g])
+				continue;     /* made up already, or its static pattern has it */
+			bit_put(fs->gbb[g], b - group_start(fs, g), true);
+		}
+	}
+	return 0;
+}
+
 bool chk_group_inodes_any(const struct chk_fs *fs, uint32_t g)
 {
 	return fs->gib[g] && chk_any_bit(fs->gib[g], 0, fs->ipg);
@@ -424,6 +578,6 @@ bool chk_inode_in_bad_block(const struct chk_fs *fs, uint32_t ino)
 	if (!fs->nbad_itable || ino == 0 || ino > fs->inodes_count)
 		return false;
 	uint32_t g = (ino - 1) / fs->ipg, i = (ino - 1) % fs->ipg;
-	uint64_t blk = fs->gd[g].bg_inode_table + (uint64_t)i * fs->inode_size / fs->bs;
+	uint64_t blk = chk_gd_itable(fs, chk_gd(fs, g)) + (uint64_t)i * fs->inode_size / fs->bs;
 	return bsearch(&blk, fs->bad_itable, fs->nbad_itable, sizeof(blk), cmp_u64) != NULL;
 }

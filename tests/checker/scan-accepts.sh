@@ -59,7 +59,7 @@ bad_itable_block() {
 	e2fsck -fy "$1" >/dev/null 2>&1
 }
 
-for bs in 1024 4096; do
+for bs in 1024 4096 16384; do
 	# ext4 inode flags e2fsck ignores without their feature: i_blocks stays
 	# in sectors (huge_file), a named regular file stays a file (ea_inode)
 	case_ "huge_file flag on ext3 (bs $bs)" "$bs" "write $work/small f" "sif f flags 0x40000"

@@ -147,7 +147,7 @@ static bool visit_node(void *ctx, uint64_t pblk, uint16_t depth, const uint8_t *
 		{ "bad magic", 0, 0xF30B, false },
 		{ "entries past max", 2, (uint16_t)(h.max + 1), false },
 		{ "max past the block", 4, (uint16_t)((bs - 12) / 12 + 1), false },
-		{ "depth past 5", 6, 6, false },
+		{ "a depth other than its parent wants", 6, (uint16_t)(depth + 1), false },
 		{ "second entry before the first", 12 + 12, 0, true },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

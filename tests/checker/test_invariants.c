@@ -3,15 +3,22 @@
  *
  *   test_invariants INV_ID   break the invariant (debugfs edits or raw block
  *                            edits on a copy of a small mke2fs -t ext3 image,
- *                            1 KiB and 4 KiB blocks) and expect a rejection
- *                            naming INV_ID; then run a chain of legitimate
+ *                            or -t ext4 for ext4 rows, 1 KiB and 4 KiB blocks)
+ *                            and expect a rejection naming INV_ID, of the
+ *                            transaction or (T_SCAN) of a scan of the state
+ *                            it leaves; then run a chain of legitimate
  *                            libext2fs (debugfs) transitions, each checked
  *                            against the advanced state, and expect approval.
  *   test_invariants --features: superblock feature and revision changes on
  *                            images without ext_attr (mke2fs -O ^ext_attr,
  *                            mke2fs -r 0): the first xattr's are approved,
  *                            others rejected.
+ *   test_invariants --orphan: a new linked inode on the orphan list (its
+ *                            i_dtime the chain's next) is approved, the
+ *                            same off the list rejected.
  *   test_invariants --format checks the record grammar.
+ *   test_invariants --list-cases prints the invariant of each breaking case
+ *                            (tests/checker/invariant-table.sh).
  *
  * The edits use libext2fs and debugfs only to make images; the decision is
  * the checker's alone.  Exit 0 pass, 1 fail, 77 skip (no mke2fs/debugfs).
@@ -124,10 +131,16 @@ static const char *base_cmds =
 	"mkdir d\nmkdir d/sub\nmkdir h\nwrite /etc/services d/f\nwrite /etc/hostname d/g\n"
 	"symlink sl /target/x\nmknod fifo p\nea_set -f %s/big.txt d/g user.big\ncd h\n";
 
-static int make_base(uint32_t bs, char *path)
+/* ext4: mke2fs -t ext4 (extents, 64bit, flex_bg, huge_file, metadata_csum)
+ * with orphan_file, its journal with checksums (v3, as the kernel's), and
+ * d/frag, a file of seven extents: a tree block */
+static const char *ext4_cmds = "jo -c\njc\ncd /\nwrite %s/r40k d/frag\npunch d/frag 1 1\npunch d/frag 3 3\npunch d/frag 5 5\n"
+			       "punch d/frag 7 7\npunch d/frag 9 9\npunch d/frag 11 11\ncd h\n";
+
+static int make_base(uint32_t bs, char *path, bool ext4)
 {
 	char cmd[4096];
-	snprintf(path, 512, "%s/base%u.img", dir, bs);
+	snprintf(path, 512, "%s/base%u%s.img", dir, bs, ext4 ? "-ext4" : "");
 	snprintf(cmd, sizeof(cmd), "head -c 600 /dev/urandom | base64 -w0 > %s/big.txt", dir);
 	if (run(cmd))
 		return -1;
@@ -137,14 +150,17 @@ static int make_base(uint32_t bs, char *path)
 	if (!f)
 		return -1;
 	fprintf(f, base_cmds, dir);
+	if (ext4)
+		fprintf(f, ext4_cmds, dir);
 	int nent = bs == 1024 ? 120 : 200;
 	for (int i = 0; i < nent; i++)
 		fprintf(f, "mknod entry_with_a_rather_long_name_number_%d p\n", i);
 	fclose(f);
 	snprintf(cmd, sizeof(cmd),
-		 "mke2fs -q -F -t ext3 -b %u -N 256 %s 16M >/dev/null 2>&1 && debugfs -w -f %s %s >/dev/null 2>&1"
+		 "head -c 40000 /dev/urandom > %s/r40k && "
+		 "mke2fs -q -F %s -b %u -N 256 %s 16M >/dev/null 2>&1 && debugfs -w -f %s %s >/dev/null 2>&1"
 		 " && { e2fsck -fyD %s >/dev/null 2>&1; [ $? -le 1 ]; } && e2fsck -fn %s >/dev/null 2>&1",
-		 bs, path, cf, path, path, path);
+		 dir, ext4 ? "-t ext4 -O orphan_file" : "-t ext3", bs, path, cf, path, path, path);
 	return run(cmd) ? -1 : 0;
 }
 
@@ -166,10 +182,19 @@ static int debugfs_cmds(const char *img, const char *cmds)
 enum raw {
 	R_NONE, R_BACKUP_SB, R_RGDT, R_PADDING, R_FTYPE, R_TILING, R_NAME, R_UNIQUE, R_DOT, R_DOTDOT,
 	R_XREF, R_XMAGIC, R_HINFO, R_HVER0, R_HVER9, R_HDEPTH, R_HDEPTH2, R_HCOUNT, R_HLIMIT, R_HORDER,
-	R_HBLK0, R_HBLKBIG, R_HDUP, R_HRANGE, R_ZERO_BOOT, R_LOOP, R_JSB_BS, R_JSB_V1
+	R_HBLK0, R_HBLKBIG, R_HDUP, R_HRANGE, R_ZERO_BOOT, R_LOOP, R_JSB_BS, R_JSB_V1,
+	/* ext4: one checksum flipped, one extent broken, an orphan listed */
+	R_CSUM_SB, R_CSUM_BGD, R_CSUM_BITMAP, R_CSUM_INODE, R_CSUM_EXTENT, R_CSUM_DIR, R_CSUM_XATTR,
+	R_EXT_LEN0, R_ORPHAN_ENTRY, R_EXT_MOVE, R_EXT_DUP, R_JSB_CSUM
 };
 
-struct facts;
+/* what the edits need to know of the base image (get_facts) */
+struct facts {
+	unsigned f0, f12, fi, gi, subi, it, bb, freeblk, freeino, symi, fifoi, di;
+	unsigned iun;              /* bg_itable_unused hiding all but group 0's first 3 inodes */
+	unsigned unusedi;          /* an inode past group 0's initialised ones (ext4) */
+	unsigned etb, orphan_blk;  /* ext4: d/frag's tree block, the orphan file's first block */
+};
 static unsigned facts_dir_ino(const struct facts *x);
 
 static int with_fs(const char *img, ext2_filsys *fs)
@@ -196,6 +221,94 @@ static int find_entry(ext2_filsys fs, uint8_t *blk, const char *name)
 		off += e->rec_len;
 	}
 	return -1;
+}
+
+/* The ext4 edits of raw_edit: block blk (set here) is read into b and
+ * edited; 0, or -1 when the image lacks what the edit needs. */
+static int raw_edit_ext4(ext2_filsys fs, enum raw what, const struct facts *x, uint8_t *b, blk_t *blkp)
+{
+	ext2_ino_t ino;
+	struct ext2_inode in;
+	blk_t blk = 0;
+	blk64_t iblk0 = 0;
+	int r = -1;
+	switch (what) {
+	case R_CSUM_SB:
+		blk = 1024 / fs->blocksize;
+		if (io_channel_read_blk(fs->io, blk, 1, b))
+			break;
+		b[(fs->blocksize == 1024 ? 0 : 1024) + 0x3FC] ^= 0x5a;
+		r = 0;
+		break;
+	case R_CSUM_BGD: case R_CSUM_BITMAP:
+		blk = fs->super->s_first_data_block + 1;
+		if (io_channel_read_blk(fs->io, blk, 1, b))
+			break;
+		b[what == R_CSUM_BGD ? 0x1E : 0x18] ^= 0x5a;   /* bg_checksum, bg_block_bitmap_csum_lo */
+		r = 0;
+		break;
+	case R_CSUM_INODE: case R_EXT_LEN0: case R_EXT_MOVE: case R_EXT_DUP: {
+		blk64_t iblk;
+		if (inode_of(fs, what == R_EXT_DUP ? "d/g" : "d/f", &ino, &in))
+			break;
+		dgrp_t g = (ino - 1) / fs->super->s_inodes_per_group;
+		unsigned off = ((ino - 1) % fs->super->s_inodes_per_group) * EXT2_INODE_SIZE(fs->super);
+		iblk = ext2fs_inode_table_loc(fs, g) + off / fs->blocksize;
+		blk = (blk_t)iblk;
+		if (io_channel_read_blk(fs->io, blk, 1, b))
+			break;
+		uint8_t *raw = b + off % fs->blocksize;
+		uint32_t start = what == R_EXT_MOVE ? x->freeblk : x->f0;
+		if (what == R_CSUM_INODE)
+			raw[0x7C] ^= 0x5a;                      /* l_i_checksum_lo */
+		else if (what == R_EXT_LEN0)
+			memset(raw + 0x28 + 12 + 4, 0, 2);      /* the first extent's length */
+		else {                                          /* its start: a free block, or d/f's */
+			uint16_t one = 1;
+			memcpy(raw + 0x28 + 12 + 8, &start, 4);
+			if (what == R_EXT_MOVE)
+				memcpy(raw + 0x28 + 12 + 4, &one, 2);
+		}
+		r = 0;
+		break;
+	}
+	case R_CSUM_EXTENT:
+		blk = x->etb;
+		if (!blk || io_channel_read_blk(fs->io, blk, 1, b))
+			break;
+		b[12 + 12 * 20] ^= 0x5a;                        /* an unused entry slot: the checksum only */
+		r = 0;
+		break;
+	case R_CSUM_DIR:
+		if (inode_of(fs, "d", &ino, &in) || ext2fs_bmap2(fs, ino, &in, NULL, 0, 0, NULL, &iblk0))
+			break;
+		blk = (blk_t)iblk0;
+		if (io_channel_read_blk(fs->io, blk, 1, b))
+			break;
+		b[fs->blocksize - 1] ^= 0x5a;                   /* the leaf tail's checksum */
+		r = 0;
+		break;
+	case R_CSUM_XATTR:
+		if (inode_of(fs, "d/g", &ino, &in) || !in.i_file_acl)
+			break;
+		blk = in.i_file_acl;
+		if (io_channel_read_blk(fs->io, blk, 1, b))
+			break;
+		b[0x10] ^= 0x5a;                                /* h_checksum */
+		r = 0;
+		break;
+	case R_ORPHAN_ENTRY:
+		blk = x->orphan_blk;
+		if (!blk || io_channel_read_blk(fs->io, blk, 1, b))
+			break;
+		b[0] = 12;                                      /* lists inode 12 */
+		r = 0;
+		break;
+	default:
+		break;
+	}
+	*blkp = blk;
+	return r;
 }
 
 static int raw_edit(const char *img, enum raw what, const struct facts *x)
@@ -337,17 +450,27 @@ static int raw_edit(const char *img, enum raw what, const struct facts *x)
 		}
 		r = 0;
 		break;
-	case R_JSB_BS: case R_JSB_V1:      /* the journal superblock is big endian */
-		if (ext2fs_read_inode(fs, fs->super->s_journal_inum, &in))
-			break;
-		blk = in.i_block[0];
+	case R_JSB_BS: case R_JSB_V1: case R_JSB_CSUM:  /* the journal superblock is big endian */
+		{
+			blk64_t j0 = 0;   /* through its map: an extent tree on ext4 */
+			if (ext2fs_bmap2(fs, fs->super->s_journal_inum, NULL, NULL, 0, 0, NULL, &j0))
+				break;
+			blk = (blk_t)j0;
+		}
 		if (!blk || io_channel_read_blk(fs->io, blk, 1, b))
 			break;
-		if (what == R_JSB_BS)
+		if (what == R_JSB_CSUM)
+			b[0x100] ^= 0x5a;               /* s_users[0]: under the checksum only */
+		else if (what == R_JSB_BS)
 			b[14] ^= 0x08;                  /* s_blocksize */
 		else
 			b[7] = 3;                       /* v2 -> v1 with its v2 fields kept */
 		r = 0;
+		break;
+	case R_CSUM_SB: case R_CSUM_BGD: case R_CSUM_BITMAP: case R_CSUM_INODE: case R_EXT_LEN0:
+	case R_EXT_MOVE: case R_EXT_DUP: case R_CSUM_EXTENT: case R_CSUM_DIR: case R_CSUM_XATTR:
+	case R_ORPHAN_ENTRY:
+		r = raw_edit_ext4(fs, what, x, b, &blk);
 		break;
 	case R_ZERO_BOOT:
 		blk = 0;
@@ -369,9 +492,6 @@ static int raw_edit(const char *img, enum raw what, const struct facts *x)
 
 /* ------------------------------------------------------------ placeholders */
 
-struct facts {
-	unsigned f0, f12, fi, gi, subi, it, bb, freeblk, freeino, symi, fifoi, di;
-};
 
 static int get_facts(const char *img, struct facts *x)
 {
@@ -384,7 +504,9 @@ static int get_facts(const char *img, struct facts *x)
 	if (inode_of(fs, "d/f", &ino, &in))
 		goto out;
 	x->fi = ino;
-	x->f0 = in.i_block[0];
+	blk64_t f0 = 0;
+	ext2fs_bmap2(fs, ino, &in, NULL, 0, 0, NULL, &f0);   /* i_block[0], or the first extent's */
+	x->f0 = (unsigned)f0;
 	x->f12 = in.i_block[12];
 	if (inode_of(fs, "d/g", &ino, &in))
 		goto out;
@@ -401,6 +523,25 @@ static int get_facts(const char *img, struct facts *x)
 	if (inode_of(fs, "fifo", &ino, &in))
 		goto out;
 	x->fifoi = ino;
+	x->iun = fs->super->s_inodes_per_group - 3;
+	x->unusedi = 0;       /* in an initialised group with room past its used inodes */
+	for (dgrp_t g = 0; g < fs->group_desc_count && !x->unusedi; g++)
+		if (ext2fs_has_group_desc_csum(fs) && !ext2fs_bg_flags_test(fs, g, EXT2_BG_INODE_UNINIT) &&
+		    ext2fs_bg_itable_unused(fs, g) > 6)
+			x->unusedi = g * fs->super->s_inodes_per_group + fs->super->s_inodes_per_group -
+				     ext2fs_bg_itable_unused(fs, g) + 5;
+	x->etb = x->orphan_blk = 0;
+	if (inode_of(fs, "d/frag", &ino, &in) == 0 && (in.i_flags & EXT4_EXTENTS_FL)) {
+		const uint8_t *root = (const uint8_t *)in.i_block;
+		uint16_t depth;
+		memcpy(&depth, root + 6, 2);
+		if (depth)
+			memcpy(&x->etb, root + 12 + 4, 4);      /* the first index entry's child */
+	}
+	blk64_t ob;
+	if (fs->super->s_orphan_file_inum &&
+	    ext2fs_bmap2(fs, fs->super->s_orphan_file_inum, NULL, NULL, 0, 0, NULL, &ob) == 0)
+		x->orphan_blk = (unsigned)ob;
 	x->it = (unsigned)ext2fs_inode_table_loc(fs, 0);
 	x->bb = (unsigned)ext2fs_block_bitmap_loc(fs, 0);
 	x->freeino = fs->super->s_inodes_count - 3;
@@ -432,6 +573,7 @@ static void expand(const char *tmpl, const struct facts *x, char *out, size_t n)
 		{ "{BB}", offsetof(struct facts, bb) }, { "{FREE}", offsetof(struct facts, freeblk) },
 		{ "{FREEI}", offsetof(struct facts, freeino) }, { "{SYMI}", offsetof(struct facts, symi) },
 		{ "{FIFOI}", offsetof(struct facts, fifoi) }, { "{DI}", offsetof(struct facts, di) },
+		{ "{IUN}", offsetof(struct facts, iun) }, { "{UNUSEDI}", offsetof(struct facts, unusedi) },
 	};
 	size_t k = 0;
 	while (*tmpl && k + 16 < n) {
@@ -453,81 +595,113 @@ static void expand(const char *tmpl, const struct facts *x, char *out, size_t n)
 
 /* ------------------------------------------------------------ cases */
 
+enum { T_1K = 1, T_EXT4 = 2, T_SCAN = 4 };
 struct tcase {
 	const char *inv;
 	const char *cmds;     /* debugfs commands (with placeholders), or NULL */
 	enum raw raw;
-	bool only_1k;         /* needs two block groups */
+	unsigned flags;       /* T_1K: needs two block groups; T_EXT4: on the ext4 base;
+			       * T_SCAN: the scan of the after-image rejects it */
 };
 
 static const struct tcase cases[] = {
-	{ "INV_SB_FROZEN", "ssv errors 3\n", R_NONE, false },
-	{ "INV_SB_FEATURES", "feature dir_prealloc\n", R_NONE, false },
-	{ "INV_SB_FEATURES", "feature -ext_attr\n", R_NONE, false },   /* d/g keeps its EA block */
-	{ "INV_SB_REVISION", "ssv rev_level 0\n", R_NONE, false },
-	{ "INV_SB_STATE", "ssv state 8\n", R_NONE, false },
-	{ "INV_SB_FREE_BLOCKS", "ssv free_blocks_count 100\n", R_NONE, false },
-	{ "INV_SB_FREE_INODES", "ssv free_inodes_count 10\n", R_NONE, false },
-	{ "INV_BGD_FROZEN", "set_bg 0 flags 1\n", R_NONE, false },
-	{ "INV_BGD_FREE_BLOCKS", "set_bg 0 free_blocks_count 3\n", R_NONE, false },
-	{ "INV_BGD_FREE_INODES", "set_bg 0 free_inodes_count 3\n", R_NONE, false },
-	{ "INV_BGD_USED_DIRS", "set_bg 0 used_dirs_count 9\n", R_NONE, false },
-	{ "INV_BACKUP_COPIES", NULL, R_BACKUP_SB, true },
-	{ "INV_STATIC_FROZEN", NULL, R_RGDT, true },
-	{ "INV_STATIC_FROZEN", NULL, R_ZERO_BOOT, false },
-	{ "INV_BITMAP_PADDING", NULL, R_PADDING, false },
-	{ "INV_PTR_IN_RANGE", "sif <{FI}> block[2] 999999\n", R_NONE, false },
-	{ "INV_PTR_NOT_STATIC", "sif <{FI}> block[2] {IT}\n", R_NONE, false },
-	{ "INV_BLOCK_OWNED_ONCE", "sif <{GI}> block[0] {F0}\n", R_NONE, false },
-	{ "INV_PTR_MARKED", "sif <{FI}> block[1] {FREE}\n", R_NONE, false },
-	{ "INV_RELEASE_CLEARS", "sif <{FI}> block[1] 0\n", R_NONE, false },
-	{ "INV_BBITMAP_SET", "setb {FREE}\n", R_NONE, false },
-	{ "INV_BBITMAP_CLEAR", "freeb {F0}\n", R_NONE, false },
-	{ "INV_BBITMAP_CLEAR", "freeb {BB}\n", R_NONE, false },
-	{ "INV_IBITMAP_SET", "seti <{FREEI}>\n", R_NONE, false },
-	{ "INV_IBITMAP_CLEAR", "freei <{FI}>\n", R_NONE, false },
-	{ "INV_DTIME_FREE", "sif <{FI}> links_count 0\nfreei <{FI}>\n", R_NONE, false },
-	{ "INV_DTIME_LIVE", "sif <{FI}> dtime 5\n", R_NONE, false },
-	{ "INV_ORPHAN_LIST", "ssv last_orphan {FREEI}\n", R_NONE, false },
-	{ "INV_FREE_INODE_FORM", "sif <{FREEI}> links_count 1\n", R_NONE, false },
-	{ "INV_INODE_MODE", "sif <{FI}> mode 0170644\n", R_NONE, false },
-	{ "INV_INODE_EXT4_FIELDS", "sif <{FI}> flags 0x80000\n", R_NONE, false },
-	{ "INV_RESERVED_INODES", "freei <5>\n", R_NONE, false },
-	{ "INV_RESERVED_INODES", "sif <7> size 5\n", R_NONE, false },
-	{ "INV_LINKS_COUNT", "sif <{FI}> links_count 5\n", R_NONE, false },
-	{ "INV_LINKS_COUNT", "unlink d/g\n", R_NONE, false },
-	{ "INV_DIRENT_TARGET", "ln <{FREEI}> d/bogus\n", R_NONE, false },
-	{ "INV_DIRENT_FTYPE", NULL, R_FTYPE, false },
-	{ "INV_DIRENT_TILING", NULL, R_TILING, false },
-	{ "INV_DIRENT_NAME", NULL, R_NAME, false },
-	{ "INV_DIRENT_UNIQUE", NULL, R_UNIQUE, false },
-	{ "INV_DIR_DOTS", NULL, R_DOT, false },
-	{ "INV_DIR_DOTDOT_PARENT", NULL, R_DOTDOT, false },
-	{ "INV_DIR_NO_LOOP", "ln d d/sub/dloop\nunlink d\n", R_LOOP, false },
-	{ "INV_DIR_ONE_PARENT", "ln d/sub subalias\nsif d/sub links_count 3\n", R_NONE, false },
-	{ "INV_IBLOCKS", "sif <{FI}> blocks 100\n", R_NONE, false },
-	{ "INV_DIR_SIZE", "sif <{DI}> size 5000\n", R_NONE, false },
-	{ "INV_FILE_SIZE", "sif <{FI}> size 10\n", R_NONE, false },
-	{ "INV_FILE_MAX_SIZE", "sif <{FI}> size 281474976710656\n", R_NONE, false },
-	{ "INV_SYMLINK", "sif <{SYMI}> size 40\n", R_NONE, false },
-	{ "INV_SPECIAL_FILE", "sif <{FIFOI}> blocks 2\n", R_NONE, false },
-	{ "INV_XATTR_REFCOUNT", NULL, R_XREF, false },
-	{ "INV_XATTR_FORMAT", NULL, R_XMAGIC, false },
-	{ "INV_JOURNAL_SB", NULL, R_JSB_BS, false },
-	{ "INV_JOURNAL_SB", NULL, R_JSB_V1, false },
-	{ "INV_HTREE_ROOT", NULL, R_HINFO, false },
-	{ "INV_HTREE_HASH_VERSION", NULL, R_HVER0, false },
-	{ "INV_HTREE_HASH_VERSION", NULL, R_HVER9, false },
-	{ "INV_HTREE_DEPTH", NULL, R_HDEPTH, false },
-	{ "INV_HTREE_DEPTH", NULL, R_HDEPTH2, false },
-	{ "INV_HTREE_COUNT_LIMIT", NULL, R_HCOUNT, false },
-	{ "INV_HTREE_COUNT_LIMIT", NULL, R_HLIMIT, false },
-	{ "INV_HTREE_HASH_ORDER", NULL, R_HORDER, true },
-	{ "INV_HTREE_BLOCKS", NULL, R_HBLK0, false },
-	{ "INV_HTREE_BLOCKS", NULL, R_HBLKBIG, false },
-	{ "INV_HTREE_BLOCKS", NULL, R_HDUP, true },
-	{ "INV_HTREE_NODE", NULL, R_HRANGE, false },
-	{ "INV_HTREE_FLAG", "sif <{FI}> flags 0x1000\n", R_NONE, false },
+	{ "INV_SB_FROZEN", "ssv errors 3\n", R_NONE, 0 },
+	{ "INV_SB_FEATURES", "feature dir_prealloc\n", R_NONE, 0 },
+	{ "INV_SB_FEATURES", "feature -ext_attr\n", R_NONE, 0 },   /* d/g keeps its EA block */
+	{ "INV_SB_REVISION", "ssv rev_level 0\n", R_NONE, 0 },
+	{ "INV_SB_STATE", "ssv state 8\n", R_NONE, 0 },
+	{ "INV_SB_FREE_BLOCKS", "ssv free_blocks_count 100\n", R_NONE, 0 },
+	{ "INV_SB_FREE_INODES", "ssv free_inodes_count 10\n", R_NONE, 0 },
+	{ "INV_BGD_FROZEN", "set_bg 0 flags 1\n", R_NONE, 0 },
+	{ "INV_BGD_FREE_BLOCKS", "set_bg 0 free_blocks_count 3\n", R_NONE, 0 },
+	{ "INV_BGD_FREE_INODES", "set_bg 0 free_inodes_count 3\n", R_NONE, 0 },
+	{ "INV_BGD_USED_DIRS", "set_bg 0 used_dirs_count 9\n", R_NONE, 0 },
+	{ "INV_BACKUP_COPIES", NULL, R_BACKUP_SB, T_1K },
+	{ "INV_STATIC_FROZEN", NULL, R_RGDT, T_1K },
+	{ "INV_STATIC_FROZEN", NULL, R_ZERO_BOOT, 0 },
+	{ "INV_BITMAP_PADDING", NULL, R_PADDING, 0 },
+	{ "INV_PTR_IN_RANGE", "sif <{FI}> block[2] 999999\n", R_NONE, 0 },
+	{ "INV_PTR_NOT_STATIC", "sif <{FI}> block[2] {IT}\n", R_NONE, 0 },
+	{ "INV_BLOCK_OWNED_ONCE", "sif <{GI}> block[0] {F0}\n", R_NONE, 0 },
+	{ "INV_PTR_MARKED", "sif <{FI}> block[1] {FREE}\n", R_NONE, 0 },
+	{ "INV_RELEASE_CLEARS", "sif <{FI}> block[1] 0\n", R_NONE, 0 },
+	{ "INV_BBITMAP_SET", "setb {FREE}\n", R_NONE, 0 },
+	{ "INV_BBITMAP_CLEAR", "freeb {F0}\n", R_NONE, 0 },
+	{ "INV_BBITMAP_CLEAR", "freeb {BB}\n", R_NONE, 0 },
+	{ "INV_IBITMAP_SET", "seti <{FREEI}>\n", R_NONE, 0 },
+	{ "INV_IBITMAP_CLEAR", "freei <{FI}>\n", R_NONE, 0 },
+	{ "INV_DTIME_FREE", "sif <{FI}> links_count 0\nfreei <{FI}>\n", R_NONE, 0 },
+	{ "INV_DTIME_LIVE", "sif <{FI}> dtime 5\n", R_NONE, 0 },
+	{ "INV_ORPHAN_LIST", "ssv last_orphan {FREEI}\n", R_NONE, 0 },
+	{ "INV_FREE_INODE_FORM", "sif <{FREEI}> links_count 1\n", R_NONE, 0 },
+	{ "INV_INODE_MODE", "sif <{FI}> mode 0170644\n", R_NONE, 0 },
+	{ "INV_INODE_EXT4_FIELDS", "sif <{FI}> flags 0x80000\n", R_NONE, 0 },
+	{ "INV_RESERVED_INODES", "freei <5>\n", R_NONE, 0 },
+	{ "INV_RESERVED_INODES", "sif <7> size 5\n", R_NONE, 0 },
+	{ "INV_LINKS_COUNT", "sif <{FI}> links_count 5\n", R_NONE, 0 },
+	{ "INV_LINKS_COUNT", "unlink d/g\n", R_NONE, 0 },
+	{ "INV_DIRENT_TARGET", "ln <{FREEI}> d/bogus\n", R_NONE, 0 },
+	{ "INV_DIRENT_FTYPE", NULL, R_FTYPE, 0 },
+	{ "INV_DIRENT_TILING", NULL, R_TILING, 0 },
+	{ "INV_DIRENT_NAME", NULL, R_NAME, 0 },
+	{ "INV_DIRENT_UNIQUE", NULL, R_UNIQUE, 0 },
+	{ "INV_DIR_DOTS", NULL, R_DOT, 0 },
+	{ "INV_DIR_DOTDOT_PARENT", NULL, R_DOTDOT, 0 },
+	{ "INV_DIR_NO_LOOP", "ln d d/sub/dloop\nunlink d\n", R_LOOP, 0 },
+	{ "INV_DIR_ONE_PARENT", "ln d/sub subalias\nsif d/sub links_count 3\n", R_NONE, 0 },
+	{ "INV_IBLOCKS", "sif <{FI}> blocks 100\n", R_NONE, 0 },
+	{ "INV_DIR_SIZE", "sif <{DI}> size 5000\n", R_NONE, 0 },
+	{ "INV_FILE_SIZE", "sif <{FI}> size 10\n", R_NONE, 0 },
+	{ "INV_FILE_MAX_SIZE", "sif <{FI}> size 281474976710656\n", R_NONE, 0 },
+	{ "INV_SYMLINK", "sif <{SYMI}> size 40\n", R_NONE, 0 },
+	{ "INV_SPECIAL_FILE", "sif <{FIFOI}> blocks 2\n", R_NONE, 0 },
+	{ "INV_XATTR_REFCOUNT", NULL, R_XREF, 0 },
+	{ "INV_XATTR_FORMAT", NULL, R_XMAGIC, 0 },
+	{ "INV_JOURNAL_SB", NULL, R_JSB_BS, 0 },
+	{ "INV_JOURNAL_SB", NULL, R_JSB_V1, 0 },
+	{ "INV_HTREE_ROOT", NULL, R_HINFO, 0 },
+	{ "INV_HTREE_HASH_VERSION", NULL, R_HVER0, 0 },
+	{ "INV_HTREE_HASH_VERSION", NULL, R_HVER9, 0 },
+	{ "INV_HTREE_DEPTH", NULL, R_HDEPTH, 0 },
+	{ "INV_HTREE_DEPTH", NULL, R_HDEPTH2, 0 },
+	{ "INV_HTREE_COUNT_LIMIT", NULL, R_HCOUNT, 0 },
+	{ "INV_HTREE_COUNT_LIMIT", NULL, R_HLIMIT, 0 },
+	{ "INV_HTREE_HASH_ORDER", NULL, R_HORDER, T_1K },
+	{ "INV_HTREE_BLOCKS", NULL, R_HBLK0, 0 },
+	{ "INV_HTREE_BLOCKS", NULL, R_HBLKBIG, 0 },
+	{ "INV_HTREE_BLOCKS", NULL, R_HDUP, T_1K },
+	{ "INV_HTREE_NODE", NULL, R_HRANGE, 0 },
+	{ "INV_HTREE_FLAG", "sif <{FI}> flags 0x1000\n", R_NONE, 0 },
+	{ "INV_JOURNAL_SB", NULL, R_JSB_CSUM, T_EXT4 },
+	{ "INV_JOURNAL_SB", NULL, R_JSB_CSUM, T_EXT4 | T_SCAN },
+	/* ext4 (transactions): extent trees feed the ownership invariants */
+	{ "INV_PTR_MARKED", NULL, R_EXT_MOVE, T_EXT4 },
+	{ "INV_BLOCK_OWNED_ONCE", NULL, R_EXT_DUP, T_EXT4 },
+	{ "INV_IBLOCKS", "sif <{FI}> blocks 100\n", R_NONE, T_EXT4 },
+	/* huge_file: HUGE_FILE_FL makes i_blocks count blocks, not sectors */
+	{ "INV_IBLOCKS", "sif <{FI}> flags 0xc0000\n", R_NONE, T_EXT4 },
+	/* ext4 (transactions) */
+	{ "INV_BGD_UNINIT", "seti <{UNUSEDI}>\n", R_NONE, T_EXT4 },
+	{ "INV_EXTENT_TREE", NULL, R_EXT_LEN0, T_EXT4 },
+	{ "INV_ORPHAN_FILE", NULL, R_ORPHAN_ENTRY, T_EXT4 },
+	{ "INV_CSUM_SB", NULL, R_CSUM_SB, T_EXT4 },
+	{ "INV_CSUM_BGD", NULL, R_CSUM_BGD, T_EXT4 },
+	{ "INV_CSUM_BITMAP", NULL, R_CSUM_BITMAP, T_EXT4 },
+	{ "INV_CSUM_INODE", NULL, R_CSUM_INODE, T_EXT4 },
+	{ "INV_CSUM_EXTENT", NULL, R_CSUM_EXTENT, T_EXT4 },
+	{ "INV_CSUM_DIR", NULL, R_CSUM_DIR, T_EXT4 },
+	{ "INV_CSUM_XATTR", NULL, R_CSUM_XATTR, T_EXT4 },
+	/* ext4 (scans) */
+	{ "INV_BGD_UNINIT", "set_bg 0 itable_unused {IUN}\n", R_NONE, T_EXT4 | T_SCAN },
+	{ "INV_EXTENT_TREE", NULL, R_EXT_LEN0, T_EXT4 | T_SCAN },
+	{ "INV_ORPHAN_FILE", NULL, R_ORPHAN_ENTRY, T_EXT4 | T_SCAN },
+	{ "INV_CSUM_SB", NULL, R_CSUM_SB, T_EXT4 | T_SCAN },
+	{ "INV_CSUM_BGD", NULL, R_CSUM_BGD, T_EXT4 | T_SCAN },
+	{ "INV_CSUM_BITMAP", NULL, R_CSUM_BITMAP, T_EXT4 | T_SCAN },
+	{ "INV_CSUM_INODE", NULL, R_CSUM_INODE, T_EXT4 | T_SCAN },
+	{ "INV_CSUM_EXTENT", NULL, R_CSUM_EXTENT, T_EXT4 | T_SCAN },
+	{ "INV_CSUM_DIR", NULL, R_CSUM_DIR, T_EXT4 | T_SCAN },
+	{ "INV_CSUM_XATTR", NULL, R_CSUM_XATTR, T_EXT4 | T_SCAN },
 };
 
 /* legitimate transitions, applied in a chain (libext2fs via debugfs) */
@@ -537,6 +711,8 @@ static const char *const legit[] = {
 	"rmdir d/sub\n",             /* (debugfs rm of d/g would leak its xattr block) */
 	"cd h\nmknod zz p\n",
 	"write /etc/services d/f2\n",
+	"write %s/r40k d/f4\npunch d/f4 1 1\n",  /* a hole inside: an extent split, or a pointer gone */
+	"fallocate d/f4 1 1\n",      /* the hole filled again: an unwritten extent, or a zeroed block */
 	"rm d/f\n",
 	"ssv mtime 123456\nssv mnt_count 7\n",
 	"ea_set -f %s/big.txt d/f2 user.other\n",
@@ -624,6 +800,29 @@ static int run_legit_chain(const char *base, uint32_t bs)
 	return 0;
 }
 
+/* The ext4 base must pass the scan, or a scan case could find its own base. */
+static void base_scans_clean(const char *base, uint32_t bs)
+{
+	size_t n;
+	uint8_t *a = slurp(base, &n);
+	struct mem m = { a, n };
+	struct chk_fs *fs;
+	struct chk_verdict *v = NULL;
+	char err[256];
+	if (!a || chk_attach(&fs, mem_read, &m, NULL, err, sizeof(err))) {
+		FAIL("ext4 base (bs %u): cannot attach: %s", bs, a ? err : "cannot read");
+	} else {
+		if (chk_scan(fs, &v) || !chk_verdict_ok(v)) {
+			FAIL("ext4 base (bs %u): the scan is not clean", bs);
+			if (v)
+				dump(v);
+		}
+		chk_verdict_free(v);
+		chk_detach(fs);
+	}
+	free(a);
+}
+
 static int run_case(const char *base, uint32_t bs, const struct tcase *c, const struct facts *x)
 {
 	char after[512], cmd[2048];
@@ -651,12 +850,36 @@ static int run_case(const char *base, uint32_t bs, const struct tcase *c, const 
 		free(b);
 		return -1;
 	}
-	struct chk_verdict *v = check_pair(fs, a, b, na, bs == 4096);
+	struct chk_verdict *v = NULL;
+	if (c->flags & T_SCAN) {
+		/* the state the edit leaves, scanned from scratch */
+		struct mem mb = { b, nb };
+		struct chk_fs *after_fs;
+		if (chk_attach(&after_fs, mem_read, &mb, NULL, err, sizeof(err)) || chk_scan(after_fs, &v))
+			FAIL("%s (bs %u): cannot attach to or scan the after-image: %s", c->inv, bs, err);
+		else
+			chk_detach(after_fs);
+	} else {
+		v = check_pair(fs, a, b, na, bs == 4096);
+	}
+	const char *how = c->flags & T_SCAN ? "scan" : "transaction";
 	if (v && !has_violation(v, c->inv)) {
-		FAIL("%s (bs %u, %s): not detected", c->inv, bs, c->cmds ? c->cmds : "raw edit");
+		FAIL("%s (bs %u, %s %s): not detected", c->inv, bs, how, c->cmds ? c->cmds : "raw edit");
 		dump(v);
 	} else if (v) {
-		printf("ok   %s (bs %u) rejected: %s\n", c->inv, bs, chk_verdict_violation(v, 0)->detail);
+		for (size_t k = 0; k < chk_verdict_nviolations(v); k++)
+			if (!strcmp(chk_verdict_violation(v, k)->inv->id, c->inv)) {
+				printf("ok   %s (bs %u) %s rejects: %s\n", c->inv, bs, how,
+				       chk_verdict_violation(v, k)->detail);
+				break;
+			}
+	}
+	if (c->flags & T_SCAN) {
+		chk_verdict_free(v);
+		chk_detach(fs);
+		free(a);
+		free(b);
+		return 0;
 	}
 	/* a rejected verdict must not change the state: the same check again gives the same answer */
 	struct chk_verdict *v2 = check_pair(fs, a, b, na, false);
@@ -668,6 +891,68 @@ static int run_case(const char *base, uint32_t bs, const struct tcase *c, const 
 	free(a);
 	free(b);
 	return 0;
+}
+
+/* ------------------------------------------------------------ orphans */
+
+/*
+ * A linked inode on the orphan list (a truncate in progress) keeps the
+ * chain's next pointer in i_dtime, and the kernel may write it in the same
+ * commit that allocates it: a new file d/o, i_dtime naming the next orphan
+ * (d/f, the chain's end), s_last_orphan naming d/o.  Approved; without
+ * the list head the dtime is a deleted inode's and INV_IBITMAP_SET rejects.
+ */
+static void run_orphan_new(const char *base, uint32_t bs, const struct facts *x)
+{
+	for (int on_list = 1; on_list >= 0; on_list--) {
+		char after[512], cmd[1200], cmds[256];
+		snprintf(after, sizeof(after), "%s/orphan.img", dir);
+		snprintf(cmd, sizeof(cmd), "cp %s %s", base, after);
+		ext2_filsys e2;
+		ext2_ino_t ino = 0;
+		struct ext2_inode in;
+		if (run(cmd) || debugfs_cmds(after, "write /etc/hostname d/o\n") || with_fs(after, &e2)) {
+			FAIL("orphan (bs %u): cannot make the after-image", bs);
+			return;
+		}
+		int r = inode_of(e2, "d/o", &ino, &in);
+		ext2fs_close_free(&e2);
+		snprintf(cmds, sizeof(cmds), "sif <%u> dtime %u\n%s", ino, x->fi, on_list ? "ssv last_orphan " : "");
+		if (on_list)
+			snprintf(cmds + strlen(cmds), sizeof(cmds) - strlen(cmds), "%u\n", ino);
+		if (r || debugfs_cmds(after, cmds)) {
+			FAIL("orphan (bs %u): cannot edit d/o", bs);
+			return;
+		}
+		size_t na, nb;
+		uint8_t *a = slurp(base, &na), *b = slurp(after, &nb);
+		struct mem m = { a, na };
+		struct chk_fs *fs;
+		char err[256];
+		if (!a || !b || na != nb || chk_attach(&fs, mem_read, &m, NULL, err, sizeof(err))) {
+			FAIL("orphan (bs %u): cannot attach", bs);
+			free(a);
+			free(b);
+			return;
+		}
+		struct chk_verdict *v = check_pair(fs, a, b, na, bs == 4096);
+		const char *what = on_list ? "a new linked inode on the orphan list, i_dtime its next"
+					   : "a new linked inode with i_dtime, on no list";
+		if (v && on_list && !chk_verdict_ok(v)) {
+			FAIL("%s (bs %u): rejected", what, bs);
+			dump(v);
+		} else if (v && !on_list && !has_violation(v, "INV_IBITMAP_SET")) {
+			FAIL("%s (bs %u): not rejected with INV_IBITMAP_SET", what, bs);
+			dump(v);
+		} else if (v) {
+			printf("ok   %s (bs %u): %s\n", what, bs,
+			       on_list ? "approved" : chk_verdict_violation(v, 0)->detail);
+		}
+		chk_verdict_free(v);
+		chk_detach(fs);
+		free(a);
+		free(b);
+	}
 }
 
 /* ------------------------------------------------------------ feature changes */
@@ -785,15 +1070,21 @@ static int test_format(void)
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
-		fprintf(stderr, "usage: test_invariants INV_ID|--legit|--features|--format|--all\n");
+		fprintf(stderr, "usage: test_invariants INV_ID|--legit|--features|--orphan|--format|--list-cases|--all\n");
 		return 2;
 	}
 	if (!strcmp(argv[1], "--format"))
 		return test_format();
+	if (!strcmp(argv[1], "--list-cases")) {
+		for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+			printf("%s\n", cases[i].inv);
+		return 0;
+	}
 	if (run("command -v mke2fs >/dev/null && command -v debugfs >/dev/null && command -v e2fsck >/dev/null"))
 		return 77;
 	bool all = !strcmp(argv[1], "--all"), legit_only = !strcmp(argv[1], "--legit");
 	bool features = !strcmp(argv[1], "--features");
+	bool orphans = !strcmp(argv[1], "--orphan");
 	if (features || all) {
 		snprintf(dir, sizeof(dir), "/tmp/chk-test-XXXXXX");
 		if (!mkdtemp(dir))
@@ -810,7 +1101,7 @@ int main(int argc, char **argv)
 			return failures ? 1 : 0;
 		}
 	}
-	bool known = all || legit_only;
+	bool known = all || legit_only || orphans;
 	for (size_t i = 0; i < chk_invariant_count(); i++)
 		known |= !strcmp(chk_invariant_at(i)->id, argv[1]);
 	if (!known) {
@@ -820,30 +1111,50 @@ int main(int argc, char **argv)
 	snprintf(dir, sizeof(dir), "/tmp/chk-test-XXXXXX");
 	if (!mkdtemp(dir))
 		return 1;
-	static const uint32_t sizes[] = { 1024, 4096 };
-	for (size_t s = 0; s < 2; s++) {
-		uint32_t bs = sizes[s];
+	/* 16 KiB blocks (past the page size: no kernel mounts them) for the
+	 * legitimate chain only */
+	static const uint32_t sizes[] = { 1024, 4096, 16384 };
+	size_t ran = 0;
+	for (size_t s = 0; s < 6; s++) {
+		uint32_t bs = sizes[s % 3];
+		bool ext4 = s >= 3;
+		if (bs == 16384 && !legit_only && !all)
+			continue;
+		/* an ext4 base for what needs it, and for the legitimate chain */
+		bool need = legit_only || all;
+		for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]) && !need; i++)
+			need = !strcmp(cases[i].inv, argv[1]) && (cases[i].flags & T_EXT4);
+		if (ext4 && (!need || orphans))
+			continue;
 		char base[512];
-		if (make_base(bs, base)) {
-			FAIL("cannot build the base image (bs %u)", bs);
+		if (make_base(bs, base, ext4)) {
+			FAIL("cannot build the %s base image (bs %u)", ext4 ? "ext4" : "ext3", bs);
 			continue;
 		}
+		if (ext4)
+			base_scans_clean(base, bs);
 		struct facts x;
 		if (get_facts(base, &x)) {
 			FAIL("cannot read facts of the base image");
 			continue;
 		}
-		size_t ran = 0;
+		if (orphans || all)
+			run_orphan_new(base, bs, &x);
+		if (orphans)
+			continue;
 		for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-			if (legit_only || (!all && strcmp(cases[i].inv, argv[1])) || (cases[i].only_1k && bs != 1024))
+			if (legit_only || (!all && strcmp(cases[i].inv, argv[1])) ||
+			    ((cases[i].flags & T_1K) && bs != 1024) || !(cases[i].flags & T_EXT4) != !ext4)
 				continue;
+			if (cases[i].cmds && strstr(cases[i].cmds, "{UNUSEDI}") && !x.unusedi)
+				continue;     /* this geometry has no initialised group with room */
 			run_case(base, bs, &cases[i], &x);
 			ran++;
 		}
-		if (!all && !legit_only && bs == 1024 && ran == 0)
-			FAIL("no breaking case for %s", argv[1]);
 		run_legit_chain(base, bs);
 	}
+	if (!all && !legit_only && !orphans && ran == 0)
+		FAIL("no breaking case for %s", argv[1]);
 	char cmd[512];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	run(cmd);

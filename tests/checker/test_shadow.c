@@ -1,6 +1,7 @@
 /*
  * tests/checker/test_shadow.c - the checker's sparse shadow state (static
- * extents, per-group bitmaps, paged type/owner map) against a flat model:
+ * extents, per-group bitmaps, paged type/owner map and its runs of extent
+ * blocks) against a flat model:
  * one array entry per block and per inode, as the state was once kept.
  * Seeded random operations on several geometries (1 KiB blocks with block
  * 0 outside the groups, 4 KiB, a short last group, overlapping static
@@ -33,6 +34,7 @@ struct model {
 	uint32_t *owner, *lblk;
 	uint8_t *bbit, *ibit;    /* one byte per block / inode */
 	uint8_t *is_static;      /* union of the static extents */
+	uint8_t *is_run;         /* held by a run (shadow_runs.c), not the pages */
 };
 
 static int failures;
@@ -89,6 +91,110 @@ static bool check_group(struct chk_fs *fs, struct model *m, uint32_t g, uint8_t 
 	return true;
 }
 
+/* One random operation on the shadow state and the model at block b (in
+ * group g): a pointer set or released, a bitmap written, a run added
+ * (often continuing *last) or punched. */
+static void one_op(struct chk_fs *fs, struct model *m, uint64_t b, uint32_t g, uint8_t *bb, uint8_t *ib,
+		   struct chk_run *last)
+{
+	switch (below(8)) {
+	case 0: case 1:                                 /* an inode points to b */
+		if (bt_static(m->type[b]) || m->is_run[b])
+			break;
+		if (chk_bmap_reserve(fs, b)) {
+			FAIL("reserve");
+			break;
+		}
+		m->type[b] = (uint8_t)(BT_DATA + below(BT_XATTR));
+		m->owner[b] = 11 + (uint32_t)below(1000);
+		m->lblk[b] = (uint32_t)rnd();
+		chk_bmap_set(fs, b, m->type[b], m->owner[b], m->lblk[b]);
+		break;
+	case 2:                                         /* released */
+		if (bt_static(m->type[b]) || m->is_run[b])
+			break;
+		chk_bmap_set(fs, b, BT_FREE, 0, 0);
+		chk_bmap_trim(fs, b);
+		m->type[b] = BT_FREE;
+		m->owner[b] = m->lblk[b] = 0;
+		break;
+	case 3: {                /* a bitmap block written: some bits flip */
+		uint64_t s0 = fs->first_data_block + (uint64_t)g * fs->bpg;
+		uint64_t n = s0 + fs->bpg <= fs->blocks_count ? fs->bpg : fs->blocks_count - s0;
+		m->bbit[b] = below(2);
+		memset(bb, 0xff, fs->bs);        /* padding set, as libext2fs writes it */
+		for (uint64_t k = 0; k < n; k++)
+			bit_put(bb, k, m->bbit[s0 + k]);
+		if (chk_group_bits_reserve(fs, g, false)) {
+			FAIL("reserve bits");
+			break;
+		}
+		chk_group_bits_copy(fs, g, false, bb);
+		break;
+	}
+	case 4: {
+		uint32_t ino = 1 + (uint32_t)below(fs->inodes_count), ig = (ino - 1) / fs->ipg;
+		m->ibit[ino] = below(2);
+		memset(ib, 0xff, fs->bs);
+		for (uint32_t i = 0; i < fs->ipg; i++)
+			bit_put(ib, i, m->ibit[ig * fs->ipg + i + 1]);
+		if (chk_group_bits_reserve(fs, ig, true)) {
+			FAIL("reserve bits");
+			break;
+		}
+		chk_group_bits_copy(fs, ig, true, ib);
+		break;
+	}
+	case 5: case 6: {        /* an extent: a run over free blocks, often continuing the last */
+		struct chk_run r = { b, 1 + (uint32_t)below(below(4) ? 40 : 3000), 11 + (uint32_t)below(50),
+				     (uint32_t)below(1u << 20), below(2) ? BT_DATA : BT_DIR };
+		if (last->len && below(2)) {
+			r = *last;
+			r.start += r.len;
+			r.lblk += r.len;
+			r.len = 1 + (uint32_t)below(20);
+		}
+		if (r.start + r.len > fs->blocks_count)
+			break;
+		bool free_all = true;
+		for (uint64_t k = r.start; k < r.start + r.len && free_all; k++)
+			free_all = m->type[k] == BT_FREE;
+		if (!free_all)
+			break;
+		if (chk_run_add(fs, r.start, r.len, r.type, r.owner, r.lblk)) {
+			FAIL("run add");
+			break;
+		}
+		for (uint64_t k = r.start; k < r.start + r.len; k++) {
+			m->type[k] = r.type;
+			m->owner[k] = r.owner;
+			m->lblk[k] = r.lblk + (uint32_t)(k - r.start);
+			m->is_run[k] = 1;
+		}
+		*last = r;
+		break;
+	}
+	case 7: {                /* blocks leave the runs (a punch, a truncate) */
+		uint64_t len = 1 + below(below(4) ? 30 : 5000);
+		if (b + len > fs->blocks_count)
+			len = fs->blocks_count - b;
+		if (chk_runs_reserve(fs, 1)) {
+			FAIL("run reserve");
+			break;
+		}
+		chk_run_remove(fs, b, len);
+		chk_runs_trim(fs);
+		for (uint64_t k = b; k < b + len; k++)
+			if (m->is_run[k]) {
+				m->type[k] = BT_FREE;
+				m->owner[k] = m->lblk[k] = 0;
+				m->is_run[k] = 0;
+			}
+		break;
+	}
+	}
+}
+
 /* One geometry: bs, blocks per group, groups, blocks short in the last. */
 static void run(uint32_t bs, uint32_t bpg, uint32_t ngroups, uint32_t short_by, unsigned ops)
 {
@@ -103,7 +209,9 @@ static void run(uint32_t bs, uint32_t bpg, uint32_t ngroups, uint32_t short_by, 
 	struct model m = {
 		calloc(fs->blocks_count, 1), calloc(fs->blocks_count, 4), calloc(fs->blocks_count, 4),
 		calloc(fs->blocks_count, 1), calloc(fs->inodes_count + 1, 1), calloc(fs->blocks_count, 1),
+		calloc(fs->blocks_count, 1),
 	};
+	struct chk_run last = { 0, 0, 0, 0, 0 };      /* the last run added, to continue it */
 	uint8_t *buf = malloc(bs), *bb = malloc(bs), *ib = malloc(bs);
 	if (chk_shadow_init(fs)) {
 		FAIL("chk_shadow_init");
@@ -168,62 +276,29 @@ static void run(uint32_t bs, uint32_t bpg, uint32_t ngroups, uint32_t short_by, 
 	for (unsigned op = 0; op < ops && !failures; op++) {
 		uint64_t b = fs->first_data_block + below(fs->blocks_count - fs->first_data_block);
 		uint32_t g = (uint32_t)((b - fs->first_data_block) / bpg);
-		switch (below(5)) {
-		case 0: case 1:                                 /* an inode points to b */
-			if (bt_static(m.type[b]))
-				break;
-			if (chk_bmap_reserve(fs, b)) {
-				FAIL("reserve");
-				break;
-			}
-			m.type[b] = (uint8_t)(BT_DATA + below(BT_XATTR));
-			m.owner[b] = 11 + (uint32_t)below(1000);
-			m.lblk[b] = (uint32_t)rnd();
-			chk_bmap_set(fs, b, m.type[b], m.owner[b], m.lblk[b]);
-			break;
-		case 2:                                         /* released */
-			if (bt_static(m.type[b]))
-				break;
-			chk_bmap_set(fs, b, BT_FREE, 0, 0);
-			chk_bmap_trim(fs, b);
-			m.type[b] = BT_FREE;
-			m.owner[b] = m.lblk[b] = 0;
-			break;
-		case 3: {                /* a bitmap block written: some bits flip */
-			uint64_t s0 = fs->first_data_block + (uint64_t)g * bpg;
-			uint64_t n = s0 + bpg <= fs->blocks_count ? bpg : fs->blocks_count - s0;
-			m.bbit[b] = below(2);
-			memset(bb, 0xff, bs);        /* padding set, as libext2fs writes it */
-			for (uint64_t k = 0; k < n; k++)
-				bit_put(bb, k, m.bbit[s0 + k]);
-			if (chk_group_bits_reserve(fs, g, false)) {
-				FAIL("reserve bits");
-				break;
-			}
-			chk_group_bits_copy(fs, g, false, bb);
-			break;
-		}
-		case 4: {
-			uint32_t ino = 1 + (uint32_t)below(fs->inodes_count), ig = (ino - 1) / fs->ipg;
-			m.ibit[ino] = below(2);
-			memset(ib, 0xff, bs);
-			for (uint32_t i = 0; i < fs->ipg; i++)
-				bit_put(ib, i, m.ibit[ig * fs->ipg + i + 1]);
-			if (chk_group_bits_reserve(fs, ig, true)) {
-				FAIL("reserve bits");
-				break;
-			}
-			chk_group_bits_copy(fs, ig, true, ib);
-			break;
-		}
-		}
+		one_op(fs, &m, b, g, bb, ib, &last);
 		if (!check_block(fs, &m, b))
 			break;
 		for (int k = 0; k < 4; k++)
 			if (!check_block(fs, &m, below(fs->blocks_count)))
 				break;
 	}
-	/* every other page emptied: its page must go */
+	/* runs end-to-end merge: no more runs than maximal stretches */
+	size_t stretches = 0;
+	for (uint64_t b = 0; b < fs->blocks_count; b++)
+		stretches += m.is_run[b] && (b == 0 || !m.is_run[b - 1] || m.owner[b - 1] != m.owner[b] ||
+					     m.type[b - 1] != m.type[b] || m.lblk[b - 1] + 1 != m.lblk[b]);
+	if (chk_runs_count(fs) != stretches)
+		FAIL("%zu runs for %zu maximal stretches", chk_runs_count(fs), stretches);
+	/* every other page emptied: its page must go (and the runs there) */
+	for (uint64_t b = 0; b < fs->blocks_count; b++)
+		if ((b / BPAGE_N) % 2 == 0 && m.is_run[b]) {
+			chk_runs_reserve(fs, 1);
+			chk_run_remove(fs, b, 1);
+			m.type[b] = BT_FREE;
+			m.owner[b] = m.lblk[b] = 0;
+			m.is_run[b] = 0;
+		}
 	for (uint64_t b = 0; b < fs->blocks_count; b++)
 		if ((b / BPAGE_N) % 2 == 0 && !bt_static(m.type[b])) {
 			chk_bmap_set(fs, b, BT_FREE, 0, 0);
@@ -239,7 +314,7 @@ static void run(uint32_t bs, uint32_t bpg, uint32_t ngroups, uint32_t short_by, 
 	for (uint64_t p = 0; p * BPAGE_N < fs->blocks_count && !failures; p++) {
 		bool owned = false;
 		for (uint64_t b = p * BPAGE_N; b < (p + 1) * BPAGE_N && b < fs->blocks_count; b++)
-			owned |= m.type[b] != BT_FREE && !bt_static(m.type[b]);
+			owned |= m.type[b] != BT_FREE && !bt_static(m.type[b]) && !m.is_run[b];
 		if ((chk_bpage_types(fs, p * BPAGE_N) != NULL) != owned)
 			FAIL("page %" PRIu64 ": kept %d, owned blocks %d", p,
 			     chk_bpage_types(fs, p * BPAGE_N) != NULL, owned);
@@ -248,9 +323,12 @@ static void run(uint32_t bs, uint32_t bpg, uint32_t ngroups, uint32_t short_by, 
 	if (chk_btype(fs, fs->blocks_count) != BT_FREE || chk_bowner(fs, fs->blocks_count) ||
 	    chk_bbit(fs, fs->blocks_count) || chk_ibit(fs, fs->inodes_count + 1) || chk_ibit(fs, 0))
 		FAIL("past the end is not free");
+	chk_run_remove(fs, 0, fs->blocks_count);
+	if (chk_runs_count(fs))
+		FAIL("%zu runs left after removing every block", chk_runs_count(fs));
 	chk_shadow_free(fs);
 	free(fs);
-	free(m.type); free(m.owner); free(m.lblk); free(m.bbit); free(m.ibit); free(m.is_static);
+	free(m.type); free(m.owner); free(m.lblk); free(m.bbit); free(m.ibit); free(m.is_static); free(m.is_run);
 	free(buf); free(bb); free(ib);
 }
 

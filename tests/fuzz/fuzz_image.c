@@ -49,10 +49,12 @@ static int write_file(const char *path, uint64_t size, const uint64_t (*data)[2]
 	return rc;
 }
 
+bool fz_ext4;
+
 int fz_make_base(const char *dir, uint32_t bs, int variant, char *path, size_t pathlen)
 {
 	char cmd[4096], f[512];
-	snprintf(path, pathlen, "%s/base-%u-%d.img", dir, bs, variant);
+	snprintf(path, pathlen, "%s/base-%u-%d%s.img", dir, bs, variant, fz_ext4 ? "-ext4" : "");
 	if (variant == 1) {
 		char base0[512];
 		if (fz_make_base(dir, bs, 0, base0, sizeof(base0)))
@@ -109,11 +111,12 @@ int fz_make_base(const char *dir, uint32_t bs, int variant, char *path, size_t p
 	fclose(c);
 	snprintf(cmd, sizeof(cmd),
 		 "export E2FSPROGS_FAKE_TIME=1700000000 E2FSCK_TIME=1700000000; rm -f %s; "
-		 "mke2fs -q -F -t ext3 -b %u -g %u -N 512 -I %u -J size=%u -U 6b33f585-5a3e-4d4b-8c3f-1c0d5e3a9b21 "
+		 "mke2fs -q -F -t %s -b %u -g %u -N 512 -I %u -J size=%u -U 6b33f585-5a3e-4d4b-8c3f-1c0d5e3a9b21 "
 		 "-E hash_seed=0d1f0b7e-42a4-4c59-9a0c-5e0a5c9b6f3d,nodiscard,lazy_itable_init=0 %s %s >/dev/null 2>&1"
 		 " && debugfs -w -f %s %s >/dev/null 2>&1"
 		 " && { e2fsck -fyD %s >/dev/null 2>&1; [ $? -le 1 ]; } && e2fsck -fn %s >/dev/null 2>&1",
-		 path, bs, bs == 1024 ? 1024u : 2048u, bs == 1024 ? 128u : 256u, bs == 1024 ? 1u : 4u, path, bs == 1024 ? "4M" : "16M",
+		 path, fz_ext4 ? "ext4" : "ext3", bs, bs == 1024 ? 1024u : 2048u, bs == 1024 ? 128u : 256u,
+		 bs == 1024 ? 1u : 4u, path, bs == 1024 ? "4M" : "16M",
 		 f, path, path, path);
 	if (run(cmd)) {
 		fprintf(stderr, "fuzz: cannot build the base image %s\n", path);

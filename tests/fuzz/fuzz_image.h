@@ -59,6 +59,10 @@ struct fz_mutant {
 	struct fz_edit edits[FZ_MAX_EDITS];
 };
 
+/* Bases made by mke2fs -t ext4 (extent trees, 64bit, flex_bg, metadata
+ * checksums) instead of -t ext3; set before the first fz_make_base. */
+extern bool fz_ext4;
+
 /* Builds the before image for bs (variant 0) or the after-base of variant 1
  * (the before image after a legitimate debugfs transition) as dir/base-BS-V.img.
  * Returns 0 or -1 (message on stderr).  Needs mke2fs, debugfs, e2fsck. */

@@ -13,7 +13,9 @@
  * on a few documented points, so candidates are for a human to judge).
  *
  *   fuzz_pairs [-n MUTANTS_PER_BS] [-s FIRST_SEED] [-t TIMEOUT_S] [--bs 1024|4096]
- *              [--fsck] [--results FILE] [--replay DESC | --replay-file FILE]
+ *              [--ext4] [--fsck] [--results FILE] [--replay DESC | --replay-file FILE]
+ *
+ * --ext4 makes the images with mke2fs -t ext4 (extents, metadata checksums).
  *
  * Mutant i of a run uses seed FIRST_SEED + i, class i % 9, variant (i / 9) % 2.
  * Failures print the mutant's description ("bs=... v=... seed=... class=...
@@ -269,6 +271,8 @@ int main(int argc, char **argv)
 			timeout_s = (unsigned)strtoul(argv[++i], NULL, 10);
 		else if (!strcmp(argv[i], "--bs") && i + 1 < argc)
 			only_bs = (uint32_t)strtoul(argv[++i], NULL, 10);
+		else if (!strcmp(argv[i], "--ext4"))
+			fz_ext4 = true;
 		else if (!strcmp(argv[i], "--fsck"))
 			fsck_oracle = true;
 		else if (!strcmp(argv[i], "--results") && i + 1 < argc)
@@ -278,7 +282,7 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--replay-file") && i + 1 < argc)
 			replay_file = argv[++i];
 		else {
-			fprintf(stderr, "usage: fuzz_pairs [-n N] [-s SEED] [-t SECONDS] [--bs 1024|4096] [--fsck]"
+			fprintf(stderr, "usage: fuzz_pairs [-n N] [-s SEED] [-t SECONDS] [--bs 1024|4096] [--ext4] [--fsck]"
 					" [--results FILE] [--replay DESC | --replay-file FILE]\n");
 			return 2;
 		}
