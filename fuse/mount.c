@@ -307,8 +307,12 @@ static int rehearse_replay(struct rfs *r, ext2_filsys *fsp)
 		goto fail;
 	}
 	fprintf(stderr, "recon-fuse: %s: replayed %u journal transaction(s)\n", dev, replayed);
-	fs->flags &= ~(EXT2_FLAG_DIRTY | EXT2_FLAG_SUPER_ONLY);
-	ext2fs_close_free(&fs);
+	/* libext2fs's copies predate the replay: freed, never flushed (its
+	 * close would write the superblock fields it counts, such as
+	 * s_kbytes_written, over the replayed one, with a checksum of its
+	 * stale copy) */
+	ext2fs_free(fs);
+	fs = NULL;
 	e = open_fs(dev, true, &fs);
 	if (e) {
 		fprintf(stderr, "recon-fuse: cannot reopen %s after recovery: %s\n", dev,

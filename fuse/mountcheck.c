@@ -258,6 +258,9 @@ bool rfs_recount_free(ext2_filsys fs)
 		return false;   /* garbage counters: the base check names them */
 	ext2fs_free_blocks_count_set(fs->super, fb);
 	fs->super->s_free_inodes_count = (uint32_t)fi;
+	/* the superblock as it will be written: with its checksum (the mount
+	 * judges this copy before the first commit writes it) */
+	(void)ext2fs_superblock_csum_set(fs, fs->super);
 	return true;
 }
 

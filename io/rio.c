@@ -650,7 +650,11 @@ errcode_t rio_raw_sb_update(struct rio_chan *rc, uint32_t incompat_set, uint32_t
 	uint16_t state = ext2fs_le16_to_cpu(sb.s_state);
 	uint32_t new_incompat = (incompat | incompat_set) & ~incompat_clear;
 	uint16_t new_state = (uint16_t)((state | state_set) & ~state_clear);
-	if (new_incompat == incompat && new_state == state)
+	uint32_t stored = sb.s_checksum;
+	sb_csum_refresh(&sb);
+	/* also when only the checksum is stale: a replayed superblock block
+	 * logged before its last change must not stay so */
+	if (new_incompat == incompat && new_state == state && sb.s_checksum == stored)
 		return 0;
 	sb.s_feature_incompat = ext2fs_cpu_to_le32(new_incompat);
 	sb.s_state = ext2fs_cpu_to_le16(new_state);

@@ -1,6 +1,6 @@
 #!/bin/bash
-# fsx on recon-fuse over ext4 images (-o checker=off: the checker does not
-# model ext4), mkfs.ext4's defaults at 1 KiB and 4 KiB blocks, a few seeds
+# fsx on recon-fuse over ext4 images, every commit approved by the checker,
+# mkfs.ext4's defaults at 1 KiB and 4 KiB blocks, a few seeds
 # each: unwritten extents (fallocate, KEEP_SIZE) written into, holes punched
 # inside extents, truncates of trees of depth 1-2 built by fragmented writes;
 # on 4 KiB blocks offsets up to the largest an extent addresses (2^32 - 1
@@ -10,6 +10,8 @@
 # zeros elsewhere.
 # FSX4_SEEDS, FSX4_OPS, FSX4_BLOCKS override the bounded CI run.
 . "$(dirname "$0")/../integration/lib.sh"
+# the checker approves every commit (EXT4_CHECKER=off: the driver alone)
+ext4_checker=${EXT4_CHECKER:-on}
 . "$(dirname "$0")/lib_explore.sh"
 need_root
 grep -qw ext4 /proc/filesystems || modprobe ext4 2>/dev/null
@@ -94,10 +96,10 @@ for bs in $BLOCKS; do
 		mke2fs -F -q -t ext4 -b "$bs" "$img" 1G >"$SCRATCH/mke2fs.out" 2>&1 ||
 			{ cat "$SCRATCH/mke2fs.out"; die "mke2fs"; }
 		log "seed $seed, $OPS ops, block $bs, -l $len: recon-fuse on ext4"
-		EXPLORE_RECON_OPTS=checker=off recon_run "$img" "fsx ext4 seed $seed bs $bs" \
+		EXPLORE_RECON_OPTS=checker=$ext4_checker recon_run "$img" "fsx ext4 seed $seed bs $bs" \
 			"$FSX" -q -S "$seed" -N "$OPS" -l "$len" -b "$bs" -L "$SCRATCH/fsx4-$bs-$seed.log" \
 			"$SCRATCH/mnt" || continue
-		mount_recon "$img" "$SCRATCH/mnt" ro,checker=off || { fail "ro mount"; continue; }
+		mount_recon "$img" "$SCRATCH/mnt" ro,checker=$ext4_checker || { fail "ro mount"; continue; }
 		python3 "$SCRATCH/segments.py" "$SCRATCH/mnt" >"$SCRATCH/ours" || fail "segments (ours)"
 		umount_recon "$SCRATCH/mnt"
 		if mount -t ext4 -o ro,loop "$img" "$SCRATCH/kmnt"; then

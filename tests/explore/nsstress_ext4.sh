@@ -1,11 +1,13 @@
 #!/bin/bash
-# nsstress on recon-fuse over ext4 images (-o checker=off: the checker does
-# not model ext4): mkfs.ext4's defaults and e2fsprogs 1.47's (with
+# nsstress on recon-fuse over ext4 images, every commit approved by the checker:
+# mkfs.ext4's defaults and e2fsprogs 1.47's (with
 # metadata_csum_seed), 1 KiB and 4 KiB blocks, 4 processes in one tree;
 # verified while mounted, then unmount (daemon exit 0), e2fsck -fn, and
 # verified again through the kernel's ext4 (read-only).  NS4_SEEDS, NS4_OPS,
 # NS4_BLOCKS override.
 . "$(dirname "$0")/../integration/lib.sh"
+# the checker approves every commit (EXT4_CHECKER=off: the driver alone)
+ext4_checker=${EXT4_CHECKER:-on}
 . "$(dirname "$0")/lib_explore.sh"
 need_root
 grep -qw ext4 /proc/filesystems || modprobe ext4 2>/dev/null
@@ -32,7 +34,7 @@ for bs in $BLOCKS; do
 				{ cat "$SCRATCH/mke2fs.out"; die "mke2fs"; }
 			what="nsstress ext4 ($kind) seed $seed bs $bs"
 			log "$what, 4 x $OPS ops"
-			EXPLORE_RECON_OPTS=checker=off recon_run "$img" "$what" \
+			EXPLORE_RECON_OPTS=checker=$ext4_checker recon_run "$img" "$what" \
 				stress_and_verify "$SCRATCH/mnt" "$seed" || continue
 			if mount -t ext4 -o ro,loop "$img" "$SCRATCH/kmnt"; then
 				MOUNTS+=("$SCRATCH/kmnt")

@@ -1,6 +1,7 @@
 #!/bin/bash
-# ext4 images read-write (-o checker=off): extent-mapped files as the kernel's
-# ext4 keeps them.  Images: mkfs.ext4's defaults (extent, 64bit, flex_bg,
+# ext4 images read-write, every commit approved by the checker: extent-mapped
+# files as the kernel's ext4 keeps them.  Images: mkfs.ext4's defaults (extent,
+# 64bit, flex_bg,
 # metadata_csum, huge_file, dir_nlink, extra_isize) and e2fsprogs 1.47's
 # (the same with metadata_csum_seed), at 1 KiB and 4 KiB blocks.  On each:
 #  1. unwritten extents (fallocate) written into, partly and unaligned, and
@@ -19,6 +20,8 @@
 #     file and a truncate spanning commits: our recovery and the kernel's
 #     leave a clean image, the truncated file its old size or its new.
 . "$(dirname "$0")/lib.sh"
+# the checker approves every commit (EXT4_CHECKER=off: the driver alone)
+ext4_checker=${EXT4_CHECKER:-on}
 need_root
 grep -qw ext4 /proc/filesystems || modprobe ext4 2>/dev/null
 grep -qw ext4 /proc/filesystems || skip "the kernel has no ext4 driver"
@@ -204,7 +207,7 @@ for kind in default seed; do
 		img="$SCRATCH/e4.img"
 		mkext4 "$img" "$bs" 256M "$kind"
 		# 1. the cases
-		mount_recon "$img" "$mnt" checker=off || { fail "$what: mount"; continue; }
+		mount_recon "$img" "$mnt" checker=$ext4_checker || { fail "$what: mount"; continue; }
 		python3 "$SCRATCH/cases.py" "$mnt" "$bs" "$SCRATCH/want" || fail "$what: cases"
 		umount_recon "$mnt" || fail "$what: unmount"
 		fsck_clean "$img" "$what, the cases"
@@ -219,7 +222,7 @@ for kind in default seed; do
 		leaves=$(debugfs -R "ex deep" "$img" 2>/dev/null |
 			 awk 'NR > 1 { split($1, a, "/"); if (a[1] + 1 == $2) print $5 }')
 		[ "$(echo "$leaves" | wc -w)" -ge 3 ] || fail "$what: the deep file has too few leaves"
-		if mount_recon "$img" "$mnt" ro,checker=off; then
+		if mount_recon "$img" "$mnt" ro,checker=$ext4_checker; then
 			python3 "$SCRATCH/check.py" "$mnt" "$SCRATCH/want" || fail "$what: a remount reads other bytes"
 			python3 "$SCRATCH/leaves.py" "$mnt" "$bs" $leaves || fail "$what: reads across leaves"
 			umount_recon "$mnt"
@@ -234,11 +237,11 @@ for kind in default seed; do
 			fail "$what: the kernel's ext4 does not mount it"
 		fi
 		# 2. a fragmented file's release across commits
-		mount_recon "$img" "$mnt" checker=off || { fail "$what: mount 2"; continue; }
+		mount_recon "$img" "$mnt" checker=$ext4_checker || { fail "$what: mount 2"; continue; }
 		python3 "$SCRATCH/frag.py" "$mnt" frag 4000 || fail "$what: frag"
 		umount_recon "$mnt"
 		free=$(free_blocks "$img")
-		mount_recon "$img" "$mnt" "checker=off,max_transaction_blocks=16,stats=$SCRATCH/rm.json" ||
+		mount_recon "$img" "$mnt" "checker=$ext4_checker,max_transaction_blocks=16,stats=$SCRATCH/rm.json" ||
 			{ fail "$what: mount 3"; continue; }
 		rm "$mnt/frag" "$mnt/deep"
 		umount_recon "$mnt"
@@ -271,7 +274,7 @@ for bs in 1024 4096; do
 	rm -f "$img"
 	truncate -s 64M "$img"
 	mke2fs -F -q -t ext4 -b "$bs" -O ^huge_file "$img" >/dev/null 2>&1 || die "mke2fs ^huge_file"
-	mount_recon "$img" "$mnt" checker=off || { fail "^huge_file $bs: mount"; continue; }
+	mount_recon "$img" "$mnt" checker=$ext4_checker || { fail "^huge_file $bs: mount"; continue; }
 	python3 "$SCRATCH/limit.py" "$mnt" "$bs" || fail "^huge_file $bs: the size limit"
 	umount_recon "$mnt"
 	fsck_clean "$img" "^huge_file, $bs-byte blocks"
@@ -312,7 +315,7 @@ c.done()
 EOF
 base="$SCRATCH/cutbase.img"
 mkext4 "$base" 1024 64M default
-mount_recon "$base" "$mnt" checker=off || die "mount (cut base)"
+mount_recon "$base" "$mnt" checker=$ext4_checker || die "mount (cut base)"
 python3 "$SCRATCH/frag.py" "$mnt" frag 3000 || fail "cut base: frag"
 # the truncated file in pieces: a release of many extents
 python3 -c '
@@ -324,7 +327,7 @@ for off in list(range(0, len(d), 8192)) + list(range(4096, len(d), 8192)):
     os.fsync(fd) if off % (1 << 20) == 0 else None
 os.close(fd)' "$mnt" || fail "cut base files"
 umount_recon "$mnt"
-cutopts="checker=off,deterministic,max_transaction_blocks=16"
+cutopts="checker=$ext4_checker,deterministic,max_transaction_blocks=16"
 cp --sparse=always "$base" "$SCRATCH/clean.img"
 mount_recon "$SCRATCH/clean.img" "$mnt" "$cutopts,stats=$SCRATCH/cut.json" || die "mount (cut clean run)"
 python3 "$SCRATCH/cut.py" "$mnt"
@@ -346,7 +349,7 @@ for ((p = 1; p <= points; p++)); do
 	RECON_PID=
 	wait_daemon "$pid" $((60 * TMUL)) || [ "$RECON_STATUS" -ne 124 ] || fail "$what: the daemon hung"
 	cp --sparse=always "$img" "$SCRATCH/kernel.img"
-	if mount_recon "$img" "$mnt" checker=off; then
+	if mount_recon "$img" "$mnt" checker=$ext4_checker; then
 		python3 "$SCRATCH/cut_check.py" "$mnt" "$what (our recovery)" || fail "$what: our recovery"
 		umount_recon "$mnt"
 		fsck_clean "$img" "$what, our recovery"

@@ -6,8 +6,9 @@
 # needs recovery (replayed in memory until then).  Each image below is tried
 # read-write, with what the mount must do:
 #  - refused (exit 1): f_journal (a journal inode the checker does not
-#    model) and f_jnl_32bit (extents) from the e2fsprogs corpus, both
-#    needing recovery; an ext4 feature (flex_bg); MMP (libext2fs's open
+#    model), j_recover_fast_commit (fast_commit) and f_clear_orphan_file
+#    (orphan_present, not written) from the e2fsprogs corpus, all
+#    needing recovery; an ext4 feature not written (inline_data); MMP (libext2fs's open
 #    would write the MMP block); a root inode that is no directory;
 #  - read-only: a block marked in use that nothing owns (the base check);
 #    a bitmap that does not mark its group's inode table; an image marked
@@ -63,7 +64,7 @@ attempt() {
 }
 
 # corpus images that need recovery and cannot be written
-for name in f_journal f_jnl_32bit; do
+for name in f_journal j_recover_fast_commit f_clear_orphan_file; do
 	if corpus_image "$name" "$img"; then
 		attempt "$name" refused "mount it read-only"
 	else
@@ -73,9 +74,9 @@ done
 
 # features
 rm -f "$img"; truncate -s 64M "$img"
-if mke2fs -F -q -t ext3 -O flex_bg "$img" >/dev/null 2>&1; then
+if mke2fs -F -q -t ext4 -O inline_data "$img" >/dev/null 2>&1; then
 	stale_counts "$img"
-	attempt "flex_bg" refused "flex_bg"
+	attempt "inline_data" refused "inline_data"
 fi
 rm -f "$img"; truncate -s 64M "$img"
 if mke2fs -F -q -t ext3 -O mmp "$img" >/dev/null 2>&1; then
