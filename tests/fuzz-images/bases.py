@@ -14,8 +14,8 @@ what) is the same from run to run on one kernel; a mutant is then named by
        journal that were not checkpointed (needs the recon-fuse binary)
 Contents: files in the direct, indirect and double-indirect ranges, a fast and
 a slow symlink, a 400-entry htree directory, hard links, nested directories.
-The ext4 bases e4, e1, ei, ej are bases_ext4.py's; recon-fuse serves ext4
-read-only, so for them (READ_ONLY) a read-write mount must be refused.
+The ext4 bases e4, e1, ei, ej are bases_ext4.py's; recon-fuse writes all but
+ei (inline_data), so for ei (READ_ONLY) a read-write mount must be refused.
 """
 import os
 import shutil
@@ -26,7 +26,7 @@ import time
 import bases_ext4
 
 BASES = ("k1", "k4", "o1", "kc1", "jr1") + bases_ext4.BASES
-READ_ONLY = bases_ext4.BASES
+READ_ONLY = ("ei",)
 UUID = "6a3c0e52-1f7b-4c3e-9d2a-5b8e7f1c2d40"
 HASH_SEED = "0b1c2d3e-4f50-4a61-8b72-93a4b5c6d7e8"
 GEOMETRY = {  # base: (block size, inode size, image size)

@@ -23,7 +23,7 @@ Outcomes, worst first (a mutant gets the first that applies):
              without a message, or a refusal with no message)
   written    the image changed under a read-only mount or a refused
              read-write one
-  rw-served  a base recon-fuse cannot write (ext4) was mounted read-write
+  rw-served  a base recon-fuse cannot write (inline_data) was mounted read-write
   worse      e2fsck after the read-write run is worse than before: the image
              was clean (exit 0) and is not, or a problem appears that was not
              there before (problem lines normalised: answers, pass headers and
