@@ -399,7 +399,7 @@ static const struct field sb_fields[] = {
 	SBFC(s_last_orphan, 1, F_FREE), SBF(s_hash_seed, 4), SBF(s_def_hash_version, 1),
 	SBF(s_jnl_backup_type, 1), SBF(s_desc_size, 1), SBF(s_default_mount_opts, 1),
 	SBF(s_first_meta_bg, 1), SBF(s_mkfs_time, 1), SBF(s_jnl_blocks, 17),
-	SBF(s_blocks_count_hi, 1), SBF(s_r_blocks_count_hi, 1), SBF(s_free_blocks_hi, 1),
+	SBF(s_blocks_count_hi, 1), SBF(s_r_blocks_count_hi, 1), SBFC(s_free_blocks_hi, 1, F_COUNT),
 	SBF(s_min_extra_isize, 1), SBF(s_want_extra_isize, 1), SBFC(s_flags, 1, F_STATE),
 	SBF(s_raid_stride, 1), SBF(s_mmp_update_interval, 1), SBF(s_mmp_block, 1),
 	SBF(s_raid_stripe_width, 1), SBF(s_log_groups_per_flex, 1), SBF(s_checksum_type, 1),
