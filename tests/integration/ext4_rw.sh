@@ -27,9 +27,6 @@ mnt="$SCRATCH/mnt"
 kmnt="$SCRATCH/kmnt"
 mkdir -p "$mnt" "$kmnt"
 
-free_blocks() { dumpe2fs -h "$1" 2>/dev/null | sed -n 's/^Free blocks: *//p'; }
-first_orphan() { dumpe2fs -h "$1" 2>/dev/null | sed -n 's/^First orphan inode: *//p'; }
-stat_of() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
 # the largest depth of NAME's extent tree, and its unwritten extents
 ext_depth() { debugfs -R "ex $2" "$1" 2>/dev/null | awk 'NR == 2 { print $2 + 0 }'; }
 ext_uninit() { debugfs -R "ex $2" "$1" 2>/dev/null | grep -c Uninit; }

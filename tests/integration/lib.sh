@@ -195,6 +195,13 @@ mkimg() {
 		|| { cat "$SCRATCH/mke2fs.out"; die "mke2fs $img"; }
 }
 
+# free_blocks IMG, first_orphan IMG: from the superblock (dumpe2fs -h).
+free_blocks() { dumpe2fs -h "$1" 2>/dev/null | sed -n 's/^Free blocks: *//p'; }
+first_orphan() { dumpe2fs -h "$1" 2>/dev/null | sed -n 's/^First orphan inode: *//p'; }
+
+# stat_of FILE KEY: one value of a -o stats= JSON file.
+stat_of() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
+
 # corpus_image NAME DEST: gunzip a corpus image to a copy.
 corpus_image() {
 	local name=$1 dest=$2

@@ -25,10 +25,6 @@
 need_root
 mnt="$SCRATCH/mnt"
 
-free_blocks() { dumpe2fs -h "$1" 2>/dev/null | sed -n 's/^Free blocks: *//p'; }
-first_orphan() { dumpe2fs -h "$1" 2>/dev/null | sed -n 's/^First orphan inode: *//p'; }
-stat_of() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
-
 # far.py MNT NAME SPREAD: a block at 32 GiB (past the end of the 4 GiB image)
 # and, with SPREAD n, n more blocks 4 MiB apart (a single-indirect block each)
 cat >"$SCRATCH/far.py" <<'EOF'
