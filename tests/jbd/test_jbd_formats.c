@@ -83,7 +83,7 @@ static void test_write(const struct format *f, unsigned bs)
 	CHECK(rc == 0 || rc == 1, "%s: e2fsck -fy exits %d (log in %s.fsck.log)", f->name, rc, a);
 	/* e2fsck says so when a checksum fails ("Journal checksum error",
 	 * "Invalid checksum recovering ...", "transaction ... was corrupt") */
-	CHECK(sh("grep -qiE 'checksum|corrupt' '%s.fsck.log'", a) != 0,
+	CHECK(run_shell("grep -qiE 'checksum|corrupt' '%s.fsck.log'", a) != 0,
 	      "%s: e2fsck finds our log's checksums wrong (%s.fsck.log)", f->name, a);
 	verify_scenario(a, bs, s, "e2fsck replay");
 	char msg[256] = "";
@@ -113,16 +113,16 @@ static void test_kernel(const struct format *f, unsigned bs)
 	struct scenario *s = malloc(sizeof(*s));
 	REQUIRE(s, "oom");
 	build_scenario(a, bs, s);
-	if (sh("mount -t ext4 -o loop '%s' '%s'", a, mnt) != 0) {
+	if (run_shell("mount -t ext4 -o loop '%s' '%s'", a, mnt) != 0) {
 		/* the kernel refuses a journal whose checksums fail: that is a
 		 * failure, not a skip, once it mounts the plain format */
 		fprintf(stderr, "  %s: the kernel refuses to mount it (dmesg):\n", f->name);
-		sh("dmesg | tail -5 >&2");
+		run_shell("dmesg | tail -5 >&2");
 		CHECK(0, "%s: the kernel does not replay our log", f->name);
 		free(s);
 		return;
 	}
-	REQUIRE(sh("umount '%s'", mnt) == 0, "umount %s", mnt);
+	REQUIRE(run_shell("umount '%s'", mnt) == 0, "umount %s", mnt);
 	verify_scenario(a, bs, s, "kernel replay");
 	free(s);
 }
@@ -137,8 +137,8 @@ static bool make_debugfs_log(const char *path, unsigned bs, bool wide)
 	char data[600], cmds[600];
 	snprintf(data, sizeof(data), "%s.data", path);
 	snprintf(cmds, sizeof(cmds), "%s.cmds", path);
-	REQUIRE(sh("head -c %u /dev/urandom >'%s'", 4 * bs, data) == 0, "data");
-	REQUIRE(sh("rm -f '%s' && mke2fs -q -F -t ext4 -b %u -O metadata_csum,%s64bit '%s' %uM "
+	REQUIRE(run_shell("head -c %u /dev/urandom >'%s'", 4 * bs, data) == 0, "data");
+	REQUIRE(run_shell("rm -f '%s' && mke2fs -q -F -t ext4 -b %u -O metadata_csum,%s64bit '%s' %uM "
 		   ">/dev/null 2>&1", path, bs, wide ? "" : "^", path, bs == 1024 ? 16u : 64u) == 0,
 		"mke2fs");
 	FILE *c = fopen(cmds, "w");
@@ -147,10 +147,10 @@ static bool make_debugfs_log(const char *path, unsigned bs, bool wide)
 	fprintf(c, "jo\njw -r 3001\njc\n");
 	fprintf(c, "jo\njw -b 3001,3500 %s\njc\n", data);
 	fclose(c);
-	if (sh("debugfs -w -f '%s' '%s' >/dev/null 2>&1", cmds, path) != 0)
+	if (run_shell("debugfs -w -f '%s' '%s' >/dev/null 2>&1", cmds, path) != 0)
 		return false;
-	return sh("dumpe2fs -h '%s' 2>/dev/null | grep -q 'journal_checksum_v3'", path) == 0 &&
-	       sh("dumpe2fs -h '%s' 2>/dev/null | grep -q needs_recovery", path) == 0;
+	return run_shell("dumpe2fs -h '%s' 2>/dev/null | grep -q 'journal_checksum_v3'", path) == 0 &&
+	       run_shell("dumpe2fs -h '%s' 2>/dev/null | grep -q needs_recovery", path) == 0;
 }
 
 static void test_debugfs(unsigned bs, bool wide)
@@ -272,7 +272,7 @@ static void test_damaged(const char *what)
 	errcode_t err = our_recover(b, false, &replayed, msg, sizeof(msg));
 	CHECK(err == EXT2_ET_BAD_CRC, "damaged %s: the disk replay gives %s", what,
 	      err ? error_message(err) : "no error");
-	CHECK(sh("cmp -s '%s' '%s'", a, b) == 0, "damaged %s: the refused replay wrote", what);
+	CHECK(run_shell("cmp -s '%s' '%s'", a, b) == 0, "damaged %s: the refused replay wrote", what);
 	compare_replays(v, what, CMP_STRICT | CMP_VIEW | CMP_SKIP_JSB | CMP_ANY_EXIT);
 }
 
