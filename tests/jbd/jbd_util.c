@@ -497,10 +497,10 @@ bool can_mount(void)
 		  "grep -qw ext4 /proc/filesystems") == 0;
 }
 
-/* Overwrite the log block of transaction tid whose type is `type` (first
- * one found) via fn. */
-bool patch_log_block(const char *path, uint32_t tid, uint32_t type,
-			    void (*fn)(unsigned char *buf, unsigned bs))
+/* Overwrite, via fn, the log block `after` blocks past the first log block
+ * of transaction tid whose type is `type` (after 0: that block itself). */
+bool patch_log_block(const char *path, uint32_t tid, uint32_t type, unsigned after,
+		     void (*fn)(unsigned char *buf, unsigned bs))
 {
 	ext2_filsys fs;
 	errcode_t err = ext2fs_open2(path, NULL, EXT2_FLAG_64BITS, 0, 0, unix_io_manager, &fs);
@@ -517,11 +517,16 @@ bool patch_log_block(const char *path, uint32_t tid, uint32_t type,
 		if (err || !p)
 			break;
 		REQUIRE(pread(fd, buf, bs, (off_t)(p * bs)) == (ssize_t)bs, "read");
-		if (get_be32(buf) == JBD_MAGIC && get_be32(buf + 4) == type && get_be32(buf + 8) == tid) {
-			fn(buf, bs);
-			REQUIRE(pwrite(fd, buf, bs, (off_t)(p * bs)) == (ssize_t)bs, "write");
-			done = true;
+		if (get_be32(buf) != JBD_MAGIC || get_be32(buf + 4) != type || get_be32(buf + 8) != tid)
+			continue;
+		if (after) {
+			REQUIRE(!ext2fs_bmap2(fs, fs->super->s_journal_inum, NULL, NULL, 0, l + after,
+					      NULL, &p) && p, "bmap");
+			REQUIRE(pread(fd, buf, bs, (off_t)(p * bs)) == (ssize_t)bs, "read");
 		}
+		fn(buf, bs);
+		REQUIRE(pwrite(fd, buf, bs, (off_t)(p * bs)) == (ssize_t)bs, "write");
+		done = true;
 	}
 	close(fd);
 	free(buf);

@@ -119,9 +119,9 @@ void check_logdump(const char *path, const struct scenario *s);
 size_t sb_blocks(unsigned bs, uint64_t *skip);
 
 bool can_mount(void);
-/* Overwrite the log block of transaction tid whose type is `type` (first
- * one found) via fn. */
-bool patch_log_block(const char *path, uint32_t tid, uint32_t type,
+/* Overwrite, via fn, the log block `after` blocks past the first log block
+ * of transaction tid whose type is `type` (after 0: that block itself). */
+bool patch_log_block(const char *path, uint32_t tid, uint32_t type, unsigned after,
 		     void (*fn)(unsigned char *buf, unsigned bs));
 void zero_block(unsigned char *buf, unsigned bs);
 void bump_tid(unsigned char *buf, unsigned bs);

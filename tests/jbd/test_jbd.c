@@ -230,7 +230,7 @@ static void test_torn(void)
 		free(t);
 		free(buf);
 		img_close(&im, true);
-		CHECK(patch_log_block(a, seq1 + 1, 2, variant ? bump_tid : zero_block),
+		CHECK(patch_log_block(a, seq1 + 1, 2, 0, variant ? bump_tid : zero_block),
 		      "no commit block of tid %u found", seq1 + 1);
 		copy_file(a, b);
 		int rc = e2fsck("-fy", a);

@@ -174,39 +174,6 @@ static void flip_byte(unsigned char *buf, unsigned bs)
 	buf[bs / 2] ^= 0x5a;
 }
 
-/* Damage the first block logged after the descriptor of tid. */
-static bool damage_logged_block(const char *path, uint32_t tid)
-{
-	ext2_filsys fs;
-	errcode_t err = ext2fs_open2(path, NULL, EXT2_FLAG_64BITS, 0, 0, unix_io_manager, &fs);
-	REQUIRE(!err, "open");
-	unsigned bs = fs->blocksize;
-	unsigned char *buf = malloc(bs);
-	REQUIRE(buf, "oom");
-	int fd = open(path, O_RDWR);
-	REQUIRE(fd >= 0, "open");
-	bool done = false;
-	for (blk64_t l = 1; !done && l < 4096; l++) {
-		blk64_t p = 0, q = 0;
-		if (ext2fs_bmap2(fs, fs->super->s_journal_inum, NULL, NULL, 0, l, NULL, &p) || !p)
-			break;
-		REQUIRE(pread(fd, buf, bs, (off_t)(p * bs)) == (ssize_t)bs, "read");
-		if (get_be32(buf) != JBD_MAGIC || get_be32(buf + 4) != JBD_DESCRIPTOR ||
-		    get_be32(buf + 8) != tid)
-			continue;
-		REQUIRE(!ext2fs_bmap2(fs, fs->super->s_journal_inum, NULL, NULL, 0, l + 1, NULL, &q) && q,
-			"bmap");
-		REQUIRE(pread(fd, buf, bs, (off_t)(q * bs)) == (ssize_t)bs, "read");
-		flip_byte(buf, bs);
-		REQUIRE(pwrite(fd, buf, bs, (off_t)(q * bs)) == (ssize_t)bs, "write");
-		done = true;
-	}
-	close(fd);
-	free(buf);
-	ext2fs_close_free(&fs);
-	return done;
-}
-
 static struct jbd_fmt stale_fmt;
 
 /* The commit block rewritten with commit time 1 and its checksum valid. */
@@ -244,19 +211,20 @@ static void test_damaged(const char *what)
 	uint32_t start, seq;
 	jsb_state(a, &start, &seq);
 	if (!strcmp(what, "block"))
-		CHECK(damage_logged_block(a, seq + 1), "no descriptor of transaction %u", seq + 1);
+		CHECK(patch_log_block(a, seq + 1, JBD_DESCRIPTOR, 1, flip_byte),
+		      "no descriptor of transaction %u", seq + 1);
 	else if (!strcmp(what, "commit"))
-		CHECK(patch_log_block(a, seq + 1, JBD_COMMIT, flip_byte), "no commit block");
+		CHECK(patch_log_block(a, seq + 1, JBD_COMMIT, 0, flip_byte), "no commit block");
 	else if (!strcmp(what, "descriptor"))
-		CHECK(patch_log_block(a, seq, JBD_DESCRIPTOR, flip_byte), "no descriptor");
+		CHECK(patch_log_block(a, seq, JBD_DESCRIPTOR, 0, flip_byte), "no descriptor");
 	else {
 		unsigned char *jsb = malloc(bs);
 		REQUIRE(jsb, "oom");
 		read_home(a, bs, jsb_block(a), jsb);
 		jbd_fmt_init(&stale_fmt, bs, jsb);
 		free(jsb);
-		CHECK(patch_log_block(a, seq + 1, JBD_DESCRIPTOR, flip_byte) &&
-		      patch_log_block(a, seq + 1, JBD_COMMIT, commit_time_one), "no transaction 2");
+		CHECK(patch_log_block(a, seq + 1, JBD_DESCRIPTOR, 0, flip_byte) &&
+		      patch_log_block(a, seq + 1, JBD_COMMIT, 0, commit_time_one), "no transaction 2");
 	}
 	snprintf(b, sizeof(b), "%s.disk", a);
 	snprintf(v, sizeof(v), "%s.view", a);
