@@ -20,8 +20,7 @@
 #     leave a clean image, the truncated file its old size or its new.
 . "$(dirname "$0")/lib.sh"
 need_root
-grep -qw ext4 /proc/filesystems || modprobe ext4 2>/dev/null
-grep -qw ext4 /proc/filesystems || skip "the kernel has no ext4 driver"
+need_kernel_ext4
 command -v debugfs >/dev/null || skip "no debugfs"
 mnt="$SCRATCH/mnt"
 kmnt="$SCRATCH/kmnt"

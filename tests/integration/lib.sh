@@ -250,6 +250,13 @@ have_kernel_ext3() {
 	grep -qw ext3 /proc/filesystems
 }
 
+# need_kernel_ext4: skip the test when the kernel has no ext4 driver (for
+# the tests that compare with it or let it recover their images).
+need_kernel_ext4() {
+	grep -qw ext4 /proc/filesystems || modprobe ext4 2>/dev/null
+	grep -qw ext4 /proc/filesystems || skip "the kernel has no ext4 driver"
+}
+
 # cut_clean_run BASE OPTS WORKLOAD: run the power-cut workload (a script
 # given the mount point) without a cut on a copy of BASE mounted with OPTS;
 # its image must be clean.  Sets CUT_WRITES and CUT_TRANSACTIONS (from
