@@ -401,12 +401,15 @@ fail:
 	return err;
 }
 
-/* chk_scan of chk into *report (NULL when consistent): the first
- * violations, one a line, and how many more. */
-static errcode_t scan_report(struct chk_fs *chk, char **report)
+/* chk_scan of chk over rc into *report (NULL when consistent): the first
+ * violations, one a line, and how many more.  The scan reads every table
+ * once: those reads do not fill rc's cache. */
+static errcode_t scan_report(struct rio_chan *rc, struct chk_fs *chk, char **report)
 {
 	struct chk_verdict *v = NULL;
+	bool fill = rio_cache_set_fill(&rc->cache, false);
 	int ret = chk_scan(chk, &v);
+	rio_cache_set_fill(&rc->cache, fill);
 	errcode_t err = ret < 0 ? (errcode_t)-ret : 0;
 	size_t n = v ? chk_verdict_nviolations(v) : 0;
 	if (!err && n) {
@@ -447,9 +450,7 @@ errcode_t rio_txn_base_check(ext2_filsys fs, char **report)
 			return err;
 		chk = own;
 	}
-	bool fill = rio_cache_set_fill(&rc->cache, false);
-	errcode_t err = scan_report(chk, report);
-	rio_cache_set_fill(&rc->cache, fill);
+	errcode_t err = scan_report(rc, chk, report);
 	chk_detach(own);
 	return err;
 }
@@ -478,9 +479,7 @@ errcode_t rio_image_check(ext2_filsys fs, char **report)
 			   : attach_checker(rc, served_read_cb, NULL, &own);
 	if (err)
 		return err;
-	bool fill = rio_cache_set_fill(&rc->cache, false);
-	err = scan_report(own, report);
-	rio_cache_set_fill(&rc->cache, fill);
+	err = scan_report(rc, own, report);
 	if (keep && !err && !*report)
 		prep_keep(rc, own);
 	else

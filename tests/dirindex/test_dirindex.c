@@ -9,14 +9,13 @@
  * Exit 0 pass, 77 skip (no mke2fs/e2fsck), 1 fail.
  */
 #include "dirindex.h"
+#include "test_util.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -26,9 +25,7 @@ static int failures;
 #define CHECK(cond, ...)                                                     \
 	do {                                                                 \
 		if (!(cond)) {                                               \
-			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                        \
-			fputc('\n', stderr);                                 \
+			test_report("FAIL", __FILE__, __LINE__, #cond, __VA_ARGS__); \
 			failures++;                                          \
 			return -1;                                           \
 		}                                                            \
@@ -40,21 +37,6 @@ static double now(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static int run(const char *fmt, ...)
-{
-	char cmd[1024];
-	va_list ap;
-	int st;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	st = system(cmd);
-	if (st == -1 || !WIFEXITED(st))
-		return -1;
-	return WEXITSTATUS(st);
 }
 
 static int open_fs(const char *path, ext2_filsys *fs)
@@ -78,11 +60,10 @@ static int open_fs(const char *path, ext2_filsys *fs)
 /* e2fsck -fn must find nothing. */
 static int fsck_clean(const char *img)
 {
-	int rc = run("e2fsck -fn %s > %s/fsck.out 2>&1", img, scratch);
+	int rc = e2fsck_fn(img, scratch);
 
 	if (rc != 0) {
-		fprintf(stderr, "FAIL: e2fsck -fn %s exit %d:\n", img, rc);
-		run("cat %s/fsck.out >&2", scratch);
+		fprintf(stderr, "FAIL: e2fsck -fn %s exit %d\n", img, rc);
 		failures++;
 	} else {
 		printf("  e2fsck -fn: clean\n");
@@ -551,7 +532,7 @@ static int test_csum_htree(int bs)
 	int ftype, rc, ndx = 0;
 
 	snprintf(img, sizeof(img), "%s/csum-htree.img", scratch);
-	CHECK(run("mke2fs -q -F -t ext4 -O metadata_csum,^has_journal -b %d %s 64M >/dev/null",
+	CHECK(run_shell("mke2fs -q -F -t ext4 -O metadata_csum,^has_journal -b %d %s 64M >/dev/null",
 		  bs, img) == 0, "mke2fs");
 	if (open_fs(img, &fs))
 		return -1;
@@ -565,7 +546,7 @@ static int test_csum_htree(int bs)
 	dindex_free(di);
 	CHECK(set_links(fs, file, n) == 0, "links");
 	CHECK(ext2fs_close_free(&fs) == 0, "close");
-	rc = run("e2fsck -fyD %s >%s/fsck-D.out 2>&1", img, scratch);
+	rc = run_shell("e2fsck -fyD %s >%s/fsck-D.out 2>&1", img, scratch);
 	CHECK(rc == 0 || rc == 1, "e2fsck -fyD exit %d", rc);
 
 	if (open_fs(img, &fs))
@@ -673,7 +654,7 @@ static int test_corrupt(const char *base_img)
 	ext2_ino_t dir, file;
 
 	snprintf(img, sizeof(img), "%s/corrupt-base.img", scratch);
-	CHECK(run("cp --sparse=always %s %s", base_img, img) == 0, "cp");
+	CHECK(run_shell("cp --sparse=always %s %s", base_img, img) == 0, "cp");
 	if (open_fs(img, &fs))
 		return -1;
 	CHECK(make_dir(fs, "c", &dir) == 0 && make_file(fs, &file) == 0, "setup");
@@ -694,7 +675,7 @@ static int test_corrupt(const char *base_img)
 		char copy[600];
 
 		snprintf(copy, sizeof(copy), "%s/corrupt-%d.img", scratch, how);
-		CHECK(run("cp --sparse=always %s %s", img, copy) == 0, "cp");
+		CHECK(run_shell("cp --sparse=always %s %s", img, copy) == 0, "cp");
 		if (corrupt_and_check(copy, how))
 			return -1;
 	}
@@ -711,7 +692,7 @@ static int test_corpus_htree(const char *corpus)
 		printf("  %s missing, skipped\n", img);
 		return 0;
 	}
-	CHECK(run("zcat %s > %s/htree.img", img, scratch) == 0, "zcat");
+	CHECK(run_shell("zcat %s > %s/htree.img", img, scratch) == 0, "zcat");
 	snprintf(img, sizeof(img), "%s/htree.img", scratch);
 	return test_htree(img, "test2", 40000);
 }
@@ -726,8 +707,8 @@ static int test_kernel_htree(void)
 
 	snprintf(img, sizeof(img), "%s/kernel.img", scratch);
 	snprintf(mnt, sizeof(mnt), "%s/mnt", scratch);
-	if (run("mke2fs -q -F -t ext3 -b 4096 %s 64M", img) != 0 || mkdir(mnt, 0700) ||
-	    run("mount -o loop %s %s 2>/dev/null", img, mnt) != 0) {
+	if (run_shell("mke2fs -q -F -t ext3 -b 4096 %s 64M", img) != 0 || mkdir(mnt, 0700) ||
+	    run_shell("mount -o loop %s %s 2>/dev/null", img, mnt) != 0) {
 		printf("  loop mount not possible, skipped\n");
 		return 0;
 	}
@@ -746,7 +727,7 @@ static int test_kernel_htree(void)
 			count++;
 		}
 	}
-	if (run("umount %s", mnt) != 0) {
+	if (run_shell("umount %s", mnt) != 0) {
 		failures++;
 		fprintf(stderr, "umount %s failed\n", mnt);
 		return -1;
@@ -754,7 +735,7 @@ static int test_kernel_htree(void)
 	CHECK(count == 5000, "kernel created %d files", count);
 	if (test_htree(img, "h", 5000))
 		return -1;
-	CHECK(run("mount -o loop,ro %s %s", img, mnt) == 0, "remount");
+	CHECK(run_shell("mount -o loop,ro %s %s", img, mnt) == 0, "remount");
 	snprintf(path, sizeof(path), "%s/h", mnt);
 	{
 		char cmd[1200];
@@ -771,7 +752,7 @@ static int test_kernel_htree(void)
 		snprintf(cmd, sizeof(cmd), "%s/dirindex-renamed", path);
 		if (access(cmd, F_OK))
 			n = -2;
-		run("umount %s", mnt);
+		run_shell("umount %s", mnt);
 		/* 5,000 files + "." + ".." (one renamed, none lost). */
 		CHECK(n == 5002, "kernel lists %d entries", n);
 		printf("  kernel reads the changed directory: %d entries\n", n);
@@ -789,7 +770,7 @@ int main(int argc, char **argv)
 	};
 	char img[512];
 
-	if (run("command -v mke2fs >/dev/null && command -v e2fsck >/dev/null") != 0) {
+	if (run_shell("command -v mke2fs >/dev/null && command -v e2fsck >/dev/null") != 0) {
 		printf("mke2fs/e2fsck missing\n");
 		return 77;
 	}
@@ -801,7 +782,7 @@ int main(int argc, char **argv)
 	snprintf(img, sizeof(img), "%s/fs.img", scratch);
 	for (size_t c = 0; c < sizeof(configs) / sizeof(configs[0]); c++) {
 		printf("image: %d-byte blocks, %s\n", configs[c].bs, configs[c].opts);
-		if (run("mke2fs -q -F %s -b %d -N 100000 %s 256M", configs[c].opts,
+		if (run_shell("mke2fs -q -F %s -b %d -N 100000 %s 256M", configs[c].opts,
 			configs[c].bs, img) != 0) {
 			fprintf(stderr, "mke2fs failed\n");
 			failures++;
@@ -821,7 +802,7 @@ int main(int argc, char **argv)
 	printf("metadata_csum htree directory with stale tail bytes in its dx blocks:\n");
 	test_csum_htree(1024);
 	test_csum_htree(4096);
-	run("rm -rf %s", scratch);
+	run_shell("rm -rf %s", scratch);
 	printf("%s\n", failures ? "FAILED" : "ok");
 	return failures ? 1 : 0;
 }

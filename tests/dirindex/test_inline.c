@@ -8,15 +8,14 @@
  * Usage: test_inline   Exit 0 pass, 77 skip (no mke2fs/e2fsck), 1 fail.
  */
 #include "dirindex.h"
+#include "test_util.h"
 #include "inline.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -26,28 +25,11 @@ static int failures;
 #define CHECK(cond, ...)                                                     \
 	do {                                                                 \
 		if (!(cond)) {                                               \
-			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                        \
-			fputc('\n', stderr);                                 \
+			test_report("FAIL", __FILE__, __LINE__, #cond, __VA_ARGS__); \
 			failures++;                                          \
 			return -1;                                           \
 		}                                                            \
 	} while (0)
-
-static int run(const char *fmt, ...)
-{
-	char cmd[1024];
-	va_list ap;
-	int st;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	st = system(cmd);
-	if (st == -1 || !WIFEXITED(st))
-		return -1;
-	return WEXITSTATUS(st);
-}
 
 /* ---- building inline areas ---- */
 
@@ -284,7 +266,7 @@ int main(void)
 	uint32_t root = ext2fs_cpu_to_le32(EXT2_ROOT_INO);
 	errcode_t err;
 
-	if (run("command -v mke2fs >/dev/null && command -v e2fsck >/dev/null") != 0) {
+	if (run_shell("command -v mke2fs >/dev/null && command -v e2fsck >/dev/null") != 0) {
 		printf("mke2fs/e2fsck missing\n");
 		return 77;
 	}
@@ -294,7 +276,7 @@ int main(void)
 	}
 	initialize_ext2_error_table();
 	snprintf(img, sizeof(img), "%s/inline.img", scratch);
-	if (run("mke2fs -q -F -t ext4 -O inline_data,^has_journal -I 256 -b 1024 %s 16M >/dev/null",
+	if (run_shell("mke2fs -q -F -t ext4 -O inline_data,^has_journal -I 256 -b 1024 %s 16M >/dev/null",
 		img) != 0) {
 		fprintf(stderr, "FAIL: mke2fs\n");
 		return 1;
@@ -332,9 +314,8 @@ int main(void)
 		ext2fs_write_inode(fs, EXT2_ROOT_INO, &rooti);
 	}
 	ext2fs_close_free(&fs);
-	if (run("e2fsck -fn %s >%s/fsck.out 2>&1", img, scratch) != 0) {
-		fprintf(stderr, "FAIL: e2fsck -fn does not accept the inline image:\n");
-		run("cat %s/fsck.out >&2", scratch);
+	if (e2fsck_fn(img, scratch) != 0) {
+		fprintf(stderr, "FAIL: e2fsck -fn does not accept the inline image\n");
 		failures++;
 	} else {
 		printf("  e2fsck -fn: the image as made is clean\n");
@@ -349,7 +330,7 @@ int main(void)
 	test_file(fs, file, filedata, sizeof(filedata));
 	test_damage(fs, dir, file);
 	ext2fs_close_free(&fs);
-	run("rm -rf %s", scratch);
+	run_shell("rm -rf %s", scratch);
 	printf("%s\n", failures ? "FAILED" : "ok");
 	return failures ? 1 : 0;
 }

@@ -14,8 +14,7 @@
 ext4_checker=${EXT4_CHECKER:-on}
 . "$(dirname "$0")/lib_explore.sh"
 need_root
-grep -qw ext4 /proc/filesystems || modprobe ext4 2>/dev/null
-grep -qw ext4 /proc/filesystems || skip "the kernel has no ext4 driver"
+need_kernel_ext4
 [ -x "$FSX" ] || die "fsx not built: $FSX"
 
 SEEDS=${FSX4_SEEDS:-"101 202"}

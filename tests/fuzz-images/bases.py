@@ -17,6 +17,7 @@ a slow symlink, a 400-entry htree directory, hard links, nested directories.
 The ext4 bases e4, e1, ei, ej are bases_ext4.py's; recon-fuse writes all but
 ei (inline_data), so for ei (READ_ONLY) a read-write mount must be refused.
 """
+import contextlib
 import os
 import shutil
 import subprocess
@@ -50,6 +51,24 @@ def pattern(tag, n):
 
 def _run(*cmd, **kw):
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **kw)
+
+
+@contextlib.contextmanager
+def kernel_mount(img, fstype, opts):
+    """IMG mounted by the kernel's FSTYPE driver with -o OPTS on a temporary
+    directory (yielded); unmounted after, retried while busy, and removed."""
+    mnt = tempfile.mkdtemp(prefix="imgfuzz-base-")
+    try:
+        _run("mount", "-t", fstype, "-o", opts, img, mnt)
+        try:
+            yield mnt
+        finally:
+            for _ in range(50):
+                if subprocess.run(["umount", mnt], stderr=subprocess.DEVNULL).returncode == 0:
+                    break
+                time.sleep(0.2)
+    finally:
+        os.rmdir(mnt)
 
 
 def _populate(root, bs):
@@ -177,31 +196,20 @@ def make(name, dest, fuse=None):
     _run("mke2fs", "-F", "-q", "-t", "ext3", "-b", str(bs), "-I", str(isz),
          "-U", UUID, "-E", "hash_seed=" + HASH_SEED, "-O", "^resize_inode",
          "-J", "size=%d" % (bs // 1024 if bs == 1024 else 4), "-N", "2048", dest, env=env)
-    mnt = tempfile.mkdtemp(prefix="imgfuzz-base-")
-    try:
-        _run("mount", "-t", "ext3", "-o", "loop" + (",commit=60" if name == "kc1" else ""),
-             dest, mnt)
-        try:
-            _populate(mnt, bs)
-            if name == "kc1":
-                # more work after the tree is durable, then the power cut:
-                # a copy while mounted, after sync (journal committed, not
-                # necessarily checkpointed; needs_recovery set)
-                os.sync()
-                for i in range(60):
-                    with open("%s/d/late%d" % (mnt, i), "wb") as f:
-                        f.write(pattern("late%d" % i, 200 + 53 * i))
-                for i in range(0, 400, 7):
-                    os.unlink("%s/big/entry-%04d-%s" % (mnt, i, "n" * (i % 23)))
-                os.sync()
-                shutil.copyfile(dest, dest + ".cut")
-        finally:
-            for _ in range(50):
-                if subprocess.run(["umount", mnt], stderr=subprocess.DEVNULL).returncode == 0:
-                    break
-                time.sleep(0.2)
-    finally:
-        os.rmdir(mnt)
+    with kernel_mount(dest, "ext3", "loop" + (",commit=60" if name == "kc1" else "")) as mnt:
+        _populate(mnt, bs)
+        if name == "kc1":
+            # more work after the tree is durable, then the power cut:
+            # a copy while mounted, after sync (journal committed, not
+            # necessarily checkpointed; needs_recovery set)
+            os.sync()
+            for i in range(60):
+                with open("%s/d/late%d" % (mnt, i), "wb") as f:
+                    f.write(pattern("late%d" % i, 200 + 53 * i))
+            for i in range(0, 400, 7):
+                os.unlink("%s/big/entry-%04d-%s" % (mnt, i, "n" * (i % 23)))
+            os.sync()
+            shutil.copyfile(dest, dest + ".cut")
     if name == "kc1":
         os.replace(dest + ".cut", dest)
     if name == "o1":

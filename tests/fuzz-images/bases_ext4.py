@@ -25,8 +25,6 @@ import fcntl
 import os
 import struct
 import subprocess
-import tempfile
-import time
 
 UUID = "6a3c0e52-1f7b-4c3e-9d2a-5b8e7f1c2d40"
 UUID_AFTER = "0f9e8d7c-6b5a-4948-8372-615049382716"   # e1's, set after mke2fs
@@ -176,27 +174,18 @@ def make(name, dest):
          "-O", DEBIAN_EXT4 + extra, "-J", "size=%d" % (bs // 1024), "-N", "2048", dest, env=env)
     if name == "e1":
         _run("tune2fs", "-U", UUID_AFTER, dest, env=env)
-    mnt = tempfile.mkdtemp(prefix="imgfuzz-base-")
-    try:
-        _run("mount", "-t", "ext4", "-o", "loop,noinit_itable", dest, mnt)
-        try:
-            if name == "ei":
-                _populate_inline(mnt, bs)
-            else:
-                # one-block extents: 340 fit a 4 KiB leaf and 4 the inode, so
-                # 600 make depth 1; 84 fit a 1 KiB leaf, so 500 make depth 2
-                _populate(mnt, bs, 600 if bs == 4096 else 500)
-            if name == "ej":
-                os.sync()
-                _journal_workload(mnt, bs)
-                _shutdown(mnt)
-        finally:
-            for _ in range(50):
-                if subprocess.run(["umount", mnt], stderr=subprocess.DEVNULL).returncode == 0:
-                    break
-                time.sleep(0.2)
-    finally:
-        os.rmdir(mnt)
+    from bases import kernel_mount
+    with kernel_mount(dest, "ext4", "loop,noinit_itable") as mnt:
+        if name == "ei":
+            _populate_inline(mnt, bs)
+        else:
+            # one-block extents: 340 fit a 4 KiB leaf and 4 the inode, so
+            # 600 make depth 1; 84 fit a 1 KiB leaf, so 500 make depth 2
+            _populate(mnt, bs, 600 if bs == 4096 else 500)
+        if name == "ej":
+            os.sync()
+            _journal_workload(mnt, bs)
+            _shutdown(mnt)
     if name == "ei":
         _inline_symlink(dest)
     return dest

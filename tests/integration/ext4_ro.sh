@@ -16,8 +16,7 @@
 # byte for byte unchanged.
 . "$(dirname "$0")/lib.sh"
 need_root
-grep -qw ext4 /proc/filesystems || modprobe ext4 2>/dev/null
-grep -qw ext4 /proc/filesystems || skip "the kernel has no ext4 driver"
+need_kernel_ext4
 command -v setfacl >/dev/null || skip "no setfacl"
 command -v debugfs >/dev/null || skip "no debugfs"
 mnt="$SCRATCH/mnt"

@@ -23,16 +23,12 @@
 # the checker approves every commit (EXT4_CHECKER=off: the driver alone)
 ext4_checker=${EXT4_CHECKER:-on}
 need_root
-grep -qw ext4 /proc/filesystems || modprobe ext4 2>/dev/null
-grep -qw ext4 /proc/filesystems || skip "the kernel has no ext4 driver"
+need_kernel_ext4
 command -v debugfs >/dev/null || skip "no debugfs"
 mnt="$SCRATCH/mnt"
 kmnt="$SCRATCH/kmnt"
 mkdir -p "$mnt" "$kmnt"
 
-free_blocks() { dumpe2fs -h "$1" 2>/dev/null | sed -n 's/^Free blocks: *//p'; }
-first_orphan() { dumpe2fs -h "$1" 2>/dev/null | sed -n 's/^First orphan inode: *//p'; }
-stat_of() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
 # the largest depth of NAME's extent tree, and its unwritten extents
 ext_depth() { debugfs -R "ex $2" "$1" 2>/dev/null | awk 'NR == 2 { print $2 + 0 }'; }
 ext_uninit() { debugfs -R "ex $2" "$1" 2>/dev/null | grep -c Uninit; }
@@ -328,43 +324,7 @@ for off in list(range(0, len(d), 8192)) + list(range(4096, len(d), 8192)):
 os.close(fd)' "$mnt" || fail "cut base files"
 umount_recon "$mnt"
 cutopts="checker=$ext4_checker,deterministic,max_transaction_blocks=16"
-cp --sparse=always "$base" "$SCRATCH/clean.img"
-mount_recon "$SCRATCH/clean.img" "$mnt" "$cutopts,stats=$SCRATCH/cut.json" || die "mount (cut clean run)"
-python3 "$SCRATCH/cut.py" "$mnt"
-umount_recon "$mnt"
-fsck_clean "$SCRATCH/clean.img" "the clean run of the cut workload"
-W=$(stat_of "$SCRATCH/cut.json" device_writes)
-n=$(stat_of "$SCRATCH/cut.json" transactions)
-[ "${n:-0}" -ge 10 ] || fail "the cut workload took $n transactions, want many"
-points=${EXT4_RW_CUTS:-6}
-for ((p = 1; p <= points; p++)); do
-	cut=$((p * W / (points + 1)))
-	what="power cut at write $cut of $W"
-	img="$SCRATCH/cut.img"
-	cp --sparse=always "$base" "$img"
-	mount_recon "$img" "$mnt" "$cutopts,fault_crash_after=$cut" || { fail "$what: mount"; continue; }
-	pid=$RECON_PID
-	python3 "$SCRATCH/cut.py" "$mnt"
-	fusermount3 -u "$mnt" 2>/dev/null || fusermount3 -uz "$mnt"
-	RECON_PID=
-	wait_daemon "$pid" $((60 * TMUL)) || [ "$RECON_STATUS" -ne 124 ] || fail "$what: the daemon hung"
-	cp --sparse=always "$img" "$SCRATCH/kernel.img"
-	if mount_recon "$img" "$mnt" checker=$ext4_checker; then
-		python3 "$SCRATCH/cut_check.py" "$mnt" "$what (our recovery)" || fail "$what: our recovery"
-		umount_recon "$mnt"
-		fsck_clean "$img" "$what, our recovery"
-		[ -z "$(first_orphan "$img")" ] || fail "$what: orphans left after our recovery"
-	else
-		fail "$what: our mount refused the image"
-	fi
-	if mount -t ext4 -o loop "$SCRATCH/kernel.img" "$kmnt"; then
-		MOUNTS+=("$kmnt")
-		python3 "$SCRATCH/cut_check.py" "$kmnt" "$what (kernel recovery)" ||
-			fail "$what: the kernel's recovery"
-		umount "$kmnt"
-		fsck_clean "$SCRATCH/kernel.img" "$what, the kernel's recovery"
-	else
-		fail "$what: the kernel's ext4 does not mount it"
-	fi
-done
+cut_clean_run "$base" "$cutopts" "$SCRATCH/cut.py"
+[ "${CUT_TRANSACTIONS:-0}" -ge 10 ] || fail "the cut workload took $CUT_TRANSACTIONS transactions, want many"
+cut_sweep "$base" "${EXT4_RW_CUTS:-6}" "$cutopts" checker=$ext4_checker ext4 "$SCRATCH/cut.py" "$SCRATCH/cut_check.py"
 finish

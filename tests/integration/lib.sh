@@ -195,6 +195,13 @@ mkimg() {
 		|| { cat "$SCRATCH/mke2fs.out"; die "mke2fs $img"; }
 }
 
+# free_blocks IMG, first_orphan IMG: from the superblock (dumpe2fs -h).
+free_blocks() { dumpe2fs -h "$1" 2>/dev/null | sed -n 's/^Free blocks: *//p'; }
+first_orphan() { dumpe2fs -h "$1" 2>/dev/null | sed -n 's/^First orphan inode: *//p'; }
+
+# stat_of FILE KEY: one value of a -o stats= JSON file.
+stat_of() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
+
 # corpus_image NAME DEST: gunzip a corpus image to a copy.
 corpus_image() {
 	local name=$1 dest=$2
@@ -241,6 +248,74 @@ have_kernel_ext3() {
 	grep -qw ext3 /proc/filesystems && return 0
 	modprobe ext3 2>/dev/null || modprobe ext4 2>/dev/null
 	grep -qw ext3 /proc/filesystems
+}
+
+# need_kernel_ext4: skip the test when the kernel has no ext4 driver (for
+# the tests that compare with it or let it recover their images).
+need_kernel_ext4() {
+	grep -qw ext4 /proc/filesystems || modprobe ext4 2>/dev/null
+	grep -qw ext4 /proc/filesystems || skip "the kernel has no ext4 driver"
+}
+
+# cut_clean_run BASE OPTS WORKLOAD: run the power-cut workload (a script
+# given the mount point) without a cut on a copy of BASE mounted with OPTS;
+# its image must be clean.  Sets CUT_WRITES and CUT_TRANSACTIONS (from
+# -o stats=) for cut_sweep and the caller.
+cut_clean_run() {
+	local base=$1 opts=$2 workload=$3 img="$SCRATCH/cut-clean.img" mnt="$SCRATCH/cut-mnt"
+	cp --sparse=always "$base" "$img"
+	mount_recon "$img" "$mnt" "$opts,stats=$SCRATCH/cut.json" || die "mount (the cut clean run)"
+	python3 "$workload" "$mnt"
+	umount_recon "$mnt"
+	fsck_clean "$img" "the clean run of the cut workload"
+	CUT_WRITES=$(stat_of "$SCRATCH/cut.json" device_writes)
+	CUT_TRANSACTIONS=$(stat_of "$SCRATCH/cut.json" transactions)
+	rm -f "$img"
+}
+
+# cut_sweep BASE POINTS OPTS RECOVER_OPTS KERNEL_FS WORKLOAD CHECK: POINTS
+# power cuts (fault_crash_after) spread evenly over the CUT_WRITES device
+# writes of WORKLOAD on copies of BASE mounted with OPTS.  Each cut image is
+# then recovered twice: by our mount with RECOVER_OPTS and by the kernel's
+# KERNEL_FS driver (ext3: skipped when the kernel has none).  CHECK (a script
+# given the mount point and what happened) judges the files after each
+# recovery; e2fsck -fn and an empty orphan list judge the image.  A daemon
+# that hangs after the cut is a failure; its exit status is not judged.
+cut_sweep() {
+	local base=$1 points=$2 opts=$3 ropts=$4 kfs=$5 workload=$6 check=$7
+	local mnt="$SCRATCH/cut-mnt" kmnt="$SCRATCH/cut-kmnt" img="$SCRATCH/cut.img"
+	local kimg="$SCRATCH/cut-kernel.img" p cut what pid
+	for ((p = 1; p <= points; p++)); do
+		cut=$((p * CUT_WRITES / (points + 1)))
+		what="power cut at write $cut of $CUT_WRITES"
+		cp --sparse=always "$base" "$img"
+		mount_recon "$img" "$mnt" "$opts,fault_crash_after=$cut" || { fail "$what: mount"; continue; }
+		pid=$RECON_PID
+		python3 "$workload" "$mnt"
+		fusermount3 -u "$mnt" 2>/dev/null || fusermount3 -uz "$mnt"
+		RECON_PID=
+		wait_daemon "$pid" $((60 * TMUL)) || [ "$RECON_STATUS" -ne 124 ] || fail "$what: the daemon hung"
+		cp --sparse=always "$img" "$kimg"
+		if mount_recon "$img" "$mnt" "$ropts"; then
+			python3 "$check" "$mnt" "$what (our recovery)" || fail "$what: our recovery"
+			umount_recon "$mnt"
+			fsck_clean "$img" "$what, our recovery"
+			[ -z "$(first_orphan "$img")" ] || fail "$what: orphans left after our recovery"
+		else
+			fail "$what: our mount refused the image"
+		fi
+		[ "$kfs" = ext3 ] && ! have_kernel_ext3 && continue
+		mkdir -p "$kmnt"
+		if mount -t "$kfs" -o loop "$kimg" "$kmnt"; then
+			MOUNTS+=("$kmnt")
+			python3 "$check" "$kmnt" "$what (kernel recovery)" || fail "$what: the kernel's recovery"
+			umount "$kmnt"
+			fsck_clean "$kimg" "$what, the kernel's recovery"
+		else
+			fail "$what: the kernel's $kfs does not mount it"
+		fi
+	done
+	rm -f "$img" "$kimg"
 }
 
 cleanup() {

@@ -25,10 +25,6 @@
 need_root
 mnt="$SCRATCH/mnt"
 
-free_blocks() { dumpe2fs -h "$1" 2>/dev/null | sed -n 's/^Free blocks: *//p'; }
-first_orphan() { dumpe2fs -h "$1" 2>/dev/null | sed -n 's/^First orphan inode: *//p'; }
-stat_of() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
-
 # far.py MNT NAME SPREAD: a block at 32 GiB (past the end of the 4 GiB image)
 # and, with SPREAD n, n more blocks 4 MiB apart (a single-indirect block each)
 cat >"$SCRATCH/far.py" <<'EOF'
@@ -198,40 +194,8 @@ open(sys.argv[1] + "/trunc", "wb").write(pattern("trunc", 16 << 20))
 open(sys.argv[1] + "/big", "wb").write(pattern("big", 12 << 20))' "$mnt" || fail "cut base files"
 umount_recon "$mnt"
 cutopts="deterministic,max_transaction_blocks=16"
-cp --sparse=always "$base" "$SCRATCH/clean.img"
-mount_recon "$SCRATCH/clean.img" "$mnt" "$cutopts,stats=$SCRATCH/cut.json" || die "mount (cut clean run)"
-python3 "$SCRATCH/cut.py" "$mnt"
-umount_recon "$mnt"
-fsck_clean "$SCRATCH/clean.img" "the clean run of the cut workload"
-W=$(stat_of "$SCRATCH/cut.json" device_writes)
-n=$(stat_of "$SCRATCH/cut.json" transactions)
-[ "${n:-0}" -ge 10 ] || fail "the cut workload's releases took $n transactions, want many"
-points=${ORPHAN_SPAN_CUTS:-8}
-for ((p = 1; p <= points; p++)); do
-	cut=$((p * W / (points + 1)))
-	what="power cut at write $cut of $W"
-	img="$SCRATCH/cut.img"
-	cp --sparse=always "$base" "$img"
-	mount_recon "$img" "$mnt" "$cutopts,fault_crash_after=$cut" || { fail "$what: mount"; continue; }
-	pid=$RECON_PID
-	python3 "$SCRATCH/cut.py" "$mnt"
-	fusermount3 -u "$mnt" 2>/dev/null || fusermount3 -uz "$mnt"
-	RECON_PID=
-	wait_daemon "$pid" $((60 * TMUL)) || [ "$RECON_STATUS" -ne 124 ] || fail "$what: the daemon hung"
-	cp --sparse=always "$img" "$SCRATCH/kernel.img"
-	if mount_recon "$img" "$mnt"; then
-		python3 "$SCRATCH/cut_check.py" "$mnt" "$what (our recovery)" || fail "$what: our recovery"
-		umount_recon "$mnt"
-		fsck_clean "$img" "$what, our recovery"
-		[ -z "$(first_orphan "$img")" ] || fail "$what: orphans left after our recovery"
-	else
-		fail "$what: our mount refused the image"
-	fi
-	if have_kernel_ext3 && kmount "$SCRATCH/kernel.img" "$SCRATCH/kmnt"; then
-		python3 "$SCRATCH/cut_check.py" "$SCRATCH/kmnt" "$what (kernel recovery)" ||
-			fail "$what: the kernel's recovery"
-		kumount "$SCRATCH/kmnt"
-		fsck_clean "$SCRATCH/kernel.img" "$what, the kernel's recovery"
-	fi
-done
+cut_clean_run "$base" "$cutopts" "$SCRATCH/cut.py"
+[ "${CUT_TRANSACTIONS:-0}" -ge 10 ] ||
+	fail "the cut workload's releases took $CUT_TRANSACTIONS transactions, want many"
+cut_sweep "$base" "${ORPHAN_SPAN_CUTS:-8}" "$cutopts" "" ext3 "$SCRATCH/cut.py" "$SCRATCH/cut_check.py"
 finish

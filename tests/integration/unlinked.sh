@@ -6,7 +6,6 @@
 . "$(dirname "$0")/lib.sh"
 need_root
 
-free_blocks() { dumpe2fs -h "$1" 2>/dev/null | sed -n 's/^Free blocks: *//p'; }
 # The daemon killed (-9) while $holder keeps files open, then the holder
 # ended and the dead mount taken away.
 kill_with_holder() {

@@ -18,23 +18,20 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include "io.h"
+#include "test_util.h"
 
 static char scratch[256];
 static int failures;
 
 #define CHECK(cond, ...) do { \
 	if (!(cond)) { \
-		fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-		fprintf(stderr, __VA_ARGS__); \
-		fprintf(stderr, "\n"); \
+		test_report("FAIL", __FILE__, __LINE__, #cond, __VA_ARGS__); \
 		failures++; \
 		return; \
 	} } while (0)
@@ -46,33 +43,9 @@ static int failures;
 		return; \
 	} } while (0)
 
-static int run(const char *fmt, ...)
-{
-	char cmd[1024];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	int st = system(cmd);
-	if (st == -1 || !WIFEXITED(st))
-		return -1;
-	return WEXITSTATUS(st);
-}
-
-static void make_image(const char *path, const char *opts, unsigned size_kb)
-{
-	if (run("rm -f %s && mke2fs -q -F %s %s %u >/dev/null 2>&1", path, opts, path, size_kb) != 0) {
-		fprintf(stderr, "mke2fs %s failed\n", opts);
-		exit(77);
-	}
-}
-
 static int fsck_clean(const char *path)
 {
-	int rc = run("e2fsck -fn %s >%s/fsck.log 2>&1", path, scratch);
-	if (rc != 0)
-		run("cat %s/fsck.log >&2", scratch);
-	return rc == 0;
+	return e2fsck_fn(path, scratch) == 0;
 }
 
 static int raw_read(const char *path, uint64_t off, void *buf, size_t len)
@@ -246,7 +219,7 @@ static void test_guard(const char *mkfs)
 {
 	char path[300];
 	snprintf(path, sizeof(path), "%s/guard.img", scratch);
-	make_image(path, mkfs, 16384);
+	make_image_or_skip(path, mkfs, 16384);
 	set_cfg(true, false, 0);
 	ext2_filsys fs;
 	CHECK_ERR(open_attached(path, &fs));
@@ -305,7 +278,7 @@ static void test_guard_async(void)
 {
 	char path[300];
 	snprintf(path, sizeof(path), "%s/async.img", scratch);
-	make_image(path, "-t ext3 -b 1024", 8192);
+	make_image_or_skip(path, "-t ext3 -b 1024", 8192);
 	set_cfg(true, true, 1);
 	ext2_filsys fs;
 	CHECK_ERR(open_attached(path, &fs));
@@ -350,7 +323,7 @@ static void test_guard_async(void)
 	CHECK(fsck_clean(path), "e2fsck after the async rounds");
 	printf("guard-async: %u writes to blocks freed earlier in the run\n", reused);
 	CHECK(reused > 0, "no freed block was reused: the case the guard must allow did not occur");
-	CHECK(run("python3 -c 'import json,sys; d=json.load(open(\"%s\")); "
+	CHECK(run_shell("python3 -c 'import json,sys; d=json.load(open(\"%s\")); "
 		  "sys.exit(0 if d[\"violations\"] == [] and d[\"transactions\"] > 32 else 1)'", stats) == 0,
 	      "stats: violations recorded or too few transactions");
 }
@@ -371,10 +344,10 @@ static void test_ro_replay(void)
 	char path[300], data[300];
 	snprintf(path, sizeof(path), "%s/ro.img", scratch);
 	snprintf(data, sizeof(data), "%s/ro.data", scratch);
-	make_image(path, "-t ext3 -b 1024", 16384);
+	make_image_or_skip(path, "-t ext3 -b 1024", 16384);
 	/* debugfs logs a committed transaction without replaying it: blocks
 	 * 9000 and 9001 (free) get the contents of data */
-	if (run("head -c 2048 /dev/urandom > %s && printf 'jo\\njw -b 9000,9001 %s\\njc\\n' > %s.cmd && "
+	if (run_shell("head -c 2048 /dev/urandom > %s && printf 'jo\\njw -b 9000,9001 %s\\njc\\n' > %s.cmd && "
 		"debugfs -w -f %s.cmd %s >/dev/null 2>&1", data, data, data, data, path) != 0) {
 		fprintf(stderr, "debugfs journal write unavailable\n");
 		exit(77);
@@ -460,7 +433,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (!failures)
-		run("rm -rf %s", scratch);
+		run_shell("rm -rf %s", scratch);
 	else
 		fprintf(stderr, "scratch kept in %s\n", scratch);
 	return failures ? 1 : 0;

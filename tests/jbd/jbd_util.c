@@ -6,10 +6,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 int failures;
@@ -28,21 +26,6 @@ void put_be32(unsigned char *p, uint32_t v)
 	p[3] = (unsigned char)v;
 }
 
-/* Run a shell command; returns its exit status (or -1). */
-int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-int sh(const char *fmt, ...)
-{
-	char cmd[4096];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	int st = system(cmd);
-	if (st == -1 || !WIFEXITED(st))
-		return -1;
-	return WEXITSTATUS(st);
-}
-
 void path_in(char *out, size_t len, const char *name)
 {
 	snprintf(out, len, "%s/%s", scratch, name);
@@ -58,7 +41,7 @@ void make_scratch(void)
 void remove_scratch(void)
 {
 	if (scratch[0])
-		sh("rm -rf '%s'", scratch);
+		run_shell("rm -rf '%s'", scratch);
 }
 
 /* ---- a jbd_dev over an image file ---- */
@@ -154,7 +137,7 @@ void write_home(struct img *im, uint64_t blk, const void *buf)
 
 void mkfs(const char *path, unsigned bs, unsigned size_mb, const char *extra)
 {
-	REQUIRE(sh("rm -f '%s' && mke2fs -q -F -t ext3 -b %u %s '%s' %uM >/dev/null 2>&1", path, bs,
+	REQUIRE(run_shell("rm -f '%s' && mke2fs -q -F -t ext3 -b %u %s '%s' %uM >/dev/null 2>&1", path, bs,
 		   extra ? extra : "", path, size_mb) == 0,
 		"mke2fs %s", path);
 }
@@ -260,7 +243,7 @@ size_t compare_images(const char *a, const char *b, unsigned bs, const uint64_t 
 
 void copy_file(const char *from, const char *to)
 {
-	REQUIRE(sh("cp --sparse=always '%s' '%s'", from, to) == 0, "cp %s %s", from, to);
+	REQUIRE(run_shell("cp --sparse=always '%s' '%s'", from, to) == 0, "cp %s %s", from, to);
 }
 
 errcode_t our_recover(const char *path, bool view, unsigned *replayed, char *msg, size_t msglen)
@@ -325,7 +308,7 @@ void jsb_state(const char *path, uint32_t *start, uint32_t *seq)
 
 int e2fsck(const char *opts, const char *path)
 {
-	return sh("e2fsck %s '%s' >'%s.fsck.log' 2>&1", opts, path, path);
+	return run_shell("e2fsck %s '%s' >'%s.fsck.log' 2>&1", opts, path, path);
 }
 
 /* ---- scenario: several transactions, escapes, revokes, a big one ---- */
@@ -464,7 +447,7 @@ void check_logdump(const char *path, const struct scenario *s)
 {
 	char out[600];
 	snprintf(out, sizeof(out), "%s.logdump", path);
-	REQUIRE(sh("debugfs -R 'logdump -a' '%s' >'%s' 2>&1", path, out) == 0, "debugfs logdump");
+	REQUIRE(run_shell("debugfs -R 'logdump -a' '%s' >'%s' 2>&1", path, out) == 0, "debugfs logdump");
 	FILE *f = fopen(out, "r");
 	REQUIRE(f, "open logdump");
 	char line[512];
@@ -510,14 +493,14 @@ bool can_mount(void)
 {
 	if (geteuid() != 0)
 		return false;
-	return sh("grep -qw ext3 /proc/filesystems || modprobe ext3 >/dev/null 2>&1 || "
+	return run_shell("grep -qw ext3 /proc/filesystems || modprobe ext3 >/dev/null 2>&1 || "
 		  "grep -qw ext4 /proc/filesystems") == 0;
 }
 
-/* Overwrite the log block of transaction tid whose type is `type` (first
- * one found) via fn. */
-bool patch_log_block(const char *path, uint32_t tid, uint32_t type,
-			    void (*fn)(unsigned char *buf, unsigned bs))
+/* Overwrite, via fn, the log block `after` blocks past the first log block
+ * of transaction tid whose type is `type` (after 0: that block itself). */
+bool patch_log_block(const char *path, uint32_t tid, uint32_t type, unsigned after,
+		     void (*fn)(unsigned char *buf, unsigned bs))
 {
 	ext2_filsys fs;
 	errcode_t err = ext2fs_open2(path, NULL, EXT2_FLAG_64BITS, 0, 0, unix_io_manager, &fs);
@@ -534,11 +517,16 @@ bool patch_log_block(const char *path, uint32_t tid, uint32_t type,
 		if (err || !p)
 			break;
 		REQUIRE(pread(fd, buf, bs, (off_t)(p * bs)) == (ssize_t)bs, "read");
-		if (get_be32(buf) == JBD_MAGIC && get_be32(buf + 4) == type && get_be32(buf + 8) == tid) {
-			fn(buf, bs);
-			REQUIRE(pwrite(fd, buf, bs, (off_t)(p * bs)) == (ssize_t)bs, "write");
-			done = true;
+		if (get_be32(buf) != JBD_MAGIC || get_be32(buf + 4) != type || get_be32(buf + 8) != tid)
+			continue;
+		if (after) {
+			REQUIRE(!ext2fs_bmap2(fs, fs->super->s_journal_inum, NULL, NULL, 0, l + after,
+					      NULL, &p) && p, "bmap");
+			REQUIRE(pread(fd, buf, bs, (off_t)(p * bs)) == (ssize_t)bs, "read");
 		}
+		fn(buf, bs);
+		REQUIRE(pwrite(fd, buf, bs, (off_t)(p * bs)) == (ssize_t)bs, "write");
+		done = true;
 	}
 	close(fd);
 	free(buf);
@@ -573,7 +561,7 @@ bool gunzip_corpus(const char *name, const char *to)
 		if (access(src, R_OK) != 0)
 			return false;
 	}
-	return sh("zcat '%s' > '%s'", src, to) == 0;
+	return run_shell("zcat '%s' > '%s'", src, to) == 0;
 }
 
 /* The journal superblock's block of the image at path. */
@@ -600,7 +588,7 @@ void compare_replays(const char *a, const char *what, unsigned how)
 	size_t nskip = 0;
 	if (how & CMP_SKIP_JSB)
 		skip[nskip++] = jsb_block(a);
-	int rc = sh("E2FSCK_TIME=1700000000 e2fsck %s '%s' >'%s.fsck.log' 2>&1",
+	int rc = run_shell("E2FSCK_TIME=1700000000 e2fsck %s '%s' >'%s.fsck.log' 2>&1",
 		    strict ? "-y -E journal_only" : "-fy", a, a);
 	CHECK(rc == 0 || rc == 1 || (how & CMP_ANY_EXIT), "%s: e2fsck exits %d", what, rc);
 	unsigned replayed = 0;
@@ -610,9 +598,9 @@ void compare_replays(const char *a, const char *what, unsigned how)
 	fprintf(stderr, "  %s: %u transactions replayed%s\n", what, replayed,
 		how & CMP_VIEW ? " (view)" : "");
 	if (!strict) {
-		rc = sh("E2FSCK_TIME=1700000000 e2fsck -fy '%s' >'%s.fsck.log' 2>&1", b, b);
+		rc = run_shell("E2FSCK_TIME=1700000000 e2fsck -fy '%s' >'%s.fsck.log' 2>&1", b, b);
 		CHECK(rc == 0 || rc == 1, "%s: e2fsck -fy after our replay exits %d", what, rc);
-		CHECK(sh("grep -q 'recovering journal' '%s.fsck.log'", b) != 0,
+		CHECK(run_shell("grep -q 'recovering journal' '%s.fsck.log'", b) != 0,
 		      "%s: e2fsck found a journal to recover after ours", what);
 	}
 	ext2_filsys fs;

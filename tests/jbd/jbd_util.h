@@ -10,6 +10,7 @@
 #define RECON_TESTS_JBD_UTIL_H
 
 #include "jbd.h"
+#include "test_util.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -22,30 +23,12 @@
 extern int failures;
 extern char scratch[256];
 
-#define CHECK(cond, ...)                                                                  \
-	do {                                                                              \
-		if (!(cond)) {                                                            \
-			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);  \
-			fprintf(stderr, __VA_ARGS__);                                    \
-			fputc('\n', stderr);                                              \
-			failures++;                                                       \
-		}                                                                         \
-	} while (0)
-
-#define REQUIRE(cond, ...)                                                                \
-	do {                                                                              \
-		if (!(cond)) {                                                            \
-			fprintf(stderr, "FATAL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                                    \
-			fputc('\n', stderr);                                              \
-			exit(1);                                                          \
-		}                                                                         \
-	} while (0)
+/* CHECK counts a failure and goes on; REQUIRE ends the test. */
+#define CHECK TEST_CHECK
+#define REQUIRE TEST_REQUIRE
 
 uint32_t get_be32(const unsigned char *p);
 void put_be32(unsigned char *p, uint32_t v);
-/* Run a shell command; returns its exit status (or -1). */
-int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void path_in(char *out, size_t len, const char *name);
 void make_scratch(void);
 void remove_scratch(void);
@@ -136,9 +119,9 @@ void check_logdump(const char *path, const struct scenario *s);
 size_t sb_blocks(unsigned bs, uint64_t *skip);
 
 bool can_mount(void);
-/* Overwrite the log block of transaction tid whose type is `type` (first
- * one found) via fn. */
-bool patch_log_block(const char *path, uint32_t tid, uint32_t type,
+/* Overwrite, via fn, the log block `after` blocks past the first log block
+ * of transaction tid whose type is `type` (after 0: that block itself). */
+bool patch_log_block(const char *path, uint32_t tid, uint32_t type, unsigned after,
 		     void (*fn)(unsigned char *buf, unsigned bs));
 void zero_block(unsigned char *buf, unsigned bs);
 void bump_tid(unsigned char *buf, unsigned bs);

@@ -68,13 +68,13 @@ static void test_kernel(unsigned bs)
 	struct scenario *s = malloc(sizeof(*s));
 	REQUIRE(s, "oom");
 	build_scenario(a, bs, s);
-	int rc = sh("mount -t ext3 -o loop '%s' '%s'", a, mnt);
+	int rc = run_shell("mount -t ext3 -o loop '%s' '%s'", a, mnt);
 	if (rc != 0) {
 		fprintf(stderr, "SKIP: mount -t ext3 -o loop failed\n");
 		free(s);
 		exit(77);
 	}
-	rc = sh("umount '%s'", mnt);
+	rc = run_shell("umount '%s'", mnt);
 	REQUIRE(rc == 0, "umount %s", mnt);
 	verify_scenario(a, bs, s, "kernel replay");
 	free(s);
@@ -230,7 +230,7 @@ static void test_torn(void)
 		free(t);
 		free(buf);
 		img_close(&im, true);
-		CHECK(patch_log_block(a, seq1 + 1, 2, variant ? bump_tid : zero_block),
+		CHECK(patch_log_block(a, seq1 + 1, 2, 0, variant ? bump_tid : zero_block),
 		      "no commit block of tid %u found", seq1 + 1);
 		copy_file(a, b);
 		int rc = e2fsck("-fy", a);
@@ -452,7 +452,7 @@ static void check_disk_refusal(const char *a, const char *what)
 	CHECK(err == EXT2_ET_BAD_CRC || err == EXT2_ET_UNSUPP_FEATURE ||
 	      err == EXT2_ET_CORRUPT_JOURNAL_SB, "%s: the disk replay gives %s", what,
 	      err ? error_message(err) : "no error");
-	CHECK(sh("cmp -s '%s' '%s'", a, b) == 0, "%s: the refused replay wrote to the image", what);
+	CHECK(run_shell("cmp -s '%s' '%s'", a, b) == 0, "%s: the refused replay wrote to the image", what);
 }
 
 static void test_corpus(void)
@@ -532,7 +532,7 @@ static void test_kernel_made(unsigned bs)
 	path_in(mnt, sizeof(mnt), "kmnt");
 	REQUIRE(mkdir(mnt, 0755) == 0, "mkdir");
 	mkfs(a, bs, bs == 1024 ? 32 : 128, NULL);
-	if (sh("mount -t ext3 -o loop,commit=60 '%s' '%s'", a, mnt) != 0) {
+	if (run_shell("mount -t ext3 -o loop,commit=60 '%s' '%s'", a, mnt) != 0) {
 		fprintf(stderr, "SKIP: mount failed\n");
 		exit(77);
 	}
@@ -540,7 +540,7 @@ static void test_kernel_made(unsigned bs)
 	 * their blocks were logged (the kernel revokes them), then file data
 	 * filling most of the file system, so freed directory blocks are
 	 * reused for data that a replay ignoring revokes would overwrite */
-	int rc = sh("cd '%s' && mkdir d && for i in $(seq 1 400); do echo $i > d/f$i; done && "
+	int rc = run_shell("cd '%s' && mkdir d && for i in $(seq 1 400); do echo $i > d/f$i; done && "
 		    "mkdir e && for i in $(seq 1 100); do mkdir e/$i && echo x > e/$i/x; done && sync && "
 		    "rm -rf e && for i in $(seq 1 200); do rm d/f$i; done && sync && "
 		    "for i in $(seq 1 %u); do dd if=/dev/urandom of=big$i bs=64k count=16 status=none; done && "
@@ -553,7 +553,7 @@ static void test_kernel_made(unsigned bs)
 	int ir = ioctl(fd, EXT4_IOC_SHUTDOWN_, &flags);
 	int ierr = errno;
 	close(fd);
-	REQUIRE(sh("umount '%s'", mnt) == 0, "umount");
+	REQUIRE(run_shell("umount '%s'", mnt) == 0, "umount");
 	if (ir != 0) {
 		fprintf(stderr, "SKIP: EXT4_IOC_SHUTDOWN: %s\n", strerror(ierr));
 		exit(77);
@@ -564,8 +564,8 @@ static void test_kernel_made(unsigned bs)
 	CHECK(start != 0, "the kernel left an empty journal: nothing to test");
 	char dump[600];
 	snprintf(dump, sizeof(dump), "%s.logdump", a);
-	REQUIRE(sh("debugfs -R logdump '%s' >'%s' 2>&1", a, dump) == 0, "logdump");
-	CHECK(sh("grep -q 'revoke table' '%s'", dump) == 0, "the kernel's log has no revoke block (%s)",
+	REQUIRE(run_shell("debugfs -R logdump '%s' >'%s' 2>&1", a, dump) == 0, "logdump");
+	CHECK(run_shell("grep -q 'revoke table' '%s'", dump) == 0, "the kernel's log has no revoke block (%s)",
 	      dump);
 	compare_replays(a, "kernel-made", CMP_STRICT);
 	char b[600];

@@ -83,7 +83,7 @@ static void test_write(const struct format *f, unsigned bs)
 	CHECK(rc == 0 || rc == 1, "%s: e2fsck -fy exits %d (log in %s.fsck.log)", f->name, rc, a);
 	/* e2fsck says so when a checksum fails ("Journal checksum error",
 	 * "Invalid checksum recovering ...", "transaction ... was corrupt") */
-	CHECK(sh("grep -qiE 'checksum|corrupt' '%s.fsck.log'", a) != 0,
+	CHECK(run_shell("grep -qiE 'checksum|corrupt' '%s.fsck.log'", a) != 0,
 	      "%s: e2fsck finds our log's checksums wrong (%s.fsck.log)", f->name, a);
 	verify_scenario(a, bs, s, "e2fsck replay");
 	char msg[256] = "";
@@ -113,16 +113,16 @@ static void test_kernel(const struct format *f, unsigned bs)
 	struct scenario *s = malloc(sizeof(*s));
 	REQUIRE(s, "oom");
 	build_scenario(a, bs, s);
-	if (sh("mount -t ext4 -o loop '%s' '%s'", a, mnt) != 0) {
+	if (run_shell("mount -t ext4 -o loop '%s' '%s'", a, mnt) != 0) {
 		/* the kernel refuses a journal whose checksums fail: that is a
 		 * failure, not a skip, once it mounts the plain format */
 		fprintf(stderr, "  %s: the kernel refuses to mount it (dmesg):\n", f->name);
-		sh("dmesg | tail -5 >&2");
+		run_shell("dmesg | tail -5 >&2");
 		CHECK(0, "%s: the kernel does not replay our log", f->name);
 		free(s);
 		return;
 	}
-	REQUIRE(sh("umount '%s'", mnt) == 0, "umount %s", mnt);
+	REQUIRE(run_shell("umount '%s'", mnt) == 0, "umount %s", mnt);
 	verify_scenario(a, bs, s, "kernel replay");
 	free(s);
 }
@@ -137,8 +137,8 @@ static bool make_debugfs_log(const char *path, unsigned bs, bool wide)
 	char data[600], cmds[600];
 	snprintf(data, sizeof(data), "%s.data", path);
 	snprintf(cmds, sizeof(cmds), "%s.cmds", path);
-	REQUIRE(sh("head -c %u /dev/urandom >'%s'", 4 * bs, data) == 0, "data");
-	REQUIRE(sh("rm -f '%s' && mke2fs -q -F -t ext4 -b %u -O metadata_csum,%s64bit '%s' %uM "
+	REQUIRE(run_shell("head -c %u /dev/urandom >'%s'", 4 * bs, data) == 0, "data");
+	REQUIRE(run_shell("rm -f '%s' && mke2fs -q -F -t ext4 -b %u -O metadata_csum,%s64bit '%s' %uM "
 		   ">/dev/null 2>&1", path, bs, wide ? "" : "^", path, bs == 1024 ? 16u : 64u) == 0,
 		"mke2fs");
 	FILE *c = fopen(cmds, "w");
@@ -147,10 +147,10 @@ static bool make_debugfs_log(const char *path, unsigned bs, bool wide)
 	fprintf(c, "jo\njw -r 3001\njc\n");
 	fprintf(c, "jo\njw -b 3001,3500 %s\njc\n", data);
 	fclose(c);
-	if (sh("debugfs -w -f '%s' '%s' >/dev/null 2>&1", cmds, path) != 0)
+	if (run_shell("debugfs -w -f '%s' '%s' >/dev/null 2>&1", cmds, path) != 0)
 		return false;
-	return sh("dumpe2fs -h '%s' 2>/dev/null | grep -q 'journal_checksum_v3'", path) == 0 &&
-	       sh("dumpe2fs -h '%s' 2>/dev/null | grep -q needs_recovery", path) == 0;
+	return run_shell("dumpe2fs -h '%s' 2>/dev/null | grep -q 'journal_checksum_v3'", path) == 0 &&
+	       run_shell("dumpe2fs -h '%s' 2>/dev/null | grep -q needs_recovery", path) == 0;
 }
 
 static void test_debugfs(unsigned bs, bool wide)
@@ -172,39 +172,6 @@ static void test_debugfs(unsigned bs, bool wide)
 static void flip_byte(unsigned char *buf, unsigned bs)
 {
 	buf[bs / 2] ^= 0x5a;
-}
-
-/* Damage the first block logged after the descriptor of tid. */
-static bool damage_logged_block(const char *path, uint32_t tid)
-{
-	ext2_filsys fs;
-	errcode_t err = ext2fs_open2(path, NULL, EXT2_FLAG_64BITS, 0, 0, unix_io_manager, &fs);
-	REQUIRE(!err, "open");
-	unsigned bs = fs->blocksize;
-	unsigned char *buf = malloc(bs);
-	REQUIRE(buf, "oom");
-	int fd = open(path, O_RDWR);
-	REQUIRE(fd >= 0, "open");
-	bool done = false;
-	for (blk64_t l = 1; !done && l < 4096; l++) {
-		blk64_t p = 0, q = 0;
-		if (ext2fs_bmap2(fs, fs->super->s_journal_inum, NULL, NULL, 0, l, NULL, &p) || !p)
-			break;
-		REQUIRE(pread(fd, buf, bs, (off_t)(p * bs)) == (ssize_t)bs, "read");
-		if (get_be32(buf) != JBD_MAGIC || get_be32(buf + 4) != JBD_DESCRIPTOR ||
-		    get_be32(buf + 8) != tid)
-			continue;
-		REQUIRE(!ext2fs_bmap2(fs, fs->super->s_journal_inum, NULL, NULL, 0, l + 1, NULL, &q) && q,
-			"bmap");
-		REQUIRE(pread(fd, buf, bs, (off_t)(q * bs)) == (ssize_t)bs, "read");
-		flip_byte(buf, bs);
-		REQUIRE(pwrite(fd, buf, bs, (off_t)(q * bs)) == (ssize_t)bs, "write");
-		done = true;
-	}
-	close(fd);
-	free(buf);
-	ext2fs_close_free(&fs);
-	return done;
 }
 
 static struct jbd_fmt stale_fmt;
@@ -244,19 +211,20 @@ static void test_damaged(const char *what)
 	uint32_t start, seq;
 	jsb_state(a, &start, &seq);
 	if (!strcmp(what, "block"))
-		CHECK(damage_logged_block(a, seq + 1), "no descriptor of transaction %u", seq + 1);
+		CHECK(patch_log_block(a, seq + 1, JBD_DESCRIPTOR, 1, flip_byte),
+		      "no descriptor of transaction %u", seq + 1);
 	else if (!strcmp(what, "commit"))
-		CHECK(patch_log_block(a, seq + 1, JBD_COMMIT, flip_byte), "no commit block");
+		CHECK(patch_log_block(a, seq + 1, JBD_COMMIT, 0, flip_byte), "no commit block");
 	else if (!strcmp(what, "descriptor"))
-		CHECK(patch_log_block(a, seq, JBD_DESCRIPTOR, flip_byte), "no descriptor");
+		CHECK(patch_log_block(a, seq, JBD_DESCRIPTOR, 0, flip_byte), "no descriptor");
 	else {
 		unsigned char *jsb = malloc(bs);
 		REQUIRE(jsb, "oom");
 		read_home(a, bs, jsb_block(a), jsb);
 		jbd_fmt_init(&stale_fmt, bs, jsb);
 		free(jsb);
-		CHECK(patch_log_block(a, seq + 1, JBD_DESCRIPTOR, flip_byte) &&
-		      patch_log_block(a, seq + 1, JBD_COMMIT, commit_time_one), "no transaction 2");
+		CHECK(patch_log_block(a, seq + 1, JBD_DESCRIPTOR, 0, flip_byte) &&
+		      patch_log_block(a, seq + 1, JBD_COMMIT, 0, commit_time_one), "no transaction 2");
 	}
 	snprintf(b, sizeof(b), "%s.disk", a);
 	snprintf(v, sizeof(v), "%s.view", a);
@@ -272,7 +240,7 @@ static void test_damaged(const char *what)
 	errcode_t err = our_recover(b, false, &replayed, msg, sizeof(msg));
 	CHECK(err == EXT2_ET_BAD_CRC, "damaged %s: the disk replay gives %s", what,
 	      err ? error_message(err) : "no error");
-	CHECK(sh("cmp -s '%s' '%s'", a, b) == 0, "damaged %s: the refused replay wrote", what);
+	CHECK(run_shell("cmp -s '%s' '%s'", a, b) == 0, "damaged %s: the refused replay wrote", what);
 	compare_replays(v, what, CMP_STRICT | CMP_VIEW | CMP_SKIP_JSB | CMP_ANY_EXIT);
 }
 

@@ -7,6 +7,7 @@
  * Usage: test_jbd_tag; exit 0 pass, 1 fail.
  */
 #include "jbd_tag.h"
+#include "test_util.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -15,15 +16,7 @@
 
 static int failures;
 
-#define CHECK(cond, ...)                                                                  \
-	do {                                                                              \
-		if (!(cond)) {                                                            \
-			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);  \
-			fprintf(stderr, __VA_ARGS__);                                    \
-			fputc('\n', stderr);                                              \
-			failures++;                                                       \
-		}                                                                         \
-	} while (0)
+#define CHECK TEST_CHECK
 
 /* ---- reference checksums, one bit at a time ---- */
 

@@ -1,0 +1,51 @@
+/*
+ * tests/common/test_util.h - what the C tests share: reporting a failed
+ * check, running a shell command, e2fsck -fn on an image, a fresh mke2fs
+ * image.
+ *
+ * A test counts its failures in its own `int failures` (TEST_CHECK and
+ * TEST_REQUIRE expect that name in scope); it decides itself what a failed
+ * check does next (go on, return, exit), so a test whose CHECK returns
+ * wraps test_report in its own.  Single-threaded use only.
+ */
+#ifndef RECON_TESTS_TEST_UTIL_H
+#define RECON_TESTS_TEST_UTIL_H
+
+#include <stdio.h>
+#include <stdlib.h>
+
+/* Print "KIND FILE:LINE: COND: message" to stderr (KIND: FAIL or FATAL). */
+void test_report(const char *kind, const char *file, int line, const char *cond,
+		 const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/* A false cond is reported and counted; the test goes on. */
+#define TEST_CHECK(cond, ...)                                                    \
+	do {                                                                     \
+		if (!(cond)) {                                                   \
+			test_report("FAIL", __FILE__, __LINE__, #cond, __VA_ARGS__); \
+			failures++;                                              \
+		}                                                                \
+	} while (0)
+
+/* A false cond is reported and ends the test (exit 1): it cannot go on. */
+#define TEST_REQUIRE(cond, ...)                                                  \
+	do {                                                                     \
+		if (!(cond)) {                                                   \
+			test_report("FATAL", __FILE__, __LINE__, #cond, __VA_ARGS__); \
+			exit(1);                                                 \
+		}                                                                \
+	} while (0)
+
+/* Run the shell command made from fmt (at most 4 KiB); its exit status, or
+ * -1 when it could not run or did not exit normally. */
+int run_shell(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* e2fsck -fn img, its output in log_dir/fsck.log; on a non-zero exit that
+ * output goes to stderr.  Returns e2fsck's exit status (0: clean). */
+int e2fsck_fn(const char *img, const char *log_dir);
+
+/* A fresh image: mke2fs -q -F opts img size_kb.  A failing mke2fs means this
+ * machine cannot run the test: exit 77 (skip). */
+void make_image_or_skip(const char *img, const char *opts, unsigned size_kb);
+
+#endif
