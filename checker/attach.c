@@ -312,9 +312,10 @@ static int scan_inodes(struct chk_fs *fs, char *err, size_t errlen)
 		/* with descriptor checksums, inodes past the group's used part
 		 * lie in a table the kernel may not have zeroed: e2fsck does not
 		 * read them, nor do we (an in-use bit there is the scan's) */
-		uint32_t used = chk_group_used_inodes(fs, g);
-		if (!ibits || !chk_any_bit(ibits, 0, used))
+		uint32_t used = ibits ? (uint32_t)chk_bits_end(ibits, chk_group_used_inodes(fs, g)) : 0;
+		if (!used)
 			continue;         /* nothing in use: nothing to type */
+		/* up to the last inode in use: the rest of a table is not typed */
 		size_t ubytes = ((size_t)used * fs->inode_size + fs->bs - 1) / fs->bs * fs->bs;
 		r = fs->read(fs->ctx, chk_gd_itable(fs, chk_gd(fs, g)) * fs->bs, tab, ubytes);
 		if (r) {
@@ -492,7 +493,22 @@ void chk_detach(struct chk_fs *fs)
 	free(fs->dups);
 	free(fs->badptrs);
 	free(fs->bad_itable);
+	free(fs->sealed);
 	free(fs);
+}
+
+int chk_set_sealed(struct chk_fs *fs, const uint8_t *bits, uint32_t ngroups)
+{
+	uint8_t *copy = NULL;
+	if (bits && ngroups != fs->ngroups)
+		return -EINVAL;
+	if (bits && !(copy = malloc((size_t)ngroups / 8 + 1)))
+		return -ENOMEM;
+	if (copy)
+		memcpy(copy, bits, ((size_t)ngroups + 7) / 8);
+	free(fs->sealed);
+	fs->sealed = copy;
+	return 0;
 }
 
 uint32_t chk_block_size(const struct chk_fs *fs)

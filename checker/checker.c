@@ -342,6 +342,18 @@ bool chk_any_bit(const uint8_t *b, uint64_t from, uint64_t n)
 	return false;
 }
 
+uint64_t chk_bits_end(const uint8_t *b, uint64_t n)
+{
+	uint64_t i = n;
+	for (; i & 7; i--)
+		if (bit_get(b, i - 1))
+			return i;
+	for (; i; i -= 8)
+		if (b[i / 8 - 1])
+			return i - 8 + 64 - (uint64_t)__builtin_clzll((uint64_t)b[i / 8 - 1]);
+	return 0;
+}
+
 /* ------------------------------------------------------------------ queries */
 
 bool chk_data_block_ok(const struct chk_fs *fs, uint64_t blk, uint32_t ino)

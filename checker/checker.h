@@ -221,6 +221,17 @@ int chk_advance(struct chk_fs *fs, const struct chk_verdict *v);
  */
 int chk_scan(struct chk_fs *fs, struct chk_verdict **out);
 
+/*
+ * For the next chk_scan calls: bit g set (of ngroups bits, the attached
+ * image's group count) for each group whose free inodes the caller vouches
+ * for: a scan found them in the free form and only approved commits wrote
+ * the table since (a seal; checker/README.md says what it rests on).
+ * chk_scan then reads of such a group's table only the blocks up to its last
+ * inode in use, none when it has none.  Copied; NULL: every table is read in
+ * full.  0, -EINVAL (ngroups is not the image's) or -ENOMEM.
+ */
+int chk_set_sealed(struct chk_fs *fs, const uint8_t *bits, uint32_t ngroups);
+
 struct chk_stats {
 	uint64_t transactions;      /* chk_check calls */
 	uint64_t blocks_checked;    /* distinct blocks diffed */
@@ -228,6 +239,9 @@ struct chk_stats {
 	uint64_t cpu_ns;            /* thread CPU time spent in chk_check, chk_advance and chk_scan */
 	uint64_t scan_cpu_ns;       /* the part of it spent in chk_scan */
 	uint64_t violations;        /* rejected verdicts */
+	uint64_t scan_tables_read;  /* groups whose inode table chk_scan read (in full or in part) */
+	uint64_t scan_tables_sealed;/* groups whose table it read in part or not at all for a seal */
+	uint64_t scan_table_bytes;  /* bytes of inode table chk_scan read */
 };
 void chk_get_stats(const struct chk_fs *fs, struct chk_stats *out);
 

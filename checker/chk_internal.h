@@ -134,6 +134,7 @@ struct blk_cache {
 struct chk_fs {
 	chk_read_fn read;
 	chk_zero_fn zero;                /* may be NULL */
+	uint8_t *sealed;                 /* chk_options.sealed, ngroups bits, or NULL */
 	void *ctx;
 	uint8_t sb_raw[1024] __attribute__((aligned(8)));  /* approved primary superblock */
 	const struct ext2_super_block *sb; /* = (void *)sb_raw */
@@ -328,6 +329,8 @@ static inline bool bit_get(const uint8_t *b, uint64_t i) { return (b[i >> 3] >> 
 uint32_t chk_layout_group(const struct chk_fs *fs, uint64_t blk, uint8_t type, uint32_t *idx);
 /* Some bit of b[from .. from + n) set (whole zero words skipped). */
 bool chk_any_bit(const uint8_t *b, uint64_t from, uint64_t n);
+/* One past the last bit set of bits [0, n) of b; 0 when none is. */
+uint64_t chk_bits_end(const uint8_t *b, uint64_t n);
 static inline void bit_put(uint8_t *b, uint64_t i, bool v)
 {
 	if (v) b[i >> 3] |= (uint8_t)(1u << (i & 7));

@@ -673,18 +673,30 @@ static int scan_tables(struct scan *s, uint8_t *tab)
 		if (lost)
 			V(INV_BGD_UNINIT, "group %u: %u inodes in use past its %u initialised ones (first %u)", g,
 			  lost, used, first);
+		/* a sealed group's free inodes were verified and only approved
+		 * commits wrote them since: read up to its last inode in use */
+		uint32_t upto = used;
+		if (fs->sealed && bit_get(fs->sealed, g)) {
+			upto = ibits ? (uint32_t)chk_bits_end(ibits, used) : 0;
+			if (upto < used)
+				fs->stats.scan_tables_sealed++;
+		}
 		/* an empty group whose table is known to read as zeros: every
 		 * inode free and zero, nothing to report */
 		uint64_t toff = chk_gd_itable(fs, chk_gd(fs, g)) * fs->bs;
-		size_t ubytes = ((size_t)used * fs->inode_size + fs->bs - 1) / fs->bs * fs->bs;
-		if (!used || (g && fs->zero && !chk_group_inodes_any(fs, g) && fs->zero(fs->ctx, toff, ubytes) == 1))
+		size_t ubytes = ((size_t)upto * fs->inode_size + fs->bs - 1) / fs->bs * fs->bs;
+		if (!upto || (g && fs->zero && !chk_group_inodes_any(fs, g) && fs->zero(fs->ctx, toff, ubytes) == 1))
 			continue;
 		r = fs->read(fs->ctx, toff, tab, ubytes);
 		if (r) {
 			r = r < 0 ? r : -EIO;
 			break;
 		}
-		for (uint32_t i = 0; i < used; i++) {
+		fs->stats.scan_tables_read++;
+		fs->stats.scan_table_bytes += ubytes;
+		if (upto < used)   /* the whole blocks read */
+			upto = (uint32_t)(ubytes / fs->inode_size) < used ? (uint32_t)(ubytes / fs->inode_size) : used;
+		for (uint32_t i = 0; i < upto; i++) {
 			uint32_t ino = g * fs->ipg + i + 1;
 			const struct ext2_inode *in = (const void *)(tab + (size_t)i * fs->inode_size);
 			if (!chk_inode_csum_ok(&fs->csum, ino, (const uint8_t *)in))

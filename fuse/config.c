@@ -41,6 +41,9 @@ static const struct key_desc keys[] = {
 	{ "atime", "POLICY", K_ATIME, F(atime), false, "relatime (default), noatime or strictatime" },
 	{ "pidfile", "FILE", K_STR, F(pidfile), false, "write the daemon's pid to FILE once mounted" },
 	{ "log", "FILE", K_STR, F(log_file), false, "append every message to FILE, time-stamped" },
+	{ "seal_dir", "DIR", K_STR, F(seal_dir), false,
+	  "where clean unmounts leave the seal that spares the next mount reading empty inode "
+	  "tables (/var/lib/recon-fuse/seals; none: no seals)" },
 	{ "acl", NULL, K_BOOL, F(acl), false, "POSIX ACLs, enforced by the kernel (on; noacl: off)" },
 	{ "user_xattr", NULL, K_BOOL, F(user_xattr), false,
 	  "user.* extended attributes (on; nouser_xattr: off)" },
@@ -935,6 +938,10 @@ static int settle_options(struct recon_config *cfg)
 		fprintf(stderr, "recon-fuse: poll_us=%u: at most 10000 (10 ms)\n", cfg->poll_us);
 		return -EINVAL;
 	}
+	if (cfg->seal_dir && strcmp(cfg->seal_dir, "none") && cfg->seal_dir[0] != '/') {
+		fprintf(stderr, "recon-fuse: seal_dir=%s: an absolute path, or none\n", cfg->seal_dir);
+		return -EINVAL;
+	}
 	int ret = make_absolute(&cfg->pidfile);
 	if (!ret)
 		ret = make_absolute(&cfg->stats_file);
@@ -1100,6 +1107,7 @@ void config_free(struct recon_config *cfg)
 	free(cfg->mountpoint);
 	free(cfg->pidfile);
 	free(cfg->log_file);
+	free(cfg->seal_dir);
 	free(cfg->config_file);
 	free((char *)cfg->io.fault_corrupt);   /* set_key's copy */
 	free(cfg->stats_file);

@@ -52,6 +52,7 @@ struct recon_config {
 	int64_t resuid, resgid;   /* who may use the reserved blocks besides root; -1: the
 	                           * superblock's s_def_resuid / s_def_resgid */
 	bool minixdf;             /* statfs counts the metadata's blocks too (kernel's minixdf) */
+	char *seal_dir;           /* seals of clean unmounts (NULL: the default; "none": no seals) */
 
 	/* FUSE requests */
 	unsigned threads;         /* FUSE worker threads, default 1 */

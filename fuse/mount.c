@@ -200,6 +200,9 @@ static int decide_rw(struct rfs *r, ext2_filsys fs, bool replayed)
 			"is marked with errors (ERROR_FS)" : "was not cleanly unmounted (ext2, no journal)");
 		return 1;
 	}
+	struct rfs_seal seal = { 0 };
+	if (!replayed && r->cfg->io.checker && !r->cfg->rw_unchecked)
+		rfs_seal_take(r, fs, &seal);
 	readahead_group_metadata(fs);
 	/* the checker's attach reads the same bitmaps: beside this pass */
 	(void)rio_txn_prepare(fs);
@@ -220,6 +223,8 @@ static int decide_rw(struct rfs *r, ext2_filsys fs, bool replayed)
 	}
 	if (!root_is_dir(r, fs))
 		return -1;
+	if (seal.matched)
+		(void)rfs_seal_use(r, fs, &seal);
 	return r->cfg->rw_unchecked ? 0 : check_image(r, fs, replayed);
 }
 
@@ -545,6 +550,9 @@ void rfs_unmount(struct rfs *r)
 			fprintf(stderr, "recon-fuse: cannot write stats to %s: %s\n", r->cfg->stats_file,
 				error_message(e));
 	}
+	/* a seal is taken of what the close leaves on the device */
+	struct rfs_seal_plan seal;
+	bool sealable = attached && !r->lost && rio_txn_sealable(r->fs->io) && !rfs_seal_plan(r->fs, &seal);
 	dindex_free(r->di);
 	r->di = NULL;
 	r->fs->write_inode = NULL;
@@ -553,6 +561,8 @@ void rfs_unmount(struct rfs *r)
 	e = ext2fs_close_free(&r->fs);
 	if (e)
 		fprintf(stderr, "recon-fuse: closing the file system failed: %s\n", error_message(e));
+	else if (sealable)
+		rfs_seal_write(r->cfg, &seal);
 	free(r->known);
 	r->known = NULL;
 	free(r->chg);

@@ -615,4 +615,34 @@ unsigned uring_queues(const struct rfs_uring *u);
  * enable_uring parameter); if not, *why says so for a message. */
 bool uring_offered(const char **why);
 
+/* ---- the seal of a clean, checked unmount (seal.c) ---- */
+/* Where a file system's seal lives and what of it is read: taken while
+ * it is open, used after it is closed. */
+struct rfs_seal_plan {
+	char uuid[33];               /* the file system's UUID in hex: the seal's name */
+	uint32_t bs, ngroups, desc_blocks;
+	uint64_t desc_blk;           /* the primary descriptors' first block */
+	uint64_t journal_blk;        /* the journal superblock's block; 0: no journal */
+	uint64_t ibitmap_digest;     /* of libext2fs's inode bitmap (0: not loaded) */
+};
+/* A seal found matching at mount, until the inode bitmaps are read. */
+struct rfs_seal {
+	bool matched;
+	uint32_t groups;
+	uint64_t ibitmap_digest;
+};
+/* 0, or -errno when fs cannot be sealed (meta_bg; the journal unmapped). */
+int rfs_seal_plan(ext2_filsys fs, struct rfs_seal_plan *p);
+/* At a read-write mount, before anything is written: whether fs's seal
+ * matches the device's superblock, descriptors and journal (into *out; said
+ * why not).  The seal is removed either way: it serves one mount. */
+void rfs_seal_take(struct rfs *r, ext2_filsys fs, struct rfs_seal *out);
+/* Once libext2fs has read the bitmaps, before the base check: when the
+ * inode bitmaps are the sealed ones too, hand the sealed groups to io
+ * (rio_set_sealed_groups).  True when the seal is used. */
+bool rfs_seal_use(struct rfs *r, ext2_filsys fs, const struct rfs_seal *s);
+/* After a clean unmount that io calls sealable (rio_txn_sealable), with
+ * the device closed: record the seal (said why when it cannot). */
+void rfs_seal_write(const struct recon_config *cfg, const struct rfs_seal_plan *p);
+
 #endif

@@ -401,17 +401,39 @@ fail:
 	return err;
 }
 
+/* Only the superblock's free counts wrong: what a read-write mount recounts
+ * and writes in its first commit (checked as any), so a base all the same. */
+static bool only_free_counts(const struct chk_verdict *v)
+{
+	for (size_t i = 0; i < chk_verdict_nviolations(v); i++) {
+		const struct chk_violation *x = chk_verdict_violation(v, i);
+		if (!x->inv || (strcmp(x->inv->id, "INV_SB_FREE_BLOCKS") && strcmp(x->inv->id, "INV_SB_FREE_INODES")))
+			return false;
+	}
+	return true;
+}
+
 /* chk_scan of chk over rc into *report (NULL when consistent): the first
- * violations, one a line, and how many more.  The scan reads every table
- * once: those reads do not fill rc's cache. */
-static errcode_t scan_report(struct rio_chan *rc, struct chk_fs *chk, char **report)
+ * violations, one a line, and how many more; *clean when none but the
+ * superblock's free counts.  The scan reads every table once: those reads
+ * do not fill rc's cache. */
+static errcode_t scan_report(struct rio_chan *rc, struct chk_fs *chk, char **report, bool *clean)
 {
 	struct chk_verdict *v = NULL;
+	struct chk_stats before, after;
+	chk_get_stats(chk, &before);
 	bool fill = rio_cache_set_fill(&rc->cache, false);
+	if (chk_set_sealed(chk, rc->sealed, rc->nsealed))
+		(void)chk_set_sealed(chk, NULL, 0);   /* unusable: every table is read */
 	int ret = chk_scan(chk, &v);
 	rio_cache_set_fill(&rc->cache, fill);
+	chk_get_stats(chk, &after);
+	rc->totals.scan_tables_read += after.scan_tables_read - before.scan_tables_read;
+	rc->totals.scan_tables_sealed += after.scan_tables_sealed - before.scan_tables_sealed;
+	rc->totals.scan_table_bytes += after.scan_table_bytes - before.scan_table_bytes;
 	errcode_t err = ret < 0 ? (errcode_t)-ret : 0;
 	size_t n = v ? chk_verdict_nviolations(v) : 0;
+	*clean = !err && v && only_free_counts(v);
 	if (!err && n) {
 		size_t cap = 4096, used = 0;
 		char *buf = malloc(cap);
@@ -450,7 +472,9 @@ errcode_t rio_txn_base_check(ext2_filsys fs, char **report)
 			return err;
 		chk = own;
 	}
-	errcode_t err = scan_report(rc, chk, report);
+	bool clean;
+	errcode_t err = scan_report(rc, chk, report, &clean);
+	rc->base_clean = !own && clean;
 	chk_detach(own);
 	return err;
 }
@@ -479,7 +503,9 @@ errcode_t rio_image_check(ext2_filsys fs, char **report)
 			   : attach_checker(rc, served_read_cb, NULL, &own);
 	if (err)
 		return err;
-	err = scan_report(rc, own, report);
+	bool clean;
+	err = scan_report(rc, own, report, &clean);
+	rc->base_clean = keep && clean;
 	if (keep && !err && !*report)
 		prep_keep(rc, own);
 	else
@@ -538,4 +564,31 @@ errcode_t rio_txn_detach(ext2_filsys fs)
 	if (failed)
 		return EROFS;
 	return merr;
+}
+
+errcode_t rio_set_sealed_groups(io_channel ch, const uint8_t *bits, uint32_t ngroups)
+{
+	struct rio_chan *rc = ch ? ch->private_data : NULL;
+	if (!rc || rc->txn)
+		return EXT2_ET_INVALID_ARGUMENT;
+	uint8_t *copy = NULL;
+	if (bits) {
+		copy = malloc((size_t)ngroups / 8 + 1);
+		if (!copy)
+			return ENOMEM;
+		memcpy(copy, bits, ((size_t)ngroups + 7) / 8);
+	}
+	free(rc->sealed);
+	rc->sealed = copy;
+	rc->nsealed = bits ? ngroups : 0;
+	return 0;
+}
+
+bool rio_txn_sealable(io_channel ch)
+{
+	struct rio_chan *rc = ch ? ch->private_data : NULL;
+	/* checked from the base on, every commit approved and home */
+	return rc && rio_cfg.checker && rc->base_clean && !rc->txn && rc->totals.nviol == 0 &&
+	       !atomic_load(&rc->totals.failed) && !atomic_load(&rc->totals.io_failed) &&
+	       !rio_dev_crashed(&rc->dev);
 }

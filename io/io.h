@@ -191,6 +191,19 @@ errcode_t rio_txn_prepare(ext2_filsys fs);
  * (EXT2_ET_UNSUPP_FEATURE: with the checker off, an image it does not model). */
 errcode_t rio_txn_base_check(ext2_filsys fs, char **report);
 
+/* Groups whose inode tables a seal vouches for (bit g of ngroups bits; NULL:
+ * none): handed to the base check (chk_set_sealed), so that it reads of those
+ * groups' tables only what holds an inode in use.  Before rio_image_check or
+ * rio_txn_base_check; the caller answers for the seal (fuse/seal.c).  Copied.
+ * 0, ENOMEM or EXT2_ET_INVALID_ARGUMENT (transactions already attached). */
+errcode_t rio_set_sealed_groups(io_channel ch, const uint8_t *bits, uint32_t ngroups);
+
+/* After rio_txn_detach: may this session seal the image?  True when the
+ * checker was on, the base check of the transactions' checker found the
+ * image consistent, every commit since was approved (none let through by
+ * on_violation=log) and reached the disk, and the device did not fail. */
+bool rio_txn_sealable(io_channel ch);
+
 /* An operation boundary.  Commits the open transaction if `force` (fsync,
  * fsyncdir, unmount), or it is older than commit_interval_ms, or larger than
  * max_transaction_blocks.  Commit: flush what changed of libext2fs's

@@ -321,6 +321,7 @@ static errcode_t rio_close(io_channel ch)
 	rio_dev_close(&rc->dev);
 	replay_unref(rc->replay);
 	rio_txn_totals_free(&rc->totals);
+	free(rc->sealed);
 	pthread_mutex_destroy(&rc->ovl_lock);
 	if (close(rc->dev.fd) < 0 && !err)
 		err = errno;

@@ -149,6 +149,8 @@ struct txn_violation {
 struct txn_totals {
 	uint64_t transactions, blocks_checked, blocks_journalled;
 	uint64_t chk_cpu_ns, chk_scan_ns, chk_hits, chk_misses;
+	/* the base check's inode-table reads (chk_stats' scan_table*) */
+	uint64_t scan_tables_read, scan_tables_sealed, scan_table_bytes;
 	struct txn_violation *viol;
 	size_t nviol, capviol;
 	char  *last_violation;
@@ -183,6 +185,9 @@ struct rio_chan {
 	uint64_t data_write_calls;  /* rio_data_io writes, for fault_data_eio */
 	struct txn_prep *prep;      /* the checker's attach begun early (attach.c) */
 	bool    chk_early;          /* the attached checker is the early one */
+	uint8_t *sealed;            /* rio_set_sealed_groups: nsealed bits, or NULL */
+	uint32_t nsealed;
+	bool    base_clean;         /* the transactions' checker passed the base check */
 	struct txn_totals totals;
 	/* set at detach: libext2fs's close must not fold our byte counts into
 	 * s_kbytes_written again and rewrite the superblock unchecked */

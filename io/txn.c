@@ -346,6 +346,9 @@ errcode_t rio_write_stats(io_channel ch, const char *path)
 	fprintf(f, "  \"block_cache_hit_rate\": %.6f,\n",
 		st.cache_hits + st.cache_misses
 			? (double)st.cache_hits / (double)(st.cache_hits + st.cache_misses) : 0.0);
+	fprintf(f, "  \"base_check_tables_read\": %" PRIu64 ",\n", tt->scan_tables_read);
+	fprintf(f, "  \"base_check_tables_sealed\": %" PRIu64 ",\n", tt->scan_tables_sealed);
+	fprintf(f, "  \"base_check_table_bytes\": %" PRIu64 ",\n", tt->scan_table_bytes);
 	fprintf(f, "  \"peak_rss_kb\": %ld\n}\n", peak);
 	if (ferror(f)) {
 		fclose(f);
