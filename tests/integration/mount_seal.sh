@@ -18,7 +18,9 @@ seals="$SCRATCH/seals"
 mkimg "$img" 4096 3G
 groups=$(dumpe2fs -h "$img" 2>/dev/null | awk -F: '/^Inode count/ {i=$2} /^Inodes per group/ {g=$2} END {print i / g}')
 ipg=$(dumpe2fs -h "$img" 2>/dev/null | sed -n 's/^Inodes per group: *//p')
-dev=$(loop_attach "$img") || die "losetup"
+# not loop_attach: its record of the device would stay in a subshell
+dev=$(losetup --find --show "$img") || die "losetup"
+LOOPS+=("$dev")
 opts() { echo "seal_dir=$seals,stats=$SCRATCH/$1.json"; }
 seal_file() { ls "$seals" 2>/dev/null | grep -v '\.tmp$' | head -1; }
 
