@@ -244,6 +244,15 @@ static int load_groups(struct chk_fs *fs, char *err, size_t errlen)
 	for (uint32_t g = 0; g < fs->ngroups && !r; g++) {
 		const uint8_t *d = chk_gd(fs, g);
 		uint64_t bbl = chk_gd_bbitmap(fs, d), ibl = chk_gd_ibitmap(fs, d);
+		if (fs->pristine && bit_get(fs->pristine, g)) {
+			/* what the seal vouches for, as it was at the sealed unmount */
+			chk_group_static_bits(fs, g, bb);
+			memset(ib, 0, fs->bs);
+			if (chk_group_load(fs, g, bb, ib, scratch))
+				r = fail(err, errlen, -ENOMEM, "out of memory for the shadow state");
+			fs->stats.pristine_groups++;
+			continue;
+		}
 		bool bu = chk_group_block_uninit(fs, g), iu = chk_group_inode_uninit(fs, g);
 		if (bu || iu) {
 			/* what libext2fs reads for an uninitialised bitmap: made
@@ -391,6 +400,13 @@ int chk_attach(struct chk_fs **out, chk_read_fn read, void *ctx,
 	}
 	if ((r = parse_super(fs, err, errlen)))
 		goto bad;
+	if (opt && opt->pristine && opt->npristine == fs->ngroups) {
+		if (!(fs->pristine = malloc((size_t)fs->ngroups / 8 + 1))) {
+			r = fail(err, errlen, -ENOMEM, "out of memory");
+			goto bad;
+		}
+		memcpy(fs->pristine, opt->pristine, ((size_t)fs->ngroups + 7) / 8);
+	}
 	/* the shadow state is sized by s_blocks_count: a corrupt count must not
 	 * size it beyond the device (its last block must be readable) */
 	uint8_t *probe = malloc(fs->bs);
@@ -494,6 +510,7 @@ void chk_detach(struct chk_fs *fs)
 	free(fs->badptrs);
 	free(fs->bad_itable);
 	free(fs->sealed);
+	free(fs->pristine);
 	free(fs);
 }
 

@@ -38,6 +38,14 @@ typedef int (*chk_zero_fn)(void *ctx, uint64_t offset, size_t len);
 struct chk_options {
 	size_t cache_bytes;   /* metadata block cache (LRU); 0 = default 128 MiB */
 	chk_zero_fn zero;     /* may be NULL */
+	/* Optional: bit g set (of npristine bits, the image's group count) for
+	 * each group the caller vouches is pristine: its block bitmap exactly its
+	 * static blocks, its inode bitmap clear, every inode of its table in the
+	 * free form (a seal; checker/README.md).  Neither bitmap nor table of
+	 * such a group is read; chk_scan treats it as sealed (chk_set_sealed).
+	 * Copied; NULL: every group is read. */
+	const uint8_t *pristine;
+	uint32_t npristine;
 	bool   lazy;          /* reserved: build the type/owner map lazily (unused: always full scan) */
 };
 
@@ -242,6 +250,7 @@ struct chk_stats {
 	uint64_t scan_tables_read;  /* groups whose inode table chk_scan read (in full or in part) */
 	uint64_t scan_tables_sealed;/* groups whose table it read in part or not at all for a seal */
 	uint64_t scan_table_bytes;  /* bytes of inode table chk_scan read */
+	uint64_t pristine_groups;   /* groups whose bitmaps attach took as pristine, unread */
 };
 void chk_get_stats(const struct chk_fs *fs, struct chk_stats *out);
 

@@ -134,7 +134,8 @@ struct blk_cache {
 struct chk_fs {
 	chk_read_fn read;
 	chk_zero_fn zero;                /* may be NULL */
-	uint8_t *sealed;                 /* chk_options.sealed, ngroups bits, or NULL */
+	uint8_t *sealed;                 /* chk_set_sealed's ngroups bits, or NULL */
+	uint8_t *pristine;               /* chk_options.pristine, ngroups bits, or NULL */
 	void *ctx;
 	uint8_t sb_raw[1024] __attribute__((aligned(8)));  /* approved primary superblock */
 	const struct ext2_super_block *sb; /* = (void *)sb_raw */

@@ -676,7 +676,7 @@ static int scan_tables(struct scan *s, uint8_t *tab)
 		/* a sealed group's free inodes were verified and only approved
 		 * commits wrote them since: read up to its last inode in use */
 		uint32_t upto = used;
-		if (fs->sealed && bit_get(fs->sealed, g)) {
+		if ((fs->sealed && bit_get(fs->sealed, g)) || (fs->pristine && bit_get(fs->pristine, g))) {
 			upto = ibits ? (uint32_t)chk_bits_end(ibits, used) : 0;
 			if (upto < used)
 				fs->stats.scan_tables_sealed++;

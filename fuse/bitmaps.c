@@ -87,7 +87,19 @@ static errcode_t read_one(ext2_filsys fs, blk64_t blk, unsigned char *buf, size_
 	return 0;
 }
 
-errcode_t rfs_read_bitmaps(ext2_filsys fs)
+/* A pristine group's blocks in use: its superblock and descriptor copies,
+ * reserved descriptor blocks, bitmaps and inode table. */
+static errcode_t mark_static(ext2_filsys fs, dgrp_t g)
+{
+	ext2fs_reserve_super_and_bgd(fs, g, fs->block_map);
+	ext2fs_mark_block_bitmap2(fs->block_map, ext2fs_block_bitmap_loc(fs, g));
+	ext2fs_mark_block_bitmap2(fs->block_map, ext2fs_inode_bitmap_loc(fs, g));
+	ext2fs_mark_block_bitmap_range2(fs->block_map, ext2fs_inode_table_loc(fs, g),
+					fs->inode_blocks_per_group);
+	return 0;
+}
+
+errcode_t rfs_read_bitmaps(ext2_filsys fs, const uint8_t *pristine)
 {
 	struct ext2_super_block *sb = fs->super;
 	uint32_t bpg = EXT2_CLUSTERS_PER_GROUP(sb), ipg = EXT2_INODES_PER_GROUP(sb);
@@ -95,7 +107,7 @@ errcode_t rfs_read_bitmaps(ext2_filsys fs)
 
 	if (ext2fs_has_group_desc_csum(fs) || ext2fs_has_feature_bigalloc(sb) ||
 	    bnbytes > fs->blocksize || inbytes > fs->blocksize || fs->block_map || fs->inode_map)
-		return ext2fs_read_bitmaps(fs);
+		return ext2fs_read_bitmaps(fs);   /* (seal.c makes no group pristine here) */
 
 	unsigned char *buf = malloc((size_t)2 * fs->blocksize);
 	if (!buf)
@@ -108,6 +120,10 @@ errcode_t rfs_read_bitmaps(ext2_filsys fs)
 	int tail = 0;
 	blk64_t first = sb->s_first_data_block;
 	for (dgrp_t g = 0; !e && g < fs->group_desc_count; g++) {
+		if (pristine && (pristine[g / 8] >> (g % 8)) & 1) {
+			e = mark_static(fs, g);
+			continue;
+		}
 		blk64_t bblk = ext2fs_block_bitmap_loc(fs, g), iblk = ext2fs_inode_bitmap_loc(fs, g);
 		e = read_one(fs, bblk, bb, bnbytes, EXT2_ET_BLOCK_BITMAP_READ,
 			     EXT2_FLAG_BBITMAP_TAIL_PROBLEM, &tail);

@@ -35,15 +35,17 @@ static errcode_t open_fs(const char *dev, bool rw, ext2_filsys *fs)
  * libext2fs, then by the checker's base case).  Asked for all at once, from
  * the I/O manager's thread, so that the device works on many while the
  * first are read; a hint, errors ignored. */
-static void readahead_group_metadata(ext2_filsys fs)
+static void readahead_group_metadata(ext2_filsys fs, const uint8_t *pristine)
 {
-	size_t n = (size_t)fs->group_desc_count * 2;
-	blk64_t *blks = malloc(n * sizeof(*blks));
+	size_t n = 0;
+	blk64_t *blks = malloc((size_t)fs->group_desc_count * 2 * sizeof(*blks));
 	if (!blks)
 		return;
 	for (dgrp_t g = 0; g < fs->group_desc_count; g++) {
-		blks[2 * (size_t)g] = ext2fs_block_bitmap_loc(fs, g);
-		blks[2 * (size_t)g + 1] = ext2fs_inode_bitmap_loc(fs, g);
+		if (pristine && (pristine[g / 8] >> (g % 8)) & 1)
+			continue;          /* not read */
+		blks[n++] = ext2fs_block_bitmap_loc(fs, g);
+		blks[n++] = ext2fs_inode_bitmap_loc(fs, g);
 	}
 	(void)rio_readahead_blocks(fs->io, blks, n);
 	free(blks);
@@ -182,7 +184,18 @@ static bool root_is_dir(struct rfs *r, ext2_filsys fs)
  * needs recovery, the replay in memory.  0 read-write; 1 read-only (said
  * why); -1 refused (said why).
  */
+static int decide_rw_sealed(struct rfs *r, ext2_filsys fs, bool replayed, struct rfs_seal *seal);
+
 static int decide_rw(struct rfs *r, ext2_filsys fs, bool replayed)
+{
+	struct rfs_seal seal = { 0 };
+	int d = decide_rw_sealed(r, fs, replayed, &seal);
+	free(seal.pristine);
+	return d;
+}
+
+/* decide_rw's work; *seal filled when a seal is looked for (freed by the caller) */
+static int decide_rw_sealed(struct rfs *r, ext2_filsys fs, bool replayed, struct rfs_seal *seal)
 {
 	const char *dev = r->cfg->device;
 	struct ext2_super_block *sb = fs->super;
@@ -200,15 +213,15 @@ static int decide_rw(struct rfs *r, ext2_filsys fs, bool replayed)
 			"is marked with errors (ERROR_FS)" : "was not cleanly unmounted (ext2, no journal)");
 		return 1;
 	}
-	struct rfs_seal seal = { 0 };
+	/* before the bitmaps are read: a seal spares some */
 	if (!replayed && r->cfg->io.checker && !r->cfg->rw_unchecked)
-		rfs_seal_take(r, fs, &seal);
-	readahead_group_metadata(fs);
+		rfs_seal_take(r, fs, seal);
+	readahead_group_metadata(fs, seal->pristine);
 	/* the checker's attach reads the same bitmaps: beside this pass */
 	(void)rio_txn_prepare(fs);
 	/* each bitmap block is read once here: past the block cache */
 	(void)io_channel_set_options(fs->io, "cache=off");
-	errcode_t e = rfs_read_bitmaps(fs);
+	errcode_t e = rfs_read_bitmaps(fs, seal->pristine);
 	(void)io_channel_set_options(fs->io, "cache=on");
 	if (e) {
 		fprintf(stderr, "recon-fuse: cannot read the bitmaps of %s: %s; mount with -o ro or "
@@ -223,8 +236,8 @@ static int decide_rw(struct rfs *r, ext2_filsys fs, bool replayed)
 	}
 	if (!root_is_dir(r, fs))
 		return -1;
-	if (seal.matched)
-		(void)rfs_seal_use(r, fs, &seal);
+	if (seal->matched)
+		(void)rfs_seal_use(r, fs, seal);
 	return r->cfg->rw_unchecked ? 0 : check_image(r, fs, replayed);
 }
 

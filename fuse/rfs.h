@@ -183,8 +183,11 @@ int mountstate_remount(int argc, char **argv);
 
 /* bitmaps.c: fs->block_map and fs->inode_map from the disk, as
  * ext2fs_read_bitmaps() makes them, in time that grows with the groups in
- * use rather than with the disk.  0 or a libext2fs error (then none). */
-errcode_t rfs_read_bitmaps(ext2_filsys fs);
+ * use rather than with the disk.  pristine (NULL: none): bit g set for a
+ * group a seal vouches holds only its static blocks and no inode in use
+ * (rfs_seal_take): its bitmaps are made so, not read.  0 or a libext2fs
+ * error (then none). */
+errcode_t rfs_read_bitmaps(ext2_filsys fs, const uint8_t *pristine);
 
 /* features.c: the read-write gate, from the checker's feature table.
  * rfs_rw_refusal: 0 when an image with superblock sb may be served
@@ -630,12 +633,17 @@ struct rfs_seal {
 	bool matched;
 	uint32_t groups;
 	uint64_t ibitmap_digest;
+	uint8_t *pristine;           /* groups pristine by the sealed descriptors (malloc'd), or NULL */
 };
 /* 0, or -errno when fs cannot be sealed (meta_bg; the journal unmapped). */
 int rfs_seal_plan(ext2_filsys fs, struct rfs_seal_plan *p);
-/* At a read-write mount, before anything is written: whether fs's seal
- * matches the device's superblock, descriptors and journal (into *out; said
- * why not).  The seal is removed either way: it serves one mount. */
+/* At a read-write mount, before anything is written and before the
+ * bitmaps are read: whether fs's seal matches the device's superblock,
+ * descriptors and journal (into *out; said why not).  When it does, the
+ * groups its descriptors show pristine (only their static blocks and no
+ * inode in use) go to io (rio_set_pristine_groups) and into out->pristine,
+ * for rfs_read_bitmaps.  The seal is removed either way: it serves one
+ * mount. */
 void rfs_seal_take(struct rfs *r, ext2_filsys fs, struct rfs_seal *out);
 /* Once libext2fs has read the bitmaps, before the base check: when the
  * inode bitmaps are the sealed ones too, hand the sealed groups to io

@@ -212,6 +212,50 @@ static void sync_dir(const char *dir)
 	}
 }
 
+/* Is group g pristine by its descriptor: no inode in use, no block but its
+ * static ones (superblock and descriptor copies, bitmaps, table, all
+ * inside it)?  At the sealed unmount the checked state had each count equal
+ * to its bitmap's clear bits and every static block marked, so these counts
+ * mean exactly the static pattern. */
+static bool pristine_group(ext2_filsys fs, dgrp_t g)
+{
+	blk64_t start = ext2fs_group_first_block2(fs, g), end = start + fs->super->s_blocks_per_group;
+	blk64_t bb = ext2fs_block_bitmap_loc(fs, g), ib = ext2fs_inode_bitmap_loc(fs, g);
+	blk64_t it = ext2fs_inode_table_loc(fs, g), sup, od, nd;
+	blk_t used = 0;
+	if (ext2fs_bg_free_inodes_count(fs, g) != fs->super->s_inodes_per_group ||
+	    ext2fs_bg_used_dirs_count(fs, g) != 0 || bb < start || bb >= end || ib < start ||
+	    ib >= end || it < start || it + fs->inode_blocks_per_group > end ||
+	    ext2fs_super_and_bgd_loc2(fs, g, &sup, &od, &nd, &used))
+		return false;
+	return ext2fs_bg_free_blocks_count(fs, g) ==
+	       fs->super->s_blocks_per_group - used - 2 - fs->inode_blocks_per_group;
+}
+
+/* The groups pristine by their descriptors, as bits (malloc'd), or NULL
+ * where rfs_read_bitmaps would read every group anyway or none is. */
+static uint8_t *pristine_groups(ext2_filsys fs)
+{
+	struct ext2_super_block *sb = fs->super;
+	if (ext2fs_has_group_desc_csum(fs) || ext2fs_has_feature_bigalloc(sb) ||
+	    ext2fs_has_feature_flex_bg(sb) || ext2fs_has_feature_meta_bg(sb) ||
+	    sb->s_blocks_per_group / 8 > fs->blocksize || sb->s_inodes_per_group / 8 > fs->blocksize)
+		return NULL;
+	uint8_t *bits = calloc((size_t)fs->group_desc_count / 8 + 1, 1);
+	bool any = false;
+	/* the last group is short: always read */
+	for (dgrp_t g = 0; bits && g + 1 < fs->group_desc_count; g++)
+		if (pristine_group(fs, g)) {
+			bits[g / 8] |= (uint8_t)(1u << (g % 8));
+			any = true;
+		}
+	if (!any) {
+		free(bits);
+		bits = NULL;
+	}
+	return bits;
+}
+
 void rfs_seal_take(struct rfs *r, ext2_filsys fs, struct rfs_seal *out)
 {
 	const char *dev = r->cfg->device, *dir = seal_dir(r->cfg);
@@ -242,6 +286,11 @@ void rfs_seal_take(struct rfs *r, ext2_filsys fs, struct rfs_seal *out)
 	out->matched = true;
 	out->groups = sealed.groups;
 	out->ibitmap_digest = sealed.ibitmap_digest;
+	out->pristine = pristine_groups(fs);
+	if (out->pristine && rio_set_pristine_groups(fs->io, out->pristine, fs->group_desc_count)) {
+		free(out->pristine);
+		out->pristine = NULL;
+	}
 }
 
 bool rfs_seal_use(struct rfs *r, ext2_filsys fs, const struct rfs_seal *s)

@@ -38,7 +38,7 @@ static errcode_t attach_checker(struct rio_chan *rc, chk_read_fn read, chk_zero_
 {
 	char msg[256] = "";
 	struct chk_options opt = { .cache_bytes = (size_t)rio_cfg.checker_cache_mb << 20,
-				   .zero = zero };
+				   .zero = zero, .pristine = rc->pristine, .npristine = rc->npristine };
 	/* the attach reads every group's bitmaps and the tables in use once */
 	bool fill = rio_cache_set_fill(&rc->cache, false);
 	int ret = chk_attach(out, read, rc, &opt, msg, sizeof(msg));
@@ -111,7 +111,8 @@ static void *prep_main(void *arg)
 	struct txn_prep *p = arg;
 	char msg[256];
 	struct chk_options opt = { .cache_bytes = (size_t)rio_cfg.checker_cache_mb << 20,
-				   .zero = prep_zero_cb };
+				   .zero = prep_zero_cb, .pristine = p->rc->pristine,
+				   .npristine = p->rc->npristine };
 	p->ret = chk_attach(&p->chk, prep_read_cb, p->rc, &opt, msg, sizeof(msg));
 	return NULL;
 }
@@ -431,6 +432,7 @@ static errcode_t scan_report(struct rio_chan *rc, struct chk_fs *chk, char **rep
 	rc->totals.scan_tables_read += after.scan_tables_read - before.scan_tables_read;
 	rc->totals.scan_tables_sealed += after.scan_tables_sealed - before.scan_tables_sealed;
 	rc->totals.scan_table_bytes += after.scan_table_bytes - before.scan_table_bytes;
+	rc->totals.pristine_groups = after.pristine_groups;
 	errcode_t err = ret < 0 ? (errcode_t)-ret : 0;
 	size_t n = v ? chk_verdict_nviolations(v) : 0;
 	*clean = !err && v && only_free_counts(v);
@@ -581,6 +583,22 @@ errcode_t rio_set_sealed_groups(io_channel ch, const uint8_t *bits, uint32_t ngr
 	free(rc->sealed);
 	rc->sealed = copy;
 	rc->nsealed = bits ? ngroups : 0;
+	return 0;
+}
+
+errcode_t rio_set_pristine_groups(io_channel ch, const uint8_t *bits, uint32_t ngroups)
+{
+	struct rio_chan *rc = ch ? ch->private_data : NULL;
+	if (!rc || rc->txn || rc->prep)
+		return EXT2_ET_INVALID_ARGUMENT;
+	uint8_t *copy = NULL;
+	if (bits && !(copy = malloc((size_t)ngroups / 8 + 1)))
+		return ENOMEM;
+	if (copy)
+		memcpy(copy, bits, ((size_t)ngroups + 7) / 8);
+	free(rc->pristine);
+	rc->pristine = copy;
+	rc->npristine = bits ? ngroups : 0;
 	return 0;
 }
 

@@ -198,6 +198,14 @@ errcode_t rio_txn_base_check(ext2_filsys fs, char **report);
  * 0, ENOMEM or EXT2_ET_INVALID_ARGUMENT (transactions already attached). */
 errcode_t rio_set_sealed_groups(io_channel ch, const uint8_t *bits, uint32_t ngroups);
 
+/* Groups a seal vouches are pristine (bit g of ngroups bits; NULL: none):
+ * block bitmap exactly the group's static blocks, inode bitmap clear, table
+ * in the free form (chk_options.pristine): the checker's attach reads
+ * neither their bitmaps nor their tables.  Before rio_txn_prepare and
+ * rio_image_check; the caller answers for the seal (fuse/seal.c).  Copied.
+ * 0, ENOMEM or EXT2_ET_INVALID_ARGUMENT (a checker attached or begun). */
+errcode_t rio_set_pristine_groups(io_channel ch, const uint8_t *bits, uint32_t ngroups);
+
 /* After rio_txn_detach: may this session seal the image?  True when the
  * checker was on, the base check of the transactions' checker found the
  * image consistent, every commit since was approved (none let through by

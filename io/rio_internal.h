@@ -151,6 +151,7 @@ struct txn_totals {
 	uint64_t chk_cpu_ns, chk_scan_ns, chk_hits, chk_misses;
 	/* the base check's inode-table reads (chk_stats' scan_table*) */
 	uint64_t scan_tables_read, scan_tables_sealed, scan_table_bytes;
+	uint64_t pristine_groups;  /* groups whose bitmaps the checked attach did not read */
 	struct txn_violation *viol;
 	size_t nviol, capviol;
 	char  *last_violation;
@@ -187,6 +188,8 @@ struct rio_chan {
 	bool    chk_early;          /* the attached checker is the early one */
 	uint8_t *sealed;            /* rio_set_sealed_groups: nsealed bits, or NULL */
 	uint32_t nsealed;
+	uint8_t *pristine;          /* rio_set_pristine_groups: npristine bits, or NULL */
+	uint32_t npristine;
 	bool    base_clean;         /* the transactions' checker passed the base check */
 	struct txn_totals totals;
 	/* set at detach: libext2fs's close must not fold our byte counts into

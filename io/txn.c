@@ -349,6 +349,7 @@ errcode_t rio_write_stats(io_channel ch, const char *path)
 	fprintf(f, "  \"base_check_tables_read\": %" PRIu64 ",\n", tt->scan_tables_read);
 	fprintf(f, "  \"base_check_tables_sealed\": %" PRIu64 ",\n", tt->scan_tables_sealed);
 	fprintf(f, "  \"base_check_table_bytes\": %" PRIu64 ",\n", tt->scan_table_bytes);
+	fprintf(f, "  \"base_check_groups_pristine\": %" PRIu64 ",\n", tt->pristine_groups);
 	fprintf(f, "  \"peak_rss_kb\": %ld\n}\n", peak);
 	if (ferror(f)) {
 		fclose(f);
