@@ -158,7 +158,8 @@ bench_drop_caches() {
 }
 
 # bench_mount DRIVER DEV MNT [RECON_OPTS]
-# DEV is a loop device for "kernel"; an image or a block device for FUSE.
+# DEV is a loop device for "kernel" (mounted as $BENCH_KERNEL_FS, default
+# ext3); an image or a block device for FUSE.
 # Daemon output goes to $BENCH_DAEMON_LOG (default $BENCH_SCRATCH/daemon.log);
 # with BENCH_DAEMON_DEBUG=1 the FUSE daemons run with -d, libfuse's log of
 # every request (bench/census counts them).
@@ -169,7 +170,7 @@ bench_mount() {
 	mkdir -p "$mnt"
 	case $drv in
 	kernel)
-		mount -t ext3 "$dev" "$mnt" || return 1 ;;
+		mount -t "${BENCH_KERNEL_FS:-ext3}" "$dev" "$mnt" || return 1 ;;
 	fuse2fs)
 		"${FUSE2FS_BIN:-fuse2fs}" "$dev" "$mnt" -f "${dbg[@]}" -o fakeroot >>"$log" 2>&1 &
 		pid=$! ;;
