@@ -44,8 +44,12 @@ static void readahead_group_metadata(ext2_filsys fs, const uint8_t *pristine)
 	for (dgrp_t g = 0; g < fs->group_desc_count; g++) {
 		if (pristine && (pristine[g / 8] >> (g % 8)) & 1)
 			continue;          /* not read */
-		blks[n++] = ext2fs_block_bitmap_loc(fs, g);
-		blks[n++] = ext2fs_inode_bitmap_loc(fs, g);
+		/* nor are uninitialised ones (64 TiB of ext4: a million blocks) */
+		bool csum = ext2fs_has_group_desc_csum(fs);
+		if (!csum || !ext2fs_bg_flags_test(fs, g, EXT2_BG_BLOCK_UNINIT))
+			blks[n++] = ext2fs_block_bitmap_loc(fs, g);
+		if (!csum || !ext2fs_bg_flags_test(fs, g, EXT2_BG_INODE_UNINIT))
+			blks[n++] = ext2fs_inode_bitmap_loc(fs, g);
 	}
 	(void)rio_readahead_blocks(fs->io, blks, n);
 	free(blks);
