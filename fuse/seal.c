@@ -35,7 +35,7 @@ struct seal_facts {
 	uint64_t wtime, kbytes_written;
 	uint32_t journal_sequence, journal_start;
 	uint64_t sb_digest, desc_digest, ibitmap_digest;
-	bool clean;                  /* VALID_FS, neither ERROR_FS nor needs_recovery */
+	bool clean;                  /* neither ERROR_FS nor needs_recovery */
 };
 
 static const char *seal_dir(const struct recon_config *cfg)
@@ -119,7 +119,9 @@ static int read_facts(const char *dev, const struct rfs_seal_plan *p, struct sea
 		f->mnt_count = sb.s_mnt_count;
 		f->wtime = sb.s_wtime | (uint64_t)sb.s_wtime_hi << 32;
 		f->kbytes_written = sb.s_kbytes_written;
-		f->clean = (sb.s_state & EXT2_VALID_FS) && !(sb.s_state & EXT2_ERROR_FS) &&
+		/* not VALID_FS: a journalled image another driver left "not clean"
+		 * stays so under recon-fuse, which judges it at mount instead */
+		f->clean = !(sb.s_state & EXT2_ERROR_FS) &&
 			   !(sb.s_feature_incompat & EXT3_FEATURE_INCOMPAT_RECOVER);
 		f->sb_digest = digest(1469598103934665603ull, raw, sizeof(raw));
 	}
@@ -184,7 +186,7 @@ static int load_seal(const char *path, struct seal_facts *f)
 static const char *mismatch(const struct seal_facts *s, const struct seal_facts *d, char *buf, size_t len)
 {
 	if (!d->clean)
-		return "the file system is not marked clean";
+		return "the file system has errors or needs recovery";
 	if (d->journal_start)
 		return "its journal is not empty";
 	if (s->mnt_count != d->mnt_count) {
