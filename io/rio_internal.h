@@ -191,6 +191,7 @@ struct rio_chan {
 	uint8_t *pristine;          /* rio_set_pristine_groups: npristine bits, or NULL */
 	uint32_t npristine;
 	bool    base_clean;         /* the transactions' checker passed the base check */
+	bool    scanning;           /* a base check's chk_scan is reading (scan_report) */
 	struct txn_totals totals;
 	/* set at detach: libext2fs's close must not fold our byte counts into
 	 * s_kbytes_written again and rewrite the superblock unchecked */
