@@ -155,8 +155,10 @@ int chk_ext_last(const struct chk_ext_walk *w, const uint8_t i_block[60], int64_
  * superblock's.  buf: one block of scratch; a read error goes to *err. */
 void chk_scan_groups(struct chk_fs *fs, struct chk_verdict *v, uint8_t *buf, int *err);
 /* The orphan file (orphan_file): a regular file in use, no hole below
- * i_size, every block as e2fsck rewrites it on a clean file system: no
- * orphan listed, the tail's magic and (metadata_csum) checksum. */
+ * i_size, every block with the tail's magic and (metadata_csum) checksum
+ * (its entries are orphan_file.c's). */
 void chk_scan_orphan_file(struct chk_fs *fs, struct chk_verdict *v, uint8_t *buf, int *err);
+/* orphan_file.c: a scan's ORPHAN_PRESENT rule (t: the scan's transaction) */
+void chk_scan_orphan_present(struct chk_fs *fs, struct txn *t, struct chk_verdict *v);
 
 #endif

@@ -557,6 +557,8 @@ struct txn {
 	bool orphans_done;
 	struct u64map orphans;
 	int orphan_loop;                     /* 1 loop or non-inode in the chain */
+	bool ofile_done;                     /* the orphan file's entries joined them */
+	uint32_t ofile_used;                 /* the orphan file's valid entries */
 	struct u64map dirblks;               /* directory blocks to parse */
 	/* htree leaf hash ranges of the last directory asked about */
 	uint32_t dx_dir;
@@ -596,6 +598,10 @@ void chk_txn_problem(struct txn *t, enum chk_inv inv, size_t rec, const char *fm
 	__attribute__((format(printf, 4, 5)));
 void chk_ich_add_rec(struct ichange *ic, size_t rec);
 bool chk_txn_is_orphan(struct chk_fs *fs, struct txn *t, uint32_t ino);
+/* orphan_file.c: the orphan file's entries of t's proposed state into
+ * t->orphans (after the list's), counted in t->ofile_used; an entry naming
+ * no in-use inode, or one already there, is an INV_ORPHAN_ENTRY problem. */
+void chk_txn_orphan_file(struct chk_fs *fs, struct txn *t);
 
 /* superblock field classes (diff.c table) */
 enum { F_FROZEN, F_FREE, F_COUNT, F_FEATURE, F_STATE, F_REVISION };

@@ -928,6 +928,10 @@ bool chk_txn_is_orphan(struct chk_fs *fs, struct txn *t, uint32_t ino)
 			cur = ((const struct ext2_inode *)ic->new)->i_dtime;
 		}
 	}
+	if (!t->ofile_done) {
+		t->ofile_done = true;
+		chk_txn_orphan_file(fs, t);
+	}
 	return chk_u64map_get(&t->orphans, ino, NULL);
 }
 

@@ -767,6 +767,7 @@ int chk_scan(struct chk_fs *fs, struct chk_verdict **out)
 	scan_bitmaps(&s);
 	chk_scan_groups(fs, v, s.buf, &s.err);
 	chk_scan_orphan_file(fs, v, s.buf, &s.err);
+	chk_scan_orphan_present(fs, s.t, v);
 	scan_padding(&s);
 	scan_entries(&s);
 	scan_xattrs(&s);
