@@ -28,7 +28,8 @@ static const struct chk_feature table[] = {
 	ROW(CHK_COMPAT, EXT4_FEATURE_COMPAT_FAST_COMMIT, "fast_commit", false, false),
 	/* a promise never to renumber inodes: the driver never does */
 	ROW(CHK_COMPAT, EXT4_FEATURE_COMPAT_STABLE_INODES, "stable_inodes", true, true),
-	ROW(CHK_COMPAT, EXT4_FEATURE_COMPAT_ORPHAN_FILE, "orphan_file", false, true),
+	/* orphans recorded in the file (fuse/orphan_file.c, checker/orphan_file.c) */
+	ROW(CHK_COMPAT, EXT4_FEATURE_COMPAT_ORPHAN_FILE, "orphan_file", true, true),
 
 	ROW(CHK_RO_COMPAT, EXT2_FEATURE_RO_COMPAT_SPARSE_SUPER, "sparse_super", true, true),
 	ROW(CHK_RO_COMPAT, EXT2_FEATURE_RO_COMPAT_LARGE_FILE, "large_file", true, true),
@@ -47,7 +48,8 @@ static const struct chk_feature table[] = {
 	ROW(CHK_RO_COMPAT, EXT4_FEATURE_RO_COMPAT_PROJECT, "project", false, false),
 	ROW(CHK_RO_COMPAT, EXT4_FEATURE_RO_COMPAT_SHARED_BLOCKS, "shared_blocks", false, false),
 	ROW(CHK_RO_COMPAT, EXT4_FEATURE_RO_COMPAT_VERITY, "verity", false, false),
-	ROW(CHK_RO_COMPAT, EXT4_FEATURE_RO_COMPAT_ORPHAN_PRESENT, "orphan_present", false, false),
+	/* set while the orphan file holds entries, as the kernel's mount leaves it */
+	ROW(CHK_RO_COMPAT, EXT4_FEATURE_RO_COMPAT_ORPHAN_PRESENT, "orphan_present", true, true),
 
 	ROW(CHK_INCOMPAT, EXT2_FEATURE_INCOMPAT_COMPRESSION, "compression", false, false),
 	ROW(CHK_INCOMPAT, EXT2_FEATURE_INCOMPAT_FILETYPE, "filetype", true, true),
