@@ -6,19 +6,20 @@
 # them (e2fsck -fn clean, blocks free, the file and flag clear), and so does
 # the kernel's ext4.  And an image the kernel's ext4 left with orphans in the
 # orphan file (a copy taken while mounted): our mount replays its journal
-# and releases them.
+# and releases them.  With a full orphan file the rest go on the list.
 . "$(dirname "$0")/lib.sh"
 need_root
 command -v debugfs >/dev/null || skip "no debugfs"
 
 NFILES=24
 
-# mkext4 IMG BS: a fresh ext4 image with the orphan file
+# mkext4 IMG BS [MKE2FS-OPTION...]: a fresh ext4 image with the orphan file
 mkext4() {
-	rm -f "$1"
-	truncate -s 64M "$1" || die "truncate $1"
-	mke2fs -F -q -t ext4 -b "$2" -O orphan_file,metadata_csum_seed "$1" >"$SCRATCH/mke2fs.out" 2>&1 ||
-		{ cat "$SCRATCH/mke2fs.out"; die "mke2fs -O orphan_file $1"; }
+	local img=$1 bs=$2; shift 2
+	rm -f "$img"
+	truncate -s 64M "$img" || die "truncate $img"
+	mke2fs -F -q -t ext4 -b "$bs" -O orphan_file,metadata_csum_seed "$@" "$img" >"$SCRATCH/mke2fs.out" 2>&1 ||
+		{ cat "$SCRATCH/mke2fs.out"; die "mke2fs -O orphan_file $img"; }
 }
 features() { dumpe2fs -h "$1" 2>/dev/null | sed -n 's/^Filesystem features: *//p'; }
 # slots IMG: the non-zero slots of the orphan file (its journal replayed
@@ -177,4 +178,47 @@ EOF
 	esac
 	rm -f "$img" "$SCRATCH/kernel.img" "$SCRATCH/crash.img"
 done
+# 4. a full orphan file: two 1 KiB blocks hold 508 entries, the other
+# orphans go on the list; a kill -9, and our mount releases both
+img="$SCRATCH/full.img" mnt="$SCRATCH/mnt"
+mkext4 "$img" 1024 -N 2048 -E orphan_file_size=2
+mount_recon "$img" "$mnt" || die "mount (a full orphan file)"
+daemon=$RECON_PID
+rm -f "$SCRATCH/ready"
+python3 - "$mnt" "$SCRATCH/ready" <<'EOF' &
+import os, sys, time
+m, ready = sys.argv[1], sys.argv[2]
+os.chdir(m)
+fds = []
+for i in range(600):
+    fd = os.open("f%d" % i, os.O_CREAT | os.O_RDWR, 0o644)
+    os.write(fd, b"y" * 1500)
+    fds.append(fd)
+for i in range(600):
+    os.unlink("f%d" % i)
+for fd in fds[:50]:         # out of the file and off the list again
+    os.close(fd)
+time.sleep(1)
+os.sync()
+open(ready, "w").close()
+time.sleep(600)
+EOF
+holder=$!
+for ((i = 0; i < 600; i++)); do [ -e "$SCRATCH/ready" ] && break; sleep 0.1; done
+[ -e "$SCRATCH/ready" ] || fail "the holder of 600 orphans did not get ready"
+kill -9 "$daemon"
+wait "$daemon" 2>/dev/null
+forget_pid "$daemon"
+RECON_PID=
+kill "$holder" 2>/dev/null
+wait "$holder" 2>/dev/null
+fusermount3 -uz "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null
+n=$(slots "$img")
+[ "$n" -ge 450 ] || fail "a full orphan file: $n entries after the kill, want the file (nearly) full"
+mount_recon "$img" "$mnt" || die "mount after the kill (a full orphan file)"
+grep -q "processed 550 orphan inode(s)" "$RECON_LOG" ||
+	fail "a full orphan file: our mount did not release 550 orphans: $(grep orphan "$RECON_LOG")"
+umount_recon "$mnt"
+fsck_clean "$img" "a full orphan file and the list, released"
+[ -z "$(first_orphan "$img")" ] || fail "a full orphan file: the list is not empty after release"
 finish
