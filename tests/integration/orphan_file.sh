@@ -194,12 +194,16 @@ for i in range(600):
     fd = os.open("f%d" % i, os.O_CREAT | os.O_RDWR, 0o644)
     os.write(fd, b"y" * 1500)
     fds.append(fd)
+dfd = os.open(".", os.O_RDONLY | os.O_DIRECTORY)
 for i in range(600):
     os.unlink("f%d" % i)
+os.fsync(dfd)               # the unlinks (and their orphans) committed
 for fd in fds[:50]:         # out of the file and off the list again
     os.close(fd)
 time.sleep(1)
-os.sync()
+fd = os.open("marker", os.O_CREAT | os.O_RDWR, 0o644)
+os.fsync(fd)                # a commit after the releases
+os.fsync(dfd)
 open(ready, "w").close()
 time.sleep(600)
 EOF
