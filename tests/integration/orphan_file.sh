@@ -149,9 +149,9 @@ EOF
 
 	# 3. the kernel's crash image: its orphan file holds the open-unlinked
 	mkext4 "$img" "$bs"
-	loop=$(loop_attach "$img") || die "losetup ($bs)"
 	mkdir -p "$SCRATCH/kmnt"
-	mount -t ext4 "$loop" "$SCRATCH/kmnt" || die "kernel mount ($bs)"
+	# (-o loop: the loop device goes with the unmount)
+	mount -t ext4 -o loop "$img" "$SCRATCH/kmnt" || die "kernel mount ($bs)"
 	MOUNTS+=("$SCRATCH/kmnt")
 	rm -f "$SCRATCH/ready"
 	python3 - "$SCRATCH/kmnt" "$NFILES" "$SCRATCH/ready" < <(holder_script) &
