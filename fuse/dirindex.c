@@ -138,45 +138,12 @@ struct block_cursor {
 	unsigned int end;       /* blocksize, less the checksum tail if present */
 };
 
-/*
- * Where a block's entries end.  With metadata_csum a leaf block ends in a
- * 12-byte tail that reads as an empty entry (name_len 0, file type 0xDE).
- * Whether a block has one is decided by its rec_len chain, as e2fsck
- * decides: a leaf's chain stops exactly where its tail starts.  A dx root
- * ("." and a ".." covering the rest) and a dx node (one empty entry covering
- * the block) chain to the block's end, so whatever their last bytes hold (a
- * dx tail, or the bytes of the leaf tail the kernel leaves behind in a
- * root's dt_reserved when it indexes a directory) is never taken for a leaf
- * tail.  A broken chain ends at the block's end: cursor_next reports it.
- */
-static unsigned int block_entries_end(ext2_filsys fs, char *buf)
-{
-	const struct ext2_dir_entry_tail *t;
-	unsigned int top = fs->blocksize - sizeof(*t), off = 0, rec_len;
-
-	if (!ext2fs_has_feature_metadata_csum(fs->super))
-		return fs->blocksize;
-	while (off < top) {
-		if (ext2fs_get_rec_len(fs, (struct ext2_dir_entry *)(buf + off), &rec_len) ||
-		    rec_len < 8 || (rec_len & 3))
-			return fs->blocksize;
-		off += rec_len;
-	}
-	if (off != top)
-		return fs->blocksize;
-	t = (const struct ext2_dir_entry_tail *)(buf + top);
-	if (t->det_reserved_zero1 == 0 && t->det_rec_len == sizeof(*t) &&
-	    t->det_reserved_name_len == EXT2_DIR_NAME_LEN_CSUM)
-		return top;
-	return fs->blocksize;
-}
-
 static void cursor_init(struct block_cursor *c, ext2_filsys fs, char *buf)
 {
 	c->fs = fs;
 	c->buf = buf;
 	c->off = 0;
-	c->end = block_entries_end(fs, buf);
+	c->end = dirblock_entries_end(fs, buf);
 }
 
 /* 1 and *e filled, 0 at the end of the block, -EIO on a corrupt entry. */
@@ -637,33 +604,6 @@ static int get_dir(struct dindex *di, ext2_ino_t dir, struct dirix **out)
 
 /* ---- changes on disk ------------------------------------------------------ */
 
-/* Before the first change to an htree directory: make it a linear one, so
- * the kernel and e2fsck no longer trust the (soon stale) hash tree.  An
- * inline directory is only read (inline_data images mount read-only). */
-static int prepare_change(struct dindex *di, struct dirix *d)
-{
-	struct ext2_inode inode;
-	errcode_t err;
-
-	if (d->inline_dir)
-		return -EOPNOTSUPP;
-	if (!d->htree)
-		return 0;
-	/* With metadata_csum the dx blocks carry a dx tail, not a dirent tail;
-	 * turning them into linear blocks would need rewriting them. */
-	if (ext2fs_has_feature_metadata_csum(di->fs->super))
-		return -EOPNOTSUPP;
-	err = ext2fs_read_inode(di->fs, d->dir, &inode);
-	if (err)
-		return errcode_to_errno(err);
-	inode.i_flags &= ~EXT2_INDEX_FL;
-	err = ext2fs_write_inode(di->fs, d->dir, &inode);
-	if (err)
-		return errcode_to_errno(err);
-	d->htree = false;
-	return 0;
-}
-
 static int read_block(struct dindex *di, struct dirix *d, uint32_t lblk)
 {
 	errcode_t err = ext2fs_read_dir_block4(di->fs, d->pblk[lblk],
@@ -686,6 +626,41 @@ static int write_block(struct dindex *di, struct dirix *d, uint32_t lblk)
 	if (err)
 		return errcode_to_errno(err);
 	gap_set(d, lblk, room);
+	return 0;
+}
+
+/* Before the first change to an htree directory: make it a linear one, so
+ * the kernel and e2fsck no longer trust the (soon stale) hash tree; with
+ * metadata_csum its index blocks are rewritten in leaf form (dxwrite.c).
+ * An inline directory is only read (inline_data images mount read-only). */
+static int prepare_change(struct dindex *di, struct dirix *d)
+{
+	struct ext2_inode inode;
+	errcode_t err;
+	bool changed;
+	int rc;
+
+	if (d->inline_dir)
+		return -EOPNOTSUPP;
+	if (!d->htree)
+		return 0;
+	err = ext2fs_read_inode(di->fs, d->dir, &inode);
+	if (err)
+		return errcode_to_errno(err);
+	inode.i_flags &= ~EXT2_INDEX_FL;
+	err = ext2fs_write_inode(di->fs, d->dir, &inode);
+	if (err)
+		return errcode_to_errno(err);
+	d->htree = false;
+	for (uint32_t b = 0; b < d->nblocks && ext2fs_has_feature_metadata_csum(di->fs->super); b++) {
+		rc = read_block(di, d, b);
+		if (!rc)
+			rc = dx_block_to_leaf(di->fs, b, di->blockbuf, &changed);
+		if (!rc && changed)
+			rc = write_block(di, d, b);
+		if (rc)
+			return rc;
+	}
 	return 0;
 }
 

@@ -10,8 +10,10 @@
  * On disk the result stays a valid ext2/ext3 directory for the kernel and
  * e2fsck: a directory with an htree (EXT2_INDEX_FL) keeps it while only read;
  * the first change through this API clears EXT2_INDEX_FL (the dx blocks then
- * read as ordinary empty directory blocks, as the kernel's ext2 driver does),
- * and directories grown past one block stay linear.  An inline directory
+ * read as ordinary empty directory blocks, as the kernel's ext2 driver does;
+ * with metadata_csum they are rewritten as empty leaf blocks with a checksum
+ * tail, see dx_block_to_leaf), and directories grown past one block stay
+ * linear.  An inline directory
  * (EXT4_INLINE_DATA_FL, read through inline.c) is only read: lookups,
  * readdir and dindex_is_empty work, changes are -EOPNOTSUPP.
  *
@@ -86,5 +88,32 @@ size_t dindex_cached_dirs(struct dindex *di, ext2_ino_t *out, size_t max);
 typedef void (*dindex_name_fn)(void *ctx, ext2_ino_t dir, const char *name);
 bool dindex_added_names(struct dindex *di, dindex_name_fn fn, void *ctx);
 void dindex_clear_added(struct dindex *di);
+
+/* ---- block formats (dxwrite.c) ---- */
+
+/*
+ * Where a directory block's entries end.  With metadata_csum a leaf block
+ * ends in a 12-byte tail that reads as an empty entry (name_len 0, file type
+ * 0xDE): then the tail's offset.  Whether a block has one is decided by its
+ * rec_len chain, as e2fsck decides: a leaf's chain stops exactly where its
+ * tail starts.  A dx root ("." and a ".." covering the rest) and a dx node
+ * (one empty entry covering the block) chain to the block's end, so whatever
+ * their last bytes hold (a dx tail, or the bytes of the leaf tail the kernel
+ * leaves in a root's dt_reserved when it indexes a directory) is never taken
+ * for a leaf tail.  Otherwise (no metadata_csum, no tail, a broken chain)
+ * the block size.
+ */
+unsigned int dirblock_entries_end(ext2_filsys fs, char *buf);
+
+/*
+ * Rewrite, in buf, logical block lblk of a directory losing its htree as a
+ * leaf block: with metadata_csum a dx root keeps "." and ".." and a dx node
+ * becomes one empty entry, each followed by a dirent tail (its checksum is
+ * left to ext2fs_write_dir_block4).  *changed is false for a block that needs
+ * nothing (a leaf, or any block without metadata_csum).  -EIO for a block
+ * that is neither a leaf with its tail nor an index block (its entries would
+ * be lost).
+ */
+int dx_block_to_leaf(ext2_filsys fs, uint32_t lblk, char *buf, bool *changed);
 
 #endif

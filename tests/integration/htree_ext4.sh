@@ -1,0 +1,132 @@
+#!/bin/bash
+# Directories the kernel's ext4 indexed (an htree, metadata_csum images)
+# changed through recon-fuse with the checker on.  Images: mkfs.ext4's
+# defaults at 1 KiB and 4 KiB blocks.  On each:
+#  1. the kernel's ext4 (loop mount) fills a directory with long names until
+#     it is indexed with a level of index nodes, and a second one with one
+#     index level only; debugfs shows EXT2_INDEX_FL on both;
+#  2. recon-fuse (checker=on) creates, renames within and out of, and unlinks
+#     in both directories;
+#  3. the daemon exits 0, e2fsck -fn is clean, and the kernel's ext4 lists
+#     exactly the expected names and finds each by lookup; then the kernel
+#     adds names and e2fsck -fn stays clean.
+. "$(dirname "$0")/lib.sh"
+need_root
+need_kernel_ext4
+command -v debugfs >/dev/null || skip "no debugfs"
+mnt="$SCRATCH/mnt" kmnt="$SCRATCH/kmnt"
+mkdir -p "$mnt" "$kmnt"
+
+# mkext4 IMG BS [mke2fs options]: mkfs.ext4's defaults (without orphan_file,
+# which is served read-only)
+mkext4() {
+	local img=$1 bs=$2; shift 2
+	rm -f "$img"
+	truncate -s 64M "$img" || die "truncate $img"
+	mke2fs -F -q -t ext4 -b "$bs" -N 8192 "$@" "$img" >"$SCRATCH/mke2fs.out" 2>&1 ||
+		{ cat "$SCRATCH/mke2fs.out"; die "mke2fs $img"; }
+	if dumpe2fs -h "$img" 2>/dev/null | grep -q 'features:.*orphan_file'; then
+		tune2fs -O ^orphan_file "$img" >/dev/null 2>&1 || die "tune2fs ^orphan_file"
+	fi
+	return 0
+}
+kmount4() { mount -t ext4 -o "loop${3:+,$3}" "$1" "$2" && MOUNTS+=("$2"); }
+# inode flags of a path, from debugfs
+iflags() { debugfs -R "stat $2" "$1" 2>/dev/null | sed -n 's/.*Flags: \(0x[0-9a-f]*\).*/\1/p'; }
+has_index() { local f; f=$(iflags "$1" "$2"); [ -n "$f" ] && (( f & 0x1000 )); }
+# the root's indirect_levels of an indexed directory, from debugfs htree
+levels() { debugfs -R "htree $2" "$1" 2>/dev/null | sed -n 's/.*Indirect levels: *\([0-9]*\).*/\1/p'; }
+
+# names.py DIR COUNT LEN PREFIX: COUNT names of LEN bytes
+cat >"$SCRATCH/fill.py" <<'EOF2'
+import os, sys
+d, n, ln, pre = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+os.makedirs(d, exist_ok=True)
+for i in range(n):
+    name = ("%s%06d-" % (pre, i)).ljust(ln, "x")
+    os.close(os.open(os.path.join(d, name), os.O_CREAT | os.O_WRONLY, 0o644))
+EOF2
+
+# changes.py MNT OUT: creates, renames and unlinks in big/ and small/;
+# OUT gets the names each directory must hold afterwards
+cat >"$SCRATCH/changes.py" <<'EOF2'
+import os, sys
+from pylib import Checker
+m, out = sys.argv[1], sys.argv[2]
+c = Checker("htree_ext4 changes")
+res = {}
+for d in ("big", "small"):
+    p = os.path.join(m, d)
+    names = sorted(os.listdir(p))
+    have = set(names)
+    for i in range(0, len(names), 7):          # unlink every 7th
+        os.unlink(os.path.join(p, names[i]))
+        have.discard(names[i])
+    for i in range(3, len(names), 11):         # rename within
+        if names[i] in have:
+            new = "renamed-%d-%s" % (i, "r" * (i % 50))
+            os.rename(os.path.join(p, names[i]), os.path.join(p, new))
+            have.discard(names[i])
+            have.add(new)
+    for i in range(5, len(names), 13):         # rename out of it
+        if names[i] in have:
+            os.rename(os.path.join(p, names[i]), os.path.join(m, "out-%s-%d" % (d, i)))
+            have.discard(names[i])
+    for i in range(300):                       # create, some names long
+        new = "new-%d-%s" % (i, "n" * (i % 200))
+        os.close(os.open(os.path.join(p, new), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+        have.add(new)
+    os.mkdir(os.path.join(p, "subdir"))
+    have.add("subdir")
+    c.eq(set(os.listdir(p)), have, "%s: names after the changes" % d)
+    for n in list(have)[:200]:
+        c.ok(os.path.lexists(os.path.join(p, n)), "%s: lookup %s" % (d, n))
+    res[d] = sorted(have)
+with open(out, "w") as f:
+    for d in res:
+        for n in res[d]:
+            f.write("%s/%s\n" % (d, n))
+c.done()
+EOF2
+
+for bs in 1024 4096; do
+	img="$SCRATCH/htree-$bs.img" what="$bs-byte blocks"
+	mkext4 "$img" "$bs"
+	# 1. the kernel indexes both directories
+	kmount4 "$img" "$kmnt" || die "$what: kernel mount"
+	# 1 KiB: 3 entries of 250 bytes per leaf, so 600 names need more leaves
+	# than the root holds; 4 KiB: 15 per leaf, 511 leaves in the root
+	big=$((bs == 1024 ? 600 : 6000))
+	python3 "$SCRATCH/fill.py" "$kmnt/big" "$big" 250 big || fail "$what: kernel fill big"
+	python3 "$SCRATCH/fill.py" "$kmnt/small" 60 60 small || fail "$what: kernel fill small"
+	umount "$kmnt" || die "$what: kernel unmount"
+	has_index "$img" big || fail "$what: the kernel did not index big/"
+	has_index "$img" small || fail "$what: the kernel did not index small/"
+	log "$what: big/ indirect_levels $(levels "$img" big), small/ $(levels "$img" small)"
+	[ "$(levels "$img" big)" = 1 ] || fail "$what: big/ has no index nodes"
+	fsck_clean "$img" "$what, as the kernel made it"
+
+	# 2. the changes, every commit checked
+	mount_recon "$img" "$mnt" checker=on || { fail "$what: mount"; continue; }
+	python3 "$SCRATCH/changes.py" "$mnt" "$SCRATCH/want" ||
+		fail "$what: changes through recon-fuse"
+	umount_recon "$mnt" || fail "$what: unmount"
+	grep -qi "rejected" "$RECON_LOG" && { fail "$what: the checker objected"; sed 's/^/    /' "$RECON_LOG" | head -20; }
+
+	# 3. e2fsck and the kernel agree
+	fsck_clean "$img" "$what, after the changes"
+	kmount4 "$img" "$kmnt" ro || { fail "$what: kernel mount after"; continue; }
+	(cd "$kmnt" && for d in big small; do ls -1 "$d" | sed "s|^|$d/|"; done) >"$SCRATCH/kernel"
+	missing=0
+	while read -r n; do [ -e "$kmnt/$n" ] || missing=$((missing + 1)); done <"$SCRATCH/want"
+	umount "$kmnt"
+	cmp -s <(sort "$SCRATCH/want") <(sort "$SCRATCH/kernel") ||
+		fail "$what: the kernel lists other names ($(diff <(sort "$SCRATCH/want") <(sort "$SCRATCH/kernel") | grep -c '^[<>]') differ)"
+	[ "$missing" = 0 ] || fail "$what: the kernel cannot look up $missing names"
+	kmount4 "$img" "$kmnt" || { fail "$what: kernel mount rw after"; continue; }
+	python3 "$SCRATCH/fill.py" "$kmnt/big" 100 200 kern || fail "$what: kernel adds to big/"
+	umount "$kmnt"
+	fsck_clean "$img" "$what, the kernel's additions after ours"
+	rm -f "$img"
+done
+finish
