@@ -97,6 +97,10 @@ static void dir_block(struct mapwalk *w, uint64_t blk, uint32_t lblk)
 			chk_verdict_add_violation(s->v, INV_CSUM_DIR, NULL, 0, "dir %u block %u (%llu): %s", w->ino,
 						  lblk, (unsigned long long)blk,
 						  c == CHK_DIR_CSUM_BAD ? "checksum does not match" : "no checksum tail");
+		if (!w->indexed && chk_dir_block_is_dx(s->buf, fs->bs))
+			chk_verdict_add_violation(s->v, INV_DIR_LEAF_FORM, NULL, 0,
+						  "dir %u block %u (%llu): an index block in a directory without the index flag",
+						  w->ino, lblk, (unsigned long long)blk);
 	}
 	struct dent_list l = { 0 };
 	chk_parse_dir_block(fs, s->t, s->buf, blk, w->ino, lblk, true, 1, &l);
