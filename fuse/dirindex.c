@@ -734,8 +734,10 @@ static int add_new_block(struct dindex *di, struct dirix *d, const char *name,
 	errcode_t err;
 	int rc;
 
+	/* Without large_dir a directory stays below 2 GiB: the kernel reads
+	 * only i_size, and e2fsck takes a bigger one for a large_dir one. */
 	if (lblk == UINT32_MAX ||
-	    (!ext2fs_has_feature_largedir(fs->super) && new_size > UINT32_MAX))
+	    (!ext2fs_has_feature_largedir(fs->super) && new_size >= (1ULL << 31)))
 		return -EFBIG;
 	rc = dirix_reserve_blocks(d, lblk + 1);
 	if (rc)
