@@ -63,11 +63,11 @@ static void htree_records(const struct chk_fs *fs, struct txn *t, uint64_t blk, 
 }
 
 /* The root info the checker can walk: what e2fsck pass 1/2 and the kernel's
- * dx_probe accept for ext3 (no largedir: at most one level of nodes). */
-static bool dx_root_usable(const struct ext2_dx_root_info *ri)
+ * dx_probe accept (one level of nodes, two with large_dir). */
+static bool dx_root_usable(const struct chk_fs *fs, const struct ext2_dx_root_info *ri)
 {
 	return ri->reserved_zero == 0 && ri->info_length == 8 && ri->hash_version <= EXT2_HASH_TEA &&
-	       ri->indirect_levels <= 1;
+	       ri->indirect_levels <= chk_htree_max_levels(fs);
 }
 
 /* A block shaped like an index node (fake empty entry over the whole block),
@@ -208,7 +208,7 @@ static void htree_check_tree(struct chk_fs *fs, struct txn *t, uint32_t dir, con
 			     bool deep)
 {
 	const struct ext2_dx_root_info *ri = (const void *)(root + 24);
-	struct dxwalk w = { fs, t, dir, in, in->i_size / fs->bs, NULL, NULL, deep, 0 };
+	struct dxwalk w = { fs, t, dir, in, chk_dir_blocks(fs, in), NULL, NULL, deep, 0 };
 	if (ri->reserved_zero != 0 || ri->info_length != 8) {
 		dx_problem(&w, root_pblk, INV_HTREE_ROOT, "root: reserved_zero %u info_length %u", ri->reserved_zero,
 			   ri->info_length);
@@ -226,8 +226,9 @@ static void htree_check_tree(struct chk_fs *fs, struct txn *t, uint32_t dir, con
 	else if (fresh && sb->s_def_hash_version <= EXT2_HASH_TEA && ri->hash_version != sb->s_def_hash_version)
 		dx_problem(&w, root_pblk, INV_HTREE_HASH_VERSION, "new root: hash_version %u, the file system's default is %u",
 			   ri->hash_version, sb->s_def_hash_version);
-	if (ri->indirect_levels > 1) {
-		dx_problem(&w, root_pblk, INV_HTREE_DEPTH, "root: indirect_levels %u (ext3 allows 1)", ri->indirect_levels);
+	if (ri->indirect_levels > chk_htree_max_levels(fs)) {
+		dx_problem(&w, root_pblk, INV_HTREE_DEPTH, "root: indirect_levels %u (%s allows %u)", ri->indirect_levels,
+			   chk_large_dir(fs) ? "large_dir" : "a file system without large_dir", chk_htree_max_levels(fs));
 		return;
 	}
 	if (oi && oi->indirect_levels != ri->indirect_levels)
@@ -328,7 +329,7 @@ void chk_htree_check_leaf(struct chk_fs *fs, struct txn *t, uint32_t dir, const 
 		uint64_t b0 = chk_txn_bmap(fs, t, in, 0);
 		const uint8_t *r = buf && b0 && b0 < fs->blocks_count ? chk_txn_new_block(fs, t, b0, buf) : NULL;
 		const struct ext2_dx_root_info *ri = r ? (const void *)(r + 24) : NULL;
-		bool usable = ri && dx_root_usable(ri);   /* else reported by the root check */
+		bool usable = ri && dx_root_usable(fs, ri);   /* else reported by the root check */
 		int levels = usable ? ri->indirect_levels : 0;
 		if (!buf)
 			t->err = -ENOMEM;
@@ -397,7 +398,7 @@ void chk_htree_check_leaf(struct chk_fs *fs, struct txn *t, uint32_t dir, const 
 static void check_leaf_lblk(struct chk_fs *fs, struct txn *t, uint32_t dir, const struct ext2_inode *in,
 			    uint32_t lb)
 {
-	if (lb == 0 || lb >= in->i_size / fs->bs)
+	if (lb == 0 || lb >= chk_dir_blocks(fs, in))
 		return;                    /* the root, or past the end: INV_HTREE_BLOCKS */
 	uint64_t pb = chk_txn_bmap(fs, t, in, lb);
 	if (!pb || pb >= fs->blocks_count || chk_u64map_get(&t->dirblks, pb, NULL))
@@ -474,7 +475,7 @@ void chk_diff_htree(struct chk_fs *fs, struct txn *t, uint8_t *buf, struct u64ma
 		if (lblk == 0 && tb && was_dir) {
 			htree_records(fs, t, blk, od, nd, 32, true);
 			const struct ext2_dx_root_info *ri = (const void *)(nd + 24);
-			if (dx_root_usable(ri))
+			if (dx_root_usable(fs, ri))
 				check_changed_leaves(fs, t, own, n, od, nd, 32, ri->indirect_levels);
 		} else if (lblk && tb && was_dir && is_dx_node(fs, nd) && is_dx_node(fs, od)) {
 			htree_records(fs, t, blk, od, nd, 8, false);

@@ -19,7 +19,7 @@ static void walk_deindexed(struct chk_fs *fs, struct txn *t, struct chk_verdict 
 			   uint8_t *buf)
 {
 	const struct ext2_inode *in = (const void *)ic->new;
-	uint32_t nblocks = in->i_size / fs->bs;
+	uint32_t nblocks = chk_dir_blocks(fs, in);
 	for (uint32_t lb = 0; lb < nblocks && !t->err; lb++) {
 		uint64_t pb = chk_txn_bmap(fs, t, in, lb);
 		if (!pb || pb >= fs->blocks_count)

@@ -170,7 +170,7 @@ static void walk_map(struct scan *s, uint32_t ino, const struct ext2_inode *in, 
 	w->in = in;
 	w->dir = imode_type(in) == 0040000;
 	w->indexed = w->dir && (in->i_flags & EXT2_INDEX_FL) && fs->dir_index;
-	w->dir_blocks = in->i_size / fs->bs;
+	w->dir_blocks = chk_dir_blocks(fs, in);
 	w->iseed = chk_inode_seed(&fs->csum, ino, in->i_generation);
 	w->last = w->last_init = -1;
 	if (!ext && !(w->dir && in->i_links_count)) {
@@ -237,10 +237,11 @@ static void scan_inode(struct scan *s, uint32_t ino, const struct ext2_inode *in
 	walk_map(s, ino, in, &w);
 	if (ty == 0040000 && in->i_links_count) {
 		int64_t span = w.last + 1;
-		if (in->i_size % fs->bs || in->i_size / fs->bs != fs->ndata[ino] || span != fs->ndata[ino] ||
-		    fs->ndata[ino] == 0 || in->i_size_high)
-			V(INV_DIR_SIZE, "dir %u: i_size %u but it has %u blocks spanning %lld", ino, in->i_size,
-			  fs->ndata[ino], (long long)span);
+		uint64_t size = chk_dir_size(fs, in);
+		if (size % fs->bs || size / fs->bs != fs->ndata[ino] || span != fs->ndata[ino] ||
+		    fs->ndata[ino] == 0 || !chk_dir_size_high_ok(fs, in))
+			V(INV_DIR_SIZE, "dir %u: i_size %llu (i_size_high %u) but it has %u blocks spanning %lld", ino,
+			  (unsigned long long)size, in->i_size_high, fs->ndata[ino], (long long)span);
 		if ((in->i_flags & EXT2_INDEX_FL) && !fs->dir_index)
 			V(INV_HTREE_FLAG, "dir %u has the index flag without dir_index", ino);
 	} else if (ty != 0040000 && (in->i_flags & EXT2_INDEX_FL)) {

@@ -10,6 +10,10 @@
 #  3. the daemon exits 0, e2fsck -fn is clean, and the kernel's ext4 lists
 #     exactly the expected names and finds each by lookup; then the kernel
 #     adds names and e2fsck -fn stays clean.
+# Then large_dir (1 KiB blocks): the kernel grows a directory to a 3-level
+# htree (indirect_levels 2), recon-check --scan finds the image consistent,
+# and the same changes through recon-fuse pass the checker, e2fsck and the
+# kernel.
 . "$(dirname "$0")/lib.sh"
 need_root
 need_kernel_ext4
@@ -17,13 +21,13 @@ command -v debugfs >/dev/null || skip "no debugfs"
 mnt="$SCRATCH/mnt" kmnt="$SCRATCH/kmnt"
 mkdir -p "$mnt" "$kmnt"
 
-# mkext4 IMG BS [mke2fs options]: mkfs.ext4's defaults (without orphan_file,
-# which is served read-only)
+# mkext4 IMG BS SIZE INODES [mke2fs options]: mkfs.ext4's defaults (without
+# orphan_file, which is served read-only)
 mkext4() {
-	local img=$1 bs=$2; shift 2
+	local img=$1 bs=$2 size=$3 inodes=$4; shift 4
 	rm -f "$img"
-	truncate -s 64M "$img" || die "truncate $img"
-	mke2fs -F -q -t ext4 -b "$bs" -N 8192 "$@" "$img" >"$SCRATCH/mke2fs.out" 2>&1 ||
+	truncate -s "$size" "$img" || die "truncate $img"
+	mke2fs -F -q -t ext4 -b "$bs" -N "$inodes" "$@" "$img" >"$SCRATCH/mke2fs.out" 2>&1 ||
 		{ cat "$SCRATCH/mke2fs.out"; die "mke2fs $img"; }
 	if dumpe2fs -h "$img" 2>/dev/null | grep -q 'features:.*orphan_file'; then
 		tune2fs -O ^orphan_file "$img" >/dev/null 2>&1 || die "tune2fs ^orphan_file"
@@ -47,15 +51,15 @@ for i in range(n):
     os.close(os.open(os.path.join(d, name), os.O_CREAT | os.O_WRONLY, 0o644))
 EOF2
 
-# changes.py MNT OUT: creates, renames and unlinks in big/ and small/;
+# changes.py MNT OUT DIR...: creates, renames and unlinks in each DIR;
 # OUT gets the names each directory must hold afterwards
 cat >"$SCRATCH/changes.py" <<'EOF2'
 import os, sys
 from pylib import Checker
-m, out = sys.argv[1], sys.argv[2]
+m, out, dirs = sys.argv[1], sys.argv[2], sys.argv[3:]
 c = Checker("htree_ext4 changes")
 res = {}
-for d in ("big", "small"):
+for d in dirs:
     p = os.path.join(m, d)
     names = sorted(os.listdir(p))
     have = set(names)
@@ -91,7 +95,7 @@ EOF2
 
 for bs in 1024 4096; do
 	img="$SCRATCH/htree-$bs.img" what="$bs-byte blocks"
-	mkext4 "$img" "$bs"
+	mkext4 "$img" "$bs" 64M 8192
 	# 1. the kernel indexes both directories
 	kmount4 "$img" "$kmnt" || die "$what: kernel mount"
 	# 1 KiB: 3 entries of 250 bytes per leaf, so 600 names need more leaves
@@ -108,7 +112,7 @@ for bs in 1024 4096; do
 
 	# 2. the changes, every commit checked
 	mount_recon "$img" "$mnt" checker=on || { fail "$what: mount"; continue; }
-	python3 "$SCRATCH/changes.py" "$mnt" "$SCRATCH/want" ||
+	python3 "$SCRATCH/changes.py" "$mnt" "$SCRATCH/want" big small ||
 		fail "$what: changes through recon-fuse"
 	umount_recon "$mnt" || fail "$what: unmount"
 	grep -qi "rejected" "$RECON_LOG" && { fail "$what: the checker objected"; sed 's/^/    /' "$RECON_LOG" | head -20; }
@@ -129,4 +133,33 @@ for bs in 1024 4096; do
 	fsck_clean "$img" "$what, the kernel's additions after ours"
 	rm -f "$img"
 done
+
+# large_dir: 40,000 names of 250 bytes, 3 per 1 KiB leaf, need more leaves
+# than a root of 123 entries over nodes of 126 address
+img="$SCRATCH/large_dir.img" what="large_dir"
+mkext4 "$img" 1024 160M 48000 -O large_dir
+kmount4 "$img" "$kmnt" || die "$what: kernel mount"
+python3 "$SCRATCH/fill.py" "$kmnt/big" 40000 250 big || fail "$what: kernel fill"
+umount "$kmnt" || die "$what: kernel unmount"
+[ "$(levels "$img" big)" = 2 ] || fail "$what: the kernel made indirect_levels $(levels "$img" big), want 2"
+fsck_clean "$img" "$what, as the kernel made it"
+rc=0
+"$RECON_CHECK" --scan "$img" >"$SCRATCH/scan.out" 2>&1 || rc=$?
+[ "$rc" = 0 ] || { fail "$what: recon-check --scan exit $rc on the kernel's 3-level htree"; sed 's/^/    /' "$SCRATCH/scan.out" | head; }
+if mount_recon "$img" "$mnt" checker=on; then
+	python3 "$SCRATCH/changes.py" "$mnt" "$SCRATCH/want" big || fail "$what: changes through recon-fuse"
+	umount_recon "$mnt" || fail "$what: unmount"
+	grep -qi "rejected" "$RECON_LOG" && { fail "$what: the checker objected"; sed 's/^/    /' "$RECON_LOG" | head -20; }
+	fsck_clean "$img" "$what, after the changes"
+	if kmount4 "$img" "$kmnt" ro; then
+		ls -1 "$kmnt/big" | sed 's|^|big/|' | sort >"$SCRATCH/kernel"
+		umount "$kmnt"
+		cmp -s <(sort "$SCRATCH/want") "$SCRATCH/kernel" || fail "$what: the kernel lists other names"
+	else
+		fail "$what: kernel mount after"
+	fi
+else
+	fail "$what: mount read-write"
+fi
+rm -f "$img"
 finish
