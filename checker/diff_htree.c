@@ -412,9 +412,38 @@ static void check_leaf_lblk(struct chk_fs *fs, struct txn *t, uint32_t dir, cons
 	free(buf);
 }
 
+/* The leaves under logical block lb, which sits at most `levels` index
+ * levels above them: a leaf is checked, an index node descended into (a
+ * node's depth is not known locally under a large_dir root: its children's
+ * form decides). */
+static void check_leaves_under(struct chk_fs *fs, struct txn *t, uint32_t dir, const struct ext2_inode *in,
+			       uint32_t lb, int levels)
+{
+	if (levels == 0) {
+		check_leaf_lblk(fs, t, dir, in, lb);
+		return;
+	}
+	uint8_t *copy = malloc(fs->bs);
+	uint64_t pb = lb && lb < chk_dir_blocks(fs, in) ? chk_txn_bmap(fs, t, in, lb) : 0;
+	const uint8_t *d = copy && pb && pb < fs->blocks_count ? chk_txn_new_block(fs, t, pb, copy) : NULL;
+	if (!copy)
+		t->err = -ENOMEM;
+	if (d && is_dx_node(fs, d)) {
+		if (d != copy)
+			memcpy(copy, d, fs->bs);
+		const struct ext2_dx_countlimit *cc = (const void *)(copy + 8);
+		const struct ext2_dx_entry *ce = (const void *)(copy + 8);
+		for (uint32_t k = 0; k < cc->count && k < (fs->bs - 8) / 8 && !t->err; k++)
+			check_leaves_under(fs, t, dir, in, ce[k].block & 0x0fffffff, levels - 1);
+	} else if (d) {
+		check_leaf_lblk(fs, t, dir, in, lb);
+	}
+	free(copy);
+}
+
 /* An index block changed: the leaves whose range moved (entries that differ
  * and their predecessors) must still hold only hashes of their range.  Under
- * a two-level root the changed entries name nodes: all their leaves. */
+ * index levels the changed entries name nodes: all the leaves below them. */
 static void check_changed_leaves(struct chk_fs *fs, struct txn *t, uint32_t dir, const struct ext2_inode *in,
 				 const uint8_t *o, const uint8_t *n, uint32_t off, int levels)
 {
@@ -422,30 +451,11 @@ static void check_changed_leaves(struct chk_fs *fs, struct txn *t, uint32_t dir,
 	const struct ext2_dx_entry *oe = (const void *)(o + off), *ne = (const void *)(n + off);
 	if (nc->count > (fs->bs - off) / 8)
 		return;                    /* malformed: reported by the node check */
-	for (uint32_t i = 0; i < nc->count; i++) {
+	for (uint32_t i = 0; i < nc->count && !t->err; i++) {
 		bool same = i < oc->count && oe[i].block == ne[i].block && (i == 0 || oe[i].hash == ne[i].hash) &&
 			    (i + 1 >= nc->count || (i + 1 < oc->count && oe[i + 1].hash == ne[i + 1].hash));
-		if (same)
-			continue;
-		uint32_t lb = ne[i].block & 0x0fffffff;
-		if (levels == 0) {
-			check_leaf_lblk(fs, t, dir, in, lb);
-			continue;
-		}
-		uint8_t *copy = malloc(fs->bs);
-		uint64_t pb = chk_txn_bmap(fs, t, in, lb);
-		const uint8_t *d = copy && pb && pb < fs->blocks_count ? chk_txn_new_block(fs, t, pb, copy) : NULL;
-		if (!copy)
-			t->err = -ENOMEM;
-		if (d && is_dx_node(fs, d)) {
-			if (d != copy)
-				memcpy(copy, d, fs->bs);
-			const struct ext2_dx_countlimit *cc = (const void *)(copy + 8);
-			const struct ext2_dx_entry *ce = (const void *)(copy + 8);
-			for (uint32_t k = 0; k < cc->count && k < (fs->bs - 8) / 8; k++)
-				check_leaf_lblk(fs, t, dir, in, ce[k].block & 0x0fffffff);
-		}
-		free(copy);
+		if (!same)
+			check_leaves_under(fs, t, dir, in, ne[i].block & 0x0fffffff, levels);
 	}
 }
 
@@ -479,7 +489,8 @@ void chk_diff_htree(struct chk_fs *fs, struct txn *t, uint8_t *buf, struct u64ma
 				check_changed_leaves(fs, t, own, n, od, nd, 32, ri->indirect_levels);
 		} else if (lblk && tb && was_dir && is_dx_node(fs, nd) && is_dx_node(fs, od)) {
 			htree_records(fs, t, blk, od, nd, 8, false);
-			check_changed_leaves(fs, t, own, n, od, nd, 8, 0);
+			/* a node under a large_dir root may have nodes below */
+			check_changed_leaves(fs, t, own, n, od, nd, 8, (int)chk_htree_max_levels(fs) - 1);
 		}
 		if (lblk == 0 || dx_node_shape(fs, nd) || (tb && tb->old && was_dir && dx_node_shape(fs, tb->old))) {
 			if (chk_u64map_put(walk, own, 1))

@@ -12,8 +12,10 @@
 #     adds names and e2fsck -fn stays clean.
 # Then large_dir (1 KiB blocks): the kernel grows a directory to a 3-level
 # htree (indirect_levels 2), recon-check --scan finds the image consistent,
-# and the same changes through recon-fuse pass the checker, e2fsck and the
-# kernel.
+# recon-check approves the kernel's further changes to it and rejects two
+# damaged versions (a node's hash order, a leaf two levels below a changed
+# root entry), and the same changes through recon-fuse pass the checker,
+# e2fsck and the kernel.
 . "$(dirname "$0")/lib.sh"
 need_root
 need_kernel_ext4
@@ -93,6 +95,50 @@ with open(out, "w") as f:
 c.done()
 EOF2
 
+# damage.py IMG order|range BEFORE: edit big/'s 3-level index (1 KiB blocks;
+# its checksum is left stale) in a subtree whose first leaf IMG and BEFORE
+# share: swap hash[1] and hash[2] of the subtree's first lowest node, or move
+# the root's hash for the subtree up to just below that node's hash[1], so
+# that the leaf holds names below its range
+cat >"$SCRATCH/damage.py" <<'EOF2'
+import struct, subprocess, sys
+img, how, before, bs = sys.argv[1], sys.argv[2], sys.argv[3], 1024
+def bmap(lb):
+    out = subprocess.run(["debugfs", "-R", "bmap big %d" % lb, img], capture_output=True, text=True).stdout
+    return int(out.split()[0])
+f, old = open(img, "r+b"), open(before, "rb")
+def rd(pb, fh=f):
+    fh.seek(pb * bs)
+    return bytearray(fh.read(bs))
+def child(blk, off, i):
+    return bmap(struct.unpack_from("<I", blk, off + 8 * i + 4)[0] & 0x0fffffff)
+rpb = bmap(0)
+root = rd(rpb)
+# a subtree whose first leaf the kernel's changes left alone: only the
+# index change can bring it under the checker's eyes
+for i in range(1, struct.unpack_from("<H", root, 32 + 2)[0]):
+    l1 = rd(child(root, 32, i))
+    l2pb = child(l1, 8, 0)
+    l2 = rd(l2pb)
+    leaf = child(l2, 8, 0)
+    if rd(leaf) == rd(leaf, old) and struct.unpack_from("<I", rd(leaf), 0)[0] != 0:
+        break
+else:
+    sys.exit("no unchanged leaf")
+if how == "order":
+    a, b = struct.unpack_from("<I", l2, 8 + 8)[0], struct.unpack_from("<I", l2, 8 + 16)[0]
+    struct.pack_into("<I", l2, 8 + 8, b)
+    struct.pack_into("<I", l2, 8 + 16, a)
+    f.seek(l2pb * bs)
+    f.write(l2)
+else:
+    h = struct.unpack_from("<I", l2, 8 + 8)[0]
+    struct.pack_into("<I", root, 32 + 8 * i, (h & ~1) - 2)
+    f.seek(rpb * bs)
+    f.write(root)
+f.close()
+EOF2
+
 for bs in 1024 4096; do
 	img="$SCRATCH/htree-$bs.img" what="$bs-byte blocks"
 	mkext4 "$img" "$bs" 64M 8192
@@ -146,6 +192,40 @@ fsck_clean "$img" "$what, as the kernel made it"
 rc=0
 "$RECON_CHECK" --scan "$img" >"$SCRATCH/scan.out" 2>&1 || rc=$?
 [ "$rc" = 0 ] || { fail "$what: recon-check --scan exit $rc on the kernel's 3-level htree"; sed 's/^/    /' "$SCRATCH/scan.out" | head; }
+# the kernel's own changes to the 3-level tree, judged as one transaction
+# (splits at every level): approved; then two damaged versions of them
+cp --sparse=always "$img" "$SCRATCH/before.img"
+cp --sparse=always "$img" "$SCRATCH/after.img"
+kmount4 "$SCRATCH/after.img" "$kmnt" || die "$what: kernel mount (after)"
+# hard links: no inode from a group not yet initialised (the kernel clears
+# BLOCK_UNINIT there without writing the block bitmap, which INV_BGD_UNINIT
+# rejects); the index changes are what is judged here
+python3 - "$kmnt/big" <<'EOF2' || fail "$what: kernel adds"
+import os, sys
+d = sys.argv[1]
+for i in range(3000):
+    os.link(os.path.join(d, ("big%06d-" % (i % 50 + 100)).ljust(250, "x")),
+            os.path.join(d, ("more%06d-" % i).ljust(250, "y")))
+EOF2
+find "$kmnt/big" -name 'big00*' -delete
+umount "$kmnt" || die "$what: kernel unmount (after)"
+judge() {       # judge WHAT WANT [INV]: recon-check before -> after.img
+	local rc=0
+	"$RECON_CHECK" "$SCRATCH/before.img" "$SCRATCH/$3" >"$SCRATCH/judge.out" 2>&1 || rc=$?
+	if [ "$rc" != "$2" ] || { [ -n "${4:-}" ] && ! grep -q "^$4:" "$SCRATCH/judge.out"; }; then
+		fail "$what: $1: recon-check exit $rc, want $2 ${4:-}"
+		cut -c1-160 "$SCRATCH/judge.out" | sed 's/^/    /' | head -8
+	fi
+}
+judge "the kernel's changes" 0 after.img
+cp --sparse=always "$SCRATCH/after.img" "$SCRATCH/mut.img"
+python3 "$SCRATCH/damage.py" "$SCRATCH/mut.img" order "$SCRATCH/before.img" || fail "$what: damage order"
+judge "two hashes swapped in a lowest index node" 1 mut.img INV_HTREE_HASH_ORDER
+cp --sparse=always "$SCRATCH/after.img" "$SCRATCH/mut.img"
+python3 "$SCRATCH/damage.py" "$SCRATCH/mut.img" range "$SCRATCH/before.img" || fail "$what: damage range"
+judge "a root hash moved into a leaf's names, two levels down" 1 mut.img INV_HTREE_NODE
+rm -f "$SCRATCH/before.img" "$SCRATCH/after.img" "$SCRATCH/mut.img"
+
 if mount_recon "$img" "$mnt" checker=on; then
 	python3 "$SCRATCH/changes.py" "$mnt" "$SCRATCH/want" big || fail "$what: changes through recon-fuse"
 	umount_recon "$mnt" || fail "$what: unmount"
