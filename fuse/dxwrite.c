@@ -1,7 +1,9 @@
 /*
- * fuse/dxwrite.c - turning the index blocks of an htree directory into
- * ordinary directory blocks, for the first change to such a directory
- * (dirindex.c keeps directories linear; see dirindex.h).
+ * fuse/dxwrite.c - changes to a directory with an htree index: finding the
+ * leaf a new name belongs in (while that leaf has room, the index stays
+ * valid), and turning the index blocks into ordinary directory blocks when
+ * it does not (dirindex.c keeps directories linear after that; see
+ * dirindex.h).
  *
  * Without metadata_csum nothing needs rewriting: a dx root reads as "." and
  * a ".." covering the rest of the block, a dx node as one empty entry over
@@ -19,45 +21,13 @@
 #include <errno.h>
 #include <string.h>
 
-/* rec_len of the entry at off, or 0 if it cannot be decoded. */
-static unsigned int rec_len_at(ext2_filsys fs, char *buf, unsigned int off)
-{
-	unsigned int rec_len;
-
-	if (ext2fs_get_rec_len(fs, (struct ext2_dir_entry *)(buf + off), &rec_len))
-		return 0;
-	return rec_len;
-}
-
-unsigned int dirblock_entries_end(ext2_filsys fs, char *buf)
-{
-	const struct ext2_dir_entry_tail *t;
-	unsigned int top = fs->blocksize - sizeof(*t), off = 0, rec_len;
-
-	if (!ext2fs_has_feature_metadata_csum(fs->super))
-		return fs->blocksize;
-	while (off < top) {
-		rec_len = rec_len_at(fs, buf, off);
-		if (rec_len < 8 || (rec_len & 3))
-			return fs->blocksize;
-		off += rec_len;
-	}
-	if (off != top)
-		return fs->blocksize;
-	t = (const struct ext2_dir_entry_tail *)(buf + top);
-	if (t->det_reserved_zero1 == 0 && t->det_rec_len == sizeof(*t) &&
-	    t->det_reserved_name_len == EXT2_DIR_NAME_LEN_CSUM)
-		return top;
-	return fs->blocksize;
-}
-
 /* A dx root as the kernel and e2fsck lay it out: "." of 12 bytes, then ".."
  * over the rest of the block (the index lives in its slack). */
 static bool is_dx_root(ext2_filsys fs, char *buf)
 {
 	const struct ext2_dir_entry *dot = (const void *)buf, *dotdot = (const void *)(buf + 12);
 
-	return rec_len_at(fs, buf, 0) == 12 && rec_len_at(fs, buf, 12) == fs->blocksize - 12 &&
+	return dirent_rec_len_at(fs, buf, 0) == 12 && dirent_rec_len_at(fs, buf, 12) == fs->blocksize - 12 &&
 	       dot->inode != 0 && ext2fs_dirent_name_len(dot) == 1 && dot->name[0] == '.' &&
 	       ext2fs_dirent_name_len(dotdot) == 2 && dotdot->name[0] == '.' && dotdot->name[1] == '.';
 }
@@ -67,7 +37,7 @@ static bool is_dx_node(ext2_filsys fs, char *buf)
 {
 	const struct ext2_dir_entry *de = (const void *)buf;
 
-	return rec_len_at(fs, buf, 0) == fs->blocksize && de->inode == 0 &&
+	return dirent_rec_len_at(fs, buf, 0) == fs->blocksize && de->inode == 0 &&
 	       ext2fs_dirent_name_len(de) == 0;
 }
 
@@ -96,5 +66,83 @@ int dx_block_to_leaf(ext2_filsys fs, uint32_t lblk, char *buf, bool *changed)
 	memset(buf + keep, 0, fs->blocksize - keep);
 	ext2fs_initialize_dirent_tail(fs, EXT2_DIRENT_TAIL(buf, fs->blocksize));
 	*changed = true;
+	return 0;
+}
+
+/* ---- the leaf a name belongs in ---------------------------------------- */
+
+/* Entries of an index block: count/limit at off, then 8-byte entries. */
+struct dx_view {
+	const uint8_t *blk;
+	unsigned int off, count;
+};
+
+static uint32_t ld32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+static uint16_t ld16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); return v; }
+
+/* count/limit as the kernel's dx_probe accepts them: limit the entries the
+ * block holds (less the dx tail with metadata_csum), 0 < count <= limit. */
+static bool dx_view_init(ext2_filsys fs, const char *buf, unsigned int off, struct dx_view *v)
+{
+	unsigned int limit = (fs->blocksize - off) / 8;
+
+	if (ext2fs_has_feature_metadata_csum(fs->super))
+		limit--;
+	v->blk = (const uint8_t *)buf;
+	v->off = off;
+	v->count = ld16(v->blk + off + 2);
+	return ld16(v->blk + off) == limit && v->count > 0 && v->count <= limit;
+}
+
+/* The block of the last entry whose hash is <= hash (entry 0 covers all
+ * below entry 1), as the kernel's dx_probe picks it. */
+static uint32_t dx_view_pick(const struct dx_view *v, uint32_t hash)
+{
+	unsigned int lo = 1, hi = v->count;     /* first entry above hash in [lo, hi] */
+
+	while (lo < hi) {
+		unsigned int mid = lo + (hi - lo) / 2;
+
+		if (ld32(v->blk + v->off + 8 * mid) > hash)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return ld32(v->blk + v->off + 8 * (lo - 1) + 4) & 0x0fffffff;
+}
+
+int dx_find_leaf(ext2_filsys fs, ext2_ino_t dir, const blk64_t *pblk, uint32_t nblocks,
+		 char *buf, const char *name, size_t len, uint32_t *leaf)
+{
+	const struct ext2_dx_root_info *ri = (const void *)(buf + 24);
+	unsigned int levels, max_levels = ext2fs_has_feature_largedir(fs->super) ? 2 : 1;
+	ext2_dirhash_t hash = 0, minor = 0;
+	struct dx_view v;
+	uint32_t lblk;
+	int version;
+
+	if (nblocks < 2 || ext2fs_read_dir_block4(fs, pblk[0], buf, 0, dir) ||
+	    dirblock_entries_end(fs, buf) != fs->blocksize || !is_dx_root(fs, buf))
+		return -EIO;
+	if (ri->reserved_zero || ri->info_length != 8 || ri->hash_version > EXT2_HASH_TEA ||
+	    ri->indirect_levels > max_levels || !dx_view_init(fs, buf, 32, &v))
+		return -EIO;
+	levels = ri->indirect_levels;
+	version = ri->hash_version;
+	if (fs->super->s_flags & EXT2_FLAGS_UNSIGNED_HASH)
+		version += EXT2_HASH_LEGACY_UNSIGNED - EXT2_HASH_LEGACY;
+	if (ext2fs_dirhash(version, name, (int)len, fs->super->s_hash_seed, &hash, &minor))
+		return -EIO;
+	for (;;) {
+		lblk = dx_view_pick(&v, hash);
+		if (lblk == 0 || lblk >= nblocks)
+			return -EIO;
+		if (levels-- == 0)
+			break;
+		if (ext2fs_read_dir_block4(fs, pblk[lblk], buf, 0, dir) || !is_dx_node(fs, buf) ||
+		    !dx_view_init(fs, buf, 8, &v))
+			return -EIO;
+	}
+	*leaf = lblk;
 	return 0;
 }

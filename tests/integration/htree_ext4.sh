@@ -5,16 +5,18 @@
 #  1. the kernel's ext4 (loop mount) fills a directory with long names until
 #     it is indexed with a level of index nodes, and a second one with one
 #     index level only; debugfs shows EXT2_INDEX_FL on both;
-#  2. recon-fuse (checker=on) creates, renames within and out of, and unlinks
-#     in both directories;
+#  2. recon-fuse (checker=on) unlinks names and creates them again (each
+#     lands in the leaf it left: both directories keep their index, e2fsck
+#     checks it), then creates, renames within and out of, and unlinks in
+#     both (a name whose leaf is full makes a directory linear);
 #  3. the daemon exits 0, e2fsck -fn is clean, and the kernel's ext4 lists
 #     exactly the expected names and finds each by lookup; then the kernel
 #     adds names and e2fsck -fn stays clean.
 # Then large_dir (1 KiB blocks): the kernel grows a directory to a 3-level
 # htree (indirect_levels 2), recon-check --scan finds the image consistent,
 # recon-check approves the kernel's further changes to it and rejects two
-# damaged versions (a node's hash order, a leaf two levels below a changed
-# root entry), and the same changes through recon-fuse pass the checker,
+# damaged versions (a node's hash order, a leaf below a node under a changed
+# index entry), and the same changes through recon-fuse pass the checker,
 # e2fsck and the kernel.
 . "$(dirname "$0")/lib.sh"
 need_root
@@ -51,6 +53,20 @@ os.makedirs(d, exist_ok=True)
 for i in range(n):
     name = ("%s%06d-" % (pre, i)).ljust(ln, "x")
     os.close(os.open(os.path.join(d, name), os.O_CREAT | os.O_WRONLY, 0o644))
+EOF2
+
+# keep.py MNT DIR...: in each DIR unlink every 7th name and create it again
+# (it hashes to the leaf that just gave it room: the index can stay)
+cat >"$SCRATCH/keep.py" <<'EOF2'
+import os, sys
+m, dirs = sys.argv[1], sys.argv[2:]
+for d in dirs:
+    p = os.path.join(m, d)
+    names = sorted(os.listdir(p))[::7]
+    for n in names:
+        os.unlink(os.path.join(p, n))
+    for n in names:
+        os.close(os.open(os.path.join(p, n), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
 EOF2
 
 # changes.py MNT OUT DIR...: creates, renames and unlinks in each DIR;
@@ -96,10 +112,10 @@ c.done()
 EOF2
 
 # damage.py IMG order|range BEFORE: edit big/'s 3-level index (1 KiB blocks;
-# its checksum is left stale) in a subtree whose first leaf IMG and BEFORE
-# share: swap hash[1] and hash[2] of the subtree's first lowest node, or move
-# the root's hash for the subtree up to just below that node's hash[1], so
-# that the leaf holds names below its range
+# its checksum is left stale) where the first leaf under a lowest node holds
+# names and is the same in IMG and BEFORE: swap hash[1] and hash[2] of that
+# node, or move the hash its parent gives it up to just below its hash[1],
+# so that the leaf holds names below its range
 cat >"$SCRATCH/damage.py" <<'EOF2'
 import struct, subprocess, sys
 img, how, before, bs = sys.argv[1], sys.argv[2], sys.argv[3], 1024
@@ -110,21 +126,30 @@ f, old = open(img, "r+b"), open(before, "rb")
 def rd(pb, fh=f):
     fh.seek(pb * bs)
     return bytearray(fh.read(bs))
+def count(blk, off):
+    return struct.unpack_from("<H", blk, off + 2)[0]
 def child(blk, off, i):
     return bmap(struct.unpack_from("<I", blk, off + 8 * i + 4)[0] & 0x0fffffff)
-rpb = bmap(0)
-root = rd(rpb)
-# a subtree whose first leaf the kernel's changes left alone: only the
-# index change can bring it under the checker's eyes
-for i in range(1, struct.unpack_from("<H", root, 32 + 2)[0]):
-    l1 = rd(child(root, 32, i))
-    l2pb = child(l1, 8, 0)
-    l2 = rd(l2pb)
-    leaf = child(l2, 8, 0)
-    if rd(leaf) == rd(leaf, old) and struct.unpack_from("<I", rd(leaf), 0)[0] != 0:
-        break
-else:
-    sys.exit("no unchanged leaf")
+def live(blk):
+    off = 0
+    while off < bs - 12:
+        ino, rec_len, name_len = struct.unpack_from("<IHB", blk, off)
+        if ino and name_len:
+            return True
+        off += rec_len
+    return False
+def pick(root):
+    for i in range(count(root, 32)):
+        l1pb = child(root, 32, i)
+        l1 = rd(l1pb)
+        for j in range(1, count(l1, 8)):
+            l2pb = child(l1, 8, j)
+            l2 = rd(l2pb)
+            leaf = child(l2, 8, 0)
+            if count(l2, 8) >= 3 and rd(leaf) == rd(leaf, old) and live(rd(leaf)):
+                return l1pb, l1, j, l2pb, l2
+    sys.exit("no unchanged leaf with names")
+l1pb, l1, j, l2pb, l2 = pick(rd(bmap(0)))
 if how == "order":
     a, b = struct.unpack_from("<I", l2, 8 + 8)[0], struct.unpack_from("<I", l2, 8 + 16)[0]
     struct.pack_into("<I", l2, 8 + 8, b)
@@ -133,9 +158,9 @@ if how == "order":
     f.write(l2)
 else:
     h = struct.unpack_from("<I", l2, 8 + 8)[0]
-    struct.pack_into("<I", root, 32 + 8 * i, (h & ~1) - 2)
-    f.seek(rpb * bs)
-    f.write(root)
+    struct.pack_into("<I", l1, 8 + 8 * j, (h & ~1) - 2)
+    f.seek(l1pb * bs)
+    f.write(l1)
 f.close()
 EOF2
 
@@ -156,7 +181,13 @@ for bs in 1024 4096; do
 	[ "$(levels "$img" big)" = 1 ] || fail "$what: big/ has no index nodes"
 	fsck_clean "$img" "$what, as the kernel made it"
 
-	# 2. the changes, every commit checked
+	# 2. changes that keep the index, then the rest, every commit checked
+	mount_recon "$img" "$mnt" checker=on || { fail "$what: mount"; continue; }
+	python3 "$SCRATCH/keep.py" "$mnt" big small || fail "$what: unlink and create again"
+	umount_recon "$mnt" || fail "$what: unmount (keep)"
+	has_index "$img" big || fail "$what: big/ lost its index to changes that keep it"
+	has_index "$img" small || fail "$what: small/ lost its index to changes that keep it"
+	fsck_clean "$img" "$what, index kept"
 	mount_recon "$img" "$mnt" checker=on || { fail "$what: mount"; continue; }
 	python3 "$SCRATCH/changes.py" "$mnt" "$SCRATCH/want" big small ||
 		fail "$what: changes through recon-fuse"
@@ -219,13 +250,19 @@ judge() {       # judge WHAT WANT [INV]: recon-check before -> after.img
 }
 judge "the kernel's changes" 0 after.img
 cp --sparse=always "$SCRATCH/after.img" "$SCRATCH/mut.img"
-python3 "$SCRATCH/damage.py" "$SCRATCH/mut.img" order "$SCRATCH/before.img" || fail "$what: damage order"
+python3 "$SCRATCH/damage.py" "$SCRATCH/mut.img" order "$SCRATCH/before.img" 2>&1 || fail "$what: damage order"
 judge "two hashes swapped in a lowest index node" 1 mut.img INV_HTREE_HASH_ORDER
 cp --sparse=always "$SCRATCH/after.img" "$SCRATCH/mut.img"
-python3 "$SCRATCH/damage.py" "$SCRATCH/mut.img" range "$SCRATCH/before.img" || fail "$what: damage range"
-judge "a root hash moved into a leaf's names, two levels down" 1 mut.img INV_HTREE_NODE
+python3 "$SCRATCH/damage.py" "$SCRATCH/mut.img" range "$SCRATCH/before.img" 2>&1 || fail "$what: damage range"
+judge "a node's hash moved into the names of a leaf a level below" 1 mut.img INV_HTREE_NODE
 rm -f "$SCRATCH/before.img" "$SCRATCH/after.img" "$SCRATCH/mut.img"
 
+if mount_recon "$img" "$mnt" checker=on; then
+	python3 "$SCRATCH/keep.py" "$mnt" big || fail "$what: unlink and create again"
+	umount_recon "$mnt" || fail "$what: unmount (keep)"
+	has_index "$img" big || fail "$what: big/ lost its index to changes that keep it"
+	fsck_clean "$img" "$what, index kept"
+fi
 if mount_recon "$img" "$mnt" checker=on; then
 	python3 "$SCRATCH/changes.py" "$mnt" "$SCRATCH/want" big || fail "$what: changes through recon-fuse"
 	umount_recon "$mnt" || fail "$what: unmount"
