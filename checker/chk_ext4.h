@@ -60,6 +60,10 @@ bool     chk_extent_block_csum_ok(const struct chk_csum *c, uint32_t iseed, cons
 enum chk_dir_csum { CHK_DIR_CSUM_OK, CHK_DIR_CSUM_BAD, CHK_DIR_CSUM_NO_TAIL };
 enum chk_dir_csum chk_dir_block_csum(const struct chk_csum *c, uint32_t iseed, const uint8_t *blk,
 				     uint32_t bs);
+/* An index block's form with metadata_csum: no leaf tail, an index root's
+ * or node's layout with a dx tail.  A directory without the index flag must
+ * have none (e2fsck: "no space for a checksum"; the kernel: a bad block). */
+bool chk_dir_block_is_dx(const uint8_t *blk, uint32_t bs);
 /* Store the right checksum in a directory, extent, xattr block or inode
  * (tests and fuzzers: mutants whose structure, not checksum, is wrong).
  * 0, or -EINVAL when the block has no place for one. */

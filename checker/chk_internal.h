@@ -386,6 +386,14 @@ const char *chk_file_size_problem(const struct chk_fs *fs, const struct ext2_ino
 /* A block shaped as an htree index node (count/limit at 8, the limit the
  * block holds: one entry less with metadata_csum's dx tail)? */
 bool chk_dx_node_like(const struct chk_fs *fs, const uint8_t *d);
+/* large_dir.c: the feature, a directory's size (i_size_high counts only
+ * with it; without it i_size_high must be 0), its blocks (capped at
+ * UINT32_MAX), and the deepest indirect_levels an htree root may have. */
+bool chk_large_dir(const struct chk_fs *fs);
+uint64_t chk_dir_size(const struct chk_fs *fs, const struct ext2_inode *in);
+bool chk_dir_size_high_ok(const struct chk_fs *fs, const struct ext2_inode *in);
+uint32_t chk_dir_blocks(const struct chk_fs *fs, const struct ext2_inode *in);
+unsigned chk_htree_max_levels(const struct chk_fs *fs);
 /* the dx entries a root (off 32) or node (off 8) block holds */
 uint32_t chk_dx_limit(const struct chk_fs *fs, uint32_t off);
 /* what is wrong with an internal journal superblock (NULL if fine) */

@@ -66,7 +66,9 @@ static const struct chk_feature table[] = {
 	ROW(CHK_INCOMPAT, EXT4_FEATURE_INCOMPAT_EA_INODE, "ea_inode", false, false),
 	ROW(CHK_INCOMPAT, EXT4_FEATURE_INCOMPAT_DIRDATA, "dirdata", false, false),
 	ROW(CHK_INCOMPAT, EXT4_FEATURE_INCOMPAT_CSUM_SEED, "metadata_csum_seed", true, true),
-	ROW(CHK_INCOMPAT, EXT4_FEATURE_INCOMPAT_LARGEDIR, "large_dir", false, false),
+	/* a third htree level and directory sizes in i_size_high
+	 * (large_dir.c); the driver keeps directories it changes linear */
+	ROW(CHK_INCOMPAT, EXT4_FEATURE_INCOMPAT_LARGEDIR, "large_dir", true, true),
 	ROW(CHK_INCOMPAT, EXT4_FEATURE_INCOMPAT_INLINE_DATA, "inline_data", false, false),
 	ROW(CHK_INCOMPAT, EXT4_FEATURE_INCOMPAT_ENCRYPT, "encrypt", false, false),
 	ROW(CHK_INCOMPAT, EXT4_FEATURE_INCOMPAT_CASEFOLD, "casefold", false, false),

@@ -811,11 +811,12 @@ void inv_dir_size(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 		uint32_t last = 0;
 		bool any = chk_txn_last_lblk(fs, t, n, &last, NULL);
 		int64_t span = any ? (int64_t)last + 1 : 0;
-		if (n->i_size % fs->bs || (int64_t)(n->i_size / fs->bs) != ndata || span != ndata || ndata == 0 ||
-		    n->i_size_high)
+		uint64_t size = chk_dir_size(fs, n);
+		if (size % fs->bs || (int64_t)(size / fs->bs) != ndata || span != ndata || ndata == 0 ||
+		    !chk_dir_size_high_ok(fs, n))
 			V(INV_DIR_SIZE, ic->recs, ic->nrecs,
-			  "dir %u: i_size %u but it has %lld blocks spanning %lld (holes or wrong size)",
-			  ic->ino, n->i_size, (long long)ndata, (long long)span);
+			  "dir %u: i_size %llu (i_size_high %u) but it has %lld blocks spanning %lld (holes or wrong size)",
+			  ic->ino, (unsigned long long)size, n->i_size_high, (long long)ndata, (long long)span);
 	}
 }
 

@@ -707,6 +707,7 @@ static const struct tcase cases[] = {
 	{ "INV_CSUM_INODE", NULL, R_CSUM_INODE, T_EXT4 },
 	{ "INV_CSUM_EXTENT", NULL, R_CSUM_EXTENT, T_EXT4 },
 	{ "INV_CSUM_DIR", NULL, R_CSUM_DIR, T_EXT4 },
+	{ "INV_DIR_LEAF_FORM", "sif h flags 0x80000\n", R_NONE, T_EXT4 },
 	{ "INV_CSUM_XATTR", NULL, R_CSUM_XATTR, T_EXT4 },
 	/* ext4 (scans) */
 	{ "INV_BGD_UNINIT", "set_bg 0 itable_unused {IUN}\n", R_NONE, T_EXT4 | T_SCAN },
@@ -721,6 +722,7 @@ static const struct tcase cases[] = {
 	{ "INV_CSUM_INODE", NULL, R_CSUM_INODE, T_EXT4 | T_SCAN },
 	{ "INV_CSUM_EXTENT", NULL, R_CSUM_EXTENT, T_EXT4 | T_SCAN },
 	{ "INV_CSUM_DIR", NULL, R_CSUM_DIR, T_EXT4 | T_SCAN },
+	{ "INV_DIR_LEAF_FORM", "sif h flags 0x80000\n", R_NONE, T_EXT4 | T_SCAN },
 	{ "INV_CSUM_XATTR", NULL, R_CSUM_XATTR, T_EXT4 | T_SCAN },
 };
 
