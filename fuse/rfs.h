@@ -300,8 +300,11 @@ void stop_ticker(struct rfs *r);
  * channel_finish, after the session loop and before fuse_session_unmount:
  * keeps answering requests until the cache-invalidation and direct-write
  * reply threads, which write to the channel, are done, joins them, and
- * stops the ring; true when a queue of the ring failed. */
+ * stops the ring; true when a queue of the ring failed.  channel_serve, in
+ * between: libfuse's loop, with one thread or a pool of `threads`, until the
+ * session ends; its status. */
 int channel_start(struct rfs *r);
+int channel_serve(struct rfs *r);
 bool channel_finish(struct rfs *r);
 
 /* Periodic boundary so an idle transaction still commits within
