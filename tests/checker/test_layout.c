@@ -1,8 +1,9 @@
 /*
  * tests/checker/test_layout.c - the checker's superblock and descriptor
  * copy layouts other than the classic one (checker/layout_meta.c):
- * meta_bg (ext4 at 1 KiB blocks, ext3 at 4 KiB; several metagroups) and
- * sparse_super2 (s_backup_bgs naming groups 1 and the last).
+ * meta_bg (ext4 at 1 KiB blocks, ext3 at 4 KiB; several metagroups; and
+ * s_first_meta_bg 1 as an online resize leaves it, made with debugfs and
+ * e2fsck -fy) and sparse_super2 (s_backup_bgs naming groups 1 and the last).
  *
  * On each small mke2fs image (groups shrunk with -g so that it has
  * several metagroups): the image scans clean; then each edit (debugfs, or
@@ -118,6 +119,7 @@ struct where {
 	blk64_t desc_last_copy;       /* metagroup 1's copy in its last group */
 	blk64_t backup_sb;            /* the superblock copy in the last group (sparse_super2) */
 	blk64_t no_sb_free;           /* group 3's first block: no copy there, free */
+	blk64_t classic_copy;         /* group 3's classic copy (below s_first_meta_bg) */
 	uint32_t desc_group;          /* a group whose descriptor lies in metagroup 2 */
 };
 
@@ -139,6 +141,8 @@ static int locate(const char *img, struct where *w)
 		w->desc_last_copy = nw;
 	if (!r && !ext2fs_super_and_bgd_loc2(fs, w->ngroups - 1, &sb, &old, &nw, NULL))
 		w->backup_sb = sb;
+	if (!r && !ext2fs_super_and_bgd_loc2(fs, 3, &sb, &old, &nw, NULL))
+		w->classic_copy = old;
 	blk64_t g3 = ext2fs_group_first_block2(fs, 3);
 	if (!r && !ext2fs_bg_has_super(fs, 3) && !ext2fs_test_block_bitmap2(fs->block_map, g3))
 		w->no_sb_free = g3;
@@ -179,6 +183,14 @@ static const struct tcase meta_cases[] = {
 	  NULL, AT(desc_primary[1]), 0 },
 	{ "INV_BACKUP_COPIES", "metagroup 2's copy names another inode table", E_BACKUP_ITABLE, NULL,
 	  AT(desc_backup), 0 },
+};
+
+/* s_first_meta_bg 1: descriptor block 0 keeps the classic copies */
+static const struct tcase first_meta_cases[] = {
+	{ "INV_BBITMAP_CLEAR", "the classic copy of descriptor block 0 in group 3 freed", E_DEBUGFS,
+	  "freeb %llu\n", AT(classic_copy), 0 },
+	{ "INV_PTR_NOT_STATIC", "a file pointing at the classic copy in group 3", E_DEBUGFS, NULL,
+	  AT(classic_copy), 0 },
 };
 
 static const struct tcase sparse2_cases[] = {
@@ -329,11 +341,18 @@ static void run_refusal(const char *base, const char *label, const char *cmds, c
 	unmap_image(b, n);
 }
 
-static void run_base(const char *label, const char *mkfs, unsigned kb, const struct tcase *cases, size_t n)
+/* prep: debugfs commands making the layout mke2fs cannot, which e2fsck -fy
+ * then makes consistent (NULL: none) */
+static void run_base(const char *label, const char *mkfs, unsigned kb, const char *prep,
+		     const struct tcase *cases, size_t n)
 {
 	char base[128];
 	snprintf(base, sizeof(base), "%s/%s.img", dir, label);
 	make_image_or_skip(base, mkfs, kb);
+	if (prep)
+		TEST_REQUIRE(run_shell("debugfs -w -R '%s' %s >/dev/null 2>&1 && "
+				       "{ e2fsck -fy %s >/dev/null 2>&1; [ $? -le 1 ]; }", prep, base, base) == 0,
+			     "%s: %s", label, prep);
 	TEST_REQUIRE(run_shell("debugfs -w -R 'write /etc/services f' %s >/dev/null 2>&1", base) == 0,
 		     "debugfs write");
 	TEST_REQUIRE(e2fsck_fn(base, dir) == 0, "%s: the base image is not clean", label);
@@ -374,13 +393,17 @@ int main(void)
 	}
 	/* 1 MiB groups at 1 KiB blocks, 16 descriptors a block: 6 metagroups */
 	run_base("ext4-meta_bg-1k", "-t ext4 -b 1024 -g 1024 -N 1024 -O meta_bg,^resize_inode", 96 * 1024,
-		 meta_cases, sizeof(meta_cases) / sizeof(meta_cases[0]));
+		 NULL, meta_cases, sizeof(meta_cases) / sizeof(meta_cases[0]));
+	/* as an online resize leaves it: metagroup 0 in the classic layout
+	 * (copies in groups 1, 3, 5, 7, 9), the others in meta_bg's */
+	run_base("ext4-first_meta_bg-1", "-t ext4 -b 1024 -g 1024 -N 1024 -O meta_bg,^resize_inode", 96 * 1024,
+		 "ssv first_meta_bg 1", first_meta_cases, sizeof(first_meta_cases) / sizeof(first_meta_cases[0]));
 	/* 1 MiB groups at 4 KiB blocks, 128 descriptors a block: 3 metagroups */
 	run_base("ext3-meta_bg-4k", "-t ext3 -b 4096 -g 256 -N 1024 -O meta_bg,^resize_inode", 320 * 1024,
-		 meta_cases, sizeof(meta_cases) / sizeof(meta_cases[0]));
+		 NULL, meta_cases, sizeof(meta_cases) / sizeof(meta_cases[0]));
 	/* copies in group 1 and the last of 48 */
 	run_base("ext4-sparse_super2-1k", "-t ext4 -b 1024 -g 1024 -N 1024 -O sparse_super2 -E num_backup_sb=2",
-		 48 * 1024, sparse2_cases, sizeof(sparse2_cases) / sizeof(sparse2_cases[0]));
+		 48 * 1024, NULL, sparse2_cases, sizeof(sparse2_cases) / sizeof(sparse2_cases[0]));
 	run_shell("rm -rf %s", dir);
 	printf("layouts: %d failure(s)\n", failures);
 	return failures ? 1 : 0;
