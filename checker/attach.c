@@ -181,6 +181,9 @@ static int parse_super(struct chk_fs *fs, char *err, size_t errlen)
 	fs->rgdt_blocks = (co & EXT2_FEATURE_COMPAT_RESIZE_INODE) ? sb->s_reserved_gdt_blocks : 0;
 	if (fs->rgdt_blocks > fs->bs / 4)          /* e2fsck's bound: one dind block's worth */
 		return fail(err, errlen, -EINVAL, "s_reserved_gdt_blocks %u beyond %u", fs->rgdt_blocks, fs->bs / 4);
+	int lr = chk_layout_parse(fs, err, errlen);
+	if (lr)
+		return lr;
 	fs->inodes_per_block = fs->bs / fs->inode_size;
 	fs->itable_blocks = (fs->ipg * fs->inode_size + fs->bs - 1) / fs->bs;
 	fs->addr_per_block = fs->bs / 4;
@@ -217,13 +220,7 @@ static int mark_layout(struct chk_fs *fs, char *err, size_t errlen)
 		    ib < fs->first_data_block || ib >= fs->blocks_count ||
 		    it < fs->first_data_block || it + fs->itable_blocks > fs->blocks_count)
 			return fail(err, errlen, -EINVAL, "group %u: bitmap or inode table location out of range", g);
-		uint64_t start = fs->first_data_block + (uint64_t)g * fs->bpg;
-		if (chk_group_has_super(fs, g)) {
-			r = chk_static_add(fs, start, 1, BT_SB, 0);
-			r = r ? r : chk_static_add(fs, start + 1, fs->gdt_blocks, BT_GDT, 0);
-			r = r ? r : chk_static_add(fs, start + 1 + fs->gdt_blocks, fs->rgdt_blocks, BT_RGDT,
-						   EXT2_RESIZE_INO);
-		}
+		r = chk_static_add_group_copies(fs, g);
 		r = r ? r : chk_static_add(fs, bb, 1, BT_BBITMAP, g);
 		r = r ? r : chk_static_add(fs, ib, 1, BT_IBITMAP, g);
 		r = r ? r : chk_static_add(fs, it, fs->itable_blocks, BT_ITABLE, g);
@@ -418,7 +415,7 @@ int chk_attach(struct chk_fs **out, chk_read_fn read, void *ctx,
 		goto bad;
 	}
 	for (uint32_t i = 0; i < fs->gdt_blocks; i++) {
-		r = chk_read_block(fs, fs->first_data_block + 1 + i, buf);
+		r = chk_read_block(fs, chk_gdt_block_loc(fs, i), buf);
 		if (r) {
 			free(buf);
 			r = fail(err, errlen, r, "cannot read group descriptor block %u", i);

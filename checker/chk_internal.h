@@ -5,6 +5,8 @@
  * Layout of the library:
  *   checker.c     u64 map, block cache, queries, verdicts, advance, stats
  *   attach.c      chk_attach: superblock, descriptors, layout, bitmaps, map
+ *   layout_meta.c where superblock and descriptor copies lie (classic,
+ *                 meta_bg, sparse_super2)
  *   inode.c       what an inode's fields may hold (types, sizes, ext4 fields)
  *   inode_map.c   an inode's block map: walk, one logical block, last block
  *   shadow.c      the approved state: static layout, per-group bitmaps,
@@ -145,6 +147,10 @@ struct chk_fs {
 	uint32_t sb_blk;                 /* block holding byte 1024 */
 	uint32_t sb_off;                 /* offset of the superblock in it */
 	bool filetype, sparse, dir_index, large_file, has_journal;
+	/* layout_meta.c: meta_bg descriptor placement from s_first_meta_bg,
+	 * sparse_super2 superblock copies in s_backup_bgs only */
+	bool meta_bg, sparse_super2;
+	uint32_t first_meta_bg, backup_bgs[2];
 	/* ext4: extent trees, bitmaps and tables anywhere, i_blocks_hi,
 	 * directories past 65,000 subdirectories, 48-bit block pointers,
 	 * descriptor flags and checksums (uninit_bg or metadata_csum) */
@@ -347,7 +353,19 @@ int  chk_read_inode(struct chk_fs *fs, uint32_t ino, void *buf);
 int  chk_journal_head(struct chk_fs *fs, uint64_t *block0, uint64_t *nblocks);
 uint32_t chk_group_of_block(const struct chk_fs *fs, uint64_t blk);
 uint32_t chk_group_of_inode(const struct chk_fs *fs, uint32_t ino);
+/* ---- layout_meta.c: superblock and descriptor copies (classic, meta_bg,
+ * sparse_super2) ---- */
+/* parse_super, after gdt_blocks and rgdt_blocks: the layout fields; 0, or
+ * -EINVAL with a message in err for a layout e2fsck would repair first */
+int  chk_layout_parse(struct chk_fs *fs, char *err, size_t errlen);
 bool chk_group_has_super(const struct chk_fs *fs, uint32_t g);
+/* the primary copy of descriptor block i (i < gdt_blocks) */
+uint64_t chk_gdt_block_loc(const struct chk_fs *fs, uint32_t i);
+/* i when blk is the primary copy of descriptor block i, else UINT32_MAX */
+uint32_t chk_gdt_block_index(const struct chk_fs *fs, uint64_t blk);
+/* group g's superblock, descriptor and reserved descriptor copies into the
+ * static layout (chk_static_add): 0 or -ENOMEM */
+int  chk_static_add_group_copies(struct chk_fs *fs, uint32_t g);
 /* Static-layout type of blk, or BT_FREE if not static. */
 uint8_t chk_static_type(const struct chk_fs *fs, uint64_t blk);
 

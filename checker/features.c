@@ -24,7 +24,9 @@ static const struct chk_feature table[] = {
 	ROW(CHK_COMPAT, EXT2_FEATURE_COMPAT_DIR_INDEX, "dir_index", true, true),
 	ROW(CHK_COMPAT, EXT2_FEATURE_COMPAT_LAZY_BG, "lazy_bg", false, false),
 	ROW(CHK_COMPAT, EXT2_FEATURE_COMPAT_EXCLUDE_BITMAP, "snapshot_bitmap", false, false),
-	ROW(CHK_COMPAT, EXT4_FEATURE_COMPAT_SPARSE_SUPER2, "sparse_super2", false, false),
+	/* superblock copies only where s_backup_bgs says: the driver writes
+	 * the primary alone, libext2fs's bitmaps keep the copies allocated */
+	ROW(CHK_COMPAT, EXT4_FEATURE_COMPAT_SPARSE_SUPER2, "sparse_super2", true, true),
 	ROW(CHK_COMPAT, EXT4_FEATURE_COMPAT_FAST_COMMIT, "fast_commit", false, false),
 	/* a promise never to renumber inodes: the driver never does */
 	ROW(CHK_COMPAT, EXT4_FEATURE_COMPAT_STABLE_INODES, "stable_inodes", true, true),
@@ -33,8 +35,7 @@ static const struct chk_feature table[] = {
 
 	ROW(CHK_RO_COMPAT, EXT2_FEATURE_RO_COMPAT_SPARSE_SUPER, "sparse_super", true, true),
 	ROW(CHK_RO_COMPAT, EXT2_FEATURE_RO_COMPAT_LARGE_FILE, "large_file", true, true),
-	/* libext2fs keeps i_blocks_hi, descriptor checksums and meta_bg's
-	 * descriptor placement; the checker models all but meta_bg */
+	/* libext2fs keeps i_blocks_hi and descriptor checksums */
 	ROW(CHK_RO_COMPAT, EXT4_FEATURE_RO_COMPAT_HUGE_FILE, "huge_file", true, true),
 	ROW(CHK_RO_COMPAT, EXT4_FEATURE_RO_COMPAT_GDT_CSUM, "uninit_bg", true, true),
 	ROW(CHK_RO_COMPAT, EXT4_FEATURE_RO_COMPAT_DIR_NLINK, "dir_nlink", true, true),
@@ -55,7 +56,9 @@ static const struct chk_feature table[] = {
 	ROW(CHK_INCOMPAT, EXT2_FEATURE_INCOMPAT_FILETYPE, "filetype", true, true),
 	ROW(CHK_INCOMPAT, EXT3_FEATURE_INCOMPAT_RECOVER, "needs_recovery", true, true),
 	ROW(CHK_INCOMPAT, EXT3_FEATURE_INCOMPAT_JOURNAL_DEV, "journal_dev", false, false),
-	ROW(CHK_INCOMPAT, EXT2_FEATURE_INCOMPAT_META_BG, "meta_bg", true, false),
+	/* libext2fs writes each metagroup's descriptor block and its two
+	 * copies (io/flush.c); checker/layout_meta.c places them */
+	ROW(CHK_INCOMPAT, EXT2_FEATURE_INCOMPAT_META_BG, "meta_bg", true, true),
 	/* the driver maps extent files itself (fuse/extmap.c); libext2fs keeps
 	 * 64-bit block numbers and descriptors, flex_bg placement and every
 	 * metadata_csum checksum */

@@ -238,8 +238,9 @@ static int do_scan(const char *path, bool verbose)
 		chk_verdict_free(v);
 		struct ext2_super_block sb;
 		if (rc == 0 && verbose && !read_super(&im, &sb))
-			printf("%s: consistent (%u inodes, %u blocks of %u bytes checked)\n", path,
-			       sb.s_inodes_count, sb.s_blocks_count, chk_block_size(fs));
+			printf("%s: consistent (%u inodes, %llu blocks of %u bytes checked)\n", path,
+			       sb.s_inodes_count, (unsigned long long)sb.s_blocks_count |
+			       ((sb.s_feature_incompat & EXT4_FEATURE_INCOMPAT_64BIT) ? (unsigned long long)sb.s_blocks_count_hi << 32 : 0), chk_block_size(fs));
 	}
 	chk_detach(fs);
 	close_image(&im);
