@@ -276,6 +276,7 @@ sweep_one() {
 			grep -q 'power cut' "$RECON_LOG" && cuts=$((cuts + 1))
 			kimg="$SCRATCH/kernel.img"
 			cp --sparse=always "$img" "$kimg"
+			cp --sparse=always "$img" "$SCRATCH/cut-as-left.img"
 			# the kernel's recovery
 			if kmount_fs "$kimg" "$kmnt"; then
 				python3 "$SCRATCH/verify.py" "$kmnt" "$rec" || { fail "$what: kernel recovery lost fsynced data"; ok=0; }
@@ -293,7 +294,10 @@ sweep_one() {
 				fail "$what: recon-fuse cannot mount the crashed image"; ok=0
 			fi
 			[ "$ok" -eq 1 ] && consistent=$((consistent + 1))
-			[ "$ok" -eq 1 ] || { cp "$rec" "$SCRATCH/failed-$bs-N$n-s$s.rec"; cp "$RECON_LOG" "$SCRATCH/failed-$bs-N$n-s$s.log"; }
+			# a failed point keeps its record, our recovery's log and the image
+			# as the cut left it (compressed: cleanup removes *.img)
+			[ "$ok" -eq 1 ] || { cp "$rec" "$SCRATCH/failed-$bs-N$n-s$s.rec"; cp "$RECON_LOG" "$SCRATCH/failed-$bs-N$n-s$s.log"
+				gzip -c "$SCRATCH/cut-as-left.img" >"$SCRATCH/failed-$bs-N$n-s$s.img.gz"; }
 		done
 	done
 }
