@@ -10,13 +10,7 @@
 # With the argument ext4: mkfs.ext4's defaults and the kernel's ext4 driver
 # (its crash leaves a jbd2 log with 64-bit tags and checksums to replay).
 # The kernel's crash also leaves a directory removed while open (an orphan
-# that still has its block), on ext3 always, on ext4 with the second
-# argument orphan-dir (kernel_interop_orphan_dir_ext4, a known gap: the
-# checker's scan counts the entries of that directory on extent-mapped
-# images and refuses the replay).
-# There the shared directories stay within one block (20 names, 10 added per
-# round), so the kernel never indexes them: recon-fuse answers EOPNOTSUPP to
-# changes of htree directories on metadata_csum images.
+# that still has its block).
 . "$(dirname "$0")/lib.sh"
 fs=${1:-ext3}
 TEST_NAME=kernel_interop${1:+_$1}
@@ -25,13 +19,10 @@ case $fs in
 ext3) have_kernel_ext3 || skip "the kernel has no ext3 driver"
       entries=2500 added=400 ;;
 ext4) need_kernel_ext4
-      entries=${INTEROP_ENTRIES:-20} added=${INTEROP_ADDED:-10} ;;
+      entries=2500 added=400 ;;
 *) die "file system $fs: ext3 or ext4" ;;
 esac
-orphan_dir=0
-[ "$fs" = ext3 ] || [ "${2:-}" = orphan-dir ] && orphan_dir=1
-[ "${2:-}" = orphan-dir ] && TEST_NAME=kernel_interop_orphan_dir_$fs
-export INTEROP_ENTRIES=$entries INTEROP_ADDED=$added INTEROP_ORPHAN_DIR=$orphan_dir
+export INTEROP_ENTRIES=$entries INTEROP_ADDED=$added INTEROP_ORPHAN_DIR=1
 # kmount_fs IMG MNT [OPTS]: the kernel's driver for $fs on a loop device.
 kmount_fs() {
 	if [ "$fs" = ext3 ]; then kmount "$@"; return; fi
