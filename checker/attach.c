@@ -361,7 +361,7 @@ static int scan_inodes(struct chk_fs *fs, char *err, size_t errlen)
 				break;
 			}
 			if (r) {
-				r = fail(err, errlen, r, "inode %u: cannot read its block map", ino);
+				r = fail(err, errlen, r, "inode %u: cannot walk its block map: %s", ino, strerror(-r));
 				break;
 			}
 		}

@@ -53,21 +53,38 @@ unsigned long fault_calls(enum fault_kind kind)
 	return __atomic_load_n(&armed[kind].calls, __ATOMIC_SEQ_CST);
 }
 
+/* Where a failure is injected: a breakpoint for a debugger (gdb -ex 'break
+ * fault_injected'), and the name of the call for fault_fired_call. */
+static const char *fired_call[FAULT_KINDS];
+
+__attribute__((noinline)) void fault_injected(const char *call)
+{
+	__asm__ volatile("" ::: "memory");
+	(void)call;
+}
+
+const char *fault_fired_call(enum fault_kind kind)
+{
+	return fault_fired(kind) ? fired_call[kind] : NULL;
+}
+
 /* Counts the call; true when it is the one to fail. */
-static bool should_fail(enum fault_kind kind)
+static bool should_fail(enum fault_kind kind, const char *call)
 {
 	unsigned long target = __atomic_load_n(&armed[kind].target, __ATOMIC_SEQ_CST);
 	unsigned long n = __atomic_add_fetch(&armed[kind].calls, 1, __ATOMIC_SEQ_CST);
 
 	if (!target || n != target)
 		return false;
+	fired_call[kind] = call;
 	__atomic_store_n(&armed[kind].fired, true, __ATOMIC_SEQ_CST);
+	fault_injected(call);
 	return true;
 }
 
 void *__wrap_malloc(size_t size)
 {
-	if (should_fail(FAULT_ALLOC)) {
+	if (should_fail(FAULT_ALLOC, "malloc")) {
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -76,7 +93,7 @@ void *__wrap_malloc(size_t size)
 
 void *__wrap_calloc(size_t n, size_t size)
 {
-	if (should_fail(FAULT_ALLOC)) {
+	if (should_fail(FAULT_ALLOC, "calloc")) {
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -85,7 +102,7 @@ void *__wrap_calloc(size_t n, size_t size)
 
 void *__wrap_realloc(void *p, size_t size)
 {
-	if (should_fail(FAULT_ALLOC)) {
+	if (should_fail(FAULT_ALLOC, "realloc")) {
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -94,7 +111,7 @@ void *__wrap_realloc(void *p, size_t size)
 
 char *__wrap_strdup(const char *s)
 {
-	if (should_fail(FAULT_ALLOC)) {
+	if (should_fail(FAULT_ALLOC, "strdup")) {
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -103,7 +120,7 @@ char *__wrap_strdup(const char *s)
 
 ssize_t __wrap_pread64(int fd, void *buf, size_t len, off_t off)
 {
-	if (should_fail(FAULT_IO)) {
+	if (should_fail(FAULT_IO, "pread")) {
 		errno = EIO;
 		return -1;
 	}
@@ -112,7 +129,7 @@ ssize_t __wrap_pread64(int fd, void *buf, size_t len, off_t off)
 
 ssize_t __wrap_pwrite64(int fd, const void *buf, size_t len, off_t off)
 {
-	if (should_fail(FAULT_IO)) {
+	if (should_fail(FAULT_IO, "pwrite")) {
 		errno = EIO;
 		return -1;
 	}
@@ -121,7 +138,7 @@ ssize_t __wrap_pwrite64(int fd, const void *buf, size_t len, off_t off)
 
 int __wrap_fdatasync(int fd)
 {
-	if (should_fail(FAULT_IO)) {
+	if (should_fail(FAULT_IO, "fdatasync")) {
 		errno = EIO;
 		return -1;
 	}

@@ -36,6 +36,12 @@ void fault_arm(enum fault_kind kind, unsigned long n);
 /* Whether the armed failure was injected. */
 bool fault_fired(enum fault_kind kind);
 
+/* The name of the call that failed ("malloc", "pwrite", ...), or NULL. */
+const char *fault_fired_call(enum fault_kind kind);
+
+/* Called where a failure is injected: a place for a debugger's breakpoint. */
+void fault_injected(const char *call);
+
 /* Calls of this kind since the last fault_arm. */
 unsigned long fault_calls(enum fault_kind kind);
 
