@@ -400,9 +400,10 @@ int chk_attach(struct chk_fs **out, chk_read_fn read, void *ctx,
 	r = read(ctx, (uint64_t)(fs->blocks_count - 1) * fs->bs, probe, fs->bs);
 	free(probe);
 	if (r) {
-		/* the callback cannot tell a short device from a failing one */
-		r = fail(err, errlen, r < 0 ? r : -EIO, "cannot read the last block (%llu): s_blocks_count "
-			 "reaches past the end of the device, or the device failed",
+		/* the callback cannot tell a short device from a failing one:
+		 * the message says which block */
+		r = fail(err, errlen, -EINVAL, "s_blocks_count %llu reaches past the end of the device "
+			 "(block %llu cannot be read)", (unsigned long long)fs->blocks_count,
 			 (unsigned long long)fs->blocks_count - 1);
 		goto bad;
 	}
