@@ -2,8 +2,8 @@
  * tests/checker/test_faults.c - the checker's error paths, reached by
  * injected failures (tests/common/fault_inject.h):
  *
- *   test_faults alloc    the Nth allocation fails, N = 1, 2, ...
- *   test_faults read     the Nth read of the device fails (-EIO), N = 1, 2, ...
+ *   test_faults alloc [ext3|ext4]   the Nth allocation fails, N = 1, 2, ...
+ *   test_faults read [ext3|ext4]    the Nth read of the device fails (-EIO)
  *
  * The operation: attach to a real image (mke2fs -d from a small tree, ext3
  * and ext4, its directories indexed by e2fsck -D), judge it whole
@@ -277,15 +277,14 @@ done:
 
 int main(int argc, char **argv)
 {
-	if (argc != 2 || (strcmp(argv[1], "alloc") && strcmp(argv[1], "read"))) {
-		fprintf(stderr, "usage: %s alloc|read\n", argv[0]);
+	if (argc < 2 || argc > 3 || (strcmp(argv[1], "alloc") && strcmp(argv[1], "read"))) {
+		fprintf(stderr, "usage: %s alloc|read [ext3|ext4]\n", argv[0]);
 		return 2;
 	}
 	snprintf(scratch, sizeof(scratch), "/tmp/chkfault.XXXXXX");
 	TEST_REQUIRE(mkdtemp(scratch), "mkdtemp");
 	bool alloc = !strcmp(argv[1], "alloc");
-	/* FAULT_IMAGE=ext3 or ext4: that image alone */
-	const char *only = getenv("FAULT_IMAGE");
+	const char *only = argc == 3 ? argv[2] : NULL;
 	if (!only || !strcmp(only, "ext3"))
 		sweep("ext3", alloc);
 	if (!failures && (!only || !strcmp(only, "ext4")))

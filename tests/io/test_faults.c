@@ -2,23 +2,29 @@
  * tests/io/test_faults.c - io's error paths, reached by injected failures
  * (tests/common/fault_inject.h):
  *
- *   test_faults alloc    the Nth allocation fails, N = 1, 2, ...
- *   test_faults io       the Nth pread, pwrite or fdatasync fails with EIO
- *                        (the pread/pwrite fallback: every device call is one)
+ *   test_faults alloc [OP]   the Nth allocation fails, N = 1, 2, ...
+ *   test_faults io [OP]      the Nth pread, pwrite or fdatasync fails with EIO
+ *                            (the pread/pwrite fallback: every device call is one)
  *
- * Two operations run once per N until one completes without reaching the
+ * OP is mount, replay or ro-replay (default: all three); FAULT_N=n runs
+ * that injection point alone (gdb: break fault_injected).
+ *
+ * Each operation runs once per N until it completes without reaching the
  * Nth call.  The mount: open an ext3 image through rio_io_manager (checker
- * and journal on, commits in the caller's thread), attach, an operation
- * that creates a file and removes another and is rolled back to its
- * savepoint, an operation that creates two files, a forced commit (fsync),
- * detach, close.  The replay: open an image whose journal needs recovery and
- * replay it (rio_journal_recover).
+ * and journal on, commits in the caller's thread) as the daemon does
+ * (bitmaps read ahead, the checker's early attach, the image judged whole),
+ * attach, an operation left in the open transaction, one that creates a
+ * file and removes another and is rolled back to its savepoint, one that
+ * creates two files, a forced commit (fsync), detach, close.  The replay:
+ * open an image whose journal needs recovery and replay it
+ * (rio_journal_recover); and the same opened read-only, replayed into
+ * memory and read through (the image must not change).
  *
  * What each run must show: no crash, and every call returns 0 or an error;
  * an operation that fails is rolled back, and a rollback returns 0 or EROFS
  * (io.h); a rollback that returned 0 restored exactly (the rolled-back file
  * is gone, the removed one back); a forced commit that returned 0 is on disk
- * (no lying fsync: the image, its journal replayed by e2fsck, holds both
+ * (no lying fsync: the image, its journal replayed by e2fsck, holds the
  * files); the image, its journal replayed, passes e2fsck -fn.  Leaks: the
  * ASan build runs LeakSanitizer every few runs.
  * Exit 0 pass, 1 fail, 77 skip (no mke2fs/debugfs/e2fsck).
@@ -27,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fault_inject.h"
 #include "io.h"
@@ -139,24 +146,35 @@ struct promises {
 	enum fault_kind kind;
 	bool op_failed;       /* the rolled-back operation saw an error */
 	bool after_rollback;  /* the failure came before a rollback that returned 0 */
-	bool synced;          /* the forced commit returned 0: d0, d1 on disk */
+	bool synced;          /* the forced commit returned 0: b0, d0, d1 on disk */
 };
 
 /* The mount's operations on fs, attached; false as soon as one fails. */
 static bool mount_ops(ext2_filsys fs, unsigned long n, struct promises *p)
 {
 	struct op_snapshot s;
+	/* b0: acknowledged, left in the open transaction, so that the next
+	 * operation changes blocks the transaction holds already */
 	errcode_t err = op_begin(fs, &s);
 
 	if (err)
+		return false;
+	err = create_file(fs, "b0", 2);
+	err = err ? err : rio_txn_boundary(fs, false);
+	if (err) {
+		op_rollback(fs, &s, n);
+		return false;
+	}
+	if ((err = op_begin(fs, &s)))
 		return false;
 	err = create_file(fs, "c0", 13);
 	err = err ? err : remove_file(fs, "a0");
 	p->op_failed = err != 0;
 	if (op_rollback(fs, &s, n))
 		return false;
-	TEST_CHECK(!exists(fs, "c0") && exists(fs, "a0"), "N=%lu: the rollback did not restore "
-		   "(c0 %d, a0 %d)", n, exists(fs, "c0"), exists(fs, "a0"));
+	TEST_CHECK(!exists(fs, "c0") && exists(fs, "a0") && exists(fs, "b0"), "N=%lu: the rollback "
+		   "did not restore (c0 %d, a0 %d, b0 %d)", n, exists(fs, "c0"), exists(fs, "a0"),
+		   exists(fs, "b0"));
 	/* restored exactly: nothing of the failure is left to fail what follows */
 	p->after_rollback = fault_fired(p->kind);
 	/* whether it failed or not, the operation is undone: go on as the daemon does */
@@ -181,6 +199,25 @@ static bool mount_ops(ext2_filsys fs, unsigned long n, struct promises *p)
 	return true;
 }
 
+/* The daemon's read-write mount up to the first operation: the bitmaps
+ * read ahead and read past the cache beside the checker's early attach,
+ * the image judged whole, transactions attached. */
+static errcode_t mount_attach(ext2_filsys fs, unsigned long n)
+{
+	blk64_t blks[2] = { ext2fs_block_bitmap_loc(fs, 0), ext2fs_inode_bitmap_loc(fs, 0) };
+	char *report = NULL;
+
+	(void)rio_readahead_blocks(fs->io, blks, 2);   /* hints: their errors are ignored */
+	(void)rio_txn_prepare(fs);
+	(void)io_channel_set_options(fs->io, "cache=off");
+	errcode_t err = ext2fs_read_bitmaps(fs);
+	(void)io_channel_set_options(fs->io, "cache=on");
+	err = err ? err : rio_image_check(fs, &report);
+	TEST_CHECK(!report, "N=%lu: a consistent image judged inconsistent: %s", n, report);
+	free(report);
+	return err ? err : rio_txn_attach(fs);
+}
+
 static void mount_once(const char *img, unsigned long n, struct promises *p)
 {
 	ext2_filsys fs = NULL;
@@ -188,9 +225,7 @@ static void mount_once(const char *img, unsigned long n, struct promises *p)
 
 	if (err)
 		return;
-	err = ext2fs_read_bitmaps(fs);
-	err = err ? err : rio_txn_attach(fs);
-	if (!err && mount_ops(fs, n, p))
+	if (!mount_attach(fs, n) && mount_ops(fs, n, p))
 		rio_txn_detach(fs);
 	ext2fs_close_free(&fs);
 }
@@ -294,8 +329,8 @@ static bool mount_run(const char *base, enum fault_kind kind, unsigned long n)
 	TEST_CHECK(replayed_copy_clean(img, copy), "N=%lu: the image is not consistent", n);
 	list_root(copy);
 	if (p.synced)
-		TEST_CHECK(copy_has("d0") && copy_has("d1"),
-			   "N=%lu: fsync returned 0 but d0, d1 are not on disk", n);
+		TEST_CHECK(copy_has("b0") && copy_has("d0") && copy_has("d1"),
+			   "N=%lu: fsync returned 0 but b0, d0, d1 are not on disk", n);
 	TEST_CHECK(!copy_has("c0") && copy_has("a0"), "N=%lu: the rolled-back operation "
 		   "reached the disk", n);
 	TEST_CHECK(n || p.synced, "the mount fails with nothing injected");
@@ -328,6 +363,39 @@ static bool replay_run(const char *base, enum fault_kind kind, unsigned long n)
 	TEST_CHECK(replayed_copy_clean(img, copy), "N=%lu: the image is not consistent", n);
 	list_root(copy);
 	TEST_CHECK(copy_has("a0"), "N=%lu: a0 lost", n);
+	return hit;
+}
+
+/* One run of the read-only open with the nth call failing: the journal
+ * replayed into memory, a file read through it; the image must not change.
+ * Whether the failure fired. */
+static bool ro_replay_run(const char *base, enum fault_kind kind, unsigned long n)
+{
+	char msg[256];
+	unsigned replayed = 0;
+	ext2_filsys fs = NULL;
+	size_t len;
+	void *orig = slurp(base, &len);
+
+	TEST_REQUIRE(orig, "read %s", base);
+	arm(kind, n);
+	errcode_t err = ext2fs_open2(base, NULL, 0, 0, 0, rio_io_manager, &fs);
+	err = err ? err : rio_journal_recover(fs, &replayed, msg, sizeof(msg));
+	if (fs)
+		ext2fs_close_free(&fs);
+	if (!err)   /* read-only opens see the replayed state */
+		err = ext2fs_open2(base, NULL, 0, 0, 0, rio_io_manager, &fs);
+	if (!err) {
+		TEST_CHECK(exists(fs, "a0") || fault_fired(kind), "N=%lu: a0 not found", n);
+		ext2fs_close_free(&fs);
+	}
+	rio_replay_forget();
+	bool hit = fault_fired(kind);
+	arm(kind, 0);
+	TEST_CHECK(n || (!err && replayed > 0), "the read-only replay fails with nothing injected: %s",
+		   error_message(err));
+	TEST_CHECK(holds(base, orig, len), "N=%lu: a read-only open changed the image", n);
+	free(orig);
 	return hit;
 }
 
@@ -388,20 +456,27 @@ static void make_images(char *base, char *journalled, size_t len)
 
 int main(int argc, char **argv)
 {
-	if (argc != 2 || (strcmp(argv[1], "alloc") && strcmp(argv[1], "io"))) {
-		fprintf(stderr, "usage: %s alloc|io\n", argv[0]);
+	if (argc < 2 || argc > 3 || (strcmp(argv[1], "alloc") && strcmp(argv[1], "io"))) {
+		fprintf(stderr, "usage: %s alloc|io [mount|replay|ro-replay]\n", argv[0]);
 		return 2;
 	}
-	snprintf(scratch, sizeof(scratch), "/tmp/riofault.XXXXXX");
+	const char *only = argc == 3 ? argv[2] : NULL;
+	/* in memory where there is a tmpfs: hundreds of runs, each with its
+	 * fdatasyncs, would otherwise wait on the disk */
+	snprintf(scratch, sizeof(scratch), "%s/riofault.XXXXXX",
+		 access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
 	TEST_REQUIRE(mkdtemp(scratch), "mkdtemp");
 	add_error_table(&et_ext2_error_table);
 	char base[128], journalled[128];
 	make_images(base, journalled, sizeof(base));
 	enum fault_kind kind = strcmp(argv[1], "alloc") ? FAULT_IO : FAULT_ALLOC;
 	set_config(kind == FAULT_IO);   /* the fallback: every device call is a pread, pwrite or fdatasync */
-	sweep("mount", mount_run, base, kind);
-	if (!failures)
+	if (!only || !strcmp(only, "mount"))
+		sweep("mount", mount_run, base, kind);
+	if (!failures && (!only || !strcmp(only, "replay")))
 		sweep("replay", replay_run, journalled, kind);
+	if (!failures && (!only || !strcmp(only, "ro-replay")))
+		sweep("read-only replay", ro_replay_run, journalled, kind);
 	run_shell("rm -rf '%s'", scratch);
 	return failures ? 1 : 0;
 }
