@@ -10,7 +10,8 @@
  * (chk_scan), check a legitimate transaction (the blocks debugfs changed in
  * a copy: directories made, files written and removed, entries added to and
  * removed from an indexed directory, a symlink, a hole punched in a sparse
- * file), advance to it and judge the result whole.  It runs
+ * file), advance to it and judge the result whole; then check a transaction
+ * that must be rejected (a block bitmap that frees the superblock).  It runs
  * once per N until it completes without reaching the Nth call.
  *
  * What each run must show: every call returns 0 or the injected error
@@ -19,7 +20,7 @@
  * must never read as a violation); a scan that returns 0 finds nothing; a
  * call that failed leaves the state as it was, so the same call made again
  * with nothing failing succeeds and the rest of the operation goes on to
- * approve.  Leaks: the ASan build runs LeakSanitizer after every run.
+ * approve; the bad transaction is never approved.  Leaks: the ASan build runs LeakSanitizer after every run.
  * Exit 0 pass, 1 fail, 77 skip (no mke2fs/debugfs).
  */
 #include <errno.h>
@@ -158,6 +159,35 @@ static void expect_ok(const char *call, struct chk_verdict *v, unsigned long n)
 	chk_verdict_free(v);
 }
 
+/* A transaction that must be rejected, checked against the after image:
+ * group 0's block bitmap with the superblock's bit cleared.  A failure may
+ * make the check fail (the injected error, or the same rejection when
+ * checked again), never approve. */
+static void check_rejected(struct chk_fs *fs, const struct image *after, bool alloc, unsigned long n)
+{
+	uint32_t bs = chk_block_size(fs), first = bs == 1024 ? 1 : 0;
+	const uint8_t *gd = after->p + (size_t)(first + 1) * bs;
+	uint32_t bbitmap = (uint32_t)gd[0] | (uint32_t)gd[1] << 8 | (uint32_t)gd[2] << 16 | (uint32_t)gd[3] << 24;
+	uint8_t bad[4096];   /* not malloc: the test's own allocations are counted too */
+	struct chk_verdict *v = NULL;
+	bool again;
+
+	TEST_REQUIRE(bs <= sizeof(bad) && (size_t)bbitmap * bs + bs <= after->n, "block bitmap");
+	memcpy(bad, after->p + (size_t)bbitmap * bs, bs);
+	bad[0] &= (uint8_t)~1u;
+	struct chk_write w = { (uint64_t)bbitmap * bs, bs, bad };
+	int r = chk_check(fs, &w, 1, &v);
+	if (outcome("chk_check (a bad transaction)", r, alloc ? -ENOMEM : -EIO, n, &again) && again) {
+		arm(alloc, 0);
+		r = chk_check(fs, &w, 1, &v);
+		TEST_CHECK(r == 0, "N=%lu: chk_check (a bad transaction) again: %d", n, r);
+	}
+	if (!r) {
+		TEST_CHECK(!chk_verdict_ok(v), "N=%lu: a failure turned a rejection into an approval", n);
+		chk_verdict_free(v);
+	}
+}
+
 /* One run with the nth call failing.  Returns whether the failure fired. */
 static bool run_once(const struct image *before, const struct image *after,
 		     const struct chk_write *w, size_t nw, bool alloc, unsigned long n)
@@ -225,6 +255,7 @@ static bool run_once(const struct image *before, const struct image *after,
 	}
 	if (!r)
 		expect_ok("chk_scan (after)", v, n);
+	check_rejected(fs, after, alloc, n);
 out:
 	hit = fired(alloc);
 	arm(alloc, 0);
