@@ -358,7 +358,7 @@ static int scan_inodes(struct chk_fs *fs, char *err, size_t errlen)
 				break;
 			}
 			if (r) {
-				r = fail(err, errlen, r, "inode %u: cannot read its block map", ino);
+				r = fail(err, errlen, r, "inode %u: cannot walk its block map: %s", ino, strerror(-r));
 				break;
 			}
 		}
@@ -397,8 +397,11 @@ int chk_attach(struct chk_fs **out, chk_read_fn read, void *ctx,
 	r = read(ctx, (uint64_t)(fs->blocks_count - 1) * fs->bs, probe, fs->bs);
 	free(probe);
 	if (r) {
-		r = fail(err, errlen, -EINVAL, "s_blocks_count %llu reaches past the end of the device",
-			 (unsigned long long)fs->blocks_count);
+		/* the callback cannot tell a short device from a failing one:
+		 * the message says which block */
+		r = fail(err, errlen, -EINVAL, "s_blocks_count %llu reaches past the end of the device "
+			 "(block %llu cannot be read)", (unsigned long long)fs->blocks_count,
+			 (unsigned long long)fs->blocks_count - 1);
 		goto bad;
 	}
 	size_t cb = opt && opt->cache_bytes ? opt->cache_bytes : (size_t)128 << 20;
@@ -439,6 +442,8 @@ int chk_attach(struct chk_fs **out, chk_read_fn read, void *ctx,
 	*out = fs;
 	return 0;
 bad:
+	if (err && errlen && !err[0])   /* a step that fails with no message of its own */
+		fail(err, errlen, r, "attach: %s", strerror(-r));
 	chk_detach(fs);
 	*out = NULL;
 	return r;

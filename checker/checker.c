@@ -395,11 +395,15 @@ const char *chk_arena_printf(struct str_arena *a, const char *fmt, ...)
 	if (!a->nchunks || a->used + (size_t)n + 1 > a->cap) {
 		size_t cap = 16384;
 		char **nc = realloc(a->chunks, (a->nchunks + 1) * sizeof(*nc));
-		if (!nc)
+		if (!nc) {
+			a->oom = true;
 			return "?";
+		}
 		a->chunks = nc;
-		if (!(nc[a->nchunks] = malloc(cap)))
+		if (!(nc[a->nchunks] = malloc(cap))) {
+			a->oom = true;
 			return "?";
+		}
 		a->nchunks++;
 		a->used = 0;
 		a->cap = cap;
@@ -481,7 +485,7 @@ void chk_verdict_add_violation(struct chk_verdict *v, enum chk_inv inv,
 
 bool chk_verdict_oom(const struct chk_verdict *v)
 {
-	return v->oom;
+	return v->oom || v->strings.oom;
 }
 
 bool chk_verdict_ok(const struct chk_verdict *v) { return v->nviols == 0; }

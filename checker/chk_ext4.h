@@ -144,10 +144,13 @@ struct chk_ext_walk {
 	void *ctx;
 };
 int chk_ext_walk(const struct chk_ext_walk *w, const uint8_t i_block[60], char *buf, size_t len);
-/* The physical block of logical block lblk (0: a hole, or a node on the way
- * that cannot be read); *unwritten (may be NULL) says whether its extent is
- * unwritten.  Reads through w->get; the visit callbacks are not used. */
-uint64_t chk_ext_bmap(const struct chk_ext_walk *w, const uint8_t i_block[60], uint32_t lblk, bool *unwritten);
+/* The physical block of logical block lblk (0: a hole, a node on the way
+ * that is not one, or an error); *unwritten (may be NULL) says whether its
+ * extent is unwritten; *err (may be NULL) gets w->get's error or -ENOMEM,
+ * and is left alone otherwise.  Reads through w->get; the visit callbacks
+ * are not used. */
+uint64_t chk_ext_bmap(const struct chk_ext_walk *w, const uint8_t i_block[60], uint32_t lblk, bool *unwritten,
+		      int *err);
 /* The last logical block the tree maps and the last of an initialised
  * extent (-1: none), from the right: 0 or get's -errno. */
 int chk_ext_last(const struct chk_ext_walk *w, const uint8_t i_block[60], int64_t *last, int64_t *last_init);

@@ -457,6 +457,7 @@ uint64_t chk_txn_bmap(struct chk_fs *fs, struct txn *t, const struct ext2_inode 
 struct str_arena {
 	char **chunks;
 	size_t nchunks, used, cap;        /* used/cap of the last chunk */
+	bool oom;                         /* a string was lost ("?" in its place) */
 };
 const char *chk_arena_printf(struct str_arena *a, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
