@@ -2,9 +2,14 @@
  * bench/fuse-null.c - what a FUSE file system costs when the file system
  * itself costs nothing: an in-memory tree served over /dev/fuse by libfuse's
  * low-level API, with the connection recon-fuse asks for (default
- * permissions, POSIX ACLs, READDIRPLUS, no writeback cache, 60 s entry and
- * attribute timeouts, FLUSH answered ENOSYS), so that the kernel sends it the
- * same requests, and with its transport: after each reply the one thread
+ * permissions, POSIX ACLs, READDIRPLUS on every directory read, no writeback
+ * cache, FUSE_HANDLE_KILLPRIV_V2 and FUSE_DIRECT_IO_ALLOW_MMAP patched into
+ * the INIT reply, direct I/O for write-only and O_DIRECT opens and the page
+ * cache kept across other opens, 60 s entry and attribute timeouts, FLUSH
+ * answered ENOSYS), so that the kernel sends it the same requests: a change
+ * to what recon-fuse negotiates (fuse/session.c, fuse/channel.c,
+ * set_open_mode in fuse/file.c) belongs here too.  And with its transport:
+ * after each reply the one thread
  * keeps asking /dev/fuse for the next request for 50 us before it sleeps
  * (recon-fuse's poll_us), since waking a halted vCPU is the largest cost of
  * a round trip on a virtual machine.  File data is not kept: a read returns
@@ -21,13 +26,16 @@
  * to at unmount, so that phases that remount to start cold find what earlier
  * phases made.  Single-threaded; not for anything but measuring.
  */
+#define _GNU_SOURCE          /* O_DIRECT */
 #define FUSE_USE_VERSION 34
 #include <fuse_lowlevel.h>
 
 #include <errno.h>
 #include <poll.h>
 #include <fcntl.h>
+#include <linux/fuse.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -272,11 +280,22 @@ static int load_state(void)
 
 /* ---- operations ---- */
 
+/* recon-fuse's set_open_mode: direct I/O where nothing can read through the
+ * page cache, the cache kept across opens elsewhere. */
+static void set_open_mode(struct fuse_file_info *fi)
+{
+	if ((fi->flags & O_ACCMODE) == O_WRONLY || (fi->flags & O_DIRECT))
+		fi->direct_io = 1;
+	else
+		fi->keep_cache = 1;
+}
+
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
 	(void)userdata;
 	if (conn->capable & FUSE_CAP_READDIRPLUS)
 		conn->want |= FUSE_CAP_READDIRPLUS;
+	conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
 	if (conn->capable & FUSE_CAP_ASYNC_READ)
 		conn->want |= FUSE_CAP_ASYNC_READ;
 	conn->want &= ~(FUSE_CAP_AUTO_INVAL_DATA | FUSE_CAP_WRITEBACK_CACHE);
@@ -388,8 +407,10 @@ static void make(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mod
 	add_entry(parent, name, ino);
 	struct fuse_entry_param e;
 	entry_of(ino, &e);
-	if (fi)
+	if (fi) {
+		set_open_mode(fi);
 		fuse_reply_create(req, &e, fi);
+	}
 	else
 		fuse_reply_entry(req, &e);
 }
@@ -513,6 +534,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	if (fi->flags & O_TRUNC)
 		n->st.st_size = 0;
+	set_open_mode(fi);
 	fuse_reply_open(req, fi);
 }
 
@@ -662,6 +684,47 @@ static uint64_t now_us(void)
 	return (uint64_t)t.tv_sec * 1000000u + (uint64_t)t.tv_nsec / 1000u;
 }
 
+/* The INIT flags recon-fuse's channel adds to libfuse's reply (libfuse 3.14
+ * cannot ask for them): FUSE_HANDLE_KILLPRIV_V2, and in flags2
+ * FUSE_DIRECT_IO_ALLOW_MMAP (protocol 7.39), when the kernel offers them. */
+#define INIT_EXT_FLAG (1u << 30)
+#define DIRECT_IO_ALLOW_MMAP_FLAG2 (1u << (36 - 32))
+static uint64_t init_unique;
+static uint32_t init_offered, init_offered2;
+
+static void note_init(const void *buf, ssize_t n)
+{
+	const struct fuse_in_header *h = buf;
+	if (n < (ssize_t)(sizeof(*h) + offsetof(struct fuse_init_in, flags) + sizeof(uint32_t)) ||
+	    h->opcode != FUSE_INIT)
+		return;
+	const struct fuse_init_in *in = (const void *)(h + 1);
+	init_unique = h->unique;
+	init_offered = in->flags;
+	init_offered2 = (in->flags & INIT_EXT_FLAG) &&
+			n >= (ssize_t)(sizeof(*h) + offsetof(struct fuse_init_in, flags2) +
+				       sizeof(uint32_t)) ? in->flags2 : 0;
+}
+
+static void patch_init_reply(struct iovec *iov, int count)
+{
+	if (!init_unique || count < 2 || iov[0].iov_len < sizeof(struct fuse_out_header))
+		return;
+	const struct fuse_out_header *oh = iov[0].iov_base;
+	if (oh->unique != init_unique || oh->error)
+		return;
+	init_unique = 0;
+	struct fuse_init_out *out = iov[1].iov_base;
+	if (iov[1].iov_len < offsetof(struct fuse_init_out, flags2) + sizeof(uint32_t))
+		return;
+	if (init_offered & FUSE_HANDLE_KILLPRIV_V2)
+		out->flags |= FUSE_HANDLE_KILLPRIV_V2;
+	if ((init_offered & INIT_EXT_FLAG) && (init_offered2 & DIRECT_IO_ALLOW_MMAP_FLAG2)) {
+		out->flags |= INIT_EXT_FLAG;
+		out->flags2 |= DIRECT_IO_ALLOW_MMAP_FLAG2;
+	}
+}
+
 /* The descriptor is non-blocking: spin for POLL_US, then sleep in poll().
  * EINTR goes back to libfuse's loop, which checks whether it should exit. */
 static ssize_t poll_read(int fd, void *buf, size_t len, void *userdata)
@@ -670,6 +733,8 @@ static ssize_t poll_read(int fd, void *buf, size_t len, void *userdata)
 	uint64_t start = now_us();
 	for (;;) {
 		ssize_t n = read(fd, buf, len);
+		if (n >= 0)
+			note_init(buf, n);
 		if (n >= 0 || errno != EAGAIN)
 			return n;
 		if (now_us() - start < POLL_US)
@@ -683,6 +748,7 @@ static ssize_t poll_read(int fd, void *buf, size_t len, void *userdata)
 static ssize_t plain_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
 	(void)userdata;
+	patch_init_reply(iov, count);
 	return writev(fd, iov, count);
 }
 

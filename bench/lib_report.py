@@ -18,6 +18,7 @@ DRIVER_NAME = {"kernel": "kernel ext3", "fuse2fs": "fuse2fs", "recon": "recon-fu
                "recon-nochk": "recon checker off", "recon-nojnl": "recon journal off",
                "recon-nochk-nojnl": "recon checker+journal off", "recon-uring": "recon over io_uring", "recon-devfuse": "recon /dev/fuse only",
                "recon-base": "recon-fuse, base commit",
+               "recon-t2": "recon-fuse, 2 threads", "recon-base-t2": "base commit, 2 threads",
                "fuse-null": "FUSE floor (fuse-null)"}
 UNTIMED = ("rtt_us", "peak_rss_mb", "checker_cpu_s")   # per-round figures, not phases
 
@@ -95,6 +96,12 @@ def main():
         ratios.append(("recon/kernel", "recon", "kernel"))
     if "fuse-null" in drivers and "kernel" in drivers:
         ratios.append(("null/kernel", "fuse-null", "kernel"))
+    if "recon" in drivers and "fuse-null" in drivers:
+        ratios.append(("recon/null", "recon", "fuse-null"))
+    if "recon-t2" in drivers and "recon" in drivers:
+        ratios.append(("2 threads/1", "recon-t2", "recon"))
+    if "recon-base-t2" in drivers and "recon-base" in drivers:
+        ratios.append(("base: 2 threads/1", "recon-base-t2", "recon-base"))
     if "recon-devfuse" in drivers and "fuse-null" in drivers:
         ratios.append(("recon dev-fuse/null", "recon-devfuse", "fuse-null"))
     if "recon" not in drivers and "fuse2fs" in drivers and "kernel" in drivers:

@@ -181,6 +181,9 @@ static int parse_super(struct chk_fs *fs, char *err, size_t errlen)
 	fs->rgdt_blocks = (co & EXT2_FEATURE_COMPAT_RESIZE_INODE) ? sb->s_reserved_gdt_blocks : 0;
 	if (fs->rgdt_blocks > fs->bs / 4)          /* e2fsck's bound: one dind block's worth */
 		return fail(err, errlen, -EINVAL, "s_reserved_gdt_blocks %u beyond %u", fs->rgdt_blocks, fs->bs / 4);
+	int lr = chk_layout_parse(fs, err, errlen);
+	if (lr)
+		return lr;
 	fs->inodes_per_block = fs->bs / fs->inode_size;
 	fs->itable_blocks = (fs->ipg * fs->inode_size + fs->bs - 1) / fs->bs;
 	fs->addr_per_block = fs->bs / 4;
@@ -217,13 +220,7 @@ static int mark_layout(struct chk_fs *fs, char *err, size_t errlen)
 		    ib < fs->first_data_block || ib >= fs->blocks_count ||
 		    it < fs->first_data_block || it + fs->itable_blocks > fs->blocks_count)
 			return fail(err, errlen, -EINVAL, "group %u: bitmap or inode table location out of range", g);
-		uint64_t start = fs->first_data_block + (uint64_t)g * fs->bpg;
-		if (chk_group_has_super(fs, g)) {
-			r = chk_static_add(fs, start, 1, BT_SB, 0);
-			r = r ? r : chk_static_add(fs, start + 1, fs->gdt_blocks, BT_GDT, 0);
-			r = r ? r : chk_static_add(fs, start + 1 + fs->gdt_blocks, fs->rgdt_blocks, BT_RGDT,
-						   EXT2_RESIZE_INO);
-		}
+		r = chk_static_add_group_copies(fs, g);
 		r = r ? r : chk_static_add(fs, bb, 1, BT_BBITMAP, g);
 		r = r ? r : chk_static_add(fs, ib, 1, BT_IBITMAP, g);
 		r = r ? r : chk_static_add(fs, it, fs->itable_blocks, BT_ITABLE, g);
@@ -371,7 +368,7 @@ static int scan_inodes(struct chk_fs *fs, char *err, size_t errlen)
 				break;
 			}
 			if (r) {
-				r = fail(err, errlen, r, "inode %u: cannot read its block map", ino);
+				r = fail(err, errlen, r, "inode %u: cannot walk its block map: %s", ino, strerror(-r));
 				break;
 			}
 		}
@@ -417,8 +414,11 @@ int chk_attach(struct chk_fs **out, chk_read_fn read, void *ctx,
 	r = read(ctx, (uint64_t)(fs->blocks_count - 1) * fs->bs, probe, fs->bs);
 	free(probe);
 	if (r) {
-		r = fail(err, errlen, -EINVAL, "s_blocks_count %llu reaches past the end of the device",
-			 (unsigned long long)fs->blocks_count);
+		/* the callback cannot tell a short device from a failing one:
+		 * the message says which block */
+		r = fail(err, errlen, -EINVAL, "s_blocks_count %llu reaches past the end of the device "
+			 "(block %llu cannot be read)", (unsigned long long)fs->blocks_count,
+			 (unsigned long long)fs->blocks_count - 1);
 		goto bad;
 	}
 	size_t cb = opt && opt->cache_bytes ? opt->cache_bytes : (size_t)128 << 20;
@@ -435,7 +435,7 @@ int chk_attach(struct chk_fs **out, chk_read_fn read, void *ctx,
 		goto bad;
 	}
 	for (uint32_t i = 0; i < fs->gdt_blocks; i++) {
-		r = chk_read_block(fs, fs->first_data_block + 1 + i, buf);
+		r = chk_read_block(fs, chk_gdt_block_loc(fs, i), buf);
 		if (r) {
 			free(buf);
 			r = fail(err, errlen, r, "cannot read group descriptor block %u", i);
@@ -459,6 +459,8 @@ int chk_attach(struct chk_fs **out, chk_read_fn read, void *ctx,
 	*out = fs;
 	return 0;
 bad:
+	if (err && errlen && !err[0])   /* a step that fails with no message of its own */
+		fail(err, errlen, r, "attach: %s", strerror(-r));
 	chk_detach(fs);
 	*out = NULL;
 	return r;

@@ -263,20 +263,6 @@ uint32_t chk_group_of_inode(const struct chk_fs *fs, uint32_t ino)
 	return (ino - 1) / fs->ipg;
 }
 
-static bool is_power_of(uint32_t n, uint32_t b)
-{
-	while (n > 1 && n % b == 0)
-		n /= b;
-	return n == 1;
-}
-
-bool chk_group_has_super(const struct chk_fs *fs, uint32_t g)
-{
-	if (!fs->sparse || g <= 1)
-		return true;
-	return is_power_of(g, 3) || is_power_of(g, 5) || is_power_of(g, 7);
-}
-
 uint64_t chk_sb_blocks_count(const struct ext2_super_block *sb)
 {
 	bool wide = sb->s_rev_level && (sb->s_feature_incompat & EXT4_FEATURE_INCOMPAT_64BIT);
@@ -421,11 +407,15 @@ const char *chk_arena_printf(struct str_arena *a, const char *fmt, ...)
 	if (!a->nchunks || a->used + (size_t)n + 1 > a->cap) {
 		size_t cap = 16384;
 		char **nc = realloc(a->chunks, (a->nchunks + 1) * sizeof(*nc));
-		if (!nc)
+		if (!nc) {
+			a->oom = true;
 			return "?";
+		}
 		a->chunks = nc;
-		if (!(nc[a->nchunks] = malloc(cap)))
+		if (!(nc[a->nchunks] = malloc(cap))) {
+			a->oom = true;
 			return "?";
+		}
 		a->nchunks++;
 		a->used = 0;
 		a->cap = cap;
@@ -507,7 +497,7 @@ void chk_verdict_add_violation(struct chk_verdict *v, enum chk_inv inv,
 
 bool chk_verdict_oom(const struct chk_verdict *v)
 {
-	return v->oom;
+	return v->oom || v->strings.oom;
 }
 
 bool chk_verdict_ok(const struct chk_verdict *v) { return v->nviols == 0; }

@@ -60,6 +60,10 @@ bool     chk_extent_block_csum_ok(const struct chk_csum *c, uint32_t iseed, cons
 enum chk_dir_csum { CHK_DIR_CSUM_OK, CHK_DIR_CSUM_BAD, CHK_DIR_CSUM_NO_TAIL };
 enum chk_dir_csum chk_dir_block_csum(const struct chk_csum *c, uint32_t iseed, const uint8_t *blk,
 				     uint32_t bs);
+/* An index block's form with metadata_csum: no leaf tail, an index root's
+ * or node's layout with a dx tail.  A directory without the index flag must
+ * have none (e2fsck: "no space for a checksum"; the kernel: a bad block). */
+bool chk_dir_block_is_dx(const uint8_t *blk, uint32_t bs);
 /* Store the right checksum in a directory, extent, xattr block or inode
  * (tests and fuzzers: mutants whose structure, not checksum, is wrong).
  * 0, or -EINVAL when the block has no place for one. */
@@ -140,10 +144,13 @@ struct chk_ext_walk {
 	void *ctx;
 };
 int chk_ext_walk(const struct chk_ext_walk *w, const uint8_t i_block[60], char *buf, size_t len);
-/* The physical block of logical block lblk (0: a hole, or a node on the way
- * that cannot be read); *unwritten (may be NULL) says whether its extent is
- * unwritten.  Reads through w->get; the visit callbacks are not used. */
-uint64_t chk_ext_bmap(const struct chk_ext_walk *w, const uint8_t i_block[60], uint32_t lblk, bool *unwritten);
+/* The physical block of logical block lblk (0: a hole, a node on the way
+ * that is not one, or an error); *unwritten (may be NULL) says whether its
+ * extent is unwritten; *err (may be NULL) gets w->get's error or -ENOMEM,
+ * and is left alone otherwise.  Reads through w->get; the visit callbacks
+ * are not used. */
+uint64_t chk_ext_bmap(const struct chk_ext_walk *w, const uint8_t i_block[60], uint32_t lblk, bool *unwritten,
+		      int *err);
 /* The last logical block the tree maps and the last of an initialised
  * extent (-1: none), from the right: 0 or get's -errno. */
 int chk_ext_last(const struct chk_ext_walk *w, const uint8_t i_block[60], int64_t *last, int64_t *last_init);
@@ -155,8 +162,10 @@ int chk_ext_last(const struct chk_ext_walk *w, const uint8_t i_block[60], int64_
  * superblock's.  buf: one block of scratch; a read error goes to *err. */
 void chk_scan_groups(struct chk_fs *fs, struct chk_verdict *v, uint8_t *buf, int *err);
 /* The orphan file (orphan_file): a regular file in use, no hole below
- * i_size, every block as e2fsck rewrites it on a clean file system: no
- * orphan listed, the tail's magic and (metadata_csum) checksum. */
+ * i_size, every block with the tail's magic and (metadata_csum) checksum
+ * (its entries are orphan_file.c's). */
 void chk_scan_orphan_file(struct chk_fs *fs, struct chk_verdict *v, uint8_t *buf, int *err);
+/* orphan_file.c: a scan's ORPHAN_PRESENT rule (t: the scan's transaction) */
+void chk_scan_orphan_present(struct chk_fs *fs, struct txn *t, struct chk_verdict *v);
 
 #endif

@@ -5,6 +5,8 @@
  * Layout of the library:
  *   checker.c     u64 map, block cache, queries, verdicts, advance, stats
  *   attach.c      chk_attach: superblock, descriptors, layout, bitmaps, map
+ *   layout_meta.c where superblock and descriptor copies lie (classic,
+ *                 meta_bg, sparse_super2)
  *   inode.c       what an inode's fields may hold (types, sizes, ext4 fields)
  *   inode_map.c   an inode's block map: walk, one logical block, last block
  *   shadow.c      the approved state: static layout, per-group bitmaps,
@@ -147,6 +149,10 @@ struct chk_fs {
 	uint32_t sb_blk;                 /* block holding byte 1024 */
 	uint32_t sb_off;                 /* offset of the superblock in it */
 	bool filetype, sparse, dir_index, large_file, has_journal;
+	/* layout_meta.c: meta_bg descriptor placement from s_first_meta_bg,
+	 * sparse_super2 superblock copies in s_backup_bgs only */
+	bool meta_bg, sparse_super2;
+	uint32_t first_meta_bg, backup_bgs[2];
 	/* ext4: extent trees, bitmaps and tables anywhere, i_blocks_hi,
 	 * directories past 65,000 subdirectories, 48-bit block pointers,
 	 * descriptor flags and checksums (uninit_bg or metadata_csum) */
@@ -351,7 +357,19 @@ int  chk_read_inode(struct chk_fs *fs, uint32_t ino, void *buf);
 int  chk_journal_head(struct chk_fs *fs, uint64_t *block0, uint64_t *nblocks);
 uint32_t chk_group_of_block(const struct chk_fs *fs, uint64_t blk);
 uint32_t chk_group_of_inode(const struct chk_fs *fs, uint32_t ino);
+/* ---- layout_meta.c: superblock and descriptor copies (classic, meta_bg,
+ * sparse_super2) ---- */
+/* parse_super, after gdt_blocks and rgdt_blocks: the layout fields; 0, or
+ * -EINVAL with a message in err for a layout e2fsck would repair first */
+int  chk_layout_parse(struct chk_fs *fs, char *err, size_t errlen);
 bool chk_group_has_super(const struct chk_fs *fs, uint32_t g);
+/* the primary copy of descriptor block i (i < gdt_blocks) */
+uint64_t chk_gdt_block_loc(const struct chk_fs *fs, uint32_t i);
+/* i when blk is the primary copy of descriptor block i, else UINT32_MAX */
+uint32_t chk_gdt_block_index(const struct chk_fs *fs, uint64_t blk);
+/* group g's superblock, descriptor and reserved descriptor copies into the
+ * static layout (chk_static_add): 0 or -ENOMEM */
+int  chk_static_add_group_copies(struct chk_fs *fs, uint32_t g);
 /* Static-layout type of blk, or BT_FREE if not static. */
 uint8_t chk_static_type(const struct chk_fs *fs, uint64_t blk);
 
@@ -390,6 +408,14 @@ const char *chk_file_size_problem(const struct chk_fs *fs, const struct ext2_ino
 /* A block shaped as an htree index node (count/limit at 8, the limit the
  * block holds: one entry less with metadata_csum's dx tail)? */
 bool chk_dx_node_like(const struct chk_fs *fs, const uint8_t *d);
+/* large_dir.c: the feature, a directory's size (i_size_high counts only
+ * with it; without it i_size_high must be 0), its blocks (capped at
+ * UINT32_MAX), and the deepest indirect_levels an htree root may have. */
+bool chk_large_dir(const struct chk_fs *fs);
+uint64_t chk_dir_size(const struct chk_fs *fs, const struct ext2_inode *in);
+bool chk_dir_size_high_ok(const struct chk_fs *fs, const struct ext2_inode *in);
+uint32_t chk_dir_blocks(const struct chk_fs *fs, const struct ext2_inode *in);
+unsigned chk_htree_max_levels(const struct chk_fs *fs);
 /* the dx entries a root (off 32) or node (off 8) block holds */
 uint32_t chk_dx_limit(const struct chk_fs *fs, uint32_t off);
 /* what is wrong with an internal journal superblock (NULL if fine) */
@@ -435,6 +461,7 @@ uint64_t chk_txn_bmap(struct chk_fs *fs, struct txn *t, const struct ext2_inode 
 struct str_arena {
 	char **chunks;
 	size_t nchunks, used, cap;        /* used/cap of the last chunk */
+	bool oom;                         /* a string was lost ("?" in its place) */
 };
 const char *chk_arena_printf(struct str_arena *a, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
@@ -561,6 +588,8 @@ struct txn {
 	bool orphans_done;
 	struct u64map orphans;
 	int orphan_loop;                     /* 1 loop or non-inode in the chain */
+	bool ofile_done;                     /* the orphan file's entries joined them */
+	uint32_t ofile_used;                 /* the orphan file's valid entries */
 	struct u64map dirblks;               /* directory blocks to parse */
 	/* htree leaf hash ranges of the last directory asked about */
 	uint32_t dx_dir;
@@ -600,6 +629,10 @@ void chk_txn_problem(struct txn *t, enum chk_inv inv, size_t rec, const char *fm
 	__attribute__((format(printf, 4, 5)));
 void chk_ich_add_rec(struct ichange *ic, size_t rec);
 bool chk_txn_is_orphan(struct chk_fs *fs, struct txn *t, uint32_t ino);
+/* orphan_file.c: the orphan file's entries of t's proposed state into
+ * t->orphans (after the list's), counted in t->ofile_used; an entry naming
+ * no in-use inode, or one already there, is an INV_ORPHAN_ENTRY problem. */
+void chk_txn_orphan_file(struct chk_fs *fs, struct txn *t);
 
 /* superblock field classes (diff.c table) */
 enum { F_FROZEN, F_FREE, F_COUNT, F_FEATURE, F_STATE, F_REVISION };

@@ -298,6 +298,12 @@ enum chk_dir_csum chk_dir_block_csum(const struct chk_csum *c, uint32_t iseed, c
 	return CHK_DIR_CSUM_NO_TAIL;
 }
 
+bool chk_dir_block_is_dx(const uint8_t *blk, uint32_t bs)
+{
+	uint32_t count_off, tail_off;
+	return !leaf_tail_off(blk, bs) && dx_offsets(blk, bs, &count_off, &tail_off);
+}
+
 int chk_dir_block_csum_set(const struct chk_csum *c, uint32_t iseed, uint8_t *blk, uint32_t bs)
 {
 	(void)c;

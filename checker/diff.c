@@ -504,12 +504,11 @@ static const struct field gd_fields[] = {
  * follows what changed, not the number of groups. */
 static void diff_gdt(struct chk_fs *fs, struct txn *t)
 {
-	uint64_t first = (uint64_t)fs->first_data_block + 1;
 	for (size_t k = 0; k < t->nblocks && !t->err; k++) {
 		struct tblock *b = &t->blocks[k];
-		if (!b->changed || b->blk < first || b->blk >= first + fs->gdt_blocks)
+		uint32_t i = b->changed && b->otype == BT_GDT ? chk_gdt_block_index(fs, b->blk) : UINT32_MAX;
+		if (i == UINT32_MAX)
 			continue;
-		uint32_t i = (uint32_t)(b->blk - first);
 		if (!t->gdb_new[i]) {
 			t->gdb_new[i] = malloc(fs->bs);
 			if (!t->gdb_new[i]) {
@@ -928,6 +927,10 @@ bool chk_txn_is_orphan(struct chk_fs *fs, struct txn *t, uint32_t ino)
 			cur = ((const struct ext2_inode *)ic->new)->i_dtime;
 		}
 	}
+	if (!t->ofile_done) {
+		t->ofile_done = true;
+		chk_txn_orphan_file(fs, t);
+	}
 	return chk_u64map_get(&t->orphans, ino, NULL);
 }
 
@@ -977,7 +980,7 @@ static void classify_and_diff(struct chk_fs *fs, struct txn *t)
 					    (unsigned long long)b->blk);
 			break;
 		case BT_GDT:
-			if (b->blk > fs->first_data_block + fs->gdt_blocks)
+			if (chk_gdt_block_index(fs, b->blk) == UINT32_MAX)
 				check_backup_gdt(fs, t, b);
 			break;
 		case BT_RGDT: case BT_RESIZE_IND: case BT_BOOT:
@@ -1082,7 +1085,9 @@ int chk_check(struct chk_fs *fs, const struct chk_write *w, size_t n, struct chk
 	}
 	if (!t->err)
 		classify_and_diff(fs, t);
-	if (!t->err)
+	/* a record lost to memory leaves SIZE_MAX where the invariants expect
+	 * an index: judging an incomplete diff could only mislead */
+	if (!t->err && !chk_verdict_oom(v))
 		chk_run_invariants(fs, t, v);
 	int err = t->err ? t->err : chk_verdict_oom(v) ? -ENOMEM : 0;
 	fs->stats.transactions++;

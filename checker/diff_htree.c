@@ -63,11 +63,11 @@ static void htree_records(const struct chk_fs *fs, struct txn *t, uint64_t blk, 
 }
 
 /* The root info the checker can walk: what e2fsck pass 1/2 and the kernel's
- * dx_probe accept for ext3 (no largedir: at most one level of nodes). */
-static bool dx_root_usable(const struct ext2_dx_root_info *ri)
+ * dx_probe accept (one level of nodes, two with large_dir). */
+static bool dx_root_usable(const struct chk_fs *fs, const struct ext2_dx_root_info *ri)
 {
 	return ri->reserved_zero == 0 && ri->info_length == 8 && ri->hash_version <= EXT2_HASH_TEA &&
-	       ri->indirect_levels <= 1;
+	       ri->indirect_levels <= chk_htree_max_levels(fs);
 }
 
 /* A block shaped like an index node (fake empty entry over the whole block),
@@ -208,7 +208,7 @@ static void htree_check_tree(struct chk_fs *fs, struct txn *t, uint32_t dir, con
 			     bool deep)
 {
 	const struct ext2_dx_root_info *ri = (const void *)(root + 24);
-	struct dxwalk w = { fs, t, dir, in, in->i_size / fs->bs, NULL, NULL, deep, 0 };
+	struct dxwalk w = { fs, t, dir, in, chk_dir_blocks(fs, in), NULL, NULL, deep, 0 };
 	if (ri->reserved_zero != 0 || ri->info_length != 8) {
 		dx_problem(&w, root_pblk, INV_HTREE_ROOT, "root: reserved_zero %u info_length %u", ri->reserved_zero,
 			   ri->info_length);
@@ -226,8 +226,9 @@ static void htree_check_tree(struct chk_fs *fs, struct txn *t, uint32_t dir, con
 	else if (fresh && sb->s_def_hash_version <= EXT2_HASH_TEA && ri->hash_version != sb->s_def_hash_version)
 		dx_problem(&w, root_pblk, INV_HTREE_HASH_VERSION, "new root: hash_version %u, the file system's default is %u",
 			   ri->hash_version, sb->s_def_hash_version);
-	if (ri->indirect_levels > 1) {
-		dx_problem(&w, root_pblk, INV_HTREE_DEPTH, "root: indirect_levels %u (ext3 allows 1)", ri->indirect_levels);
+	if (ri->indirect_levels > chk_htree_max_levels(fs)) {
+		dx_problem(&w, root_pblk, INV_HTREE_DEPTH, "root: indirect_levels %u (%s allows %u)", ri->indirect_levels,
+			   chk_large_dir(fs) ? "large_dir" : "a file system without large_dir", chk_htree_max_levels(fs));
 		return;
 	}
 	if (oi && oi->indirect_levels != ri->indirect_levels)
@@ -328,7 +329,7 @@ void chk_htree_check_leaf(struct chk_fs *fs, struct txn *t, uint32_t dir, const 
 		uint64_t b0 = chk_txn_bmap(fs, t, in, 0);
 		const uint8_t *r = buf && b0 && b0 < fs->blocks_count ? chk_txn_new_block(fs, t, b0, buf) : NULL;
 		const struct ext2_dx_root_info *ri = r ? (const void *)(r + 24) : NULL;
-		bool usable = ri && dx_root_usable(ri);   /* else reported by the root check */
+		bool usable = ri && dx_root_usable(fs, ri);   /* else reported by the root check */
 		int levels = usable ? ri->indirect_levels : 0;
 		if (!buf)
 			t->err = -ENOMEM;
@@ -397,7 +398,7 @@ void chk_htree_check_leaf(struct chk_fs *fs, struct txn *t, uint32_t dir, const 
 static void check_leaf_lblk(struct chk_fs *fs, struct txn *t, uint32_t dir, const struct ext2_inode *in,
 			    uint32_t lb)
 {
-	if (lb == 0 || lb >= in->i_size / fs->bs)
+	if (lb == 0 || lb >= chk_dir_blocks(fs, in))
 		return;                    /* the root, or past the end: INV_HTREE_BLOCKS */
 	uint64_t pb = chk_txn_bmap(fs, t, in, lb);
 	if (!pb || pb >= fs->blocks_count || chk_u64map_get(&t->dirblks, pb, NULL))
@@ -411,9 +412,38 @@ static void check_leaf_lblk(struct chk_fs *fs, struct txn *t, uint32_t dir, cons
 	free(buf);
 }
 
+/* The leaves under logical block lb, which sits at most `levels` index
+ * levels above them: a leaf is checked, an index node descended into (a
+ * node's depth is not known locally under a large_dir root: its children's
+ * form decides). */
+static void check_leaves_under(struct chk_fs *fs, struct txn *t, uint32_t dir, const struct ext2_inode *in,
+			       uint32_t lb, int levels)
+{
+	if (levels == 0) {
+		check_leaf_lblk(fs, t, dir, in, lb);
+		return;
+	}
+	uint8_t *copy = malloc(fs->bs);
+	uint64_t pb = lb && lb < chk_dir_blocks(fs, in) ? chk_txn_bmap(fs, t, in, lb) : 0;
+	const uint8_t *d = copy && pb && pb < fs->blocks_count ? chk_txn_new_block(fs, t, pb, copy) : NULL;
+	if (!copy)
+		t->err = -ENOMEM;
+	if (d && is_dx_node(fs, d)) {
+		if (d != copy)
+			memcpy(copy, d, fs->bs);
+		const struct ext2_dx_countlimit *cc = (const void *)(copy + 8);
+		const struct ext2_dx_entry *ce = (const void *)(copy + 8);
+		for (uint32_t k = 0; k < cc->count && k < (fs->bs - 8) / 8 && !t->err; k++)
+			check_leaves_under(fs, t, dir, in, ce[k].block & 0x0fffffff, levels - 1);
+	} else if (d) {
+		check_leaf_lblk(fs, t, dir, in, lb);
+	}
+	free(copy);
+}
+
 /* An index block changed: the leaves whose range moved (entries that differ
  * and their predecessors) must still hold only hashes of their range.  Under
- * a two-level root the changed entries name nodes: all their leaves. */
+ * index levels the changed entries name nodes: all the leaves below them. */
 static void check_changed_leaves(struct chk_fs *fs, struct txn *t, uint32_t dir, const struct ext2_inode *in,
 				 const uint8_t *o, const uint8_t *n, uint32_t off, int levels)
 {
@@ -421,30 +451,11 @@ static void check_changed_leaves(struct chk_fs *fs, struct txn *t, uint32_t dir,
 	const struct ext2_dx_entry *oe = (const void *)(o + off), *ne = (const void *)(n + off);
 	if (nc->count > (fs->bs - off) / 8)
 		return;                    /* malformed: reported by the node check */
-	for (uint32_t i = 0; i < nc->count; i++) {
+	for (uint32_t i = 0; i < nc->count && !t->err; i++) {
 		bool same = i < oc->count && oe[i].block == ne[i].block && (i == 0 || oe[i].hash == ne[i].hash) &&
 			    (i + 1 >= nc->count || (i + 1 < oc->count && oe[i + 1].hash == ne[i + 1].hash));
-		if (same)
-			continue;
-		uint32_t lb = ne[i].block & 0x0fffffff;
-		if (levels == 0) {
-			check_leaf_lblk(fs, t, dir, in, lb);
-			continue;
-		}
-		uint8_t *copy = malloc(fs->bs);
-		uint64_t pb = chk_txn_bmap(fs, t, in, lb);
-		const uint8_t *d = copy && pb && pb < fs->blocks_count ? chk_txn_new_block(fs, t, pb, copy) : NULL;
-		if (!copy)
-			t->err = -ENOMEM;
-		if (d && is_dx_node(fs, d)) {
-			if (d != copy)
-				memcpy(copy, d, fs->bs);
-			const struct ext2_dx_countlimit *cc = (const void *)(copy + 8);
-			const struct ext2_dx_entry *ce = (const void *)(copy + 8);
-			for (uint32_t k = 0; k < cc->count && k < (fs->bs - 8) / 8; k++)
-				check_leaf_lblk(fs, t, dir, in, ce[k].block & 0x0fffffff);
-		}
-		free(copy);
+		if (!same)
+			check_leaves_under(fs, t, dir, in, ne[i].block & 0x0fffffff, levels);
 	}
 }
 
@@ -474,11 +485,12 @@ void chk_diff_htree(struct chk_fs *fs, struct txn *t, uint8_t *buf, struct u64ma
 		if (lblk == 0 && tb && was_dir) {
 			htree_records(fs, t, blk, od, nd, 32, true);
 			const struct ext2_dx_root_info *ri = (const void *)(nd + 24);
-			if (dx_root_usable(ri))
+			if (dx_root_usable(fs, ri))
 				check_changed_leaves(fs, t, own, n, od, nd, 32, ri->indirect_levels);
 		} else if (lblk && tb && was_dir && is_dx_node(fs, nd) && is_dx_node(fs, od)) {
 			htree_records(fs, t, blk, od, nd, 8, false);
-			check_changed_leaves(fs, t, own, n, od, nd, 8, 0);
+			/* a node under a large_dir root may have nodes below */
+			check_changed_leaves(fs, t, own, n, od, nd, 8, (int)chk_htree_max_levels(fs) - 1);
 		}
 		if (lblk == 0 || dx_node_shape(fs, nd) || (tb && tb->old && was_dir && dx_node_shape(fs, tb->old))) {
 			if (chk_u64map_put(walk, own, 1))

@@ -195,7 +195,8 @@ static bool node_readable(const uint8_t *node, size_t size, int want_depth)
 	return !header_problem(chk_ext_header_at(node), size, want_depth, buf, sizeof(buf));
 }
 
-uint64_t chk_ext_bmap(const struct chk_ext_walk *w, const uint8_t i_block[60], uint32_t lblk, bool *unwritten)
+uint64_t chk_ext_bmap(const struct chk_ext_walk *w, const uint8_t i_block[60], uint32_t lblk, bool *unwritten,
+		      int *err)
 {
 	const uint8_t *node = i_block;
 	size_t size = 60;
@@ -222,9 +223,15 @@ uint64_t chk_ext_bmap(const struct chk_ext_walk *w, const uint8_t i_block[60], u
 			}
 			break;
 		}
-		if (e.pblk < w->first_data_block || e.pblk >= w->blocks_count ||
-		    (!buf && !(buf = malloc(w->bs))) || w->get(w->get_ctx, e.pblk, buf))
+		if (e.pblk < w->first_data_block || e.pblk >= w->blocks_count)
 			break;
+		/* not a hole: the block cannot be known */
+		int r = buf || (buf = malloc(w->bs)) ? w->get(w->get_ctx, e.pblk, buf) : -ENOMEM;
+		if (r) {
+			if (err)
+				*err = r;
+			break;
+		}
 		node = buf;
 		size = w->bs;
 		want = h.depth - 1;

@@ -24,16 +24,18 @@ static const struct chk_feature table[] = {
 	ROW(CHK_COMPAT, EXT2_FEATURE_COMPAT_DIR_INDEX, "dir_index", true, true),
 	ROW(CHK_COMPAT, EXT2_FEATURE_COMPAT_LAZY_BG, "lazy_bg", false, false),
 	ROW(CHK_COMPAT, EXT2_FEATURE_COMPAT_EXCLUDE_BITMAP, "snapshot_bitmap", false, false),
-	ROW(CHK_COMPAT, EXT4_FEATURE_COMPAT_SPARSE_SUPER2, "sparse_super2", false, false),
+	/* superblock copies only where s_backup_bgs says: the driver writes
+	 * the primary alone, libext2fs's bitmaps keep the copies allocated */
+	ROW(CHK_COMPAT, EXT4_FEATURE_COMPAT_SPARSE_SUPER2, "sparse_super2", true, true),
 	ROW(CHK_COMPAT, EXT4_FEATURE_COMPAT_FAST_COMMIT, "fast_commit", false, false),
 	/* a promise never to renumber inodes: the driver never does */
 	ROW(CHK_COMPAT, EXT4_FEATURE_COMPAT_STABLE_INODES, "stable_inodes", true, true),
-	ROW(CHK_COMPAT, EXT4_FEATURE_COMPAT_ORPHAN_FILE, "orphan_file", false, true),
+	/* orphans recorded in the file (fuse/orphan_file.c, checker/orphan_file.c) */
+	ROW(CHK_COMPAT, EXT4_FEATURE_COMPAT_ORPHAN_FILE, "orphan_file", true, true),
 
 	ROW(CHK_RO_COMPAT, EXT2_FEATURE_RO_COMPAT_SPARSE_SUPER, "sparse_super", true, true),
 	ROW(CHK_RO_COMPAT, EXT2_FEATURE_RO_COMPAT_LARGE_FILE, "large_file", true, true),
-	/* libext2fs keeps i_blocks_hi, descriptor checksums and meta_bg's
-	 * descriptor placement; the checker models all but meta_bg */
+	/* libext2fs keeps i_blocks_hi and descriptor checksums */
 	ROW(CHK_RO_COMPAT, EXT4_FEATURE_RO_COMPAT_HUGE_FILE, "huge_file", true, true),
 	ROW(CHK_RO_COMPAT, EXT4_FEATURE_RO_COMPAT_GDT_CSUM, "uninit_bg", true, true),
 	ROW(CHK_RO_COMPAT, EXT4_FEATURE_RO_COMPAT_DIR_NLINK, "dir_nlink", true, true),
@@ -47,13 +49,16 @@ static const struct chk_feature table[] = {
 	ROW(CHK_RO_COMPAT, EXT4_FEATURE_RO_COMPAT_PROJECT, "project", false, false),
 	ROW(CHK_RO_COMPAT, EXT4_FEATURE_RO_COMPAT_SHARED_BLOCKS, "shared_blocks", false, false),
 	ROW(CHK_RO_COMPAT, EXT4_FEATURE_RO_COMPAT_VERITY, "verity", false, false),
-	ROW(CHK_RO_COMPAT, EXT4_FEATURE_RO_COMPAT_ORPHAN_PRESENT, "orphan_present", false, false),
+	/* set while the orphan file holds entries, as the kernel's mount leaves it */
+	ROW(CHK_RO_COMPAT, EXT4_FEATURE_RO_COMPAT_ORPHAN_PRESENT, "orphan_present", true, true),
 
 	ROW(CHK_INCOMPAT, EXT2_FEATURE_INCOMPAT_COMPRESSION, "compression", false, false),
 	ROW(CHK_INCOMPAT, EXT2_FEATURE_INCOMPAT_FILETYPE, "filetype", true, true),
 	ROW(CHK_INCOMPAT, EXT3_FEATURE_INCOMPAT_RECOVER, "needs_recovery", true, true),
 	ROW(CHK_INCOMPAT, EXT3_FEATURE_INCOMPAT_JOURNAL_DEV, "journal_dev", false, false),
-	ROW(CHK_INCOMPAT, EXT2_FEATURE_INCOMPAT_META_BG, "meta_bg", true, false),
+	/* libext2fs writes each metagroup's descriptor block and its two
+	 * copies (io/flush.c); checker/layout_meta.c places them */
+	ROW(CHK_INCOMPAT, EXT2_FEATURE_INCOMPAT_META_BG, "meta_bg", true, true),
 	/* the driver maps extent files itself (fuse/extmap.c); libext2fs keeps
 	 * 64-bit block numbers and descriptors, flex_bg placement and every
 	 * metadata_csum checksum */
@@ -64,7 +69,9 @@ static const struct chk_feature table[] = {
 	ROW(CHK_INCOMPAT, EXT4_FEATURE_INCOMPAT_EA_INODE, "ea_inode", false, false),
 	ROW(CHK_INCOMPAT, EXT4_FEATURE_INCOMPAT_DIRDATA, "dirdata", false, false),
 	ROW(CHK_INCOMPAT, EXT4_FEATURE_INCOMPAT_CSUM_SEED, "metadata_csum_seed", true, true),
-	ROW(CHK_INCOMPAT, EXT4_FEATURE_INCOMPAT_LARGEDIR, "large_dir", false, false),
+	/* a third htree level and directory sizes in i_size_high
+	 * (large_dir.c); the driver keeps directories it changes linear */
+	ROW(CHK_INCOMPAT, EXT4_FEATURE_INCOMPAT_LARGEDIR, "large_dir", true, true),
 	ROW(CHK_INCOMPAT, EXT4_FEATURE_INCOMPAT_INLINE_DATA, "inline_data", false, false),
 	ROW(CHK_INCOMPAT, EXT4_FEATURE_INCOMPAT_ENCRYPT, "encrypt", false, false),
 	ROW(CHK_INCOMPAT, EXT4_FEATURE_INCOMPAT_CASEFOLD, "casefold", false, false),

@@ -127,9 +127,10 @@ int chk_walk_inode_tree(struct chk_fs *fs, const struct ext2_inode *in, bool isd
 /* ------------------------------------------------------------ one block */
 
 /* Physical block of logical block lblk through the indirect tree, reading
- * indirect blocks with get; 0 for a hole (or a pointer out of range). */
+ * indirect blocks with get; 0 for a hole (or a pointer out of range), or
+ * when get fails (its error in *err). */
 static uint64_t ind_bmap(struct chk_fs *fs, const struct ext2_inode *in, uint32_t lblk, blk_get_fn get,
-			 void *gctx, uint8_t *buf)
+			 void *gctx, uint8_t *buf, int *err)
 {
 	uint32_t a = fs->addr_per_block;
 	if (lblk < 12)
@@ -152,8 +153,11 @@ static uint64_t ind_bmap(struct chk_fs *fs, const struct ext2_inode *in, uint32_
 	for (; level > 0 && blk; level--) {
 		if (blk >= fs->blocks_count || bt_static(chk_btype(fs, blk)))
 			return 0;
-		if (get(gctx, blk, buf))
+		int r = get(gctx, blk, buf);
+		if (r) {
+			*err = r;
 			return 0;
+		}
 		uint64_t span = 1;
 		for (int i = 1; i < level; i++)
 			span *= a;
@@ -191,7 +195,7 @@ static uint64_t bmap(struct chk_fs *fs, const struct ext2_inode *in, uint32_t lb
 {
 	if (chk_inode_extent_mapped(fs, in)) {
 		struct chk_ext_walk w = ext_reader(fs, get, gctx);
-		return chk_ext_bmap(&w, (const uint8_t *)in->i_block, lblk, NULL);
+		return chk_ext_bmap(&w, (const uint8_t *)in->i_block, lblk, NULL, err);
 	}
 	if (lblk < 12)
 		return in->i_block[lblk];
@@ -200,7 +204,7 @@ static uint64_t bmap(struct chk_fs *fs, const struct ext2_inode *in, uint32_t lb
 		*err = -ENOMEM;
 		return 0;
 	}
-	uint64_t b = ind_bmap(fs, in, lblk, get, gctx, buf);
+	uint64_t b = ind_bmap(fs, in, lblk, get, gctx, buf, err);
 	free(buf);
 	return b;
 }

@@ -71,13 +71,14 @@ void inv_sb_frozen(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 
 void inv_sb_features(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
-	(void)fs;
 	if (!t->sb_changed)
 		return;
 	const struct ext2_super_block *o = (const void *)t->sb_old, *n = (const void *)t->sb_new;
 	uint32_t cadd = n->s_feature_compat & ~o->s_feature_compat, cdel = o->s_feature_compat & ~n->s_feature_compat;
 	uint32_t radd = n->s_feature_ro_compat & ~o->s_feature_ro_compat,
 		 rdel = o->s_feature_ro_compat & ~n->s_feature_ro_compat;
+	if (fs->orphan_file_ino)      /* set and cleared as the orphan file fills (INV_ORPHAN_PRESENT) */
+		radd &= ~EXT4_FEATURE_RO_COMPAT_ORPHAN_PRESENT, rdel &= ~EXT4_FEATURE_RO_COMPAT_ORPHAN_PRESENT;
 	uint32_t ichg = n->s_feature_incompat ^ o->s_feature_incompat;
 	if ((cadd & ~EXT2_FEATURE_COMPAT_EXT_ATTR) || cdel) {
 		size_t r = sb_rec_find(t, "s_feature_compat");
@@ -810,11 +811,12 @@ void inv_dir_size(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 		uint32_t last = 0;
 		bool any = chk_txn_last_lblk(fs, t, n, &last, NULL);
 		int64_t span = any ? (int64_t)last + 1 : 0;
-		if (n->i_size % fs->bs || (int64_t)(n->i_size / fs->bs) != ndata || span != ndata || ndata == 0 ||
-		    n->i_size_high)
+		uint64_t size = chk_dir_size(fs, n);
+		if (size % fs->bs || (int64_t)(size / fs->bs) != ndata || span != ndata || ndata == 0 ||
+		    !chk_dir_size_high_ok(fs, n))
 			V(INV_DIR_SIZE, ic->recs, ic->nrecs,
-			  "dir %u: i_size %u but it has %lld blocks spanning %lld (holes or wrong size)",
-			  ic->ino, n->i_size, (long long)ndata, (long long)span);
+			  "dir %u: i_size %llu (i_size_high %u) but it has %lld blocks spanning %lld (holes or wrong size)",
+			  ic->ino, (unsigned long long)size, n->i_size_high, (long long)ndata, (long long)span);
 	}
 }
 

@@ -238,8 +238,9 @@ static int do_scan(const char *path, bool verbose)
 		chk_verdict_free(v);
 		struct ext2_super_block sb;
 		if (rc == 0 && verbose && !read_super(&im, &sb))
-			printf("%s: consistent (%u inodes, %u blocks of %u bytes checked)\n", path,
-			       sb.s_inodes_count, sb.s_blocks_count, chk_block_size(fs));
+			printf("%s: consistent (%u inodes, %llu blocks of %u bytes checked)\n", path,
+			       sb.s_inodes_count, (unsigned long long)sb.s_blocks_count |
+			       ((sb.s_feature_incompat & EXT4_FEATURE_INCOMPAT_64BIT) ? (unsigned long long)sb.s_blocks_count_hi << 32 : 0), chk_block_size(fs));
 	}
 	chk_detach(fs);
 	close_image(&im);
@@ -311,13 +312,100 @@ static bool different_file_systems(const struct ext2_super_block *a, const struc
 	return true;
 }
 
+/* The blocks that differ between two images of one size, as writes (runs
+ * of adjacent blocks merged); the written bytes live in `changed`. */
+struct transition {
+	struct chk_write *w;
+	size_t nw;
+	uint8_t *changed;
+	size_t nchanged;
+};
+
+static void transition_free(struct transition *t)
+{
+	free(t->w);
+	free(t->changed);
+}
+
+/* The changed blocks of a and b into changed/offs; 0 or -1 after a message. */
+static int changed_blocks(struct image *a, struct image *b, uint32_t bs, struct transition *t,
+			  uint64_t **offs)
+{
+	size_t chunk = (size_t)4 << 20, cap = 0;
+	uint8_t *chunk_a = malloc(chunk), *chunk_b = malloc(chunk);
+	int r = chunk_a && chunk_b ? 0 : -1;
+
+	if (r)
+		fprintf(stderr, "recon-check: out of memory\n");
+	for (size_t pos = 0; pos < a->size && !r; pos += chunk) {
+		size_t len = a->size - pos < chunk ? a->size - pos : chunk;
+		if (image_read(a, pos, chunk_a, len) || image_read(b, pos, chunk_b, len)) {
+			fprintf(stderr, "recon-check: read error\n");
+			r = -1;
+			break;
+		}
+		for (size_t k = 0; k + bs <= len && !r; k += bs) {
+			if (!memcmp(chunk_a + k, chunk_b + k, bs))
+				continue;
+			if (t->nchanged == cap) {
+				cap = cap ? cap * 2 : 256;
+				uint8_t *nc = realloc(t->changed, cap * bs);
+				uint64_t *no = realloc(*offs, cap * sizeof(*no));
+				if (nc)
+					t->changed = nc;
+				if (no)
+					*offs = no;
+				if (!nc || !no) {
+					fprintf(stderr, "recon-check: out of memory\n");
+					r = -1;
+					break;
+				}
+			}
+			memcpy(t->changed + t->nchanged * bs, chunk_b + k, bs);
+			(*offs)[t->nchanged++] = pos + k;
+		}
+	}
+	free(chunk_a);
+	free(chunk_b);
+	return r;
+}
+
+/* The transition from a to b as writes; 0 or -1 after a message. */
+static int image_transition(struct image *a, struct image *b, uint32_t bs, struct transition *t)
+{
+	uint64_t *offs = NULL;
+	size_t capw = 0;
+	int r = changed_blocks(a, b, bs, t, &offs);
+
+	for (size_t i = 0; i < t->nchanged && !r; i++) {
+		struct chk_write *last = t->nw ? &t->w[t->nw - 1] : NULL;
+		/* merge runs of differing blocks into one write */
+		if (last && last->offset + last->len == offs[i] && last->len < (1u << 30)) {
+			last->len += bs;
+			continue;
+		}
+		if (t->nw == capw) {
+			capw = capw ? capw * 2 : 1024;
+			struct chk_write *nwp = realloc(t->w, capw * sizeof(*nwp));
+			if (!nwp) {
+				fprintf(stderr, "recon-check: out of memory\n");
+				r = -1;
+				break;
+			}
+			t->w = nwp;
+		}
+		t->w[t->nw++] = (struct chk_write){ offs[i], bs, t->changed + i * bs };
+	}
+	free(offs);
+	return r;
+}
+
 static int do_transition(const char *before, const char *after, bool verbose)
 {
 	struct image a = { .fd = -1 }, b = { .fd = -1 };
-	uint8_t *chunk_a = NULL, *chunk_b = NULL, *changed = NULL;
+	struct transition t = { 0 };
 	int rc = 2;
 	struct chk_fs *fs = NULL;
-	struct chk_write *w = NULL;
 	if (open_image(&a, before) || open_image(&b, after))
 		goto out;
 	if (a.size != b.size) {
@@ -338,64 +426,10 @@ static int do_transition(const char *before, const char *after, bool verbose)
 		fprintf(stderr, "recon-check: %s: the journal needs recovery (mount it or run e2fsck first)\n", before);
 		goto out;
 	}
-	uint32_t bs = chk_block_size(fs);
-	size_t chunk = (size_t)4 << 20, nw = 0, capw = 0, nchanged = 0, capchanged = 0;
-	uint64_t *offs = NULL;
-	chunk_a = malloc(chunk);
-	chunk_b = malloc(chunk);
-	if (!chunk_a || !chunk_b) {
-		fprintf(stderr, "recon-check: out of memory\n");
+	if (image_transition(&a, &b, chk_block_size(fs), &t))
 		goto out;
-	}
-	for (size_t pos = 0; pos < a.size; pos += chunk) {
-		size_t len = a.size - pos < chunk ? a.size - pos : chunk;
-		if (image_read(&a, pos, chunk_a, len) || image_read(&b, pos, chunk_b, len)) {
-			fprintf(stderr, "recon-check: read error\n");
-			free(offs);
-			goto out;
-		}
-		for (size_t k = 0; k + bs <= len; k += bs) {
-			if (!memcmp(chunk_a + k, chunk_b + k, bs))
-				continue;
-			if (nchanged == capchanged) {
-				capchanged = capchanged ? capchanged * 2 : 256;
-				uint8_t *nc = realloc(changed, capchanged * bs);
-				uint64_t *no = realloc(offs, capchanged * sizeof(*no));
-				if (nc)
-					changed = nc;
-				if (no)
-					offs = no;
-				if (!nc || !no) {
-					fprintf(stderr, "recon-check: out of memory\n");
-					free(offs);
-					goto out;
-				}
-			}
-			memcpy(changed + nchanged * bs, chunk_b + k, bs);
-			offs[nchanged++] = pos + k;
-		}
-	}
-	for (size_t i = 0; i < nchanged; i++) {
-		/* merge runs of differing blocks into one write */
-		if (nw && w[nw - 1].offset + w[nw - 1].len == offs[i] && w[nw - 1].len < (1u << 30)) {
-			w[nw - 1].len += bs;
-			continue;
-		}
-		if (nw == capw) {
-			capw = capw ? capw * 2 : 1024;
-			struct chk_write *nwp = realloc(w, capw * sizeof(*w));
-			if (!nwp) {
-				fprintf(stderr, "recon-check: out of memory\n");
-				free(offs);
-				goto out;
-			}
-			w = nwp;
-		}
-		w[nw++] = (struct chk_write){ offs[i], bs, changed + i * bs };
-	}
-	free(offs);
 	struct chk_verdict *v;
-	int r = chk_check(fs, w, nw, &v);
+	int r = chk_check(fs, t.w, t.nw, &v);
 	if (r) {
 		fprintf(stderr, "recon-check: check failed: %s\n", strerror(-r));
 		goto out;
@@ -404,15 +438,12 @@ static int do_transition(const char *before, const char *after, bool verbose)
 	snprintf(what, sizeof(what), "%s -> %s", before, after);
 	rc = print_verdict(v, what, false, verbose) ? 1 : 0;
 	if (rc == 0 && verbose)
-		printf("%s: approved (%zu blocks changed, %zu change records)\n", what, nchanged,
+		printf("%s: approved (%zu blocks changed, %zu change records)\n", what, t.nchanged,
 		       chk_verdict_nrecords(v));
 	chk_verdict_free(v);
 	print_stats(fs);
 out:
-	free(w);
-	free(chunk_a);
-	free(chunk_b);
-	free(changed);
+	transition_free(&t);
 	chk_detach(fs);
 	close_image(&a);
 	close_image(&b);

@@ -97,6 +97,10 @@ static void dir_block(struct mapwalk *w, uint64_t blk, uint32_t lblk)
 			chk_verdict_add_violation(s->v, INV_CSUM_DIR, NULL, 0, "dir %u block %u (%llu): %s", w->ino,
 						  lblk, (unsigned long long)blk,
 						  c == CHK_DIR_CSUM_BAD ? "checksum does not match" : "no checksum tail");
+		if (!w->indexed && chk_dir_block_is_dx(s->buf, fs->bs))
+			chk_verdict_add_violation(s->v, INV_DIR_LEAF_FORM, NULL, 0,
+						  "dir %u block %u (%llu): an index block in a directory without the index flag",
+						  w->ino, lblk, (unsigned long long)blk);
 	}
 	struct dent_list l = { 0 };
 	chk_parse_dir_block(fs, s->t, s->buf, blk, w->ino, lblk, true, 1, &l);
@@ -144,7 +148,9 @@ static bool map_visit(void *ctx, const struct chk_span *sp)
 		chk_verdict_add_violation(s->v, INV_EXTENT_TREE, NULL, 0,
 					  "dir %u: unwritten extent at logical block %u", w->ino, sp->lblk);
 	}
-	if (sp->type == BT_DIR)
+	/* an orphan directory's entries name nothing: it is no longer linked,
+	 * as for block-mapped directories in walk_map */
+	if (sp->type == BT_DIR && w->in->i_links_count)
 		for (uint32_t k = 0; k < sp->len && !s->err; k++)
 			dir_block(w, sp->blk + k, sp->lblk + k);
 	return true;
@@ -166,7 +172,7 @@ static void walk_map(struct scan *s, uint32_t ino, const struct ext2_inode *in, 
 	w->in = in;
 	w->dir = imode_type(in) == 0040000;
 	w->indexed = w->dir && (in->i_flags & EXT2_INDEX_FL) && fs->dir_index;
-	w->dir_blocks = in->i_size / fs->bs;
+	w->dir_blocks = chk_dir_blocks(fs, in);
 	w->iseed = chk_inode_seed(&fs->csum, ino, in->i_generation);
 	w->last = w->last_init = -1;
 	if (!ext && !(w->dir && in->i_links_count)) {
@@ -233,10 +239,11 @@ static void scan_inode(struct scan *s, uint32_t ino, const struct ext2_inode *in
 	walk_map(s, ino, in, &w);
 	if (ty == 0040000 && in->i_links_count) {
 		int64_t span = w.last + 1;
-		if (in->i_size % fs->bs || in->i_size / fs->bs != fs->ndata[ino] || span != fs->ndata[ino] ||
-		    fs->ndata[ino] == 0 || in->i_size_high)
-			V(INV_DIR_SIZE, "dir %u: i_size %u but it has %u blocks spanning %lld", ino, in->i_size,
-			  fs->ndata[ino], (long long)span);
+		uint64_t size = chk_dir_size(fs, in);
+		if (size % fs->bs || size / fs->bs != fs->ndata[ino] || span != fs->ndata[ino] ||
+		    fs->ndata[ino] == 0 || !chk_dir_size_high_ok(fs, in))
+			V(INV_DIR_SIZE, "dir %u: i_size %llu (i_size_high %u) but it has %u blocks spanning %lld", ino,
+			  (unsigned long long)size, in->i_size_high, fs->ndata[ino], (long long)span);
 		if ((in->i_flags & EXT2_INDEX_FL) && !fs->dir_index)
 			V(INV_HTREE_FLAG, "dir %u has the index flag without dir_index", ino);
 	} else if (ty != 0040000 && (in->i_flags & EXT2_INDEX_FL)) {
@@ -779,6 +786,7 @@ int chk_scan(struct chk_fs *fs, struct chk_verdict **out)
 	scan_bitmaps(&s);
 	chk_scan_groups(fs, v, s.buf, &s.err);
 	chk_scan_orphan_file(fs, v, s.buf, &s.err);
+	chk_scan_orphan_present(fs, s.t, v);
 	scan_padding(&s);
 	scan_entries(&s);
 	scan_xattrs(&s);

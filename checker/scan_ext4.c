@@ -118,7 +118,6 @@ static bool orphan_visit(void *ctx, const struct chk_span *sp)
 		}
 		uint32_t tail = fs->bs - 8;
 		const char *why = chk_ld32(o->buf + tail) != CHK_ORPHAN_MAGIC ? "no orphan-block magic" :
-				  chk_any_bit(o->buf, 0, (uint64_t)tail * 8) ? "it lists an orphan (the file system is not clean)" :
 				  fs->csum.metadata_csum &&
 				  chk_ld32(o->buf + tail + 4) != chk_orphan_block_csum(&fs->csum, o->ino, o->gen, pb, o->buf,
 										    fs->bs) ? "checksum does not match" :

@@ -276,13 +276,6 @@ static const struct ext3_opt *ext3_lookup(const char *tok, bool *bad_value)
 	return NULL;
 }
 
-static const char *const corrupt_kinds[] = {
-	"bbitmap", "ibitmap", "bgd_free_blocks", "bgd_free_inodes", "bgd_used_dirs",
-	"sb_free_blocks", "ptr_used", "ptr_free", "ptr_meta", "ind_ptr", "links", "size",
-	"iblocks", "dtime", "mode", "dirent_inode", "dirent_reclen", "dirent_namelen",
-	"dirent_type", "dotdot", "xattr_refcount", "random", NULL
-};
-
 static int parse_bool(const char *v, bool *out)
 {
 	if (!strcmp(v, "on") || !strcmp(v, "true") || !strcmp(v, "1") || !strcmp(v, "yes")) {
@@ -328,28 +321,11 @@ static int parse_id(const char *v, bool group, uint64_t *out)
 	return p ? 0 : -EINVAL;
 }
 
-static int check_fault_corrupt(const char *v)
-{
-	const char *at = strchr(v, '@');
-	uint64_t n;
-
-	if (!at || parse_u64(at + 1, UINT64_MAX, &n))
-		return -EINVAL;
-	for (int i = 0; corrupt_kinds[i]; i++)
-		if (strlen(corrupt_kinds[i]) == (size_t)(at - v) &&
-		    !strncmp(v, corrupt_kinds[i], at - v))
-			return 0;
-	return -EINVAL;
-}
-
-/* Set one key; `where` names the source for messages. */
-static int set_key(struct recon_config *cfg, const char *key, const char *val,
-		   bool from_file, const char *where)
+/* The key named `key`, or NULL after saying why there is none for this
+ * source (unknown, the kernel's ext3 option or test-only in a file). */
+static const struct key_desc *find_key(const char *key, bool from_file, const char *where)
 {
 	const struct key_desc *k = NULL;
-	char *base = (char *)cfg;
-	uint64_t n;
-	bool b;
 
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
 		if (!strcmp(keys[i].name, key))
@@ -361,51 +337,72 @@ static int set_key(struct recon_config *cfg, const char *key, const char *val,
 				"accepted from -o only, not from %s\n", key, where);
 		else
 			fprintf(stderr, "recon-fuse: unknown option '%s' (%s)\n", key, where);
-		return -EINVAL;
+		return NULL;
 	}
 	if (k->test_only && from_file) {
 		fprintf(stderr, "recon-fuse: '%s' is a test-only option, accepted from -o only, "
 			"not from %s\n", key, where);
-		return -EINVAL;
+		return NULL;
 	}
-	if (!val) {
-		if (k->kind != K_BOOL) {
-			fprintf(stderr, "recon-fuse: option '%s' needs a value (%s)\n", key, where);
-			return -EINVAL;
-		}
-		val = "on";
-	}
+	return k;
+}
+
+/* A key stored as its value's bytes at k->off: booleans, numbers, strings,
+ * ids.  0, 1 (a bad value) or -ENOMEM. */
+static int set_plain(struct recon_config *cfg, const struct key_desc *k, const char *val)
+{
+	char *base = (char *)cfg;
+	uint64_t n;
+	bool b;
+
 	switch (k->kind) {
 	case K_BOOL:
 		if (parse_bool(val, &b))
-			goto bad;
+			return 1;
 		*(bool *)(base + k->off) = b;
 		return 0;
 	case K_UINT:
 		if (parse_u64(val, UINT32_MAX, &n))
-			goto bad;
+			return 1;
 		*(unsigned *)(base + k->off) = n;
 		return 0;
 	case K_U64:
 		if (parse_u64(val, UINT64_MAX, &n))
-			goto bad;
+			return 1;
 		*(uint64_t *)(base + k->off) = n;
 		return 0;
-	case K_STR: {
-		if (!*val)
-			goto bad;
-		if (k->off == offsetof(struct recon_config, io.fault_corrupt) &&
-		    check_fault_corrupt(val))
-			goto bad;
-		/* copied as bytes: the field is a char * or (io's) a const char * */
-		char *dup = strdup(val), *old;
-		if (!dup)
-			return -ENOMEM;
-		memcpy(&old, base + k->off, sizeof(old));
-		free(old);
-		memcpy(base + k->off, &dup, sizeof(dup));
+	case K_UID:
+	case K_GID:
+		if (parse_id(val, k->kind == K_GID, &n))
+			return 1;
+		*(int64_t *)(base + k->off) = (int64_t)n;
 		return 0;
+	default:
+		break;
 	}
+	if (!*val)
+		return 1;
+	if (k->off == offsetof(struct recon_config, io.fault_corrupt) && !rio_fault_corrupt_valid(val))
+		return 1;
+	/* copied as bytes: the field is a char * or (io's) a const char * */
+	char *dup = strdup(val), *old;
+	if (!dup)
+		return -ENOMEM;
+	memcpy(&old, base + k->off, sizeof(old));
+	free(old);
+	memcpy(base + k->off, &dup, sizeof(dup));
+	return 0;
+}
+
+/* A key whose value is one of a few words (or ext3's commit seconds).  0,
+ * 1 (a bad value) or -EINVAL after a message of its own. */
+static int set_choice(struct recon_config *cfg, const struct key_desc *k, const char *val,
+		      const char *where)
+{
+	uint64_t n;
+	bool b;
+
+	switch (k->kind) {
 	case K_ATIME:
 		if (!strcmp(val, "relatime"))
 			cfg->atime = ATIME_RELATIME;
@@ -414,7 +411,7 @@ static int set_key(struct recon_config *cfg, const char *key, const char *val,
 		else if (!strcmp(val, "strictatime"))
 			cfg->atime = ATIME_STRICTATIME;
 		else
-			goto bad;
+			return 1;
 		return 0;
 	case K_MAPROOT:
 		if (!strcmp(val, "auto"))
@@ -422,7 +419,15 @@ static int set_key(struct recon_config *cfg, const char *key, const char *val,
 		else if (!parse_bool(val, &b))
 			cfg->map_root = b ? MAP_ROOT_ON : MAP_ROOT_OFF;
 		else
-			goto bad;
+			return 1;
+		return 0;
+	case K_URING:
+		if (!strcmp(val, "auto"))
+			cfg->fuse_uring = FUSE_URING_AUTO;
+		else if (!parse_bool(val, &b))
+			cfg->fuse_uring = b ? FUSE_URING_ON : FUSE_URING_OFF;
+		else
+			return 1;
 		return 0;
 	case K_ERRORS:
 		/* a rejected commit's changes are gone from the disk but not from
@@ -434,7 +439,7 @@ static int set_key(struct recon_config *cfg, const char *key, const char *val,
 		else if (!strcmp(val, "panic"))
 			cfg->io.on_violation = RIO_ONV_STOP;
 		else
-			goto bad;
+			return 1;
 		return 0;
 	case K_DATA:
 		if (!strcmp(val, "ordered") || !strcmp(val, "writeback"))
@@ -445,11 +450,11 @@ static int set_key(struct recon_config *cfg, const char *key, const char *val,
 				"(data=ordered)\n", where);
 			return -EINVAL;
 		}
-		goto bad;
+		return 1;
 	case K_COMMIT:
 		/* seconds, 0 for the default, as ext3's commit= */
 		if (parse_u64(val, UINT32_MAX / 1000, &n))
-			goto bad;
+			return 1;
 		cfg->io.commit_interval_ms = n ? (unsigned)n * 1000 : io_defaults.commit_interval_ms;
 		return 0;
 	case K_ONV:
@@ -460,26 +465,47 @@ static int set_key(struct recon_config *cfg, const char *key, const char *val,
 		else if (!strcmp(val, "log"))
 			cfg->io.on_violation = RIO_ONV_LOG;
 		else
-			goto bad;
+			return 1;
 		return 0;
+	default:
+		return 1;
+	}
+}
+
+/* Set one key; `where` names the source for messages. */
+static int set_key(struct recon_config *cfg, const char *key, const char *val,
+		   bool from_file, const char *where)
+{
+	const struct key_desc *k = find_key(key, from_file, where);
+	int r;
+
+	if (!k)
+		return -EINVAL;
+	if (!val) {
+		if (k->kind != K_BOOL) {
+			fprintf(stderr, "recon-fuse: option '%s' needs a value (%s)\n", key, where);
+			return -EINVAL;
+		}
+		val = "on";
+	}
+	switch (k->kind) {
+	case K_BOOL:
+	case K_UINT:
+	case K_U64:
+	case K_STR:
 	case K_UID:
 	case K_GID:
-		if (parse_id(val, k->kind == K_GID, &n))
-			goto bad;
-		*(int64_t *)(base + k->off) = (int64_t)n;
-		return 0;
-	case K_URING:
-		if (!strcmp(val, "auto"))
-			cfg->fuse_uring = FUSE_URING_AUTO;
-		else if (!parse_bool(val, &b))
-			cfg->fuse_uring = b ? FUSE_URING_ON : FUSE_URING_OFF;
-		else
-			goto bad;
-		return 0;
+		r = set_plain(cfg, k, val);
+		break;
+	default:
+		r = set_choice(cfg, k, val, where);
+		break;
 	}
-bad:
-	fprintf(stderr, "recon-fuse: bad value '%s' for option '%s' (%s)\n", val, key, where);
-	return -EINVAL;
+	if (r == 1) {
+		fprintf(stderr, "recon-fuse: bad value '%s' for option '%s' (%s)\n", val, key, where);
+		return -EINVAL;
+	}
+	return r;
 }
 
 static int read_config_file(struct recon_config *cfg, const char *path)

@@ -11,9 +11,10 @@
  *
  * Errors: 0 or -errno, as declared in dirindex.h.
  *
- * One file: the index, its gap tree and the block edits that keep both
- * exact are one invariant; split, each part would have to export the
- * others' internals.
+ * The index, its gap tree and the block edits that keep both exact are one
+ * invariant and stay in this file; walking one block's entries is
+ * dirblock.c's, the htree's blocks (the leaf a name belongs in, index
+ * blocks rewritten as leaves) dxwrite.c's.
  */
 #include "dirindex.h"
 #include "inline.h"
@@ -95,13 +96,6 @@ static uint32_t name_hash(const char *name, size_t len)
 	return h;
 }
 
-/* Space an entry with a name of len bytes needs: 8-byte header + name,
- * rounded up to 4 bytes, as ext2 lays entries out. */
-static unsigned int entry_size(size_t len)
-{
-	return (unsigned int)((8 + len + 3) & ~(size_t)3);
-}
-
 static int errcode_to_errno(errcode_t err)
 {
 	if (err == EXT2_ET_NO_MEMORY)
@@ -120,127 +114,6 @@ static bool is_dot_or_dotdot(const char *name, size_t len)
 	       (len == 2 && name[0] == '.' && name[1] == '.');
 }
 
-/* ---- parsing one directory block ----------------------------------------- */
-
-/* One entry as found on disk. */
-struct raw_entry {
-	unsigned int off, rec_len, name_len;
-	ext2_ino_t ino;
-	int ftype;
-	struct ext2_dir_entry *de;
-};
-
-/* Walks the entries of one block, validating each. */
-struct block_cursor {
-	ext2_filsys fs;
-	char *buf;
-	unsigned int off;
-	unsigned int end;       /* blocksize, less the checksum tail if present */
-};
-
-/*
- * Where a block's entries end.  With metadata_csum a leaf block ends in a
- * 12-byte tail that reads as an empty entry (name_len 0, file type 0xDE).
- * Whether a block has one is decided by its rec_len chain, as e2fsck
- * decides: a leaf's chain stops exactly where its tail starts.  A dx root
- * ("." and a ".." covering the rest) and a dx node (one empty entry covering
- * the block) chain to the block's end, so whatever their last bytes hold (a
- * dx tail, or the bytes of the leaf tail the kernel leaves behind in a
- * root's dt_reserved when it indexes a directory) is never taken for a leaf
- * tail.  A broken chain ends at the block's end: cursor_next reports it.
- */
-static unsigned int block_entries_end(ext2_filsys fs, char *buf)
-{
-	const struct ext2_dir_entry_tail *t;
-	unsigned int top = fs->blocksize - sizeof(*t), off = 0, rec_len;
-
-	if (!ext2fs_has_feature_metadata_csum(fs->super))
-		return fs->blocksize;
-	while (off < top) {
-		if (ext2fs_get_rec_len(fs, (struct ext2_dir_entry *)(buf + off), &rec_len) ||
-		    rec_len < 8 || (rec_len & 3))
-			return fs->blocksize;
-		off += rec_len;
-	}
-	if (off != top)
-		return fs->blocksize;
-	t = (const struct ext2_dir_entry_tail *)(buf + top);
-	if (t->det_reserved_zero1 == 0 && t->det_rec_len == sizeof(*t) &&
-	    t->det_reserved_name_len == EXT2_DIR_NAME_LEN_CSUM)
-		return top;
-	return fs->blocksize;
-}
-
-static void cursor_init(struct block_cursor *c, ext2_filsys fs, char *buf)
-{
-	c->fs = fs;
-	c->buf = buf;
-	c->off = 0;
-	c->end = block_entries_end(fs, buf);
-}
-
-/* 1 and *e filled, 0 at the end of the block, -EIO on a corrupt entry. */
-static int cursor_next(struct block_cursor *c, struct raw_entry *e)
-{
-	struct ext2_dir_entry *de;
-	unsigned int rec_len;
-
-	if (c->off >= c->end)
-		return 0;
-	if (c->off + 8 > c->end)
-		return -EIO;
-	de = (struct ext2_dir_entry *)(c->buf + c->off);
-	if (ext2fs_get_rec_len(c->fs, de, &rec_len))
-		return -EIO;
-	if (rec_len < 8 || (rec_len & 3) || rec_len > c->end - c->off)
-		return -EIO;
-	e->off = c->off;
-	e->rec_len = rec_len;
-	e->de = de;
-	e->ino = de->inode;
-	if (ext2fs_has_feature_filetype(c->fs->super)) {
-		e->name_len = de->name_len & 0xff;
-		e->ftype = de->name_len >> 8;
-	} else {
-		/* Without the filetype feature name_len is 16 bits wide. */
-		e->name_len = de->name_len;
-		e->ftype = 0;
-	}
-	if (8 + e->name_len > rec_len)
-		return -EIO;
-	if (e->ino != 0 &&
-	    (e->name_len == 0 || e->ino > c->fs->super->s_inodes_count))
-		return -EIO;
-	c->off += rec_len;
-	return 1;
-}
-
-/* Largest entry size that fits into one existing entry's space. */
-static unsigned int entry_room(const struct raw_entry *e)
-{
-	if (e->ino == 0)
-		return e->rec_len;
-	return e->rec_len - entry_size(e->name_len);
-}
-
-/* Largest insertable entry size in a block; -EIO if corrupt. */
-static int block_max_room(ext2_filsys fs, char *buf, uint32_t *room)
-{
-	struct block_cursor c;
-	struct raw_entry e;
-	int rc;
-
-	*room = 0;
-	cursor_init(&c, fs, buf);
-	while ((rc = cursor_next(&c, &e)) == 1) {
-		unsigned int r = entry_room(&e);
-
-		if (r > *room)
-			*room = r;
-	}
-	return rc;
-}
-
 /* ---- gap max-tree --------------------------------------------------------- */
 
 static void gap_set(struct dirix *d, uint32_t blk, uint32_t room)
@@ -253,6 +126,11 @@ static void gap_set(struct dirix *d, uint32_t blk, uint32_t room)
 
 		d->gap_tree[i] = l > r ? l : r;
 	}
+}
+
+static uint32_t gap_room(const struct dirix *d, uint32_t blk)
+{
+	return d->gap_tree[(size_t)d->tree_cap + blk];
 }
 
 /* First block with room >= need, or -1. */
@@ -431,8 +309,8 @@ static int map_block(ext2_filsys fs, blk64_t *blocknr, e2_blkcnt_t blockcnt,
 static int index_block(struct dindex *di, struct dirix *d, uint32_t lblk)
 {
 	ext2_filsys fs = di->fs;
-	struct block_cursor c;
-	struct raw_entry e;
+	struct dirblock_cursor c;
+	struct dirent_view e;
 	uint32_t room = 0;
 	errcode_t err;
 	int rc;
@@ -440,9 +318,9 @@ static int index_block(struct dindex *di, struct dirix *d, uint32_t lblk)
 	err = ext2fs_read_dir_block4(fs, d->pblk[lblk], di->blockbuf, 0, d->dir);
 	if (err)
 		return errcode_to_errno(err);
-	cursor_init(&c, fs, di->blockbuf);
-	while ((rc = cursor_next(&c, &e)) == 1) {
-		unsigned int r = entry_room(&e);
+	dirblock_cursor_init(&c, fs, di->blockbuf);
+	while ((rc = dirblock_cursor_next(&c, &e)) == 1) {
+		unsigned int r = dirent_room(&e);
 		const char *name = e.de->name;
 
 		if (r > room)
@@ -637,33 +515,6 @@ static int get_dir(struct dindex *di, ext2_ino_t dir, struct dirix **out)
 
 /* ---- changes on disk ------------------------------------------------------ */
 
-/* Before the first change to an htree directory: make it a linear one, so
- * the kernel and e2fsck no longer trust the (soon stale) hash tree.  An
- * inline directory is only read (inline_data images mount read-only). */
-static int prepare_change(struct dindex *di, struct dirix *d)
-{
-	struct ext2_inode inode;
-	errcode_t err;
-
-	if (d->inline_dir)
-		return -EOPNOTSUPP;
-	if (!d->htree)
-		return 0;
-	/* With metadata_csum the dx blocks carry a dx tail, not a dirent tail;
-	 * turning them into linear blocks would need rewriting them. */
-	if (ext2fs_has_feature_metadata_csum(di->fs->super))
-		return -EOPNOTSUPP;
-	err = ext2fs_read_inode(di->fs, d->dir, &inode);
-	if (err)
-		return errcode_to_errno(err);
-	inode.i_flags &= ~EXT2_INDEX_FL;
-	err = ext2fs_write_inode(di->fs, d->dir, &inode);
-	if (err)
-		return errcode_to_errno(err);
-	d->htree = false;
-	return 0;
-}
-
 static int read_block(struct dindex *di, struct dirix *d, uint32_t lblk)
 {
 	errcode_t err = ext2fs_read_dir_block4(di->fs, d->pblk[lblk],
@@ -679,7 +530,7 @@ static int write_block(struct dindex *di, struct dirix *d, uint32_t lblk)
 	errcode_t err;
 	int rc;
 
-	rc = block_max_room(di->fs, di->blockbuf, &room);
+	rc = dirblock_max_room(di->fs, di->blockbuf, &room);
 	if (rc)
 		return rc;
 	err = ext2fs_write_dir_block4(di->fs, d->pblk[lblk], di->blockbuf, 0, d->dir);
@@ -689,15 +540,40 @@ static int write_block(struct dindex *di, struct dirix *d, uint32_t lblk)
 	return 0;
 }
 
-static void fill_entry(ext2_filsys fs, struct ext2_dir_entry *de, const char *name,
-		       size_t len, ext2_ino_t ino, int ftype)
+/* Before an add that cannot keep an htree valid: make the directory a
+ * linear one, so the kernel and e2fsck no longer trust the (soon stale)
+ * hash tree; with metadata_csum its index blocks are rewritten in leaf form
+ * (dxwrite.c).  An inline directory is only read (inline_data images mount
+ * read-only). */
+static int prepare_change(struct dindex *di, struct dirix *d)
 {
-	de->inode = ino;
-	if (ext2fs_has_feature_filetype(fs->super))
-		de->name_len = (__u16)(len | ((unsigned int)(ftype & 0xff) << 8));
-	else
-		de->name_len = (__u16)len;
-	memcpy(de->name, name, len);
+	struct ext2_inode inode;
+	errcode_t err;
+	bool changed;
+	int rc;
+
+	if (d->inline_dir)
+		return -EOPNOTSUPP;
+	if (!d->htree)
+		return 0;
+	err = ext2fs_read_inode(di->fs, d->dir, &inode);
+	if (err)
+		return errcode_to_errno(err);
+	inode.i_flags &= ~EXT2_INDEX_FL;
+	err = ext2fs_write_inode(di->fs, d->dir, &inode);
+	if (err)
+		return errcode_to_errno(err);
+	d->htree = false;
+	for (uint32_t b = 0; b < d->nblocks && ext2fs_has_feature_metadata_csum(di->fs->super); b++) {
+		rc = read_block(di, d, b);
+		if (!rc)
+			rc = dx_block_to_leaf(di->fs, b, di->blockbuf, &changed);
+		if (!rc && changed)
+			rc = write_block(di, d, b);
+		if (rc)
+			return rc;
+	}
+	return 0;
 }
 
 /* Put the entry into block lblk (which has room for need bytes). */
@@ -705,20 +581,20 @@ static int add_to_block(struct dindex *di, struct dirix *d, uint32_t lblk,
 			const char *name, size_t len, ext2_ino_t ino, int ftype,
 			uint32_t *off_out)
 {
-	unsigned int need = entry_size(len);
-	struct block_cursor c;
-	struct raw_entry e;
+	unsigned int need = dirent_size(len);
+	struct dirblock_cursor c;
+	struct dirent_view e;
 	int rc;
 
 	rc = read_block(di, d, lblk);
 	if (rc)
 		return rc;
-	cursor_init(&c, di->fs, di->blockbuf);
-	while ((rc = cursor_next(&c, &e)) == 1) {
+	dirblock_cursor_init(&c, di->fs, di->blockbuf);
+	while ((rc = dirblock_cursor_next(&c, &e)) == 1) {
 		struct ext2_dir_entry *de;
 		unsigned int rec_len;
 
-		if (entry_room(&e) < need)
+		if (dirent_room(&e) < need)
 			continue;
 		if (e.ino == 0) {
 			/* Reuse an empty entry, keeping its whole rec_len. */
@@ -728,7 +604,7 @@ static int add_to_block(struct dindex *di, struct dirix *d, uint32_t lblk,
 		} else {
 			/* Split: the old entry keeps its own size, the new one
 			 * takes the rest. */
-			unsigned int keep = entry_size(e.name_len);
+			unsigned int keep = dirent_size(e.name_len);
 
 			if (ext2fs_set_rec_len(di->fs, keep, e.de))
 				return -EIO;
@@ -736,7 +612,7 @@ static int add_to_block(struct dindex *di, struct dirix *d, uint32_t lblk,
 			rec_len = e.rec_len - keep;
 			*off_out = e.off + keep;
 		}
-		fill_entry(di->fs, de, name, len, ino, ftype);
+		dirent_fill(di->fs, de, name, len, ino, ftype);
 		if (ext2fs_set_rec_len(di->fs, rec_len, de))
 			return -EIO;
 		return write_block(di, d, lblk);
@@ -759,8 +635,10 @@ static int add_new_block(struct dindex *di, struct dirix *d, const char *name,
 	errcode_t err;
 	int rc;
 
+	/* Without large_dir a directory stays below 2 GiB: the kernel reads
+	 * only i_size, and e2fsck takes a bigger one for a large_dir one. */
 	if (lblk == UINT32_MAX ||
-	    (!ext2fs_has_feature_largedir(fs->super) && new_size > UINT32_MAX))
+	    (!ext2fs_has_feature_largedir(fs->super) && new_size >= (1ULL << 31)))
 		return -EFBIG;
 	rc = dirix_reserve_blocks(d, lblk + 1);
 	if (rc)
@@ -781,7 +659,7 @@ static int add_new_block(struct dindex *di, struct dirix *d, const char *name,
 		ext2fs_initialize_dirent_tail(fs, EXT2_DIRENT_TAIL(di->blockbuf,
 								  fs->blocksize));
 	}
-	fill_entry(fs, de, name, len, ino, ftype);
+	dirent_fill(fs, de, name, len, ino, ftype);
 	if (ext2fs_set_rec_len(fs, usable, de))
 		return -EIO;
 	/* Contents first, then the mapping, so the directory never maps a block
@@ -808,23 +686,44 @@ static int add_new_block(struct dindex *di, struct dirix *d, const char *name,
 
 	d->pblk[lblk] = pblk;
 	d->nblocks = lblk + 1;
-	gap_set(d, lblk, usable - entry_size(len));
+	gap_set(d, lblk, usable - dirent_size(len));
 	return name_insert(d, name, len, lblk, 0, ino, ftype);
+}
+
+/* Add to an htree directory without touching its index: into the leaf
+ * the name hashes to, if it has room.  -EAGAIN when it has none or the
+ * index cannot be followed (the caller makes the directory linear), and for
+ * a directory without an htree. */
+static int add_indexed(struct dindex *di, struct dirix *d, const char *name, size_t len,
+		       ext2_ino_t ino, int ftype)
+{
+	uint32_t leaf, off;
+	int rc;
+
+	if (!d->htree || d->inline_dir)
+		return -EAGAIN;
+	if (dx_find_leaf(di->fs, d->dir, d->pblk, d->nblocks, di->blockbuf, name, len, &leaf) ||
+	    gap_room(d, leaf) < dirent_size(len))
+		return -EAGAIN;
+	rc = add_to_block(di, d, leaf, name, len, ino, ftype, &off);
+	if (rc)
+		return rc;
+	return name_insert(d, name, len, leaf, off, ino, ftype);
 }
 
 /* Find the entry e points at in blockbuf (already read), and its
  * predecessor in the block (NULL if first).  -EIO if the block no longer
  * matches the index. */
 static int locate(struct dindex *di, const struct dent *e,
-		  struct raw_entry *found, struct raw_entry *prev, bool *has_prev)
+		  struct dirent_view *found, struct dirent_view *prev, bool *has_prev)
 {
-	struct block_cursor c;
-	struct raw_entry cur;
+	struct dirblock_cursor c;
+	struct dirent_view cur;
 	int rc;
 
 	*has_prev = false;
-	cursor_init(&c, di->fs, di->blockbuf);
-	while ((rc = cursor_next(&c, &cur)) == 1) {
+	dirblock_cursor_init(&c, di->fs, di->blockbuf);
+	while ((rc = dirblock_cursor_next(&c, &cur)) == 1) {
 		if (cur.off == e->off) {
 			if (cur.ino == 0 || cur.name_len != e->len ||
 			    memcmp(cur.de->name, e->name, e->len))
@@ -1009,10 +908,13 @@ int dindex_add(struct dindex *di, ext2_ino_t dir, const char *name, size_t len,
 		return rc;
 	if (name_find(d, name, len, name_hash(name, len)))
 		return -EEXIST;
+	rc = add_indexed(di, d, name, len, ino, ftype);
+	if (rc != -EAGAIN)
+		goto out;
 	rc = prepare_change(di, d);
 	if (rc)
 		goto out;
-	blk = gap_find(d, entry_size(len));
+	blk = gap_find(d, dirent_size(len));
 	if (blk < 0) {
 		rc = add_new_block(di, d, name, len, ino, ftype);
 		goto out;
@@ -1029,7 +931,7 @@ out:
 
 int dindex_remove(struct dindex *di, ext2_ino_t dir, const char *name, size_t len)
 {
-	struct raw_entry found, prev;
+	struct dirent_view found, prev;
 	bool has_prev;
 	struct dirix *d;
 	struct dent *e;
@@ -1047,7 +949,8 @@ int dindex_remove(struct dindex *di, ext2_ino_t dir, const char *name, size_t le
 	e = name_find(d, name, len, name_hash(name, len));
 	if (!e)
 		return -ENOENT;
-	rc = prepare_change(di, d);
+	/* the entry stays in its leaf or leaves it: an htree stays valid */
+	rc = d->inline_dir ? -EOPNOTSUPP : 0;
 	if (rc)
 		goto out;
 	rc = read_block(di, d, e->lblk);
@@ -1078,7 +981,7 @@ out:
 int dindex_replace(struct dindex *di, ext2_ino_t dir, const char *name, size_t len,
 		   ext2_ino_t ino, int ftype)
 {
-	struct raw_entry found, prev;
+	struct dirent_view found, prev;
 	bool has_prev;
 	struct dirix *d;
 	struct dent *e;
@@ -1099,7 +1002,8 @@ int dindex_replace(struct dindex *di, ext2_ino_t dir, const char *name, size_t l
 	e = name_find(d, name, len, name_hash(name, len));
 	if (!e)
 		return -ENOENT;
-	rc = prepare_change(di, d);
+	/* the entry stays in its leaf or leaves it: an htree stays valid */
+	rc = d->inline_dir ? -EOPNOTSUPP : 0;
 	if (rc)
 		goto out;
 	rc = read_block(di, d, e->lblk);
@@ -1108,7 +1012,7 @@ int dindex_replace(struct dindex *di, ext2_ino_t dir, const char *name, size_t l
 	rc = locate(di, e, &found, &prev, &has_prev);
 	if (rc)
 		goto out;
-	fill_entry(di->fs, found.de, name, len, ino, ftype);
+	dirent_fill(di->fs, found.de, name, len, ino, ftype);
 	rc = write_block(di, d, e->lblk);
 	if (rc)
 		goto out;
@@ -1175,14 +1079,14 @@ int dindex_readdir(struct dindex *di, ext2_ino_t dir, uint64_t off,
 	if (d->inline_dir)
 		return readdir_inline(di, dir, off, fill, ctx);
 	for (; lblk < d->nblocks; lblk++, boff = 0) {
-		struct block_cursor c;
-		struct raw_entry e;
+		struct dirblock_cursor c;
+		struct dirent_view e;
 
 		rc = read_block(di, d, lblk);
 		if (rc)
 			return rc;
-		cursor_init(&c, di->fs, di->blockbuf);
-		while ((rc = cursor_next(&c, &e)) == 1) {
+		dirblock_cursor_init(&c, di->fs, di->blockbuf);
+		while ((rc = dirblock_cursor_next(&c, &e)) == 1) {
 			uint64_t next;
 
 			/* Entries before the position were returned already (or

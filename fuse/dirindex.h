@@ -7,13 +7,17 @@
  * directory on first use and kept exact across every change made through
  * this API.  All directory changes in fuse/ go through it.
  *
- * On disk the result stays a valid ext2/ext3 directory for the kernel and
- * e2fsck: a directory with an htree (EXT2_INDEX_FL) keeps it while only read;
- * the first change through this API clears EXT2_INDEX_FL (the dx blocks then
- * read as ordinary empty directory blocks, as the kernel's ext2 driver does),
- * and directories grown past one block stay linear.  An inline directory
- * (EXT4_INLINE_DATA_FL, read through inline.c) is only read: lookups,
- * readdir and dindex_is_empty work, changes are -EOPNOTSUPP.
+ * On disk the result stays a valid ext2/ext3/ext4 directory for the kernel
+ * and e2fsck.  A directory with an htree (EXT2_INDEX_FL) keeps it through
+ * removals, repointed entries and adds whose name hashes to a leaf with room
+ * (dx_find_leaf); the first add whose leaf is full clears EXT2_INDEX_FL
+ * instead of splitting the leaf (the dx blocks then read as ordinary empty
+ * directory blocks, as the kernel's ext2 driver does; with metadata_csum
+ * they are rewritten as empty leaf blocks with a checksum tail, see
+ * dx_block_to_leaf), and the directory stays linear from then on.  Entries
+ * never move between blocks, so readdir positions stay valid.  An inline
+ * directory (EXT4_INLINE_DATA_FL, read through inline.c) is only read:
+ * lookups, readdir and dindex_is_empty work, changes are -EOPNOTSUPP.
  *
  * Errors: 0 or -errno.  Threads: the caller holds the file-system lock.
  */
@@ -86,5 +90,82 @@ size_t dindex_cached_dirs(struct dindex *di, ext2_ino_t *out, size_t max);
 typedef void (*dindex_name_fn)(void *ctx, ext2_ino_t dir, const char *name);
 bool dindex_added_names(struct dindex *di, dindex_name_fn fn, void *ctx);
 void dindex_clear_added(struct dindex *di);
+
+/* ---- one directory block (dirblock.c) ---- */
+
+/* One entry as found on disk. */
+struct dirent_view {
+	unsigned int off, rec_len, name_len;
+	ext2_ino_t ino;
+	int ftype;
+	struct ext2_dir_entry *de;
+};
+
+/* Walks the entries of one block, validating each. */
+struct dirblock_cursor {
+	ext2_filsys fs;
+	char *buf;
+	unsigned int off;
+	unsigned int end;       /* blocksize, less the checksum tail if present */
+};
+
+/* Space an entry with a name of len bytes needs: 8-byte header + name,
+ * rounded up to 4 bytes, as ext2 lays entries out. */
+unsigned int dirent_size(size_t len);
+
+/* rec_len of the entry at off in buf, or 0 if it cannot be decoded. */
+unsigned int dirent_rec_len_at(ext2_filsys fs, char *buf, unsigned int off);
+
+/* Walk the entries of buf: init, then next until it returns 0 (the end of
+ * the block's entries) or -EIO (a corrupt entry); 1 with *e filled. */
+void dirblock_cursor_init(struct dirblock_cursor *c, ext2_filsys fs, char *buf);
+int dirblock_cursor_next(struct dirblock_cursor *c, struct dirent_view *e);
+
+/* Largest entry size that fits into one existing entry's space, and into
+ * the whole block (-EIO if it is corrupt). */
+unsigned int dirent_room(const struct dirent_view *e);
+int dirblock_max_room(ext2_filsys fs, char *buf, uint32_t *room);
+
+/* Name, inode and file type into de (its rec_len untouched). */
+void dirent_fill(ext2_filsys fs, struct ext2_dir_entry *de, const char *name, size_t len,
+		 ext2_ino_t ino, int ftype);
+
+/*
+ * Where a directory block's entries end.  With metadata_csum a leaf block
+ * ends in a 12-byte tail that reads as an empty entry (name_len 0, file type
+ * 0xDE): then the tail's offset.  Whether a block has one is decided by its
+ * rec_len chain, as e2fsck decides: a leaf's chain stops exactly where its
+ * tail starts.  A dx root ("." and a ".." covering the rest) and a dx node
+ * (one empty entry covering the block) chain to the block's end, so whatever
+ * their last bytes hold (a dx tail, or the bytes of the leaf tail the kernel
+ * leaves in a root's dt_reserved when it indexes a directory) is never taken
+ * for a leaf tail.  Otherwise (no metadata_csum, no tail, a broken chain)
+ * the block size.
+ */
+unsigned int dirblock_entries_end(ext2_filsys fs, char *buf);
+
+/* ---- htree blocks (dxwrite.c) ---- */
+
+/*
+ * Rewrite, in buf, logical block lblk of a directory losing its htree as a
+ * leaf block: with metadata_csum a dx root keeps "." and ".." and a dx node
+ * becomes one empty entry, each followed by a dirent tail (its checksum is
+ * left to ext2fs_write_dir_block4).  *changed is false for a block that needs
+ * nothing (a leaf, or any block without metadata_csum).  -EIO for a block
+ * that is neither a leaf with its tail nor an index block (its entries would
+ * be lost).
+ */
+int dx_block_to_leaf(ext2_filsys fs, uint32_t lblk, char *buf, bool *changed);
+
+/*
+ * The leaf block (logical) where the htree of dir (nblocks blocks at pblk)
+ * sends name, as the kernel's lookup and insert pick it: the name's hash in
+ * the root's hash version and the superblock's seed, down the index levels
+ * (two with large_dir).  A name added to that leaf keeps the index valid.
+ * buf: one block of scratch.  -EIO for an index this cannot follow (the
+ * caller makes the directory linear instead).
+ */
+int dx_find_leaf(ext2_filsys fs, ext2_ino_t dir, const blk64_t *pblk, uint32_t nblocks,
+		 char *buf, const char *name, size_t len, uint32_t *leaf);
 
 #endif

@@ -296,6 +296,9 @@ static int ioctl_set(struct rfs *r, fuse_req_t req, ext2_ino_t ino, unsigned cmd
 		return set_flags(r, req, ino, v);
 	if (!owner_or_capable(req, &in))
 		return -EPERM;
+	/* the generation seeds the inode's checksum: ext4 refuses to change it */
+	if (ext2fs_has_feature_metadata_csum(r->fs->super))
+		return -ENOTTY;
 	in.i_generation = v;
 	in.i_ctime = stamp_now(r, ino, T_C);
 	flags_sync_inode(r, &in);

@@ -400,6 +400,36 @@ void attr_notify(struct rfs *r)
 		(void)fuse_lowlevel_notify_inval_inode(r->se, to_fuse(inos[i]), -1, 0);
 }
 
+/* setattr's times: the seconds in the inode, the nanoseconds beside them
+ * (stamp_*); a truncation is a modification, and ctime is now unless set. */
+static void setattr_times(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in,
+			  const struct stat *attr, int to_set, time_t now)
+{
+	if (to_set & FUSE_SET_ATTR_ATIME_NOW)
+		in->i_atime = now;
+	else if (to_set & FUSE_SET_ATTR_ATIME)
+		in->i_atime = attr->st_atime;
+	if (to_set & FUSE_SET_ATTR_MTIME_NOW)
+		in->i_mtime = now;
+	else if (to_set & FUSE_SET_ATTR_MTIME)
+		in->i_mtime = attr->st_mtime;
+	in->i_ctime = (to_set & FUSE_SET_ATTR_CTIME) ? attr->st_ctime : now;
+	if (to_set & FUSE_SET_ATTR_SIZE)
+		stamp_now(r, ino, T_M);
+	if (to_set & FUSE_SET_ATTR_ATIME_NOW)
+		stamp_now(r, ino, T_A);
+	else if (to_set & FUSE_SET_ATTR_ATIME)
+		stamp_set(r, ino, T_A, attr->st_atim.tv_sec, attr->st_atim.tv_nsec);
+	if (to_set & FUSE_SET_ATTR_MTIME_NOW)
+		stamp_now(r, ino, T_M);
+	else if (to_set & FUSE_SET_ATTR_MTIME)
+		stamp_set(r, ino, T_M, attr->st_mtim.tv_sec, attr->st_mtim.tv_nsec);
+	if (to_set & FUSE_SET_ATTR_CTIME)
+		stamp_set(r, ino, T_C, attr->st_ctim.tv_sec, attr->st_ctim.tv_nsec);
+	else
+		stamp_now(r, ino, T_C);
+}
+
 void op_setattr(fuse_req_t req, fuse_ino_t fino, struct stat *attr, int to_set,
 		       struct fuse_file_info *fi)
 {
@@ -464,29 +494,7 @@ void op_setattr(fuse_req_t req, fuse_ino_t fino, struct stat *attr, int to_set,
 			goto end;
 		in.i_mtime = now;
 	}
-	if (to_set & FUSE_SET_ATTR_ATIME_NOW)
-		in.i_atime = now;
-	else if (to_set & FUSE_SET_ATTR_ATIME)
-		in.i_atime = attr->st_atime;
-	if (to_set & FUSE_SET_ATTR_MTIME_NOW)
-		in.i_mtime = now;
-	else if (to_set & FUSE_SET_ATTR_MTIME)
-		in.i_mtime = attr->st_mtime;
-	in.i_ctime = (to_set & FUSE_SET_ATTR_CTIME) ? attr->st_ctime : now;
-	if (to_set & FUSE_SET_ATTR_SIZE)
-		stamp_now(r, ino, T_M);
-	if (to_set & FUSE_SET_ATTR_ATIME_NOW)
-		stamp_now(r, ino, T_A);
-	else if (to_set & FUSE_SET_ATTR_ATIME)
-		stamp_set(r, ino, T_A, attr->st_atim.tv_sec, attr->st_atim.tv_nsec);
-	if (to_set & FUSE_SET_ATTR_MTIME_NOW)
-		stamp_now(r, ino, T_M);
-	else if (to_set & FUSE_SET_ATTR_MTIME)
-		stamp_set(r, ino, T_M, attr->st_mtim.tv_sec, attr->st_mtim.tv_nsec);
-	if (to_set & FUSE_SET_ATTR_CTIME)
-		stamp_set(r, ino, T_C, attr->st_ctim.tv_sec, attr->st_ctim.tv_nsec);
-	else
-		stamp_now(r, ino, T_C);
+	setattr_times(r, ino, &in, attr, to_set, now);
 	ret = put_inode(r, ino, &in);
 	/* a chmod rewrites the access ACL's entries (the kernel forgets its
 	 * cached ACL after every SETATTR) */

@@ -139,15 +139,7 @@ static int mount_session(struct rfs *r, int *bdev_claim)
  * else 1 when the loop or the ring failed, 0 when not. */
 static int serve(struct rfs *r)
 {
-	struct recon_config *cfg = r->cfg;
-	int ret;
-
-	if (cfg->threads <= 1 || cfg->deterministic) {
-		ret = fuse_session_loop(r->se);
-	} else {
-		struct fuse_loop_config lc = { .clone_fd = 0, .max_idle_threads = cfg->threads };
-		ret = fuse_session_loop_mt(r->se, &lc);
-	}
+	int ret = channel_serve(r);
 	mountstate_stop();
 	stop_ticker(r);
 	bool uring_failed = channel_finish(r);

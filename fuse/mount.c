@@ -381,7 +381,7 @@ static int start_rw(struct rfs *r, bool recounted)
 	if (rfs_txn_hooks(r))
 		fprintf(stderr, "recon-fuse: out of memory: the kernel's caches will not be "
 			"invalidated after a rejected commit (they expire within 1 s)\n");
-	if (!fs->super->s_last_orphan)
+	if (!orphans_pending(r))
 		return 0;
 	int ret = rfs_process_orphans(r);
 	e = rio_txn_boundary(fs, true);

@@ -83,6 +83,44 @@ static int overlap_in_groups(ext2_filsys fs, char *msg, size_t len)
 	return 0;
 }
 
+/* Where each group's bitmaps and inode table lie: nonzero (message in msg)
+ * when one is where the kernel would refuse it or overlaps other metadata. */
+static int group_tables_misplaced(ext2_filsys fs, char *msg, size_t len)
+{
+	struct ext2_super_block *sb = fs->super;
+	/* ext4_check_descriptors: without flex_bg each group's bitmaps and inode
+	 * table lie inside the group, and never on the superblock */
+	bool flex = ext2fs_has_feature_flex_bg(sb);
+	for (dgrp_t g = 0; g < fs->group_desc_count; g++) {
+		blk64_t first = ext2fs_group_first_block2(fs, g), last = ext2fs_group_last_block2(fs, g);
+		if (flex) {
+			first = sb->s_first_data_block;
+			last = ext2fs_blocks_count(sb) - 1;
+		}
+		blk64_t bb = ext2fs_block_bitmap_loc(fs, g), ib = ext2fs_inode_bitmap_loc(fs, g);
+		blk64_t it = ext2fs_inode_table_loc(fs, g);
+		if (bb < first || bb > last || bb == sb->s_first_data_block)
+			return bad(msg, len, "group %u: block bitmap at %llu, outside the group", g,
+				   (unsigned long long)bb);
+		if (ib < first || ib > last || ib == sb->s_first_data_block)
+			return bad(msg, len, "group %u: inode bitmap at %llu, outside the group", g,
+				   (unsigned long long)ib);
+		if (it < first || it > last || it == sb->s_first_data_block ||
+		    it + fs->inode_blocks_per_group - 1 > last)
+			return bad(msg, len, "group %u: inode table at %llu, outside the group", g,
+				   (unsigned long long)it);
+	}
+	/* e2fsck's check: nothing overlaps the superblocks, descriptors or
+	 * another group's tables */
+	if (flex || ext2fs_has_feature_meta_bg(sb)) {
+		errcode_t e = ext2fs_check_desc(fs);
+		if (e)
+			return bad(msg, len, "%s", error_message(e));
+		return 0;
+	}
+	return overlap_in_groups(fs, msg, len) ? -1 : 0;
+}
+
 int rfs_check_geometry(ext2_filsys fs, const char *dev, char *msg, size_t len)
 {
 	struct ext2_super_block *sb = fs->super;
@@ -149,35 +187,7 @@ int rfs_check_geometry(ext2_filsys fs, const char *dev, char *msg, size_t len)
 		return bad(msg, len, "the block count %llu exceeds the device's %llu blocks",
 			   (unsigned long long)blocks, (unsigned long long)dev_blocks);
 
-	/* ext4_check_descriptors: without flex_bg each group's bitmaps and inode
-	 * table lie inside the group, and never on the superblock */
-	bool flex = ext2fs_has_feature_flex_bg(sb);
-	for (dgrp_t g = 0; g < fs->group_desc_count; g++) {
-		blk64_t first = ext2fs_group_first_block2(fs, g), last = ext2fs_group_last_block2(fs, g);
-		if (flex) {
-			first = sb->s_first_data_block;
-			last = blocks - 1;
-		}
-		blk64_t bb = ext2fs_block_bitmap_loc(fs, g), ib = ext2fs_inode_bitmap_loc(fs, g);
-		blk64_t it = ext2fs_inode_table_loc(fs, g);
-		if (bb < first || bb > last || bb == sb->s_first_data_block)
-			return bad(msg, len, "group %u: block bitmap at %llu, outside the group", g,
-				   (unsigned long long)bb);
-		if (ib < first || ib > last || ib == sb->s_first_data_block)
-			return bad(msg, len, "group %u: inode bitmap at %llu, outside the group", g,
-				   (unsigned long long)ib);
-		if (it < first || it > last || it == sb->s_first_data_block ||
-		    it + fs->inode_blocks_per_group - 1 > last)
-			return bad(msg, len, "group %u: inode table at %llu, outside the group", g,
-				   (unsigned long long)it);
-	}
-	/* e2fsck's check: nothing overlaps the superblocks, descriptors or
-	 * another group's tables */
-	if (flex || ext2fs_has_feature_meta_bg(sb)) {
-		errcode_t e = ext2fs_check_desc(fs);
-		if (e)
-			return bad(msg, len, "%s", error_message(e));
-	} else if (overlap_in_groups(fs, msg, len))
+	if (group_tables_misplaced(fs, msg, len))
 		return -1;
 	uint32_t jlen = journal_length(fs);
 	if (jlen && jlen < 1024)

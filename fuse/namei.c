@@ -237,33 +237,87 @@ static void touch_dir(struct rfs *r, ext2_ino_t dir, int links_delta)
 	(void)put_inode(r, dir, &din);
 }
 
+/* What a new node needs before anything is allocated: a name free to
+ * take, the blocks it will hold (a directory's first block, a slow
+ * symlink's one block), and a link left in dir for a subdirectory's "..". */
+static int make_node_allowed(struct rfs *r, fuse_req_t req, ext2_ino_t dir, const char *name,
+			     bool isdir, const char *link)
+{
+	struct ext2_inode din;
+	int ret = check_new_name(r, dir, name);
+
+	if (ret)
+		return ret;
+	ret = space_check(r, req, isdir || (link && strlen(link) >= sizeof(din.i_block)) ? 1 : 0);
+	if (ret || !isdir)
+		return ret;
+	ret = get_inode(r, dir, &din);
+	if (ret)
+		return ret;
+	return din.i_links_count >= LINK_MAX_EXT3 ? -EMLINK : 0;
+}
+
+/* A new directory's first block: "." and "..". */
+static int make_dir_block(struct rfs *r, ext2_ino_t dir, ext2_ino_t ino, struct ext2_inode *in)
+{
+	ext2_filsys fs = r->fs;
+	char *blockbuf = NULL;
+	blk64_t pblk;
+
+	in->i_size = fs->blocksize;
+	in->i_links_count = 2;
+	errcode_t err = ext2fs_new_dir_block(fs, ino, dir, &blockbuf);
+	int ret = err ? -errmap(err) : bmap_alloc(r, ino, in, 0, 0, &pblk);
+	if (!ret) {
+		err = ext2fs_write_dir_block4(fs, pblk, blockbuf, 0, ino);
+		ret = err ? -errmap(err) : 0;
+	}
+	ext2fs_free_mem(&blockbuf);
+	return ret;
+}
+
+/* A symlink's target: in i_block when it fits (a fast symlink), else in a
+ * block of its own. */
+static int make_symlink_target(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, const char *link)
+{
+	ext2_filsys fs = r->fs;
+	size_t len = strlen(link);
+	blk64_t pblk;
+	int ret;
+
+	if (len >= fs->blocksize)
+		return -ENAMETOOLONG;
+	if (len < sizeof(in->i_block)) {
+		memcpy(in->i_block, link, len);
+		in->i_size = len;
+		return 0;
+	}
+	char *buf = calloc(1, fs->blocksize);
+	if (!buf)
+		return -ENOMEM;
+	memcpy(buf, link, len);
+	bmap_init(r, in);
+	ret = bmap_alloc(r, ino, in, 0, 0, &pblk);
+	if (!ret)
+		ret = blocks_io(r, ino, true, &pblk, 1, buf);
+	free(buf);
+	if (!ret)
+		in->i_size = len;
+	return ret;
+}
+
 /* mknod, mkdir, symlink, create share this. */
 static int make_node(struct rfs *r, fuse_req_t req, ext2_ino_t dir, const char *name,
 		     unsigned mode, dev_t rdev, const char *link, struct fuse_entry_param *e,
 		     ext2_ino_t *out_ino)
 {
-	ext2_filsys fs = r->fs;
 	struct ext2_inode in;
 	ext2_ino_t ino = 0;
 	bool isdir = LINUX_S_ISDIR(mode);
-	int ret;
+	int ret = make_node_allowed(r, req, dir, name, isdir, link);
 
-	ret = check_new_name(r, dir, name);
 	if (ret)
 		return ret;
-	/* a new directory needs its first block, a slow symlink its one block
-	 * other nodes need no block */
-	ret = space_check(r, req, isdir || (link && strlen(link) >= sizeof(in.i_block)) ? 1 : 0);
-	if (ret)
-		return ret;
-	if (isdir) {
-		struct ext2_inode din;
-		ret = get_inode(r, dir, &din);
-		if (ret)
-			return ret;
-		if (din.i_links_count >= LINK_MAX_EXT3)
-			return -EMLINK;
-	}
 	/* the directory's default ACL, or the umask, decides the mode */
 	struct acl_new acls;
 	ret = acl_inherit(r, req, dir, &mode, &acls);
@@ -281,46 +335,11 @@ static int make_node(struct rfs *r, fuse_req_t req, ext2_ino_t dir, const char *
 		else
 			in.i_block[1] = (mi & 0xff) | (ma << 8) | ((mi & ~0xffu) << 12);
 	} else if (isdir) {
-		char *blockbuf = NULL;
-		blk64_t pblk;
-		in.i_size = fs->blocksize;
-		in.i_links_count = 2;
-		errcode_t err = ext2fs_new_dir_block(fs, ino, dir, &blockbuf);
-		ret = err ? -errmap(err) : bmap_alloc(r, ino, &in, 0, 0, &pblk);
-		if (!ret) {
-			err = ext2fs_write_dir_block4(fs, pblk, blockbuf, 0, ino);
-			ret = err ? -errmap(err) : 0;
-		}
-		ext2fs_free_mem(&blockbuf);
-		if (ret)
-			goto undo;
+		ret = make_dir_block(r, dir, ino, &in);
 	} else if (link) {
-		size_t len = strlen(link);
-		if (len >= fs->blocksize) {
-			ret = -ENAMETOOLONG;
-			goto undo;
-		}
-		if (len < sizeof(in.i_block)) {
-			memcpy(in.i_block, link, len);
-		} else {
-			char *buf = calloc(1, fs->blocksize);
-			blk64_t pblk;
-			if (!buf) {
-				ret = -ENOMEM;
-				goto undo;
-			}
-			memcpy(buf, link, len);
-			bmap_init(r, &in);
-			ret = bmap_alloc(r, ino, &in, 0, 0, &pblk);
-			if (!ret)
-				ret = blocks_io(r, ino, true, &pblk, 1, buf);
-			free(buf);
-			if (ret)
-				goto undo;
-		}
-		in.i_size = len;
+		ret = make_symlink_target(r, ino, &in, link);
 	}
-	ret = put_inode(r, ino, &in);
+	ret = ret ? ret : put_inode(r, ino, &in);
 	if (ret)
 		goto undo;
 	ret = acl_inherit_store(r, ino, &acls);

@@ -250,7 +250,7 @@ void held_release_all(struct rfs *r)
 			r->open_tab[i] = o->next;
 			free(o);
 		}
-	if (!r->ro && r->attached && r->fs->super->s_last_orphan && !wr_begin(r)) {
+	if (!r->ro && r->attached && orphans_pending(r) && !wr_begin(r)) {
 		unsigned n = 0;
 		int ret = wr_end(r, orphan_list_release(r, &n), false);
 		if (ret)
@@ -260,6 +260,7 @@ void held_release_all(struct rfs *r)
 	orphan_hints_clear(r);
 	free(r->orphan_hints);
 	r->orphan_hints = NULL;
+	ofile_free(r);
 }
 
 /*
@@ -315,6 +316,7 @@ static void hint_drop(struct rfs *r, ext2_ino_t ino)
 
 void orphan_hints_clear(struct rfs *r)
 {
+	ofile_forget(r);
 	if (!r->orphan_hints)
 		return;
 	for (unsigned i = 0; i < ORPHAN_HINT_BUCKETS; i++)
@@ -325,13 +327,18 @@ void orphan_hints_clear(struct rfs *r)
 		}
 }
 
+/* In the orphan file when it has room (orphan_file.c says why), else at
+ * the head of the list. */
 int orphan_add(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in)
 {
+	int ret = ofile_add(r, ino);
+	if (ret != -ENOSPC)
+		return ret ? ret : put_inode(r, ino, in);
 	ext2_ino_t head = r->fs->super->s_last_orphan;
 	in->i_dtime = head;
 	r->fs->super->s_last_orphan = ino;
 	ext2fs_mark_super_dirty(r->fs);
-	int ret = put_inode(r, ino, in);
+	ret = put_inode(r, ino, in);
 	if (!ret) {
 		hint_set(r, ino, 0);
 		if (head)
@@ -378,7 +385,10 @@ int orphan_remove(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in)
 	ext2_ino_t prev = 0, next = in->i_dtime;
 	struct ext2_inode pin;
 
-	int ret = orphan_find_prev(r, ino, &prev, &pin);
+	int ret = ofile_remove(r, ino);
+	if (ret != -ENOENT)
+		return ret;
+	ret = orphan_find_prev(r, ino, &prev, &pin);
 	if (ret)
 		return ret;
 	if (!prev) {
@@ -550,6 +560,25 @@ static const char *not_an_orphan(struct rfs *r, ext2_ino_t ino, const struct ext
 	return NULL;
 }
 
+/* For the orphan file's entries: why ino cannot be an orphan, or NULL. */
+static const char *orphan_unfit(struct rfs *r, ext2_ino_t ino)
+{
+	struct ext2_inode in;
+	if (!orphan_number_ok(r->fs, ino))
+		return "is reserved or beyond the inode count";
+	struct orphan_hint **h = hint_slot(r, ino);
+	if (h && *h)
+		return "is on the orphan list too";   /* (orphan_list_cut hinted each) */
+	if (get_inode(r, ino, &in))
+		return "cannot be read";
+	return not_an_orphan(r, ino, &in);
+}
+
+bool orphans_pending(const struct rfs *r)
+{
+	return r->fs->super->s_last_orphan || ofile_pending(r);
+}
+
 /*
  * The list is untrusted: walked from its head, it is cut before the first
  * link naming a reserved inode, a free inode, no inode at all, or one
@@ -604,8 +633,8 @@ static int orphan_list_cut(struct rfs *r)
 	return put_inode(r, prev, &pin);
 }
 
-/* Release the whole orphan list (mount-time processing, unmount), a head at
- * a time, each off the list in the transaction that releases it, committing
+/* Release the orphan file's entries and the whole orphan list (mount-time
+ * processing, unmount), an orphan at a time, each off the list in the transaction that releases it, committing
  * between inodes when the room runs out.  *n counts those released. */
 static int orphan_list_release(struct rfs *r, unsigned *n)
 {
@@ -614,7 +643,9 @@ static int orphan_list_release(struct rfs *r, unsigned *n)
 	ext2_ino_t ino;
 
 	int ret = orphan_list_cut(r);
-	while (!ret && (ino = fs->super->s_last_orphan) != 0 &&
+	if (!ret)
+		ret = ofile_cut(r, orphan_unfit);
+	while (!ret && !(ret = ofile_first(r, &ino)) && (ino || (ino = fs->super->s_last_orphan)) &&
 	       guard++ <= fs->super->s_inodes_count) {
 		struct ext2_inode in;
 		blk64_t step;

@@ -66,6 +66,7 @@ struct rfs {
 	 * (0: the superblock), so removal need not walk the list from its head.
 	 * A hint only, checked against the list before use (orphan.c). */
 	struct orphan_hint **orphan_hints;
+	struct orphan_file *ofile; /* orphan_file.c's state (NULL: not yet read) */
 	void (*reap_kick)(struct rfs *r);
 	bool stopped;              /* on_violation=stop fired: exit status 2 */
 	bool lost;                 /* changes were discarded: exit status 3 */
@@ -302,8 +303,11 @@ void stop_ticker(struct rfs *r);
  * channel_finish, after the session loop and before fuse_session_unmount:
  * keeps answering requests until the cache-invalidation and direct-write
  * reply threads, which write to the channel, are done, joins them, and
- * stops the ring; true when a queue of the ring failed. */
+ * stops the ring; true when a queue of the ring failed.  channel_serve, in
+ * between: libfuse's loop, with one thread or a pool of `threads`, until the
+ * session ends; its status. */
 int channel_start(struct rfs *r);
+int channel_serve(struct rfs *r);
 bool channel_finish(struct rfs *r);
 
 /* Periodic boundary so an idle transaction still commits within
@@ -544,6 +548,25 @@ void reap_all(struct rfs *r);
 int orphan_remove(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in);
 /* A rolled-back operation may have changed the list: forget every hint. */
 void orphan_hints_clear(struct rfs *r);
+/* orphan_file.c: the orphan file, where orphan.c records orphans first.
+ * ofile_add: ino in a free slot (written), ORPHAN_PRESENT set; -ENOSPC when
+ * the image has no usable orphan file or it is full (the caller uses the
+ * list).  ofile_remove: ino's slot cleared, ORPHAN_PRESENT cleared with the
+ * last; -ENOENT when ino has none.  ofile_first: a recorded inode, 0 when
+ * none.  ofile_cut: before mount-time release, entries unfit names a reason
+ * for (or named twice) cleared.  ofile_pending: the file may hold entries.
+ * ofile_forget: after a rollback (the counts are reread).  All 0 or -errno;
+ * lock held. */
+typedef const char *(*ofile_unfit_fn)(struct rfs *r, ext2_ino_t ino);
+int ofile_add(struct rfs *r, ext2_ino_t ino);
+int ofile_remove(struct rfs *r, ext2_ino_t ino);
+int ofile_first(struct rfs *r, ext2_ino_t *ino);
+int ofile_cut(struct rfs *r, ofile_unfit_fn unfit);
+bool ofile_pending(const struct rfs *r);
+void ofile_forget(struct rfs *r);
+void ofile_free(struct rfs *r);
+/* Orphans to release at mount (the list or the orphan file). */
+bool orphans_pending(const struct rfs *r);
 /* Shrink ino's data to size bytes (below i_size), crash-atomically through
  * the orphan list when it spans commits; the caller writes the inode. */
 int orphan_truncate(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, uint64_t size);

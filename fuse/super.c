@@ -44,6 +44,13 @@ void op_statfs(fuse_req_t req, fuse_ino_t ino)
 	/* bsddf (the kernel's default) leaves out the metadata's blocks; minixdf counts all */
 	st.f_blocks = ext2fs_blocks_count(sb) - (r->cfg->minixdf ? 0 : fs_overhead(r->fs));
 	st.f_bfree = fr;
+	/* with extents the kernel also withholds 2% of the blocks, at most
+	 * 4096, for the metadata of unwritten-extent conversions and punches
+	 * (ext4_calculate_resv_clusters); it reports them as not available */
+	if (ext2fs_has_feature_extents(sb)) {
+		blk64_t resv = ext2fs_blocks_count(sb) / 50;
+		res += resv < 4096 ? resv : 4096;
+	}
 	st.f_bavail = fr > res ? fr - res : 0;
 	st.f_files = sb->s_inodes_count;
 	st.f_ffree = st.f_favail = sb->s_free_inodes_count;

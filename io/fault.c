@@ -12,24 +12,45 @@
 
 /* ---- fault_corrupt ---- */
 
+/* KIND@N: one of corrupt_names, and N >= 1 in decimal. */
+static errcode_t parse_spec(const char *spec, enum corrupt_kind *kind, uint64_t *when)
+{
+	const char *at = strchr(spec, '@');
+	if (!at)
+		return EINVAL;
+	*kind = CK_NONE;
+	for (size_t k = 1; k < sizeof(corrupt_names) / sizeof(corrupt_names[0]); k++)
+		if (corrupt_names[k] && strlen(corrupt_names[k]) == (size_t)(at - spec) &&
+		    !strncmp(spec, corrupt_names[k], (size_t)(at - spec)))
+			*kind = (enum corrupt_kind)k;
+	char *end;
+	errno = 0;
+	unsigned long long n = strtoull(at + 1, &end, 10);
+	if (*kind == CK_NONE || at[1] < '0' || at[1] > '9' || errno || *end || n == 0)
+		return EINVAL;
+	*when = n;
+	return 0;
+}
+
+bool rio_fault_corrupt_valid(const char *spec)
+{
+	enum corrupt_kind kind;
+	uint64_t when;
+	return spec && parse_spec(spec, &kind, &when) == 0;
+}
+
 errcode_t fault_corrupt_parse(struct txn_manager *t, const char *spec)
 {
 	t->ckind = CK_NONE;
 	if (!spec || !*spec)
 		return 0;
-	const char *at = strchr(spec, '@');
-	if (!at)
-		return EINVAL;
-	for (size_t k = 1; k < sizeof(corrupt_names) / sizeof(corrupt_names[0]); k++)
-		if (corrupt_names[k] && strlen(corrupt_names[k]) == (size_t)(at - spec) &&
-		    !strncmp(spec, corrupt_names[k], (size_t)(at - spec)))
-			t->ckind = (enum corrupt_kind)k;
-	char *end;
-	errno = 0;
-	unsigned long long n = strtoull(at + 1, &end, 10);
-	if (t->ckind == CK_NONE || errno || *end || n == 0)
-		return EINVAL;
-	t->cwhen = n;
+	enum corrupt_kind kind;
+	uint64_t when;
+	errcode_t err = parse_spec(spec, &kind, &when);
+	if (err)
+		return err;
+	t->ckind = kind;
+	t->cwhen = when;
 	return 0;
 }
 

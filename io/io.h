@@ -65,6 +65,11 @@ struct rio_config {
 /* Copied: later changes to *cfg do not reach the manager. */
 void rio_set_config(const struct rio_config *cfg);
 
+/* Whether spec is a fault_corrupt value io takes: KIND@N, KIND one of the
+ * kinds it injects ("bbitmap", "links", ...: recon-fuse(8)) and N >= 1 in
+ * decimal.  Pure; any thread. */
+bool rio_fault_corrupt_valid(const char *spec);
+
 extern io_manager rio_io_manager;
 /* Options (io_channel_set_options): "cache=off" keeps blocks read from the
  * device out of the block cache (cached and dirty blocks are still served

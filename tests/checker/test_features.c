@@ -77,16 +77,16 @@ static void check_bits(void)
 	}
 	/* supported bits beside an unsupported one: the unsupported is named,
 	 * and an incompatible one before a compatible one */
-	uint32_t words[3] = { 0x8 /* ext_attr */ | 0x200 /* sparse_super2 */, 0x1, 0x2 | 0x8000 /* inline_data */ };
+	uint32_t words[3] = { 0x8 /* ext_attr */ | 0x400 /* fast_commit */, 0x1, 0x2 | 0x8000 /* inline_data */ };
 	char buf[64];
 	const char *got = chk_feature_missing(words, CHK_NEED_WRITTEN, buf, sizeof(buf));
 	if (!got || strcmp(got, "inline_data"))
-		FAIL("ext_attr, sparse_super2, sparse_super, filetype, inline_data: named %s, want inline_data",
+		FAIL("ext_attr, fast_commit, sparse_super, filetype, inline_data: named %s, want inline_data",
 		     got ? got : "nothing");
 	words[CHK_INCOMPAT] = 0x2;
 	got = chk_feature_missing(words, CHK_NEED_WRITTEN, buf, sizeof(buf));
-	if (!got || strcmp(got, "sparse_super2"))
-		FAIL("ext_attr, sparse_super2, sparse_super, filetype: named %s, want sparse_super2",
+	if (!got || strcmp(got, "fast_commit"))
+		FAIL("ext_attr, fast_commit, sparse_super, filetype: named %s, want fast_commit",
 		     got ? got : "nothing");
 }
 

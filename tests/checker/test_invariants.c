@@ -185,7 +185,10 @@ enum raw {
 	R_HBLK0, R_HBLKBIG, R_HDUP, R_HRANGE, R_ZERO_BOOT, R_LOOP, R_JSB_BS, R_JSB_V1,
 	/* ext4: one checksum flipped, one extent broken, an orphan listed */
 	R_CSUM_SB, R_CSUM_BGD, R_CSUM_BITMAP, R_CSUM_INODE, R_CSUM_EXTENT, R_CSUM_DIR, R_CSUM_XATTR,
-	R_EXT_LEN0, R_ORPHAN_ENTRY, R_EXT_MOVE, R_EXT_DUP, R_JSB_CSUM
+	R_EXT_LEN0, R_ORPHAN_ENTRY, R_EXT_MOVE, R_EXT_DUP, R_JSB_CSUM,
+	/* orphan-file slots, the block's checksum right: a free inode, a
+	 * file twice, a file (with ORPHAN_PRESENT left clear) */
+	R_OFILE_FREE, R_OFILE_TWICE, R_OFILE_FILE
 };
 
 /* what the edits need to know of the base image (get_facts) */
@@ -304,6 +307,17 @@ static int raw_edit_ext4(ext2_filsys fs, enum raw what, const struct facts *x, u
 		b[0] = 12;                                      /* lists inode 12 */
 		r = 0;
 		break;
+	case R_OFILE_FREE: case R_OFILE_TWICE: case R_OFILE_FILE: {
+		blk = x->orphan_blk;
+		if (!blk || io_channel_read_blk(fs->io, blk, 1, b))
+			break;
+		uint32_t *slot = (uint32_t *)b;
+		slot[0] = ext2fs_cpu_to_le32(what == R_OFILE_FREE ? x->freeino : x->fi);
+		if (what == R_OFILE_TWICE)
+			slot[5] = slot[0];
+		r = ext2fs_orphan_file_block_csum_set(fs, fs->super->s_orphan_file_inum, blk, (char *)b) ? -1 : 0;
+		break;
+	}
 	default:
 		break;
 	}
@@ -469,7 +483,7 @@ static int raw_edit(const char *img, enum raw what, const struct facts *x)
 		break;
 	case R_CSUM_SB: case R_CSUM_BGD: case R_CSUM_BITMAP: case R_CSUM_INODE: case R_EXT_LEN0:
 	case R_EXT_MOVE: case R_EXT_DUP: case R_CSUM_EXTENT: case R_CSUM_DIR: case R_CSUM_XATTR:
-	case R_ORPHAN_ENTRY:
+	case R_ORPHAN_ENTRY: case R_OFILE_FREE: case R_OFILE_TWICE: case R_OFILE_FILE:
 		r = raw_edit_ext4(fs, what, x, b, &blk);
 		break;
 	case R_ZERO_BOOT:
@@ -684,23 +698,31 @@ static const struct tcase cases[] = {
 	{ "INV_BGD_UNINIT", "seti <{UNUSEDI}>\n", R_NONE, T_EXT4 },
 	{ "INV_EXTENT_TREE", NULL, R_EXT_LEN0, T_EXT4 },
 	{ "INV_ORPHAN_FILE", NULL, R_ORPHAN_ENTRY, T_EXT4 },
+	{ "INV_ORPHAN_ENTRY", "feature orphan_present\n", R_OFILE_FREE, T_EXT4 },
+	{ "INV_ORPHAN_ENTRY", "feature orphan_present\n", R_OFILE_TWICE, T_EXT4 },
+	{ "INV_ORPHAN_PRESENT", NULL, R_OFILE_FILE, T_EXT4 },
 	{ "INV_CSUM_SB", NULL, R_CSUM_SB, T_EXT4 },
 	{ "INV_CSUM_BGD", NULL, R_CSUM_BGD, T_EXT4 },
 	{ "INV_CSUM_BITMAP", NULL, R_CSUM_BITMAP, T_EXT4 },
 	{ "INV_CSUM_INODE", NULL, R_CSUM_INODE, T_EXT4 },
 	{ "INV_CSUM_EXTENT", NULL, R_CSUM_EXTENT, T_EXT4 },
 	{ "INV_CSUM_DIR", NULL, R_CSUM_DIR, T_EXT4 },
+	{ "INV_DIR_LEAF_FORM", "sif h flags 0x80000\n", R_NONE, T_EXT4 },
 	{ "INV_CSUM_XATTR", NULL, R_CSUM_XATTR, T_EXT4 },
 	/* ext4 (scans) */
 	{ "INV_BGD_UNINIT", "set_bg 0 itable_unused {IUN}\n", R_NONE, T_EXT4 | T_SCAN },
 	{ "INV_EXTENT_TREE", NULL, R_EXT_LEN0, T_EXT4 | T_SCAN },
 	{ "INV_ORPHAN_FILE", NULL, R_ORPHAN_ENTRY, T_EXT4 | T_SCAN },
+	{ "INV_ORPHAN_ENTRY", "feature orphan_present\n", R_OFILE_FREE, T_EXT4 | T_SCAN },
+	{ "INV_ORPHAN_ENTRY", "feature orphan_present\n", R_OFILE_TWICE, T_EXT4 | T_SCAN },
+	{ "INV_ORPHAN_PRESENT", NULL, R_OFILE_FILE, T_EXT4 | T_SCAN },
 	{ "INV_CSUM_SB", NULL, R_CSUM_SB, T_EXT4 | T_SCAN },
 	{ "INV_CSUM_BGD", NULL, R_CSUM_BGD, T_EXT4 | T_SCAN },
 	{ "INV_CSUM_BITMAP", NULL, R_CSUM_BITMAP, T_EXT4 | T_SCAN },
 	{ "INV_CSUM_INODE", NULL, R_CSUM_INODE, T_EXT4 | T_SCAN },
 	{ "INV_CSUM_EXTENT", NULL, R_CSUM_EXTENT, T_EXT4 | T_SCAN },
 	{ "INV_CSUM_DIR", NULL, R_CSUM_DIR, T_EXT4 | T_SCAN },
+	{ "INV_DIR_LEAF_FORM", "sif h flags 0x80000\n", R_NONE, T_EXT4 | T_SCAN },
 	{ "INV_CSUM_XATTR", NULL, R_CSUM_XATTR, T_EXT4 | T_SCAN },
 };
 

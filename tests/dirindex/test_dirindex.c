@@ -390,6 +390,43 @@ static int collect_disk(ext2_ino_t dir, int entry, struct ext2_dir_entry *de,
 	return 0;
 }
 
+static bool has_index(ext2_filsys fs, ext2_ino_t dir)
+{
+	struct ext2_inode inode;
+
+	return ext2fs_read_inode(fs, dir, &inode) == 0 && (inode.i_flags & EXT2_INDEX_FL);
+}
+
+/* In an htree directory: a name removed and added back lands in the leaf
+ * that just gave it room, so the index stays; names added until one lands
+ * in a full leaf make the directory linear (within max adds); they are
+ * removed again.  ino: an inode the names may point to (its link count is
+ * unchanged in the end).  Returns the number of adds that kept the index,
+ * or -1. */
+static int keep_then_linear(ext2_filsys fs, struct dindex *di, ext2_ino_t dir, const char *name,
+			    ext2_ino_t ino, int max)
+{
+	char fill[64];
+	int n = 0;
+
+	CHECK(has_index(fs, dir), "not indexed");
+	CHECK(dindex_remove(di, dir, name, strlen(name)) == 0, "remove %s", name);
+	CHECK(has_index(fs, dir), "a removal cleared the index flag");
+	CHECK(dindex_add(di, dir, name, strlen(name), ino, EXT2_FT_REG_FILE) == 0, "add back %s", name);
+	CHECK(has_index(fs, dir), "an add into a leaf with room cleared the index flag");
+	while (has_index(fs, dir) && n < max) {
+		snprintf(fill, sizeof(fill), "fill-%05d-%.*s", n, n % 40, "0123456789012345678901234567890123456789");
+		CHECK(dindex_add(di, dir, fill, strlen(fill), ino, EXT2_FT_REG_FILE) == 0, "add %s", fill);
+		n++;
+	}
+	CHECK(!has_index(fs, dir), "%d adds and still indexed", n);
+	for (int i = 0; i < n; i++) {
+		snprintf(fill, sizeof(fill), "fill-%05d-%.*s", i, i % 40, "0123456789012345678901234567890123456789");
+		CHECK(dindex_remove(di, dir, fill, strlen(fill)) == 0, "remove %s", fill);
+	}
+	return n - 1;
+}
+
 /* img: a scratch image holding the htree directory /dirname with at least
  * min_names entries. */
 static int test_htree(const char *img, const char *dirname, int min_names)
@@ -450,13 +487,15 @@ static int test_htree(const char *img, const char *dirname, int min_names)
 		free(dummy);
 	}
 
+	/* Changes that keep the index, then adds until one makes it linear. */
+	moved = h.inos[target];
+	rc = keep_then_linear(fs, di, dir, h.names[target], moved, 20000);
+	CHECK(rc >= 0, "keep_then_linear");
+	printf("  %d adds kept the index, the next made the directory linear\n", rc);
 	/* Rename within the directory: add a new name, remove the old one (the
 	 * file keeps its link count). */
-	moved = h.inos[target];
 	CHECK(dindex_add(di, dir, "dirindex-renamed", 16, moved, EXT2_FT_REG_FILE) == 0, "add");
 	CHECK(dindex_remove(di, dir, h.names[target], strlen(h.names[target])) == 0, "remove");
-	CHECK(ext2fs_read_inode(fs, dir, &inode) == 0 && !(inode.i_flags & EXT2_INDEX_FL),
-	      "index flag cleared");
 	CHECK(dindex_lookup(di, dir, "dirindex-renamed", 16, &ino, &ftype) == 0 && ino == moved,
 	      "renamed");
 	CHECK(ext2fs_lookup(fs, dir, "dirindex-renamed", 16, NULL, &ino) == 0 && ino == moved,
@@ -518,8 +557,29 @@ static int is_dx_block(ext2_filsys fs, ext2_ino_t dir, blk64_t lblk, blk64_t *pb
 	return dx;
 }
 
+/* 1 if lblk of dir reads (its checksum verified) as a leaf with a dirent
+ * tail and not as an index block, 0 if not, -1 if it cannot be read. */
+static int leaf_with_tail(ext2_filsys fs, ext2_ino_t dir, blk64_t lblk)
+{
+	struct ext2_dx_countlimit *cl;
+	char *buf = malloc(fs->blocksize);
+	blk64_t pblk;
+	int leaf, off;
+
+	if (!buf || ext2fs_bmap2(fs, dir, NULL, NULL, 0, lblk, NULL, &pblk) ||
+	    ext2fs_read_dir_block4(fs, pblk, buf, 0, dir)) {
+		free(buf);
+		return -1;
+	}
+	leaf = ext2fs_dirent_has_tail(fs, (struct ext2_dir_entry *)buf) &&
+	       ext2fs_get_dx_countlimit(fs, (struct ext2_dir_entry *)buf, &cl, &off) != 0;
+	free(buf);
+	return leaf;
+}
+
 /* mke2fs's metadata_csum, a directory indexed by e2fsck -D, the stale tail
- * bytes in every dx block: every name is found and listed once. */
+ * bytes in every dx block: every name is found and listed once; the first
+ * change leaves a linear directory of leaves with checksum tails. */
 static int test_csum_htree(int bs)
 {
 	const int n = 5000;
@@ -585,14 +645,28 @@ static int test_csum_htree(int bs)
 	CHECK(dindex_lookup(di, dir, "..", 2, &ino, &ftype) == 0 && ino == EXT2_ROOT_INO, "..");
 	if (readdir_all(di, dir, present, n, 64))
 		return -1;
-	/* changing an indexed metadata_csum directory is not supported */
-	CHECK(dindex_add(di, dir, "new", 3, file, EXT2_FT_REG_FILE) == -EOPNOTSUPP, "add");
 	printf("  %d-byte blocks: %d dx block(s) with stale tail bytes, %d names found and listed\n",
 	       bs, ndx, n);
+	/* changes that keep the index (e2fsck checks it), then an add into a
+	 * full leaf makes it linear: every block a leaf whose checksum libext2fs
+	 * verifies, the stale bytes not taken for a tail */
+	entry_name(name, sizeof(name), 7);
+	CHECK(dindex_remove(di, dir, name, strlen(name)) == 0, "remove");
+	CHECK(dindex_add(di, dir, name, strlen(name), file, EXT2_FT_REG_FILE) == 0, "add");
+	CHECK(has_index(fs, dir), "index flag cleared by an add into a leaf with room");
+	CHECK(ext2fs_flush(fs) == 0, "flush");
+	if (fsck_clean(img))
+		return -1;
+	entry_name(name, sizeof(name), 8);
+	rc = keep_then_linear(fs, di, dir, name, file, 20000);
+	CHECK(rc >= 0, "keep_then_linear");
 	dindex_free(di);
 	free(present);
-	ext2fs_close_free(&fs);
-	return 0;
+	for (blk64_t lblk = 0; lblk < EXT2_I_SIZE(&inode) / fs->blocksize; lblk++)
+		CHECK(leaf_with_tail(fs, dir, lblk) == 1, "block %llu is no leaf with a tail after the change",
+		      (unsigned long long)lblk);
+	CHECK(ext2fs_close_free(&fs) == 0, "close");
+	return fsck_clean(img) ? -1 : 0;
 }
 
 /* ---- corrupt directory blocks give EIO ---- */

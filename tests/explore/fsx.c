@@ -16,6 +16,10 @@
  *   -l maxlen    file length bound, k/m/g suffixes (default 80m)
  *   -b bsize     block size hint for the offset regions (default: statvfs)
  *   -n files     number of files (default 2)
+ *   -m maxop     longest read, write or fallocate (default 1 MiB): small ops
+ *                at random offsets fragment files into many extents
+ *   -e           a third of the offsets within 64 MiB of maxlen (with maxlen
+ *                the file system's largest file: its last blocks)
  *   -x ops       leave out op kinds, comma list of: write,wowrite,dwrite,
  *                read,mapread,mapwrite,trunc,falloc,keepsize,punch,fsync,reopen,
  *                drop (POSIX_FADV_DONTNEED: later reads reach the file system)
@@ -68,7 +72,8 @@ struct file { char path[4096]; int fd; struct model m; };
 
 static struct file files[MAXFILES];
 static int nfiles = 2;
-static uint64_t seed, nops = 1000, maxlen = 80ull << 20, bsize;
+static uint64_t seed, nops = 1000, maxlen = 80ull << 20, bsize, maxop = MAXOP;
+static bool near_top;        /* -e */
 static bool disabled[OP_NKINDS], quiet, seed_given;
 static FILE *logf, *outf, *replayf;
 static char tail[TAIL][160];
@@ -135,7 +140,7 @@ static void __attribute__((noreturn, format(printf, 1, 2))) failure(const char *
 	fputc('\n', stderr);
 	print_tail();
 	fprintf(stderr, "fsx: replay: fsx -S %" PRIu64 " -N %" PRIu64 " -l %" PRIu64
-		" -n %d (same -x, -b)\n", seed, nops, maxlen, nfiles);
+		" -n %d (same -x, -b, -m, -e)\n", seed, nops, maxlen, nfiles);
 	finish_logs();
 	exit(1);
 }
@@ -364,6 +369,8 @@ static uint64_t pick_offset(struct file *f, uint64_t len)
 	uint64_t ppb = bsize / 4;
 	uint64_t ind = 12 * bsize, dind = ind + ppb * bsize, tind = dind + ppb * ppb * bsize;
 	uint64_t bound = maxlen > len ? maxlen - len : 0, o;
+	if (near_top && rnd_below(3) == 0)
+		return bound - rnd_below((bound < (64u << 20) ? bound : (64u << 20)) + 1);
 	switch (rnd_below(8)) {
 	case 0: o = rnd_below(ind + bsize); break;                                  /* direct */
 	case 1: o = ind - bsize + rnd_below(3 * bsize + ppb * bsize / 8); break;     /* single */
@@ -380,12 +387,14 @@ static uint64_t pick_offset(struct file *f, uint64_t len)
 
 static uint64_t pick_len(void)
 {
+	uint64_t len;
 	switch (rnd_below(6)) {
-	case 0: return 1 + rnd_below(64);
-	case 1: return bsize;
-	case 2: return 1 + rnd_below(MAXOP);
-	default: return 1 + rnd_below(64u << 10);
+	case 0: len = 1 + rnd_below(64); break;
+	case 1: len = bsize; break;
+	case 2: len = 1 + rnd_below(MAXOP); break;
+	default: len = 1 + rnd_below(64u << 10); break;
 	}
+	return len > maxop ? 1 + len % maxop : len;
 }
 
 static void random_op(struct op *o)
@@ -643,7 +652,7 @@ static uint64_t parse_size(const char *s)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: fsx [-S seed] [-N ops] [-l maxlen] [-b bsize] [-n files]"
+	fprintf(stderr, "usage: fsx [-S seed] [-N ops] [-l maxlen] [-b bsize] [-n files] [-m maxop] [-e]"
 		" [-x op,...] [-L log] [-R log] [-O outcomes] [-q] DIR\n");
 	exit(2);
 }
@@ -652,13 +661,15 @@ int main(int argc, char **argv)
 {
 	int c;
 	seed = (uint64_t)time(NULL);
-	while ((c = getopt(argc, argv, "S:N:l:b:n:x:L:R:O:q")) != -1) {
+	while ((c = getopt(argc, argv, "S:N:l:b:n:m:ex:L:R:O:q")) != -1) {
 		switch (c) {
 		case 'S': seed = strtoull(optarg, NULL, 0), seed_given = true; break;
 		case 'N': nops = strtoull(optarg, NULL, 0); break;
 		case 'l': maxlen = parse_size(optarg); break;
 		case 'b': bsize = parse_size(optarg); break;
 		case 'n': nfiles = atoi(optarg); break;
+		case 'm': maxop = parse_size(optarg); break;
+		case 'e': near_top = true; break;
 		case 'q': quiet = true; break;
 		case 'x': {
 			char *s = strdup(optarg), *save = NULL;
@@ -683,7 +694,8 @@ int main(int argc, char **argv)
 		default: usage();
 		}
 	}
-	if (optind + 1 != argc || nfiles < 1 || nfiles > MAXFILES || maxlen < (1u << 20))
+	if (optind + 1 != argc || nfiles < 1 || nfiles > MAXFILES || maxlen < (1u << 20) ||
+	    maxop < 1 || maxop > MAXOP)
 		usage();
 	const char *dir = argv[optind];
 	if (!bsize) {

@@ -3,12 +3,15 @@
 # mkfs.ext4's defaults at 1 KiB and 4 KiB blocks, a few seeds
 # each: unwritten extents (fallocate, KEEP_SIZE) written into, holes punched
 # inside extents, truncates of trees of depth 1-2 built by fragmented writes;
-# on 4 KiB blocks offsets up to the largest an extent addresses (2^32 - 1
-# blocks).  After each run: the daemon exits 0, e2fsck -fn passes, and the
-# kernel's ext4 (ro) reads the same bytes in the data segments recon-fuse's
+# on 4 KiB blocks offsets up to the largest file ext4 maps (2^32 - 1
+# blocks), a third of them in its last 64 MiB; and one file fragmented by
+# small writes and punches until its tree has depth 2 (3 in the soak).
+# After each run: the daemon exits 0, e2fsck -fn passes, and the kernel's
+# ext4 (ro) reads the same bytes in the data segments recon-fuse's
 # ro mount reports (SEEK_DATA/SEEK_HOLE, unwritten extents as holes), and
 # zeros elsewhere.
-# FSX4_SEEDS, FSX4_OPS, FSX4_BLOCKS override the bounded CI run.
+# FSX4_SEEDS, FSX4_OPS, FSX4_BLOCKS, FSX4_DEEP_OPS, FSX4_DEEP_DEPTH override
+# the bounded CI run.
 . "$(dirname "$0")/../integration/lib.sh"
 # the checker approves every commit (EXT4_CHECKER=off: the driver alone)
 ext4_checker=${EXT4_CHECKER:-on}
@@ -20,6 +23,8 @@ need_kernel_ext4
 SEEDS=${FSX4_SEEDS:-"101 202"}
 OPS=${FSX4_OPS:-3000}
 BLOCKS=${FSX4_BLOCKS:-"1024 4096"}
+DEEP_OPS=${FSX4_DEEP_OPS:-4000}
+DEEP_DEPTH=${FSX4_DEEP_DEPTH:-2}
 
 # segments.py ROOT [THEIRS]: each file's size and data segments
 # (SEEK_DATA/SEEK_HOLE) with their bytes' sha256.  With THEIRS (the same
@@ -83,34 +88,68 @@ for line in open(sys.argv[2]):
 sys.exit(1 if bad else 0)
 PY
 
+# tree_facts IMG: the deepest extent tree of the fsx files (TREE_DEPTH) and,
+# for the log, their extents and unwritten extents (TREE_FACTS; debugfs).
+tree_facts() {
+	local f depth=0 ext=0 uw=0 d
+	for f in $(debugfs -R "ls -p /" "$1" 2>/dev/null | awk -F/ '$6 ~ /^fsx\./ { print $6 }'); do
+		debugfs -R "ex $f" "$1" 2>/dev/null >"$SCRATCH/ex.out"
+		d=$(awk 'NR == 2 { print $2 + 0 }' "$SCRATCH/ex.out")
+		[ "${d:-0}" -gt "$depth" ] && depth=$d
+		ext=$((ext + $(awk 'NR > 1 && $1 ~ /\// && $1 + 0 == $2 + 0' "$SCRATCH/ex.out" | wc -l)))
+		uw=$((uw + $(grep -c Uninit "$SCRATCH/ex.out")))
+	done
+	TREE_DEPTH=$depth TREE_FACTS="depth $depth, $ext leaf extents, $uw unwritten"
+}
+
+# fsx_run BS SEED OPS LEN FSX-OPTIONS...: fsx on a fresh ext4 image through
+# recon-fuse; the daemon's verdict, e2fsck, then the kernel reads the same.
+fsx_run() {
+	local bs=$1 seed=$2 ops=$3 len=$4 img="$SCRATCH/fsx4-$bs.img" what; shift 4
+	what="fsx ext4 seed $seed bs $bs${*:+ $*}"
+	rm -f "$img"
+	mke2fs -F -q -t ext4 -b "$bs" "$img" 1G >"$SCRATCH/mke2fs.out" 2>&1 ||
+		{ cat "$SCRATCH/mke2fs.out"; die "mke2fs"; }
+	log "$what, $ops ops, -l $len: recon-fuse on ext4"
+	EXPLORE_RECON_OPTS=checker=$ext4_checker recon_run "$img" "$what" \
+		"$FSX" -q -S "$seed" -N "$ops" -l "$len" -b "$bs" "$@" -L "$SCRATCH/fsx4-$bs-$seed.log" \
+		"$SCRATCH/mnt" || return 1
+	tree_facts "$img"
+	log "$what: $TREE_FACTS"
+	mount_recon "$img" "$SCRATCH/mnt" ro,checker=$ext4_checker || { fail "$what: ro mount"; return 1; }
+	python3 "$SCRATCH/segments.py" "$SCRATCH/mnt" >"$SCRATCH/ours" || fail "$what: segments (ours)"
+	umount_recon "$SCRATCH/mnt"
+	if mount -t ext4 -o ro,loop "$img" "$SCRATCH/kmnt"; then
+		MOUNTS+=("$SCRATCH/kmnt")
+		python3 "$SCRATCH/segments.py" "$SCRATCH/kmnt" "$SCRATCH/ours" ||
+			fail "$what: the kernel's ext4 reads other data"
+		umount "$SCRATCH/kmnt"
+	else
+		fail "$what: the kernel's ext4 does not mount the result"
+	fi
+	runs=$((runs + 1))
+}
+
 mkdir -p "$SCRATCH/kmnt"
 runs=0
 for bs in $BLOCKS; do
-	# 1 KiB: within 80 MiB (trees of depth 2 from fragmented writes);
-	# 4 KiB: offsets up to 16 TiB less a GiB, near 2^32 blocks
-	if [ "$bs" = 1024 ]; then len=80m; else len=16383g; fi
+	# 1 KiB: within 80 MiB; 4 KiB: up to the largest file ext4 maps
+	# (2^32 - 1 blocks), a third of the offsets in its last 64 MiB (-e)
+	if [ "$bs" = 1024 ]; then len=(80m); else len=($(((1 << 44) - 4096)) -e); fi
 	for seed in $SEEDS; do
-		img="$SCRATCH/fsx4-$bs.img"
-		rm -f "$img"
-		mke2fs -F -q -t ext4 -b "$bs" "$img" 1G >"$SCRATCH/mke2fs.out" 2>&1 ||
-			{ cat "$SCRATCH/mke2fs.out"; die "mke2fs"; }
-		log "seed $seed, $OPS ops, block $bs, -l $len: recon-fuse on ext4"
-		EXPLORE_RECON_OPTS=checker=$ext4_checker recon_run "$img" "fsx ext4 seed $seed bs $bs" \
-			"$FSX" -q -S "$seed" -N "$OPS" -l "$len" -b "$bs" -L "$SCRATCH/fsx4-$bs-$seed.log" \
-			"$SCRATCH/mnt" || continue
-		mount_recon "$img" "$SCRATCH/mnt" ro,checker=$ext4_checker || { fail "ro mount"; continue; }
-		python3 "$SCRATCH/segments.py" "$SCRATCH/mnt" >"$SCRATCH/ours" || fail "segments (ours)"
-		umount_recon "$SCRATCH/mnt"
-		if mount -t ext4 -o ro,loop "$img" "$SCRATCH/kmnt"; then
-			MOUNTS+=("$SCRATCH/kmnt")
-			python3 "$SCRATCH/segments.py" "$SCRATCH/kmnt" "$SCRATCH/ours" ||
-				fail "seed $seed bs $bs: the kernel's ext4 reads other data"
-			umount "$SCRATCH/kmnt"
-		else
-			fail "seed $seed bs $bs: the kernel's ext4 does not mount the result"
-		fi
-		runs=$((runs + 1))
+		fsx_run "$bs" "$seed" "$OPS" "${len[@]}"
 	done
 done
-log "$runs seeds x block sizes, $OPS ops each"
+# One file fragmented by small writes and punches at random offsets on
+# 1 KiB blocks (84 extents a leaf): its tree must reach DEEP_DEPTH (depth 2
+# past 336 extents, depth 3 past 28,224: FSX4_DEEP_OPS=80000 in the soak).
+case " $BLOCKS " in
+*" 1024 "*)
+	seed=${SEEDS%% *}
+	if fsx_run 1024 "$seed" "$DEEP_OPS" 200m -n 1 -m 1024 -x dwrite,read,mapread,trunc,falloc,fsync,reopen,drop; then
+		[ "$TREE_DEPTH" -ge "$DEEP_DEPTH" ] ||
+			fail "the fragmented file's extent tree has depth $TREE_DEPTH, want $DEEP_DEPTH ($DEEP_OPS ops)"
+	fi ;;
+esac
+log "$runs runs ($OPS ops each, the fragmenting one $DEEP_OPS)"
 finish

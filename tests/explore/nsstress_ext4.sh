@@ -1,7 +1,7 @@
 #!/bin/bash
 # nsstress on recon-fuse over ext4 images, every commit approved by the checker:
-# mkfs.ext4's defaults and e2fsprogs 1.47's (with
-# metadata_csum_seed), 1 KiB and 4 KiB blocks, 4 processes in one tree;
+# mkfs.ext4's defaults and e2fsprogs 1.47.4's (with
+# metadata_csum_seed and orphan_file), 1 KiB and 4 KiB blocks, 4 processes in one tree;
 # verified while mounted, then unmount (daemon exit 0), e2fsck -fn, and
 # verified again through the kernel's ext4 (read-only).  NS4_SEEDS, NS4_OPS,
 # NS4_BLOCKS override.
@@ -28,7 +28,7 @@ for bs in $BLOCKS; do
 			img="$SCRATCH/ns4-$bs.img"
 			rm -f "$img"
 			o=()
-			[ "$kind" = seed ] && o=(-O metadata_csum_seed)
+			[ "$kind" = seed ] && o=(-O metadata_csum_seed,orphan_file)
 			mke2fs -F -q -t ext4 -b "$bs" "${o[@]}" "$img" 512M >"$SCRATCH/mke2fs.out" 2>&1 ||
 				{ cat "$SCRATCH/mke2fs.out"; die "mke2fs"; }
 			what="nsstress ext4 ($kind) seed $seed bs $bs"

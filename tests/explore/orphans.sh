@@ -6,7 +6,8 @@
 # RELEASEs.  The daemon exits 0 with no rejected commit, the image keeps no
 # orphan, e2fsck -fn passes, a remount verifies the tree.  1 KiB and 4 KiB
 # blocks, default transactions and -o max_transaction_blocks=16 (releases
-# spanning commits).  Each seed also on the kernel's ext3.  Seed 32 at 4 KiB
+# spanning commits).  Each seed also on the kernel's ext3.  With the
+# argument ext4: mkfs.ext4's defaults, each seed also on the kernel's ext4.  Seed 32 at 4 KiB
 # with max_transaction_blocks=16 truncates a file made in the same
 # transaction across commits (the checker takes a linked orphan only once
 # its creation is committed).  ORPHANS_SEEDS, ORPHANS_OPS, ORPHANS_PROCS
@@ -14,7 +15,7 @@
 . "$(dirname "$0")/../integration/lib.sh"
 . "$(dirname "$0")/lib_explore.sh"
 need_root
-have_kernel_ext3 || skip "no kernel ext3"
+explore_fs "${1:-}"
 [ -x "$NSSTRESS" ] || die "nsstress not built: $NSSTRESS"
 
 SEEDS=${ORPHANS_SEEDS:-"31 32"}
@@ -26,7 +27,7 @@ for bs in 1024 4096; do
 		for opts in "" "max_transaction_blocks=16"; do
 			what="nsstress -H seed $seed bs $bs${opts:+ $opts}"
 			img="$SCRATCH/orph-$bs.img"
-			mkimg "$img" "$bs" 512M
+			explore_mkimg "$img" "$bs" 512M
 			log "$what: recon-fuse"
 			if EXPLORE_RECON_OPTS=$opts recon_run "$img" "$what" \
 				"$NSSTRESS" -H -S "$seed" -p "$PROCS" -N "$OPS" "$SCRATCH/mnt"; then
@@ -36,8 +37,8 @@ for bs in 1024 4096; do
 			fi
 			runs=$((runs + 1))
 		done
-		mkimg "$img" "$bs" 512M
-		log "seed $seed, block $bs: kernel ext3"
+		explore_mkimg "$img" "$bs" 512M
+		log "seed $seed, block $bs: kernel $EXPLORE_FS"
 		kernel_run "$img" "nsstress -H seed $seed bs $bs" \
 			"$NSSTRESS" -H -S "$seed" -p "$PROCS" -N "$OPS" "$SCRATCH/kmnt"
 	done

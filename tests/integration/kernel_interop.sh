@@ -7,15 +7,36 @@
 #     after a commit, with an open unlinked file: a journal to replay and an
 #     orphan): recovered by the kernel and by recon-fuse, the two views agree
 #     and e2fsck -fn is clean after each.
+# With the argument ext4: mkfs.ext4's defaults and the kernel's ext4 driver
+# (its crash leaves a jbd2 log with 64-bit tags and checksums to replay).
+# The kernel's crash also leaves a directory removed while open (an orphan
+# that still has its block).
 . "$(dirname "$0")/lib.sh"
+fs=${1:-ext3}
+TEST_NAME=kernel_interop${1:+_$1}
 need_root
-have_kernel_ext3 || skip "the kernel has no ext3 driver"
+case $fs in
+ext3) have_kernel_ext3 || skip "the kernel has no ext3 driver"
+      entries=2500 added=400 ;;
+ext4) need_kernel_ext4
+      entries=2500 added=400 ;;
+*) die "file system $fs: ext3 or ext4" ;;
+esac
+export INTEROP_ENTRIES=$entries INTEROP_ADDED=$added INTEROP_ORPHAN_DIR=1
+# kmount_fs IMG MNT [OPTS]: the kernel's driver for $fs on a loop device.
+kmount_fs() {
+	if [ "$fs" = ext3 ]; then kmount "$@"; return; fi
+	mkdir -p "$2"
+	mount -t ext4 -o "loop${3:+,$3}" "$1" "$2" && MOUNTS+=("$2")
+}
 
 cat >"$SCRATCH/interop.py" <<'EOF'
 import os, sys, time
 from pylib import *
 mode, root = sys.argv[1], sys.argv[2]
 seed = sys.argv[3] if len(sys.argv) > 3 else ""
+entries = int(os.environ["INTEROP_ENTRIES"])
+added = int(os.environ["INTEROP_ADDED"])
 os.chdir(root)
 if mode == "populate":
     bs = os.statvfs(".").f_bsize
@@ -36,9 +57,9 @@ if mode == "populate":
     os.chown(seed + "/f3", 1001, 1002)
     os.chmod(seed + "/f4", 0o4711)
     os.mkdir(seed + "/dir")
-    for i in range(2500):       # several blocks: an htree or a linear directory
+    for i in range(entries):    # 2500: several blocks, an htree or a linear directory
         open("%s/dir/entry-%05d-%s" % (seed, i, "n" * (i % 30)), "w").close()
-    for i in range(0, 2500, 3):
+    for i in range(0, entries, 3):
         os.unlink("%s/dir/entry-%05d-%s" % (seed, i, "n" * (i % 30)))
     os.rename(seed + "/f5", seed + "/deep/er/f5-moved")
     os.rename(seed + "/deep/er/still", seed + "/moved-dir")
@@ -47,11 +68,11 @@ elif mode == "mutate":
     for name in sorted(os.listdir(".")):
         if name == "lost+found" or not os.path.isdir(name + "/dir"):
             continue
-        for i in range(1, 2500, 3):
+        for i in range(1, entries, 3):
             p = "%s/dir/entry-%05d-%s" % (name, i, "n" * (i % 30))
             if os.path.exists(p):
                 os.rename(p, p + "-r")
-        for i in range(400):
+        for i in range(added):
             open("%s/dir/new-%s-%d" % (name, seed, i), "w").close()
         with open(name + "/f1", "ab") as f:
             f.write(b"appended by " + seed.encode())
@@ -77,6 +98,11 @@ elif mode == "crashwork":
     os.write(fd, pattern("held", 2 << 20))
     os.fsync(fd)
     os.unlink("crash/held")
+    if os.environ.get("INTEROP_ORPHAN_DIR") == "1":
+        # and a directory removed while open: an orphan with its block
+        os.makedirs("crash/gone")
+        dfd = os.open("crash/gone", os.O_RDONLY | os.O_DIRECTORY)
+        os.rmdir("crash/gone")
     os.sync()
     open(flag, "w").close()
     time.sleep(600)
@@ -85,7 +111,13 @@ run_py() { python3 "$SCRATCH/interop.py" "$@"; }
 
 for bs in 1024 4096; do
 	img="$SCRATCH/interop-$bs.img" mnt="$SCRATCH/mnt" kmnt="$SCRATCH/kmnt"
-	mkimg "$img" "$bs" 128M
+	if [ "$fs" = ext3 ]; then
+		mkimg "$img" "$bs" 128M
+	else
+		rm -f "$img"
+		mke2fs -F -q -t ext4 -b "$bs" "$img" 128M >"$SCRATCH/mke2fs.out" 2>&1 ||
+			{ cat "$SCRATCH/mke2fs.out"; die "mke2fs -t ext4"; }
+	fi
 
 	# 1. recon-fuse writes, the kernel reads and writes, recon-fuse reads
 	mount_recon "$img" "$mnt" || die "mount ($bs)"
@@ -93,7 +125,7 @@ for bs in 1024 4096; do
 	run_py manifest "$mnt" >"$SCRATCH/m-ours" || fail "manifest on recon-fuse ($bs)"
 	umount_recon "$mnt"
 	fsck_clean "$img" "what recon-fuse left ($bs)"
-	kmount "$img" "$kmnt" || die "the kernel cannot mount what recon-fuse left ($bs)"
+	kmount_fs "$img" "$kmnt" || die "the kernel cannot mount what recon-fuse left ($bs)"
 	run_py manifest "$kmnt" >"$SCRATCH/m-kernel" || fail "manifest on the kernel ($bs)"
 	diff "$SCRATCH/m-ours" "$SCRATCH/m-kernel" >"$SCRATCH/diff" ||
 		{ fail "the kernel sees something else than recon-fuse wrote ($bs)"; head -20 "$SCRATCH/diff"; }
@@ -110,7 +142,7 @@ for bs in 1024 4096; do
 	run_py manifest "$mnt" >"$SCRATCH/m-ours3"
 	umount_recon "$mnt"
 	fsck_clean "$img" "recon-fuse after the kernel ($bs)"
-	kmount "$img" "$kmnt" ro || die "kernel remount ($bs)"
+	kmount_fs "$img" "$kmnt" ro || die "kernel remount ($bs)"
 	run_py manifest "$kmnt" >"$SCRATCH/m-kernel3"
 	kumount "$kmnt"
 	diff "$SCRATCH/m-ours3" "$SCRATCH/m-kernel3" >"$SCRATCH/diff" ||
@@ -118,7 +150,7 @@ for bs in 1024 4096; do
 
 	# 2. what the kernel leaves when it crashes
 	rm -f "$SCRATCH/ready"
-	kmount "$img" "$kmnt" "commit=60" || die "kernel mount for the crash ($bs)"
+	kmount_fs "$img" "$kmnt" "commit=60" || die "kernel mount for the crash ($bs)"
 	# python itself in the background (not a function's subshell) so kill reaches it
 	python3 "$SCRATCH/interop.py" crashwork "$kmnt" x "$SCRATCH/ready" &
 	holder=$!
@@ -130,7 +162,7 @@ for bs in 1024 4096; do
 	dumpe2fs -h "$SCRATCH/crashed.img" 2>/dev/null | grep -q needs_recovery ||
 		fail "the crash image does not need recovery ($bs): the test did not set up what it meant to"
 	cp --sparse=always "$SCRATCH/crashed.img" "$SCRATCH/crashed-k.img"
-	kmount "$SCRATCH/crashed-k.img" "$kmnt" || die "kernel recovery ($bs)"
+	kmount_fs "$SCRATCH/crashed-k.img" "$kmnt" || die "kernel recovery ($bs)"
 	run_py manifest "$kmnt" >"$SCRATCH/m-crash-kernel"
 	kumount "$kmnt"
 	fsck_clean "$SCRATCH/crashed-k.img" "the kernel's own recovery ($bs)"

@@ -16,17 +16,31 @@
 # fresh image, 1 KiB and 4 KiB blocks.  Every step's outcome must agree
 # (return value or errno, contents, stat fields, time relations, listings,
 # xattrs), except the short allowlist EXPECTED in posix_diff.py.  e2fsck -fn
-# must be clean on both images.
+# must be clean on both images.  With the argument ext4: mkfs.ext4's
+# defaults, against the kernel's ext4 driver (posix_diff.py's EXPECTED
+# differences are per file system).
 . "$(dirname "$0")/lib.sh"
+fs=${1:-ext3}
+TEST_NAME=posix_diff${1:+_$1}
 need_root
-have_kernel_ext3 || skip "the kernel has no ext3 driver"
+case $fs in
+ext3) have_kernel_ext3 || skip "the kernel has no ext3 driver" ;;
+ext4) need_kernel_ext4 ;;
+*) die "file system $fs: ext3 or ext4" ;;
+esac
 ensure_test_user
 
 body="$RECON_SRC/tests/integration/posix_diff.py"
 for bs in 1024 4096; do
 	kimg="$SCRATCH/kernel-$bs.img" rimg="$SCRATCH/recon-$bs.img"
 	kmnt="$SCRATCH/kmnt" rmnt="$SCRATCH/rmnt"
-	mkimg "$kimg" "$bs" 128M
+	if [ "$fs" = ext3 ]; then
+		mkimg "$kimg" "$bs" 128M
+	else
+		rm -f "$kimg"
+		mke2fs -F -q -t ext4 -b "$bs" "$kimg" 128M >"$SCRATCH/mke2fs.out" 2>&1 ||
+			{ cat "$SCRATCH/mke2fs.out"; die "mke2fs -t ext4"; }
+	fi
 	# statfs's f_blocks leaves out the static metadata: mke2fs records how
 	# much; without the record both drivers count it (4 KiB run)
 	if [ "$bs" = 4096 ]; then
@@ -35,7 +49,13 @@ for bs in 1024 4096; do
 	fi
 	cp --sparse=always "$kimg" "$rimg"
 
-	kmount "$kimg" "$kmnt" || die "kernel mount ($bs)"
+	if [ "$fs" = ext3 ]; then
+		kmount "$kimg" "$kmnt" || die "kernel mount ($bs)"
+	else
+		mkdir -p "$kmnt"
+		mount -t ext4 -o loop "$kimg" "$kmnt" || die "kernel mount ($bs)"
+		MOUNTS+=("$kmnt")
+	fi
 	python3 "$body" run "$kmnt" "$SCRATCH/kernel-$bs.json" "$TEST_UID" "$TEST_GID" ||
 		fail "the sequence did not complete on the kernel ($bs)"
 	kumount "$kmnt" || fail "kernel umount ($bs)"
@@ -48,7 +68,7 @@ for bs in 1024 4096; do
 	umount_recon "$rmnt"
 	fsck_clean "$rimg" "what recon-fuse left ($bs)"
 
-	python3 "$body" compare "$SCRATCH/kernel-$bs.json" "$SCRATCH/recon-$bs.json" "$bs" ||
+	python3 "$body" compare "$SCRATCH/kernel-$bs.json" "$SCRATCH/recon-$bs.json" "$bs" "$fs" ||
 		fail "recon-fuse and the kernel differ ($bs-byte blocks; the steps above)"
 	rm -f "$kimg" "$rimg"
 done

@@ -1,0 +1,133 @@
+/*
+ * fuse/dirblock.c - one directory block: walking its entries (validating
+ * each), where they end (a metadata_csum leaf tail), the room an entry or a
+ * block offers, and filling in an entry.  Shared by dirindex.c (the
+ * in-memory index and its block edits) and dxwrite.c (htree blocks).
+ *
+ * Errors: 0 or -errno, as declared in dirindex.h.
+ */
+#include "dirindex.h"
+
+#include <errno.h>
+#include <string.h>
+
+/* Space an entry with a name of len bytes needs: 8-byte header + name,
+ * rounded up to 4 bytes, as ext2 lays entries out. */
+unsigned int dirent_size(size_t len)
+{
+	return (unsigned int)((8 + len + 3) & ~(size_t)3);
+}
+
+/* rec_len of the entry at off, or 0 if it cannot be decoded. */
+unsigned int dirent_rec_len_at(ext2_filsys fs, char *buf, unsigned int off)
+{
+	unsigned int rec_len;
+
+	if (ext2fs_get_rec_len(fs, (struct ext2_dir_entry *)(buf + off), &rec_len))
+		return 0;
+	return rec_len;
+}
+
+unsigned int dirblock_entries_end(ext2_filsys fs, char *buf)
+{
+	const struct ext2_dir_entry_tail *t;
+	unsigned int top = fs->blocksize - sizeof(*t), off = 0, rec_len;
+
+	if (!ext2fs_has_feature_metadata_csum(fs->super))
+		return fs->blocksize;
+	while (off < top) {
+		rec_len = dirent_rec_len_at(fs, buf, off);
+		if (rec_len < 8 || (rec_len & 3))
+			return fs->blocksize;
+		off += rec_len;
+	}
+	if (off != top)
+		return fs->blocksize;
+	t = (const struct ext2_dir_entry_tail *)(buf + top);
+	if (t->det_reserved_zero1 == 0 && t->det_rec_len == sizeof(*t) &&
+	    t->det_reserved_name_len == EXT2_DIR_NAME_LEN_CSUM)
+		return top;
+	return fs->blocksize;
+}
+
+void dirblock_cursor_init(struct dirblock_cursor *c, ext2_filsys fs, char *buf)
+{
+	c->fs = fs;
+	c->buf = buf;
+	c->off = 0;
+	c->end = dirblock_entries_end(fs, buf);
+}
+
+/* 1 and *e filled, 0 at the end of the block, -EIO on a corrupt entry. */
+int dirblock_cursor_next(struct dirblock_cursor *c, struct dirent_view *e)
+{
+	struct ext2_dir_entry *de;
+	unsigned int rec_len;
+
+	if (c->off >= c->end)
+		return 0;
+	if (c->off + 8 > c->end)
+		return -EIO;
+	de = (struct ext2_dir_entry *)(c->buf + c->off);
+	if (ext2fs_get_rec_len(c->fs, de, &rec_len))
+		return -EIO;
+	if (rec_len < 8 || (rec_len & 3) || rec_len > c->end - c->off)
+		return -EIO;
+	e->off = c->off;
+	e->rec_len = rec_len;
+	e->de = de;
+	e->ino = de->inode;
+	if (ext2fs_has_feature_filetype(c->fs->super)) {
+		e->name_len = de->name_len & 0xff;
+		e->ftype = de->name_len >> 8;
+	} else {
+		/* Without the filetype feature name_len is 16 bits wide. */
+		e->name_len = de->name_len;
+		e->ftype = 0;
+	}
+	if (8 + e->name_len > rec_len)
+		return -EIO;
+	if (e->ino != 0 &&
+	    (e->name_len == 0 || e->ino > c->fs->super->s_inodes_count))
+		return -EIO;
+	c->off += rec_len;
+	return 1;
+}
+
+/* Largest entry size that fits into one existing entry's space. */
+unsigned int dirent_room(const struct dirent_view *e)
+{
+	if (e->ino == 0)
+		return e->rec_len;
+	return e->rec_len - dirent_size(e->name_len);
+}
+
+/* Largest insertable entry size in a block; -EIO if corrupt. */
+int dirblock_max_room(ext2_filsys fs, char *buf, uint32_t *room)
+{
+	struct dirblock_cursor c;
+	struct dirent_view e;
+	int rc;
+
+	*room = 0;
+	dirblock_cursor_init(&c, fs, buf);
+	while ((rc = dirblock_cursor_next(&c, &e)) == 1) {
+		unsigned int r = dirent_room(&e);
+
+		if (r > *room)
+			*room = r;
+	}
+	return rc;
+}
+
+void dirent_fill(ext2_filsys fs, struct ext2_dir_entry *de, const char *name,
+		       size_t len, ext2_ino_t ino, int ftype)
+{
+	de->inode = ino;
+	if (ext2fs_has_feature_filetype(fs->super))
+		de->name_len = (__u16)(len | ((unsigned int)(ftype & 0xff) << 8));
+	else
+		de->name_len = (__u16)len;
+	memcpy(de->name, name, len);
+}
+
