@@ -153,12 +153,13 @@ static int seal_path(const struct recon_config *cfg, const struct rfs_seal_plan 
 	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
 
-/* The seal file at path into *f: 0, -ENOENT, or -EINVAL (not a seal). */
+/* The seal file at path into *f: 0, -ENOENT (none this process may read),
+ * or -EINVAL (not a seal). */
 static int load_seal(const char *path, struct seal_facts *f)
 {
 	FILE *in = fopen(path, "re");
 	if (!in)
-		return -errno;
+		return -ENOENT;
 	memset(f, 0, sizeof(*f));
 	char line[128];
 	int seen = 0;
@@ -404,6 +405,9 @@ void rfs_seal_write(const struct recon_config *cfg, const struct rfs_seal_plan *
 		if (e)
 			(void)unlink(tmp);
 	}
+	/* a user's mount cannot write the default folder: no seal, said nowhere */
+	if (e && !cfg->seal_dir && (e == -EACCES || e == -EPERM || e == -EROFS))
+		return;
 	if (e) {
 		fprintf(stderr, "recon-fuse: %s: no seal written in %s (%s): the next mount checks "
 			"every inode table\n", cfg->device, dir, strerror(-e));
