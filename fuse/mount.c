@@ -220,6 +220,8 @@ static int decide_rw_sealed(struct rfs *r, ext2_filsys fs, bool replayed, struct
 	/* before the bitmaps are read: a seal spares some */
 	if (!replayed && r->cfg->io.checker && !r->cfg->rw_unchecked)
 		rfs_seal_take(r, fs, seal);
+	else
+		rfs_seal_drop(r, fs);
 	readahead_group_metadata(fs, seal->pristine);
 	/* the checker's attach reads the same bitmaps: beside this pass */
 	(void)rio_txn_prepare(fs);

@@ -668,6 +668,10 @@ int rfs_seal_plan(ext2_filsys fs, struct rfs_seal_plan *p);
  * for rfs_read_bitmaps.  The seal is removed either way: it serves one
  * mount. */
 void rfs_seal_take(struct rfs *r, ext2_filsys fs, struct rfs_seal *out);
+/* A read-write mount that does not look for a seal (checker off,
+ * rw_unchecked, a journal replayed) removes it all the same, before it
+ * writes. */
+void rfs_seal_drop(struct rfs *r, ext2_filsys fs);
 /* Once libext2fs has read the bitmaps, before the base check: when the
  * inode bitmaps are the sealed ones too, hand the sealed groups to io
  * (rio_set_sealed_groups).  True when the seal is used. */

@@ -215,6 +215,17 @@ static void sync_dir(const char *dir)
 	}
 }
 
+void rfs_seal_drop(struct rfs *r, ext2_filsys fs)
+{
+	const char *dir = seal_dir(r->cfg);
+	struct rfs_seal_plan p;
+	char path[4096];
+	if (!dir || rfs_seal_plan(fs, &p) || seal_path(r->cfg, &p, path, sizeof(path)))
+		return;
+	if (unlink(path) == 0)
+		sync_dir(dir);
+}
+
 /* Is group g pristine by its descriptor: no inode in use, no block but its
  * static ones (superblock and descriptor copies, bitmaps, table, all
  * inside it)?  At the sealed unmount the checked state had each count equal

@@ -8,7 +8,8 @@
 #     the damage is found and the mount is read-only with the invariant named;
 #  3. an inode freed in the bitmap alone (superblock and descriptors as they
 #     were) that still looks in use: the seal is not used, the damage found;
-#  4. a forged seal whose mount count is wrong: ignored, every table read.
+#  4. a forged seal whose mount count is wrong: ignored, every table read;
+#  5. a read-write mount with the checker off removes the seal and leaves none.
 . "$(dirname "$0")/lib.sh"
 need_root
 have_kernel_ext3 || skip "the kernel has no ext3 driver"
@@ -113,5 +114,12 @@ umount_recon "$mnt"
 check "forged seal: every table read" \
 	[ "$(stat_of "$SCRATCH/forged.json" base_check_tables_sealed)" -eq 0 -a \
 	  "$(stat_of "$SCRATCH/forged.json" base_check_tables_read)" -eq "$groups" ]
+
+# 5. a read-write mount that does not check (checker=off) removes the seal too
+[ -n "$(seal_file)" ] || fail "no seal after the forged one's mount"
+mount_recon "$dev" "$mnt" "seal_dir=$seals,checker=off" || die "mount with checker=off"
+echo d >"$mnt/unchecked"
+umount_recon "$mnt"
+[ -z "$(seal_file)" ] || fail "checker=off: the seal outlived an unchecked read-write mount"
 fsck_clean "$img" "at the end"
 finish
