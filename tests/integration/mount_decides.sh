@@ -6,16 +6,17 @@
 # needs recovery (replayed in memory until then).  Each image below is tried
 # read-write, with what the mount must do:
 #  - refused (exit 1): f_journal (a journal inode the checker does not
-#    model), j_recover_fast_commit (fast_commit) and f_clear_orphan_file
-#    (orphan_present, not written) from the e2fsprogs corpus, all
-#    needing recovery; an ext4 feature not written (inline_data); MMP (libext2fs's open
+#    model) and j_recover_fast_commit (fast_commit) from the e2fsprogs
+#    corpus, both needing recovery; an ext4 feature not written (inline_data); MMP (libext2fs's open
 #    would write the MMP block); a root inode that is no directory;
 #  - read-only: a block marked in use that nothing owns (the base check);
 #    a bitmap that does not mark its group's inode table; an image marked
 #    with errors; a journal whose replay would leave the root directory's
 #    block zeroed;
 #  - read-write (the control): the same stale counts are written then, and
-#    e2fsck -fn finds the image clean.
+#    e2fsck -fn finds the image clean; so is f_clear_orphan_file (a journal
+#    to recover, then 19 orphans in the orphan file to release), as e2fsck
+#    recovers it.
 . "$(dirname "$0")/lib.sh"
 need_root
 command -v debugfs >/dev/null || skip "no debugfs"
@@ -64,13 +65,26 @@ attempt() {
 }
 
 # corpus images that need recovery and cannot be written
-for name in f_journal j_recover_fast_commit f_clear_orphan_file; do
+for name in f_journal j_recover_fast_commit; do
 	if corpus_image "$name" "$img"; then
 		attempt "$name" refused "mount it read-only"
 	else
 		log "no corpus image $name at $CORPUS: not tested"
 	fi
 done
+
+# recovered, then its orphan file's entries released, read-write
+if corpus_image f_clear_orphan_file "$img"; then
+	if mount_recon "$img" "$mnt" "" 2>/dev/null; then
+		echo data >"$mnt/new" || fail "f_clear_orphan_file: not writable"
+		umount_recon "$mnt"
+		fsck_clean "$img" "f_clear_orphan_file (recovered, orphans released)"
+	else
+		fail "f_clear_orphan_file: not mounted read-write: $(head -3 "$RECON_LOG")"
+	fi
+else
+	log "no corpus image f_clear_orphan_file at $CORPUS: not tested"
+fi
 
 # features
 rm -f "$img"; truncate -s 64M "$img"
