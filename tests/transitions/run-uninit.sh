@@ -2,7 +2,8 @@
 # Kernel ext4, and recon-fuse, in uninitialised groups against recon-check:
 # images with many groups, most of them BLOCK_UNINIT and INODE_UNINIT, on a
 # disk that reads as zeros (sparse) or holds old random bytes (mke2fs -E
-# nodiscard), with and without lazy inode table init.  Each step is one
+# nodiscard), with and without lazy inode table init, and with
+# bg_itable_unused 0 in INODE_UNINIT groups.  Each step is one
 # mount: the kernel's lazy init thread zeroing tables (ITABLE_ZEROED);
 # directories spread over the groups (Orlov) with a file each; a thousand
 # and more files filling groups' inodes; preallocated files taking blocks
@@ -60,6 +61,7 @@ formats=(
 	"1k 256M sparse -b 1024 -N 8192"
 	"1k-lazy 128M random -b 1024 -E nodiscard,lazy_itable_init=1"
 	"1k-uninit_bg 128M random -b 1024 -O ^metadata_csum,uninit_bg -E nodiscard,lazy_itable_init=1"
+	"1k-unused-0 128M sparse -b 1024"
 )
 for f in "${formats[@]}"; do
 	read -r name size disk args <<<"$f"
@@ -73,6 +75,15 @@ for f in "${formats[@]}"; do
 	# shellcheck disable=SC2086
 	mke2fs -F -q -t ext4 $args "$img" >"$SCRATCH/mkfs.out" 2>&1 ||
 		{ fail "$name: mke2fs $args: $(head -1 "$SCRATCH/mkfs.out")"; continue; }
+	if [ "$name" = 1k-unused-0 ]; then
+		# bg_itable_unused 0 under INODE_UNINIT, which e2fsck accepts: the
+		# kernel sets it afresh as it takes the group's first inode
+		dumpe2fs "$img" 2>/dev/null | awk '/^Group [0-9]+:.*INODE_UNINIT/ {
+			g = $2; sub(":", "", g); print "set_bg " g " itable_unused 0"; print "set_bg " g " checksum calc" }' \
+			>"$SCRATCH/cmds"
+		debugfs -w -f "$SCRATCH/cmds" "$img" >/dev/null 2>&1 || fail "$name: debugfs"
+		e2fsck -fn "$img" >/dev/null 2>&1 || fail "$name: e2fsck -fn is not clean before the kernel"
+	fi
 	uninit=$(dumpe2fs "$img" 2>/dev/null | grep -c 'BLOCK_UNINIT')
 	[ "$uninit" -ge 3 ] || fail "$name: only $uninit BLOCK_UNINIT groups: the test needs more"
 	"$RECON_CHECK" --scan "$img" >"$SCRATCH/scan.out" 2>&1 ||
