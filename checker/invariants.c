@@ -204,12 +204,23 @@ void inv_sb_free_inodes(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
  * first allocate in a group (so does a mount where descriptors carry no
  * checksum and the flags mean nothing); the lazy init thread sets
  * INODE_ZEROED.  bg_itable_unused only shrinks, as inodes past it come into
- * use (or is cleared).  The checksums change with what they cover, where
- * the file system carries them (their values are INV_CSUM_*'s). */
+ * use (or is cleared); under INODE_UNINIT it stands for all the inodes.
+ * The checksums change with what they cover, where the file system carries
+ * them (their values are INV_CSUM_*'s). */
 static uint16_t bgd_flags_changed(uint16_t o, uint16_t n)
 {
 	uint16_t cleared_uninit = o & ~n & (EXT2_BG_BLOCK_UNINIT | EXT2_BG_INODE_UNINIT);
 	return (o ^ n) & ~EXT2_BG_INODE_ZEROED & ~cleared_uninit;
+}
+
+/* Under INODE_UNINIT (descriptor checksums on) no inode of the group is
+ * initialised, whatever bg_itable_unused says: libext2fs and the kernel
+ * read none, and the kernel sets the field afresh as the flag clears. */
+static uint32_t itable_unused_meant(const struct chk_fs *fs, const uint8_t *d)
+{
+	if (fs->group_csum && (chk_gd_flags(d) & EXT2_BG_INODE_UNINIT))
+		return fs->ipg;
+	return chk_gd_itable_unused(fs, d);
 }
 
 static const char *bgd_frozen_problem(const struct chk_fs *fs, const uint8_t *o, const uint8_t *n)
@@ -221,7 +232,7 @@ static const char *bgd_frozen_problem(const struct chk_fs *fs, const uint8_t *o,
 		return "flags other than clearing UNINIT or marking the table zeroed changed";
 	if (chk_gd_exclude(fs, o) != chk_gd_exclude(fs, n))
 		return "the snapshot exclude bitmap changed";
-	if (chk_gd_itable_unused(fs, n) > chk_gd_itable_unused(fs, o))
+	if (chk_gd_itable_unused(fs, n) > itable_unused_meant(fs, o))
 		return "bg_itable_unused grew";
 	if (!fs->csum.metadata_csum && (chk_gd_bbitmap_csum(fs, o) != chk_gd_bbitmap_csum(fs, n) ||
 					chk_gd_ibitmap_csum(fs, o) != chk_gd_ibitmap_csum(fs, n)))

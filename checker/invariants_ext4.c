@@ -42,10 +42,62 @@ static void each_written(struct chk_fs *fs, struct txn *t, struct chk_verdict *v
 /* ------------------------------------------------------------ groups */
 
 /*
+ * Group g leaves an UNINIT flag without its bitmap written: from now on the
+ * block on disk is its bitmap, so it must hold what the flag stood for (the
+ * bits approved for the group: made up from its static blocks, or all clear
+ * for inodes).  The kernel writes the bitmap it initialises, but a write
+ * that equals the block's bytes is no change: under flex_bg a group without
+ * a backup superblock initialises to all zeros, as a block mke2fs never
+ * wrote reads.  The bits past the group's blocks or inodes are set, as the
+ * kernel initialises them and e2fsck wants them ("padding at end of inode
+ * bitmap is not set").  A problem's text, or NULL (buf: 2 bs bytes).
+ */
+static const char *uninit_left_problem(struct chk_fs *fs, struct txn *t, uint32_t g, bool inode, uint8_t *buf,
+				       uint64_t *bit)
+{
+	const uint8_t *d = chk_gd_new(fs, t, g);
+	uint64_t at = inode ? chk_gd_ibitmap(fs, d) : chk_gd_bbitmap(fs, d);
+	if (at >= fs->blocks_count)
+		return NULL;                    /* INV_BGD_FROZEN's: locations never move */
+	const uint8_t *disk = chk_txn_new_block(fs, t, at, buf + fs->bs);
+	if (!disk)
+		return NULL;                    /* t->err set */
+	uint64_t start = fs->first_data_block + (uint64_t)g * fs->bpg;
+	uint64_t n = inode ? fs->ipg : fs->blocks_count - start < fs->bpg ? fs->blocks_count - start : fs->bpg;
+	const uint8_t *approved = inode ? chk_group_ibits(fs, g) : chk_group_bbits(fs, g);
+	if (!approved && !inode)
+		chk_group_static_bits(fs, g, buf);
+	else if (!approved)
+		memset(buf, 0, fs->bs);
+	if (!approved)
+		approved = buf;
+	for (*bit = 0; *bit < n; (*bit)++)
+		if (bit_get(disk, *bit) != bit_get(approved, *bit))
+			return bit_get(disk, *bit) ? "set" : "clear";
+	for (; *bit < fs->bs * 8u; (*bit)++)
+		if (!bit_get(disk, *bit))
+			return "clear in the padding";
+	return NULL;
+}
+
+static void uninit_left(struct chk_fs *fs, struct txn *t, struct chk_verdict *v, uint32_t g, bool inode,
+			size_t rec, uint8_t *buf)
+{
+	uint64_t bit;
+	const char *why = uninit_left_problem(fs, t, g, inode, buf, &bit);
+	if (why)
+		V(INV_BGD_UNINIT, &rec, 1,
+		  "group %u leaves %s_UNINIT without its %s bitmap written, and the block on disk is not the "
+		  "bitmap the flag stood for (bit %llu %s)", g, inode ? "INODE" : "BLOCK", inode ? "inode" : "block",
+		  (unsigned long long)bit, why);
+}
+
+/*
  * An inode may come into use only inside its group's initialised part (the
  * proposed bg_itable_unused); a group leaving BLOCK_UNINIT or INODE_UNINIT
- * gets its bitmap written (the one on disk was never initialised); with
- * descriptor checksums, bg_itable_unused stays within the free inodes.
+ * has its bitmap, written or as on disk, equal to the one the flag stood
+ * for; with descriptor checksums, bg_itable_unused stays within the free
+ * inodes.
  */
 void inv_bgd_uninit(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
@@ -60,23 +112,32 @@ void inv_bgd_uninit(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 			  "inode %u comes into use past group %u's initialised inodes (%u)", ic->ino, g,
 			  chk_txn_used_inodes(fs, t, g));
 	}
+	uint8_t *buf = NULL;
 	chk_txn_groups_sort(t);
-	for (size_t i = 0; i < t->ngt; i++) {
+	for (size_t i = 0; i < t->ngt && !t->err; i++) {
 		uint32_t g = t->gt[i].g;
 		if (!t->gt[i].changed)
 			continue;
 		const uint8_t *o = chk_gd(fs, g), *n = chk_gd_new(fs, t, g);
 		uint16_t cleared = chk_gd_flags(o) & ~chk_gd_flags(n);
-		struct tblock *bb = chk_tb_find(t, chk_gd_bbitmap(fs, n)), *ib = chk_tb_find(t, chk_gd_ibitmap(fs, n));
+		/* a written bitmap was diffed against the made-up one (diff.c) */
+		bool bb = chk_tb_find(t, chk_gd_bbitmap(fs, n)), ib = chk_tb_find(t, chk_gd_ibitmap(fs, n));
 		size_t rec = t->gt[i].rec;
-		if ((cleared & EXT2_BG_BLOCK_UNINIT) && chk_group_block_uninit(fs, g) && !bb)
-			V(INV_BGD_UNINIT, &rec, 1, "group %u leaves BLOCK_UNINIT without its block bitmap written", g);
-		if ((cleared & EXT2_BG_INODE_UNINIT) && chk_group_inode_uninit(fs, g) && !ib)
-			V(INV_BGD_UNINIT, &rec, 1, "group %u leaves INODE_UNINIT without its inode bitmap written", g);
+		bool left_b = (cleared & EXT2_BG_BLOCK_UNINIT) && chk_group_block_uninit(fs, g) && !bb;
+		bool left_i = (cleared & EXT2_BG_INODE_UNINIT) && chk_group_inode_uninit(fs, g) && !ib;
+		if ((left_b || left_i) && !buf && !(buf = malloc(2 * (size_t)fs->bs))) {
+			t->err = -ENOMEM;
+			break;
+		}
+		if (left_b)
+			uninit_left(fs, t, v, g, false, rec, buf);
+		if (left_i)
+			uninit_left(fs, t, v, g, true, rec, buf);
 		if (chk_gd_itable_unused(fs, n) > chk_gd_free_inodes(fs, n))
 			V(INV_BGD_UNINIT, &rec, 1, "group %u: bg_itable_unused %u beyond its %u free inodes", g,
 			  chk_gd_itable_unused(fs, n), chk_gd_free_inodes(fs, n));
 	}
+	free(buf);
 }
 
 /* ------------------------------------------------------------ extent trees */
