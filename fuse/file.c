@@ -380,10 +380,18 @@ static int do_write(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *d
 	unsigned nuw, holes = count_new(phys, unwritten, n, &nuw);
 	if (holes && ((ret = space_check(r, req, holes)) != 0 || (ret = wr_room_for(r, holes)) != 0))
 		goto out;
+	/* a write past an EOF inside a block: the old tail becomes file
+	 * content, zeroed first (in the buffer when the write starts in that
+	 * block; inode.c's tail_zero says why) */
+	uint64_t isize = EXT2_I_SIZE(&in);
+	if ((uint64_t)off > isize && isize / bs < first && (ret = tail_zero(r, ino, &in, isize)) != 0)
+		goto out;
 	if (!whole) {
 		ret = read_edges(r, ino, phys, unwritten, n, off, size, buf);
 		if (ret)
 			goto out;
+		if ((uint64_t)off > isize && isize / bs == first)
+			memset(buf + isize % bs, 0, off - isize);
 		memcpy(buf + off % bs, data, size);
 	}
 	ret = holes ? bmap_alloc_run(r, ino, &in, first, n, false, phys) : 0;
@@ -709,6 +717,9 @@ static int do_fallocate(struct rfs *r, fuse_req_t req, ext2_ino_t ino, off_t off
 		ret = space_check(r, req, holes);
 	if (!ret)
 		ret = wr_room_for(r, holes);
+	/* the size grows past an EOF inside a block: its tail zeroed first */
+	if (!ret && !keep_size && (uint64_t)off + len > EXT2_I_SIZE(&in))
+		ret = tail_zero(r, ino, &in, EXT2_I_SIZE(&in));
 	if (ret)
 		return ret;
 	for (blk64_t l = first; l <= last && !ret;) {

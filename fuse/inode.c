@@ -298,27 +298,89 @@ void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_attr(req, &st, TIMEOUT);
 }
 
-/* Zero the tail of the block holding `size` (a truncate that does not end
- * on a block boundary must not leave old bytes to reappear on extension). */
-static int zero_tail(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, uint64_t size)
+/*
+ * The tail of the block holding EOF: the bytes of a mapped, written block
+ * past i_size are zero on disk.  The kernel's ext3/ext4 keeps it so
+ * (ext4_block_truncate_page zeroes them on a truncate down) and relies on
+ * it: it reads the block holding EOF whole, and an extension by the kernel
+ * (truncate up, a write further on) need not rewrite those bytes
+ * (pagecache_isize_extended only fixes its page cache), so stale bytes
+ * there would reappear inside the file.  Two steps keep it without ever
+ * losing fsynced bytes:
+ *  - a truncate down zeroes the tail only once the smaller size is
+ *    committed: zeroed before, a power cut between the data write and the
+ *    commit would leave the old size with zeros inside it;
+ *  - an extension past an EOF inside such a block zeroes the tail before
+ *    the larger size can commit (still past EOF then, so safe at any cut):
+ *    a cut between the truncate's commit and its tail write leaves stale
+ *    bytes past EOF, which must not become file content later.
+ * Holes and unwritten blocks read as zeros: nothing to zero.
+ */
+
+/* The block holding byte `size` of ino when its bytes from there on are
+ * not all zero: *pblk (0 when nothing to zero) and its content in buf. */
+static int tail_read(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, uint64_t size,
+		     blk64_t *pblk, char *buf)
 {
-	size_t bs = r->fs->blocksize;
-	blk64_t pblk;
+	size_t bs = r->fs->blocksize, from = size % bs;
 	int ret;
 
-	if (size % bs == 0 || !ext2fs_inode_has_valid_blocks2(r->fs, in))
+	*pblk = 0;
+	if (from == 0 || !ext2fs_inode_has_valid_blocks2(r->fs, in))
 		return 0;
-	ret = bmap_block(r, ino, in, size / bs, &pblk);
-	if (ret || !pblk)
+	ret = bmap_block(r, ino, in, size / bs, pblk);   /* 0: a hole or unwritten */
+	if (!ret && *pblk)
+		ret = blocks_io(r, ino, false, pblk, 1, buf);
+	if (ret || !*pblk)
 		return ret;
-	char *buf = malloc(bs);
+	for (size_t i = from; i < bs; i++)
+		if (buf[i])
+			return 0;
+	*pblk = 0;
+	return 0;
+}
+
+static int tail_write(struct rfs *r, ext2_ino_t ino, uint64_t size, blk64_t pblk, char *buf)
+{
+	size_t bs = r->fs->blocksize;
+	memset(buf + size % bs, 0, bs - size % bs);
+	return blocks_io(r, ino, true, &pblk, 1, buf);
+}
+
+int tail_zero(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, uint64_t size)
+{
+	blk64_t pblk;
+	char *buf = malloc(r->fs->blocksize);
 	if (!buf)
 		return -ENOMEM;
-	ret = blocks_io(r, ino, false, &pblk, 1, buf);
-	if (!ret) {
-		memset(buf + size % bs, 0, bs - size % bs);
-		ret = blocks_io(r, ino, true, &pblk, 1, buf);
+	int ret = tail_read(r, ino, in, size, &pblk, buf);
+	if (!ret && pblk)
+		ret = tail_write(r, ino, size, pblk, buf);
+	free(buf);
+	return ret;
+}
+
+/* A truncate down: the smaller size (and the blocks past it freed) is
+ * committed before the tail of its last block is zeroed, when it needs
+ * zeroing (a commit per such truncate: they are rare). */
+static int truncate_down(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, uint64_t size)
+{
+	blk64_t pblk;
+	char *buf = malloc(r->fs->blocksize);
+	if (!buf)
+		return -ENOMEM;
+	int ret = tail_read(r, ino, in, size, &pblk, buf);
+	if (!ret)
+		ret = orphan_truncate(r, ino, in, size);
+	if (!ret && pblk)
+		ret = put_inode(r, ino, in);
+	if (!ret && pblk) {
+		errcode_t e = commit_midway(r);
+		if (e)
+			ret = e == EROFS ? -EROFS : -errmap(e);
 	}
+	if (!ret && pblk)
+		ret = tail_write(r, ino, size, pblk, buf);
 	free(buf);
 	return ret;
 }
@@ -327,10 +389,11 @@ int do_truncate(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, uint64_t s
 {
 	if (size > bmap_file_max(r, in))
 		return -EFBIG;
-	if (size < EXT2_I_SIZE(in)) {
-		int ret = zero_tail(r, ino, in, size);
-		return ret ? ret : orphan_truncate(r, ino, in, size);
-	}
+	if (size < EXT2_I_SIZE(in))
+		return truncate_down(r, ino, in, size);
+	int ret = size > EXT2_I_SIZE(in) ? tail_zero(r, ino, in, EXT2_I_SIZE(in)) : 0;
+	if (ret)
+		return ret;
 	errcode_t e = ext2fs_inode_size_set(r->fs, in, size);
 	return e ? -errmap(e) : 0;
 }

@@ -367,6 +367,10 @@ int rfs_fsync(struct rfs *r, ext2_ino_t ino);
 /* A corrupt object found on disk: said once per inode; returns -EIO. */
 int report_corruption(ext2_ino_t ino, const char *what);
 int do_truncate(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, uint64_t size);
+/* Zero on disk the bytes past `size` in ino's block holding it, if mapped,
+ * written and not all zero there: before a size past an EOF of `size` can
+ * commit (inode.c says why). */
+int tail_zero(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, uint64_t size);
 int errmap(errcode_t e);
 void fill_entry(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in,
 		       struct fuse_entry_param *e);

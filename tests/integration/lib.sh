@@ -273,9 +273,10 @@ cut_clean_run() {
 	rm -f "$img"
 }
 
-# cut_sweep BASE POINTS OPTS RECOVER_OPTS KERNEL_FS WORKLOAD CHECK: POINTS
+# cut_sweep BASE POINTS OPTS RECOVER_OPTS KERNEL_FS WORKLOAD CHECK [FIRST]: POINTS
 # power cuts (fault_crash_after) spread evenly over the CUT_WRITES device
-# writes of WORKLOAD on copies of BASE mounted with OPTS.  Each cut image is
+# writes of WORKLOAD on copies of BASE mounted with OPTS, from the FIRST'th
+# (default 1; more skips cuts that would fall inside the mount itself).  Each cut image is
 # then recovered twice: by our mount with RECOVER_OPTS and by the kernel's
 # KERNEL_FS driver (ext3: skipped when the kernel has none).  CHECK (a script
 # given the mount point and what happened) judges the files after each
@@ -284,8 +285,8 @@ cut_clean_run() {
 cut_sweep() {
 	local base=$1 points=$2 opts=$3 ropts=$4 kfs=$5 workload=$6 check=$7
 	local mnt="$SCRATCH/cut-mnt" kmnt="$SCRATCH/cut-kmnt" img="$SCRATCH/cut.img"
-	local kimg="$SCRATCH/cut-kernel.img" p cut what pid
-	for ((p = 1; p <= points; p++)); do
+	local kimg="$SCRATCH/cut-kernel.img" p cut what pid first=${8:-1}
+	for ((p = first; p <= points; p++)); do
 		cut=$((p * CUT_WRITES / (points + 1)))
 		what="power cut at write $cut of $CUT_WRITES"
 		cp --sparse=always "$base" "$img"
