@@ -10,6 +10,7 @@
 # Environment: BIG_DELETE_GIB (default 4): the file's size; BIG_DELETE_BAR
 # (default 0.5 s; freeing 4 GiB at once stalled requests over 1 s).
 . "$(dirname "$0")/lib.sh"
+fs_from_arg "$@"
 need_root
 gib=${BIG_DELETE_GIB:-4}
 bar=${BIG_DELETE_BAR:-0.5}
