@@ -22,9 +22,9 @@
 #     file has its old size or its new one
 # Each ends with the daemon's exit status 0 and e2fsck -fn clean.
 # With the argument ext4: mkfs.ext4's defaults, so the releases free extent
-# trees (6000 scattered blocks: a depth-2 tree; the cut's two files written
-# in turns: thousands of extents), and the kernel's ext4 recovers the power
-# cuts (4 of them; ext3 8).
+# trees (6000 scattered blocks: a depth-2 tree, also one preallocated past
+# i_size; the cut's two files written in turns: thousands of extents), and
+# the kernel's ext4 recovers the power cuts (4 of them; ext3 8).
 . "$(dirname "$0")/lib.sh"
 fs_from_arg "$@"
 need_root
@@ -59,6 +59,17 @@ for opts in "" "max_transaction_blocks=16"; do
 	[ "$(stat -c %s "$mnt/h")" = 5000000 ] || fail "$what: size after the truncate"
 	python3 "$SCRATCH/far.py" "$mnt" i "$spread" && truncate -s 0 "$mnt/i" && rm "$mnt/h" "$mnt/i" ||
 		fail "$what: truncate to 0"
+	if [ "$FS_TYPE" = ext4 ]; then
+		# the same blocks preallocated past the size (FALLOC_FL_KEEP_SIZE):
+		# a tree entirely beyond i_size, released by the rm
+		python3 -c '
+import os, sys; from pylib import fallocate
+fd = os.open(sys.argv[1], os.O_CREAT | os.O_WRONLY, 0o644)
+for i in range(int(sys.argv[2])):
+    fallocate(fd, 1, i << 22, 4096)
+os.close(fd)' "$mnt/k" "$spread" && [ "$(stat -c %s "$mnt/k")" = 0 ] && rm "$mnt/k" ||
+			fail "$what: $spread blocks preallocated past the size, rm"
+	fi
 	umount_recon "$mnt"
 	fsck_clean "$img" "$what"
 	[ "$(free_blocks "$img")" = "$base_free" ] ||
