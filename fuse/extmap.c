@@ -111,6 +111,27 @@ static errcode_t open_ro(ext2_filsys fs, ext2_ino_t ino, const struct ext2_inode
 	return ext2fs_extent_open2(fs, ino, copy, h);
 }
 
+/* A handle that changes the caller's inode in place.  libext2fs takes the
+ * tree's end from i_size at open and gives the last index entry of a node
+ * the length end - start, in 32 bits.  Extents may lie past i_size (a
+ * truncate lowers it before it frees them; fallocate with KEEP_SIZE): with
+ * the end at or below an index entry's start that length is 0, and
+ * ext2fs_extent_fix_parents cannot find the entry again (EXTENT_NOT_FOUND)
+ * once a leaf empties or a start moves.  So the handle is opened with the
+ * end at the largest logical block, and the size put back. */
+static errcode_t open_rw(ext2_filsys fs, ext2_ino_t ino, struct ext2_inode *in,
+			 ext2_extent_handle_t *h)
+{
+	__u32 size_lo = in->i_size, size_hi = in->i_size_high;
+	uint64_t tree_end = ((1ULL << 32) - 1) * fs->blocksize;
+	in->i_size = (__u32)tree_end;
+	in->i_size_high = (__u32)(tree_end >> 32);
+	errcode_t e = ext2fs_extent_open2(fs, ino, in, h);
+	in->i_size = size_lo;
+	in->i_size_high = size_hi;
+	return e;
+}
+
 int ext_map_run(struct rfs *r, ext2_ino_t ino, const struct ext2_inode *in, blk64_t first,
 		unsigned n, blk64_t *phys, bool *unwritten)
 {
@@ -212,7 +233,7 @@ int ext_alloc_run(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t 
 {
 	ext2_filsys fs = r->fs;
 	ext2_extent_handle_t h = NULL;
-	errcode_t e = ext2fs_extent_open2(fs, ino, in, &h);
+	errcode_t e = open_rw(fs, ino, in, &h);
 
 	for (unsigned i = 0; !e && i < n;) {
 		if (phys[i]) {
@@ -287,7 +308,7 @@ int ext_mark_written(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64
 		     blk64_t len)
 {
 	ext2_extent_handle_t h = NULL;
-	errcode_t e = ext2fs_extent_open2(r->fs, ino, in, &h);
+	errcode_t e = open_rw(r->fs, ino, in, &h);
 	blk64_t end = lblk + len;
 
 	while (!e && lblk < end) {
@@ -366,7 +387,7 @@ errcode_t ext_punch(ext2_filsys fs, ext2_ino_t ino, struct ext2_inode *in, blk64
 {
 	ext2_extent_handle_t h = NULL;
 	blk64_t freed = 0;
-	errcode_t e = ext2fs_extent_open2(fs, ino, in, &h);
+	errcode_t e = open_rw(fs, ino, in, &h);
 	if (e)
 		return e;
 	e = punch_range(fs, h, start, end, &freed);

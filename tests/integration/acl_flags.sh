@@ -10,8 +10,9 @@
 # nodes and set-id programs, one without does not; file handles (name_to_handle_at) open the same
 # files after a remount, and a handle of a deleted file is stale.
 . "$(dirname "$0")/lib.sh"
+fs_from_arg "$@"
 need_root
-have_kernel_ext3 || skip "the kernel has no ext3 driver"
+have_kernel_fs || skip "the kernel has no $FS_TYPE driver"
 command -v setfacl >/dev/null || skip "no setfacl (package acl)"
 ensure_test_user
 

@@ -4,6 +4,7 @@
 # overwrites, truncates and mmap; verified while mounted, after a remount and
 # (checksums) by debugfs reading the image directly.
 . "$(dirname "$0")/lib.sh"
+fs_from_arg "$@"
 need_root
 
 for bs in 1024 4096; do

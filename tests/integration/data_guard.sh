@@ -12,6 +12,7 @@
 # overrides that, which is what lets the write reach the guard (the guard is
 # the defence for a bitmap that goes wrong after the mount's check too).
 . "$(dirname "$0")/lib.sh"
+fs_from_arg "$@"
 need_root
 command -v debugfs >/dev/null || skip "no debugfs"
 mnt="$SCRATCH/mnt"

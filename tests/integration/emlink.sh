@@ -4,8 +4,15 @@
 # EMLINK; a directory with 64998 subdirectories (65000 links) refuses mkdir
 # and a rename of a directory into it with EMLINK, and a removed subdirectory
 # makes room again.  Remount: the counts are on disk; e2fsck -fn exits 0.
+# With the argument ext4 (dir_nlink, indexed directories): files still stop
+# at 65000 links, but a directory takes a 64999th subdirectory and more, its
+# count then 1 (the kernel's ext4 rule, checked on the kernel's driver too),
+# and a rename into it is allowed.
 . "$(dirname "$0")/lib.sh"
+fs_from_arg "$@"
 need_root
+[ "$FS_TYPE" = ext4 ] && need_kernel_ext4
+export EMLINK_FS=$FS_TYPE
 img="$SCRATCH/emlink.img"
 mnt="$SCRATCH/mnt"
 # 1 KiB blocks: 65000 directories take 65000 blocks and inodes
@@ -44,6 +51,15 @@ for i in range(64998):
         c.fail("mkdir %d: %s" % (i + 1, e))
         break
 c.eq(os.stat("dirs").st_nlink, 65000, "directory link count with 64998 subdirectories")
+if os.environ["EMLINK_FS"] == "ext4":
+    c.succeeds(os.mkdir, "dirs/one-more")
+    c.eq(os.stat("dirs").st_nlink, 1, "dir_nlink: the count past 65000 links is 1")
+    c.succeeds(os.rename, "other/moveme", "dirs/moveme")
+    c.eq(os.stat("dirs").st_nlink, 1, "the count stays 1 after a rename into it")
+    c.succeeds(os.rmdir, "dirs/d0")
+    c.eq(os.stat("dirs").st_nlink, 1, "the count stays 1 after an rmdir")
+    c.done()
+    sys.exit(0)
 c.errno(errno.EMLINK, os.mkdir, "dirs/one-more")
 c.errno(errno.EMLINK, os.rename, "other/moveme", "dirs/moveme")
 c.ok(os.path.isdir("other/moveme"), "the refused rename left the source")
@@ -58,6 +74,31 @@ umount_recon "$mnt"
 fsck_clean "$img" "after the EMLINK scenario"
 mount_recon "$img" "$mnt" ro || die "remount"
 [ "$(stat -c %h "$mnt/links/f")" = 65000 ] || fail "file link count after remount: $(stat -c %h "$mnt/links/f")"
-[ "$(stat -c %h "$mnt/dirs")" = 65000 ] || fail "directory link count after remount: $(stat -c %h "$mnt/dirs")"
+if [ "$FS_TYPE" = ext4 ]; then dirs_nlink=1; else dirs_nlink=65000; fi
+[ "$(stat -c %h "$mnt/dirs")" = "$dirs_nlink" ] ||
+	fail "directory link count after remount: $(stat -c %h "$mnt/dirs"), want $dirs_nlink"
 umount_recon "$mnt"
+
+# the reference: the kernel's ext4 on the same steps of directories
+if [ "$FS_TYPE" = ext4 ]; then
+	kimg="$SCRATCH/kernel.img" kmnt="$SCRATCH/kmnt"
+	mkimg "$kimg" 1024 160M -N 140000
+	kmount "$kimg" "$kmnt" || die "the kernel's ext4 does not mount a fresh image"
+	python3 - "$kmnt" <<'PY' || fail "the kernel's ext4 does not follow the dir_nlink rule checked here"
+import os, sys
+from pylib import Checker
+c = Checker("emlink-kernel")
+os.chdir(sys.argv[1])
+os.mkdir("dirs")
+for i in range(64998):
+    os.mkdir("dirs/d%d" % i)
+c.eq(os.stat("dirs").st_nlink, 65000, "the kernel: 64998 subdirectories")
+c.succeeds(os.mkdir, "dirs/one-more")
+c.eq(os.stat("dirs").st_nlink, 1, "the kernel: past 65000 links the count is 1")
+c.done()
+PY
+	kumount "$kmnt"
+	fsck_clean "$kimg" "the kernel's dir_nlink directory"
+	rm -f "$kimg"
+fi
 finish

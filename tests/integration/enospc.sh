@@ -4,6 +4,7 @@
 # inodes is ENOSPC too; space comes back after removal.  Mounted with
 # allow_other,default_permissions, so the user's accesses are checked (EACCES).
 . "$(dirname "$0")/lib.sh"
+fs_from_arg "$@"
 need_root
 ensure_test_user
 

@@ -11,6 +11,7 @@
 # midway.  e2fsck -fn is clean after each.
 # Environment: REUSE_MAX_SECONDS (default 5): the bar for the failed fallocate.
 . "$(dirname "$0")/lib.sh"
+fs_from_arg "$@"
 need_root
 bar=${REUSE_MAX_SECONDS:-5}
 mnt="$SCRATCH/mnt"

@@ -10,11 +10,23 @@
 # exits 0" is required, and the number rejected is reported.
 # Environment: CORRUPT_KINDS (default all), CORRUPT_NS (default "1 3").
 . "$(dirname "$0")/lib.sh"
+fs_from_arg "$@"
 need_root
-kinds=${CORRUPT_KINDS:-"bbitmap ibitmap bgd_free_blocks bgd_free_inodes bgd_used_dirs
-	sb_free_blocks ptr_used ptr_free ptr_meta ind_ptr links size iblocks dtime mode
-	dirent_inode dirent_reclen dirent_namelen dirent_type dotdot xattr_refcount random"}
-ns=${CORRUPT_NS:-"1 3"}
+# With the argument ext4 (mkfs.ext4's defaults, checksummed metadata): the
+# KINDs whose sites exist there; ptr_*, ind_ptr, size, iblocks and the
+# dirent kinds aim at block-mapped inodes and directories only (io's fault
+# list has none for extent trees), and everything here is extent-mapped.
+# N = 2 only.
+if [ "$FS_TYPE" = ext4 ]; then
+	kinds=${CORRUPT_KINDS:-"bbitmap ibitmap bgd_free_blocks bgd_free_inodes bgd_used_dirs
+		sb_free_blocks links dtime mode xattr_refcount random"}
+	ns=${CORRUPT_NS:-2}
+else
+	kinds=${CORRUPT_KINDS:-"bbitmap ibitmap bgd_free_blocks bgd_free_inodes bgd_used_dirs
+		sb_free_blocks ptr_used ptr_free ptr_meta ind_ptr links size iblocks dtime mode
+		dirent_inode dirent_reclen dirent_namelen dirent_type dotdot xattr_refcount random"}
+	ns=${CORRUPT_NS:-"1 3"}
+fi
 
 base="$SCRATCH/base.img"
 # 1 KiB blocks (indirect blocks from 12 KiB on), 128-byte inodes (xattrs in blocks)

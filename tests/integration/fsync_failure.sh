@@ -12,6 +12,7 @@
 # Environment: FSYNC_FAILURE_RUNS (default 4): runs that unmount (fusermount -u,
 # SIGTERM) right after a rejection, while the notifier is busy.
 . "$(dirname "$0")/lib.sh"
+fs_from_arg "$@"
 need_root
 runs=${FSYNC_FAILURE_RUNS:-4}
 

@@ -186,13 +186,26 @@ fsck_clean() {
 	return 0
 }
 
-# mkimg IMG BLOCKSIZE SIZE [mke2fs options...]: a fresh ext3 image.
+# fs_from_arg [ARG]: the file system a script exercises, from its argument:
+# ext3 (none) or ext4 (mkfs.ext4's defaults).  Sets FS_TYPE, which mkimg and
+# kmount follow, and TEST_NAME (NAME_ext4 for the variant).
+FS_TYPE=ext3
+fs_from_arg() {
+	FS_TYPE=${1:-ext3}
+	case $FS_TYPE in
+	ext3|ext4) ;;
+	*) die "file system $FS_TYPE: ext3 or ext4" ;;
+	esac
+	TEST_NAME=$(basename "$0" .sh)${1:+_$1}
+}
+
+# mkimg IMG BLOCKSIZE SIZE [mke2fs options...]: a fresh $FS_TYPE image.
 mkimg() {
 	local img=$1 bs=$2 size=$3; shift 3
 	rm -f "$img"
 	truncate -s "$size" "$img" || die "truncate $img"
-	mke2fs -F -q -t ext3 -b "$bs" "$@" "$img" >"$SCRATCH/mke2fs.out" 2>&1 \
-		|| { cat "$SCRATCH/mke2fs.out"; die "mke2fs $img"; }
+	mke2fs -F -q -t "$FS_TYPE" -b "$bs" "$@" "$img" >"$SCRATCH/mke2fs.out" 2>&1 \
+		|| { cat "$SCRATCH/mke2fs.out"; die "mke2fs -t $FS_TYPE $img"; }
 }
 
 # free_blocks IMG, first_orphan IMG: from the superblock (dumpe2fs -h).
@@ -236,11 +249,11 @@ loop_attach() {
 	echo "$dev"
 }
 
-# kmount IMG MNT [OPTS]: the kernel's ext3 driver on a loop device.
+# kmount IMG MNT [OPTS]: the kernel's $FS_TYPE driver on a loop device.
 kmount() {
 	local img=$1 mnt=$2 opts=${3:-}
 	mkdir -p "$mnt"
-	mount -t ext3 -o "loop${opts:+,$opts}" "$img" "$mnt" && MOUNTS+=("$mnt")
+	mount -t "$FS_TYPE" -o "loop${opts:+,$opts}" "$img" "$mnt" && MOUNTS+=("$mnt")
 }
 kumount() { umount "$1"; }
 
@@ -248,6 +261,13 @@ have_kernel_ext3() {
 	grep -qw ext3 /proc/filesystems && return 0
 	modprobe ext3 2>/dev/null || modprobe ext4 2>/dev/null
 	grep -qw ext3 /proc/filesystems
+}
+
+# have_kernel_fs: whether the kernel has a driver for $FS_TYPE.
+have_kernel_fs() {
+	[ "$FS_TYPE" = ext3 ] && { have_kernel_ext3; return; }
+	grep -qw ext4 /proc/filesystems || modprobe ext4 2>/dev/null
+	grep -qw ext4 /proc/filesystems
 }
 
 # need_kernel_ext4: skip the test when the kernel has no ext4 driver (for

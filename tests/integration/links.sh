@@ -4,6 +4,7 @@
 # and slow (60 bytes and more, in a block), relative, absolute, chains, loops.
 # After a remount everything reads the same; debugfs confirms fast vs slow.
 . "$(dirname "$0")/lib.sh"
+fs_from_arg "$@"
 need_root
 
 for bs in 1024 4096; do

@@ -8,6 +8,7 @@
 # daemon's chdir (pid file and kill leave no dead mount), a dead FUSE mount
 # (kill -9) is explained, a regular file is refused.
 . "$(dirname "$0")/lib.sh"
+fs_from_arg "$@"
 need_root
 
 img="$SCRATCH/d.img" mp1="$SCRATCH/mp1" mp2="$SCRATCH/mp2" kmnt="$SCRATCH/kmnt"
@@ -111,8 +112,8 @@ if dev=$(loop_attach "$img"); then
 	refused "rw beside a loop device" "" "$mp1" "$img" "$dev" "losetup -d"
 	refused "ro beside a writable loop device" ro "$mp1" "$img" "$dev" "losetup -r"
 	losetup -d "$dev"
-	if ! have_kernel_ext3; then
-		log "no kernel ext3: the kernel's mount case not run"
+	if ! have_kernel_fs; then
+		log "no kernel $FS_TYPE: the kernel's mount case not run"
 	elif kmount "$img" "$kmnt"; then
 		kdev=$(awk -v d="$kmnt" '$2 == d { print $1 }' /proc/mounts)
 		refused "rw beside the kernel's mount" "" "$mp1" "$img" "$kdev" "$kmnt"

@@ -21,8 +21,14 @@
 #     our mount and the kernel's recover a consistent image, the truncated
 #     file has its old size or its new one
 # Each ends with the daemon's exit status 0 and e2fsck -fn clean.
+# With the argument ext4: mkfs.ext4's defaults, so the releases free extent
+# trees (6000 scattered blocks: a depth-2 tree, also one preallocated past
+# i_size; the cut's two files written in turns: thousands of extents), and
+# the kernel's ext4 recovers the power cuts (4 of them; ext3 8).
 . "$(dirname "$0")/lib.sh"
+fs_from_arg "$@"
 need_root
+[ "$FS_TYPE" = ext4 ] && need_kernel_ext4
 mnt="$SCRATCH/mnt"
 
 # far.py MNT NAME SPREAD: a block at 32 GiB (past the end of the 4 GiB image)
@@ -37,7 +43,9 @@ for i in range(spread):
 os.close(fd)
 EOF
 
-# 1. far writes, then rm or truncate at once
+# 1. far writes, then rm or truncate at once; on ext4 6000 blocks 4 MiB
+# apart (a two-level extent tree of 18 leaves) for releases that span commits
+if [ "$FS_TYPE" = ext4 ]; then spread=6000; else spread=300; fi
 img="$SCRATCH/far.img"
 mkimg "$img" 4096 4G
 base_free=$(free_blocks "$img")
@@ -45,12 +53,23 @@ for opts in "" "max_transaction_blocks=16"; do
 	what="far write${opts:+ ($opts)}"
 	mount_recon "$img" "$mnt" "stats=$SCRATCH/far.json${opts:+,$opts}" || die "mount ($what)"
 	python3 "$SCRATCH/far.py" "$mnt" f 0 && rm "$mnt/f" || fail "$what: write far, rm"
-	python3 "$SCRATCH/far.py" "$mnt" g 300 && rm "$mnt/g" || fail "$what: 300 indirect blocks, rm"
-	python3 "$SCRATCH/far.py" "$mnt" h 300 && truncate -s 5000000 "$mnt/h" ||
-		fail "$what: 300 indirect blocks, truncate"
+	python3 "$SCRATCH/far.py" "$mnt" g "$spread" && rm "$mnt/g" || fail "$what: $spread scattered blocks, rm"
+	python3 "$SCRATCH/far.py" "$mnt" h "$spread" && truncate -s 5000000 "$mnt/h" ||
+		fail "$what: $spread scattered blocks, truncate"
 	[ "$(stat -c %s "$mnt/h")" = 5000000 ] || fail "$what: size after the truncate"
-	python3 "$SCRATCH/far.py" "$mnt" i 300 && truncate -s 0 "$mnt/i" && rm "$mnt/h" "$mnt/i" ||
+	python3 "$SCRATCH/far.py" "$mnt" i "$spread" && truncate -s 0 "$mnt/i" && rm "$mnt/h" "$mnt/i" ||
 		fail "$what: truncate to 0"
+	if [ "$FS_TYPE" = ext4 ]; then
+		# the same blocks preallocated past the size (FALLOC_FL_KEEP_SIZE):
+		# a tree entirely beyond i_size, released by the rm
+		python3 -c '
+import os, sys; from pylib import fallocate
+fd = os.open(sys.argv[1], os.O_CREAT | os.O_WRONLY, 0o644)
+for i in range(int(sys.argv[2])):
+    fallocate(fd, 1, i << 22, 4096)
+os.close(fd)' "$mnt/k" "$spread" && [ "$(stat -c %s "$mnt/k")" = 0 ] && rm "$mnt/k" ||
+			fail "$what: $spread blocks preallocated past the size, rm"
+	fi
 	umount_recon "$mnt"
 	fsck_clean "$img" "$what"
 	[ "$(free_blocks "$img")" = "$base_free" ] ||
@@ -188,14 +207,24 @@ EOF
 base="$SCRATCH/cutbase.img"
 mkimg "$base" 1024 64M -J size=1
 mount_recon "$base" "$mnt" || die "mount (cut base)"
+# on ext4 the two files are written in turns, 8 KiB at a time: thousands of
+# extents in dozens of leaves, so that their releases span commits (whole,
+# each is a handful of extents freed in one transaction)
+if [ "$FS_TYPE" = ext4 ]; then chunk=8192; else chunk=$((16 << 20)); fi
 python3 -c '
 import sys; from pylib import pattern
-open(sys.argv[1] + "/trunc", "wb").write(pattern("trunc", 16 << 20))
-open(sys.argv[1] + "/big", "wb").write(pattern("big", 12 << 20))' "$mnt" || fail "cut base files"
+m, chunk = sys.argv[1], int(sys.argv[2])
+files = [(open(m + "/" + n, "wb"), pattern(n, size)) for n, size in (("trunc", 16 << 20), ("big", 12 << 20))]
+for off in range(0, 16 << 20, chunk):
+    for f, data in files:
+        f.write(data[off:off + chunk])
+for f, data in files:
+    f.close()' "$mnt" "$chunk" || fail "cut base files"
 umount_recon "$mnt"
 cutopts="deterministic,max_transaction_blocks=16"
 cut_clean_run "$base" "$cutopts" "$SCRATCH/cut.py"
 [ "${CUT_TRANSACTIONS:-0}" -ge 10 ] ||
 	fail "the cut workload's releases took $CUT_TRANSACTIONS transactions, want many"
-cut_sweep "$base" "${ORPHAN_SPAN_CUTS:-8}" "$cutopts" "" ext3 "$SCRATCH/cut.py" "$SCRATCH/cut_check.py"
+if [ "$FS_TYPE" = ext4 ]; then cuts=${ORPHAN_SPAN_CUTS:-4}; else cuts=${ORPHAN_SPAN_CUTS:-8}; fi
+cut_sweep "$base" "$cuts" "$cutopts" "" "$FS_TYPE" "$SCRATCH/cut.py" "$SCRATCH/cut_check.py"
 finish

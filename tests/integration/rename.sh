@@ -5,6 +5,7 @@
 # and RENAME_EXCHANGE (file/file, dir/dir, file/dir across directories).
 # Link counts and '..' are checked live and by e2fsck after unmount.
 . "$(dirname "$0")/lib.sh"
+fs_from_arg "$@"
 need_root
 
 for bs in 1024 4096; do

@@ -4,6 +4,7 @@
 # open, the image holds an orphan (s_last_orphan): our next mount must process
 # it (e2fsck -fn clean, blocks free), and so must the kernel's ext3 driver.
 . "$(dirname "$0")/lib.sh"
+fs_from_arg "$@"
 need_root
 
 # The daemon killed (-9) while $holder keeps files open, then the holder
@@ -104,7 +105,7 @@ EOF
 	[ "$left" -ge $((base_free - 64)) ] || fail "orphan's blocks not freed: $left free, $base_free at mkfs ($bs)"
 
 	# and the kernel processes the same orphan the same way
-	if have_kernel_ext3; then
+	if have_kernel_fs; then
 		kmount "$SCRATCH/kernel.img" "$SCRATCH/kmnt" || fail "kernel cannot mount what the kill left ($bs)"
 		[ "$(cat "$SCRATCH/kmnt/keep" 2>/dev/null)" = "a file that stays" ] || fail "kernel: file before the kill ($bs)"
 		kumount "$SCRATCH/kmnt"

@@ -5,6 +5,7 @@
 # kernel shares one block between them), values after a remount; with the
 # setfattr/getfattr tools as well.
 . "$(dirname "$0")/lib.sh"
+fs_from_arg "$@"
 need_root
 command -v setfattr >/dev/null || skip "no setfattr (package attr)"
 
