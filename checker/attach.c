@@ -157,7 +157,9 @@ static int parse_super(struct chk_fs *fs, char *err, size_t errlen)
 	fs->first_data_block = sb->s_first_data_block;
 	fs->inode_size = sb->s_rev_level ? sb->s_inode_size : 128;
 	fs->first_ino = sb->s_rev_level ? sb->s_first_ino : 11;
-	if (fs->bpg == 0 || fs->bpg > fs->bs * 8 || fs->ipg == 0 || fs->ipg > fs->bs * 8 ||
+	/* clusters are blocks here (bigalloc refused): libext2fs and the kernel
+	 * refuse any other s_clusters_per_group */
+	if (fs->bpg == 0 || fs->bpg > fs->bs * 8 || sb->s_clusters_per_group != fs->bpg || fs->ipg == 0 || fs->ipg > fs->bs * 8 ||
 	    fs->inode_size < 128 || fs->inode_size > fs->bs || (fs->inode_size & (fs->inode_size - 1)) ||
 	    fs->blocks_count <= fs->first_data_block || fs->first_data_block != (fs->bs == 1024 ? 1u : 0u) ||
 	    fs->first_ino < 11 || fs->first_ino > fs->inodes_count)

@@ -102,6 +102,11 @@ const char *chk_journal_sb_problem(const struct chk_fs *fs, const uint8_t *jsb, 
 	if (type == 3 && (be32_at(jsb + JSB_FEAT_COMPAT) || be32_at(jsb + JSB_FEAT_INCOMPAT) ||
 			  be32_at(jsb + JSB_FEAT_RO) || be32_at(jsb + JSB_NR_USERS)))
 		return "v1 superblock with v2 fields set";
+	/* jbd2 and e2fsck refuse to load a journal with an incompat or ro_compat
+	 * feature they do not know (revoke, 64bit, async_commit, csum v2/v3 and
+	 * fast_commit are the incompat ones; no ro_compat is defined) */
+	if (type == 4 && ((be32_at(jsb + JSB_FEAT_INCOMPAT) & ~0x3fu) || be32_at(jsb + JSB_FEAT_RO)))
+		return "unknown incompat or ro_compat journal feature";
 	if (type == 4 && be32_at(jsb + JSB_NR_USERS) > 1)   /* an internal journal has one user */
 		return "v2 superblock with more than one user (v1 leftovers)";
 	return type == 4 ? journal_csum_problem(jsb) : NULL;

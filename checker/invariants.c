@@ -381,6 +381,7 @@ void inv_block_owned_once(struct chk_fs *fs, struct txn *t, struct chk_verdict *
 			  (unsigned long long)c->blk, c->old_owner, c->new_owner);
 		}
 	}
+	chk_report_problems(t, v, INV_BLOCK_OWNED_ONCE);   /* a block an extent tree maps twice */
 }
 
 void inv_ptr_marked(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
@@ -1000,7 +1001,7 @@ const char *chk_xattr_block_problem(const struct chk_fs *fs, const uint8_t *d)
 			return "entry name past the block";
 		if (e.e_value_inum)
 			return "value in an inode (ea_inode)";
-		if (e.e_value_size && (uint64_t)e.e_value_offs + (e.e_value_size + 3) / 4 * 4 > fs->bs)
+		if ((uint64_t)e.e_value_offs + (e.e_value_size + 3) / 4 * 4 > fs->bs)   /* e2fsck: even of an empty value */
 			return "value past the block";
 		if (e.e_name_index == 0)
 			return "an entry without a name index";
