@@ -55,7 +55,7 @@ static char dir[64];
 static const char *recon_check;
 static unsigned timeout_s = 20;
 
-struct counts { unsigned tried, crashes, verdict[3], scan_only, fsck_only, misses, false_alarms, allowed, repaired; };
+struct counts { unsigned tried, crashes, verdict[3], scan_only, fsck_only, misses, false_alarms, allowed, repaired, csum_left; };
 static struct counts per_class[FC_NCLASSES];
 static unsigned failures;
 
@@ -279,6 +279,14 @@ static void judge_oracle(struct counts *c, const char *after, int a, int b, cons
 		c->fsck_only++;
 	if (b == 1 && f == 0)
 		c->scan_only++;
+	/* the harness's own check: a repaired mutant e2fsck finds a stale
+	 * checksum in means the repair missed one (or the edit broke the
+	 * structure the checksum lives in); counted, for a human to look at */
+	if (repair_csums && file_has(out, "checksum")) {
+		c->csum_left++;
+		if (getenv("FUZZ_SHOW_CSUM_LEFT"))
+			printf("checksum left stale: %s\n", desc);
+	}
 	if (!strict) {
 		if (b == 1 && f == 0) {
 			printf("scan-only (false-alarm candidate): %s\n", desc);
@@ -547,9 +555,10 @@ int main(int argc, char **argv)
 				const struct counts *k = &per_class[c];
 				fprintf(f, "%s\"%s\": {\"tried\": %u, \"crashes\": %u, \"approved\": %u, \"rejected\": %u, "
 					   "\"refused\": %u, \"scan_only\": %u, \"fsck_only\": %u, \"misses\": %u, "
-					   "\"false_alarms\": %u, \"allowed\": %u, \"repaired\": %u}", c ? ", " : "",
-					fz_class_name[c], k->tried, k->crashes, k->verdict[0], k->verdict[1], k->verdict[2],
-					k->scan_only, k->fsck_only, k->misses, k->false_alarms, k->allowed, k->repaired);
+					   "\"false_alarms\": %u, \"allowed\": %u, \"repaired\": %u, \"csum_left\": %u}",
+					c ? ", " : "", fz_class_name[c], k->tried, k->crashes, k->verdict[0], k->verdict[1],
+					k->verdict[2], k->scan_only, k->fsck_only, k->misses, k->false_alarms, k->allowed,
+					k->repaired, k->csum_left);
 			}
 			fprintf(f, "}}\n");
 			fclose(f);
