@@ -868,12 +868,12 @@ void inv_symlink(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 			continue;
 		if (!chk_inode_has_block_ptrs(fs, n)) {
 			size_t len = strnlen((const char *)n->i_block, sizeof(n->i_block));
-			if (n->i_size >= sizeof(n->i_block) || n->i_size != len)
+			if (n->i_size_high || n->i_size >= sizeof(n->i_block) || n->i_size != len)   /* e2fsck: size_high 0 */
 				V(INV_SYMLINK, ic->recs, ic->nrecs, "fast symlink %u: i_size %u, target length %zu",
 				  ic->ino, n->i_size, len);
 		} else {
 			int64_t ndata = (ic->old_inuse ? (int64_t)fs->ndata[ic->ino] : 0) + ic->ndata_delta;
-			if (n->i_size == 0 || n->i_size >= fs->bs || ndata != 1)
+			if (n->i_size_high || n->i_size == 0 || n->i_size >= fs->bs || ndata != 1)
 				V(INV_SYMLINK, ic->recs, ic->nrecs, "slow symlink %u: i_size %u with %lld data blocks",
 				  ic->ino, n->i_size, (long long)ndata);
 		}

@@ -255,9 +255,9 @@ static void scan_inode(struct scan *s, uint32_t ino, const struct ext2_inode *in
 	if (ty == 0120000) {
 		if (!chk_inode_has_block_ptrs(fs, in)) {
 			size_t len = strnlen((const char *)in->i_block, sizeof(in->i_block));
-			if (in->i_size >= sizeof(in->i_block) || in->i_size != len)
+			if (in->i_size_high || in->i_size >= sizeof(in->i_block) || in->i_size != len)
 				V(INV_SYMLINK, "fast symlink %u: i_size %u, target length %zu", ino, in->i_size, len);
-		} else if (in->i_size == 0 || in->i_size >= fs->bs || fs->ndata[ino] != 1) {
+		} else if (in->i_size_high || in->i_size == 0 || in->i_size >= fs->bs || fs->ndata[ino] != 1) {
 			V(INV_SYMLINK, "slow symlink %u: i_size %u with %u data blocks", ino, in->i_size, fs->ndata[ino]);
 		}
 	}
