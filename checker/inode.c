@@ -112,6 +112,20 @@ const char *chk_journal_sb_problem(const struct chk_fs *fs, const uint8_t *jsb, 
 	return type == 4 ? journal_csum_problem(jsb) : NULL;
 }
 
+bool chk_slow_symlink_map_ok(const struct chk_fs *fs, const struct ext2_inode *in)
+{
+	if (chk_inode_extent_mapped(fs, in)) {
+		const uint8_t *root = (const uint8_t *)in->i_block;
+		struct chk_ext_header h = chk_ext_header_at(root);
+		/* the extent after the 12-byte header: ee_block, ee_len */
+		return h.depth == 0 && h.entries == 1 && chk_ld32(root + 12) == 0 && chk_ld16(root + 16) == 1;
+	}
+	for (int i = 1; i < EXT2_N_BLOCKS; i++)
+		if (in->i_block[i])
+			return false;
+	return in->i_block[0] != 0;
+}
+
 const char *chk_file_size_problem(const struct chk_fs *fs, const struct ext2_inode *in, uint64_t size,
 				  bool large_file)
 {

@@ -873,7 +873,8 @@ void inv_symlink(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 				  ic->ino, n->i_size, len);
 		} else {
 			int64_t ndata = (ic->old_inuse ? (int64_t)fs->ndata[ic->ino] : 0) + ic->ndata_delta;
-			if (n->i_size_high || n->i_size == 0 || n->i_size >= fs->bs || ndata != 1)
+			if (n->i_size_high || n->i_size == 0 || n->i_size >= fs->bs || ndata != 1 ||
+			    !chk_slow_symlink_map_ok(fs, n))
 				V(INV_SYMLINK, ic->recs, ic->nrecs, "slow symlink %u: i_size %u with %lld data blocks",
 				  ic->ino, n->i_size, (long long)ndata);
 		}
