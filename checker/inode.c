@@ -205,6 +205,8 @@ const char *chk_inode_ext4_fields_problem(const struct chk_fs *fs, const struct 
 		return "ea-inode flag set (ea_inode is not modelled)";
 	if (flags & EXT4_ENCRYPT_FL)
 		return "encrypt flag set (encryption is not modelled)";
+	if (flags & EXT4_CASEFOLD_FL)   /* casefold is refused at attach: the kernel and e2fsck refuse the flag */
+		return "casefold flag set without the casefold feature";
 	if (in->osd2.linux2.l_i_file_acl_high && !fs->bit64)
 		return "i_file_acl high bits set without the 64bit feature";
 	if (in->osd2.linux2.l_i_blocks_hi && !fs->huge_file)
