@@ -425,6 +425,67 @@ static int replay_line(struct target tg[2], const char *line)
 	return 0;
 }
 
+/* Replays every mutant line of a file (comments and blank lines skipped). */
+static void replay_all(struct target tg[2], const char *replay_file)
+{
+	FILE *f = fopen(replay_file, "r");
+	if (!f) {
+		fprintf(stderr, "fuzz_pairs: %s: %s\n", replay_file, strerror(errno));
+		failures++;
+	}
+	char line[4096];
+	while (f && fgets(line, sizeof(line), f)) {
+		if (line[0] == '#' || line[0] == '\n')
+			continue;
+		line[strcspn(line, "\n")] = 0;
+		replay_line(tg, line);
+	}
+	if (f)
+		fclose(f);
+}
+
+/* The per-class table on stdout and, with --results, the same as JSON. */
+static void report(uint64_t seed0, time_t start, const char *results)
+{
+	unsigned tried = 0, crashes = 0, scan_only = 0;
+	printf("%-8s %6s %7s %8s %8s %8s %9s %9s %6s %6s %7s %8s\n", "class", "tried", "crashes", "approved", "rejected",
+	       "refused", "scan-only", "fsck-only", "misses", "false", "allowed", "repaired");
+	for (int c = 0; c < FC_NCLASSES; c++) {
+		const struct counts *k = &per_class[c];
+		if (!k->tried)
+			continue;
+		printf("%-8s %6u %7u %8u %8u %8u %9u %9u %6u %6u %7u %8u\n", fz_class_name[c], k->tried, k->crashes,
+		       k->verdict[0], k->verdict[1], k->verdict[2], k->scan_only, k->fsck_only, k->misses,
+		       k->false_alarms, k->allowed, k->repaired);
+		tried += k->tried;
+		crashes += k->crashes;
+		scan_only += k->scan_only;
+	}
+	long secs = (long)(time(NULL) - start);
+	printf("fuzz_pairs: %u mutants (first seed %" PRIu64 "), %u failures, %u scan-only, %ld s\n", tried, seed0,
+	       failures, scan_only, secs);
+	if (results) {
+		FILE *f = fopen(results, "w");
+		if (f) {
+			fprintf(f, "{\"first_seed\": %" PRIu64 ", \"mutants\": %u, \"failures\": %u, \"seconds\": %ld, "
+				   "\"fsck_oracle\": %s, \"strict\": %s, \"ext4\": %s, \"repair\": %s, \"classes\": {",
+				seed0, tried, failures, secs, fsck_oracle ? "true" : "false", strict ? "true" : "false",
+				fz_ext4 ? "true" : "false", repair_csums ? "true" : "false");
+			for (int c = 0; c < FC_NCLASSES; c++) {
+				const struct counts *k = &per_class[c];
+				fprintf(f, "%s\"%s\": {\"tried\": %u, \"crashes\": %u, \"approved\": %u, \"rejected\": %u, "
+					   "\"refused\": %u, \"scan_only\": %u, \"fsck_only\": %u, \"misses\": %u, "
+					   "\"false_alarms\": %u, \"allowed\": %u, \"repaired\": %u, \"csum_left\": %u}",
+					c ? ", " : "", fz_class_name[c], k->tried, k->crashes, k->verdict[0], k->verdict[1],
+					k->verdict[2], k->scan_only, k->fsck_only, k->misses, k->false_alarms, k->allowed,
+					k->repaired, k->csum_left);
+			}
+			fprintf(f, "}}\n");
+			fclose(f);
+		}
+	}
+}
+
 int main(int argc, char **argv)
 {
 	unsigned n = 100;
@@ -490,20 +551,7 @@ int main(int argc, char **argv)
 	if (replay) {
 		replay_line(tg, replay);
 	} else if (replay_file) {
-		FILE *f = fopen(replay_file, "r");
-		if (!f) {
-			fprintf(stderr, "fuzz_pairs: %s: %s\n", replay_file, strerror(errno));
-			failures++;
-		}
-		char line[4096];
-		while (f && fgets(line, sizeof(line), f)) {
-			if (line[0] == '#' || line[0] == '\n')
-				continue;
-			line[strcspn(line, "\n")] = 0;
-			replay_line(tg, line);
-		}
-		if (f)
-			fclose(f);
+		replay_all(tg, replay_file);
 	} else {
 		static const uint32_t sizes[] = { 1024, 4096 };
 		for (int s = 0; s < 2; s++) {
@@ -529,43 +577,7 @@ int main(int argc, char **argv)
 	}
 	for (int s = 0; s < 2; s++)
 		teardown(&tg[s]);
-	unsigned tried = 0, crashes = 0, scan_only = 0;
-	printf("%-8s %6s %7s %8s %8s %8s %9s %9s %6s %6s %7s %8s\n", "class", "tried", "crashes", "approved", "rejected",
-	       "refused", "scan-only", "fsck-only", "misses", "false", "allowed", "repaired");
-	for (int c = 0; c < FC_NCLASSES; c++) {
-		const struct counts *k = &per_class[c];
-		if (!k->tried)
-			continue;
-		printf("%-8s %6u %7u %8u %8u %8u %9u %9u %6u %6u %7u %8u\n", fz_class_name[c], k->tried, k->crashes,
-		       k->verdict[0], k->verdict[1], k->verdict[2], k->scan_only, k->fsck_only, k->misses,
-		       k->false_alarms, k->allowed, k->repaired);
-		tried += k->tried;
-		crashes += k->crashes;
-		scan_only += k->scan_only;
-	}
-	long secs = (long)(time(NULL) - start);
-	printf("fuzz_pairs: %u mutants (first seed %" PRIu64 "), %u failures, %u scan-only, %ld s\n", tried, seed0,
-	       failures, scan_only, secs);
-	if (results) {
-		FILE *f = fopen(results, "w");
-		if (f) {
-			fprintf(f, "{\"first_seed\": %" PRIu64 ", \"mutants\": %u, \"failures\": %u, \"seconds\": %ld, "
-				   "\"fsck_oracle\": %s, \"strict\": %s, \"ext4\": %s, \"repair\": %s, \"classes\": {",
-				seed0, tried, failures, secs, fsck_oracle ? "true" : "false", strict ? "true" : "false",
-				fz_ext4 ? "true" : "false", repair_csums ? "true" : "false");
-			for (int c = 0; c < FC_NCLASSES; c++) {
-				const struct counts *k = &per_class[c];
-				fprintf(f, "%s\"%s\": {\"tried\": %u, \"crashes\": %u, \"approved\": %u, \"rejected\": %u, "
-					   "\"refused\": %u, \"scan_only\": %u, \"fsck_only\": %u, \"misses\": %u, "
-					   "\"false_alarms\": %u, \"allowed\": %u, \"repaired\": %u, \"csum_left\": %u}",
-					c ? ", " : "", fz_class_name[c], k->tried, k->crashes, k->verdict[0], k->verdict[1],
-					k->verdict[2], k->scan_only, k->fsck_only, k->misses, k->false_alarms, k->allowed,
-					k->repaired, k->csum_left);
-			}
-			fprintf(f, "}}\n");
-			fclose(f);
-		}
-	}
+	report(seed0, start, results);
 	char cmd[128];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	if (failures && getenv("RECON_KEEP"))
