@@ -129,6 +129,8 @@ static int parse_super(struct chk_fs *fs, char *err, size_t errlen)
 	const struct ext2_super_block *sb = fs->sb;
 	if (sb->s_magic != EXT2_SUPER_MAGIC)
 		return fail(err, errlen, -EINVAL, "not an ext2/ext3 file system (bad superblock magic 0x%04x)", sb->s_magic);
+	if (sb->s_rev_level > EXT2_DYNAMIC_REV)   /* e2fsck and the kernel refuse a newer revision */
+		return fail(err, errlen, -EINVAL, "superblock revision %u is newer than ext2/3/4's", sb->s_rev_level);
 	if (sb->s_log_block_size > 6)
 		return fail(err, errlen, -EINVAL, "bad block size (s_log_block_size %u)", sb->s_log_block_size);
 	fs->bs = 1024u << sb->s_log_block_size;
@@ -151,13 +153,19 @@ static int parse_super(struct chk_fs *fs, char *err, size_t errlen)
 	if (sb->s_log_cluster_size != sb->s_log_block_size)
 		return fail(err, errlen, -EINVAL, "cluster size differs from block size (bigalloc)");
 	fs->blocks_count = chk_sb_blocks_count(sb);
+	uint64_t r_blocks = sb->s_r_blocks_count | ((inc & EXT4_FEATURE_INCOMPAT_64BIT) ? (uint64_t)sb->s_r_blocks_count_hi << 32 : 0);
+	if (r_blocks > fs->blocks_count / 2)      /* e2fsck: "Corruption found in superblock" */
+		return fail(err, errlen, -EINVAL, "s_r_blocks_count %llu is more than half the blocks",
+			    (unsigned long long)r_blocks);
 	fs->inodes_count = sb->s_inodes_count;
 	fs->bpg = sb->s_blocks_per_group;
 	fs->ipg = sb->s_inodes_per_group;
 	fs->first_data_block = sb->s_first_data_block;
 	fs->inode_size = sb->s_rev_level ? sb->s_inode_size : 128;
 	fs->first_ino = sb->s_rev_level ? sb->s_first_ino : 11;
-	if (fs->bpg == 0 || fs->bpg > fs->bs * 8 || fs->ipg == 0 || fs->ipg > fs->bs * 8 ||
+	/* clusters are blocks here (bigalloc refused): libext2fs and the kernel
+	 * refuse any other s_clusters_per_group */
+	if (fs->bpg == 0 || fs->bpg > fs->bs * 8 || sb->s_clusters_per_group != fs->bpg || fs->ipg == 0 || fs->ipg > fs->bs * 8 ||
 	    fs->inode_size < 128 || fs->inode_size > fs->bs || (fs->inode_size & (fs->inode_size - 1)) ||
 	    fs->blocks_count <= fs->first_data_block || fs->first_data_block != (fs->bs == 1024 ? 1u : 0u) ||
 	    fs->first_ino < 11 || fs->first_ino > fs->inodes_count)

@@ -405,6 +405,9 @@ uint64_t chk_max_file_size(uint32_t bs);
  * if fine) */
 const char *chk_file_size_problem(const struct chk_fs *fs, const struct ext2_inode *in, uint64_t size,
 				  bool large_file);
+/* A slow symlink's map as e2fsck wants it: one block at logical 0 (an
+ * extent root of depth 0 with that one extent, or i_block[0] alone). */
+bool chk_slow_symlink_map_ok(const struct chk_fs *fs, const struct ext2_inode *in);
 /* A block shaped as an htree index node (count/limit at 8, the limit the
  * block holds: one entry less with metadata_csum's dx tail)? */
 bool chk_dx_node_like(const struct chk_fs *fs, const uint8_t *d);

@@ -158,6 +158,22 @@ static void sweep(struct chk_fs *fs, struct txn *t, struct ichange *ic, const st
 	}
 }
 
+/* The first block two spans of one sorted tree both hold (two extents, or an
+ * extent and a tree block, of the same inode), or UINT64_MAX.  The sweeps
+ * compare the two trees block by block and would see such a block once. */
+static uint64_t held_twice(const struct etree *e)
+{
+	uint64_t end = 0;
+	for (size_t i = 0; i < e->n; i++) {
+		if (i && e->v[i].pblk < end)
+			return e->v[i].pblk;
+		uint64_t x = e->v[i].pblk + (e->v[i].len ? e->v[i].len : 1);
+		if (x > end)
+			end = x;
+	}
+	return UINT64_MAX;
+}
+
 /* written: the inodes whose tree blocks (in the approved map) the
  * transaction writes */
 static void diff_one(struct chk_fs *fs, struct txn *t, struct ichange *ic, const struct u64map *written)
@@ -199,6 +215,11 @@ static void diff_one(struct chk_fs *fs, struct txn *t, struct ichange *ic, const
 			qsort(ot.v, ot.n, sizeof(*ot.v), cmp_espan);
 		if (nt.n)
 			qsort(nt.v, nt.n, sizeof(*nt.v), cmp_espan);
+		uint64_t twice = held_twice(&nt);
+		if (twice != UINT64_MAX && held_twice(&ot) == UINT64_MAX)
+			chk_txn_problem(t, INV_BLOCK_OWNED_ONCE, ic->nrecs ? ic->recs[0] : SIZE_MAX,
+					"inode %u: block %llu is mapped twice by its extent tree", ic->ino,
+					(unsigned long long)twice);
 		sweep(fs, t, ic, &ot, &nt, false);
 		sweep(fs, t, ic, &nt, &ot, true);
 	}

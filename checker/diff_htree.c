@@ -66,8 +66,8 @@ static void htree_records(const struct chk_fs *fs, struct txn *t, uint64_t blk, 
  * dx_probe accept (one level of nodes, two with large_dir). */
 static bool dx_root_usable(const struct chk_fs *fs, const struct ext2_dx_root_info *ri)
 {
-	return ri->reserved_zero == 0 && ri->info_length == 8 && ri->hash_version <= EXT2_HASH_TEA &&
-	       ri->indirect_levels <= chk_htree_max_levels(fs);
+	return ri->reserved_zero == 0 && ri->info_length == 8 && !(ri->unused_flags & 1) &&
+	       ri->hash_version <= EXT2_HASH_TEA && ri->indirect_levels <= chk_htree_max_levels(fs);
 }
 
 /* A block shaped like an index node (fake empty entry over the whole block),
@@ -209,9 +209,10 @@ static void htree_check_tree(struct chk_fs *fs, struct txn *t, uint32_t dir, con
 {
 	const struct ext2_dx_root_info *ri = (const void *)(root + 24);
 	struct dxwalk w = { fs, t, dir, in, chk_dir_blocks(fs, in), NULL, NULL, deep, 0 };
-	if (ri->reserved_zero != 0 || ri->info_length != 8) {
-		dx_problem(&w, root_pblk, INV_HTREE_ROOT, "root: reserved_zero %u info_length %u", ri->reserved_zero,
-			   ri->info_length);
+	/* unused_flags bit 0: an incompatible hash flag e2fsck and dx_probe refuse */
+	if (ri->reserved_zero != 0 || ri->info_length != 8 || (ri->unused_flags & 1)) {
+		dx_problem(&w, root_pblk, INV_HTREE_ROOT, "root: reserved_zero %u info_length %u unused_flags 0x%x",
+			   ri->reserved_zero, ri->info_length, ri->unused_flags);
 		return;
 	}
 	const struct ext2_super_block *sb = (const void *)(t->sb_changed ? t->sb_new : fs->sb_raw);

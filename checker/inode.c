@@ -102,9 +102,28 @@ const char *chk_journal_sb_problem(const struct chk_fs *fs, const uint8_t *jsb, 
 	if (type == 3 && (be32_at(jsb + JSB_FEAT_COMPAT) || be32_at(jsb + JSB_FEAT_INCOMPAT) ||
 			  be32_at(jsb + JSB_FEAT_RO) || be32_at(jsb + JSB_NR_USERS)))
 		return "v1 superblock with v2 fields set";
+	/* jbd2 and e2fsck refuse to load a journal with an incompat or ro_compat
+	 * feature they do not know (revoke, 64bit, async_commit, csum v2/v3 and
+	 * fast_commit are the incompat ones; no ro_compat is defined) */
+	if (type == 4 && ((be32_at(jsb + JSB_FEAT_INCOMPAT) & ~0x3fu) || be32_at(jsb + JSB_FEAT_RO)))
+		return "unknown incompat or ro_compat journal feature";
 	if (type == 4 && be32_at(jsb + JSB_NR_USERS) > 1)   /* an internal journal has one user */
 		return "v2 superblock with more than one user (v1 leftovers)";
 	return type == 4 ? journal_csum_problem(jsb) : NULL;
+}
+
+bool chk_slow_symlink_map_ok(const struct chk_fs *fs, const struct ext2_inode *in)
+{
+	if (chk_inode_extent_mapped(fs, in)) {
+		const uint8_t *root = (const uint8_t *)in->i_block;
+		struct chk_ext_header h = chk_ext_header_at(root);
+		/* the extent after the 12-byte header: ee_block, ee_len */
+		return h.depth == 0 && h.entries == 1 && chk_ld32(root + 12) == 0 && chk_ld16(root + 16) == 1;
+	}
+	for (int i = 1; i < EXT2_N_BLOCKS; i++)
+		if (in->i_block[i])
+			return false;
+	return in->i_block[0] != 0;
 }
 
 const char *chk_file_size_problem(const struct chk_fs *fs, const struct ext2_inode *in, uint64_t size,
@@ -186,6 +205,8 @@ const char *chk_inode_ext4_fields_problem(const struct chk_fs *fs, const struct 
 		return "ea-inode flag set (ea_inode is not modelled)";
 	if (flags & EXT4_ENCRYPT_FL)
 		return "encrypt flag set (encryption is not modelled)";
+	if (flags & EXT4_CASEFOLD_FL)   /* casefold is refused at attach: the kernel and e2fsck refuse the flag */
+		return "casefold flag set without the casefold feature";
 	if (in->osd2.linux2.l_i_file_acl_high && !fs->bit64)
 		return "i_file_acl high bits set without the 64bit feature";
 	if (in->osd2.linux2.l_i_blocks_hi && !fs->huge_file)

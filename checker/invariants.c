@@ -393,6 +393,7 @@ void inv_block_owned_once(struct chk_fs *fs, struct txn *t, struct chk_verdict *
 			  (unsigned long long)c->blk, c->old_owner, c->new_owner);
 		}
 	}
+	chk_report_problems(t, v, INV_BLOCK_OWNED_ONCE);   /* a block an extent tree maps twice */
 }
 
 void inv_ptr_marked(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
@@ -880,12 +881,13 @@ void inv_symlink(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 			continue;
 		if (!chk_inode_has_block_ptrs(fs, n)) {
 			size_t len = strnlen((const char *)n->i_block, sizeof(n->i_block));
-			if (n->i_size >= sizeof(n->i_block) || n->i_size != len)
+			if (n->i_size_high || n->i_size >= sizeof(n->i_block) || n->i_size != len)   /* e2fsck: size_high 0 */
 				V(INV_SYMLINK, ic->recs, ic->nrecs, "fast symlink %u: i_size %u, target length %zu",
 				  ic->ino, n->i_size, len);
 		} else {
 			int64_t ndata = (ic->old_inuse ? (int64_t)fs->ndata[ic->ino] : 0) + ic->ndata_delta;
-			if (n->i_size == 0 || n->i_size >= fs->bs || ndata != 1)
+			if (n->i_size_high || n->i_size == 0 || n->i_size >= fs->bs || ndata != 1 ||
+			    !chk_slow_symlink_map_ok(fs, n))
 				V(INV_SYMLINK, ic->recs, ic->nrecs, "slow symlink %u: i_size %u with %lld data blocks",
 				  ic->ino, n->i_size, (long long)ndata);
 		}
@@ -1013,7 +1015,7 @@ const char *chk_xattr_block_problem(const struct chk_fs *fs, const uint8_t *d)
 			return "entry name past the block";
 		if (e.e_value_inum)
 			return "value in an inode (ea_inode)";
-		if (e.e_value_size && (uint64_t)e.e_value_offs + (e.e_value_size + 3) / 4 * 4 > fs->bs)
+		if ((uint64_t)e.e_value_offs + (e.e_value_size + 3) / 4 * 4 > fs->bs)   /* e2fsck: even of an empty value */
 			return "value past the block";
 		if (e.e_name_index == 0)
 			return "an entry without a name index";

@@ -2,7 +2,8 @@
  * checker/scan_ext4.c - the parts of chk_scan (the base case) that only
  * ext4 features ask for, judged as e2fsck judges them (its super.c and
  * pass 5): group descriptors and their checksums, flex_bg's freedom of
- * placement, bitmap and superblock checksums.
+ * placement, bitmap and superblock checksums; and, for every image, the
+ * bitmaps' padding past each group's bits.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -52,28 +53,42 @@ static void scan_gd_csum(struct chk_fs *fs, struct chk_verdict *v, uint32_t g, c
 		  chk_gd_csum(&fs->csum, g, d));
 }
 
-static void scan_bitmap_csums(struct chk_fs *fs, struct chk_verdict *v, uint32_t g, const uint8_t *d,
-			      uint8_t *buf, int *err)
+/* e2fsck reads the bytes of a bitmap block past the group's bits as
+ * padding that must be all ones (libext2fs's tail check, any group). */
+static bool tail_set(const uint8_t *buf, uint32_t from, uint32_t bs)
 {
-	/* pass 5 skips a flagged group, whatever its descriptor's checksum */
+	for (uint32_t i = from; i < bs; i++)
+		if (buf[i] != 0xff)
+			return false;
+	return true;
+}
+
+/* A group's bitmaps, as pass 5 reads them: their checksums (metadata_csum;
+ * a flagged group is skipped whatever its descriptor's checksum) and their
+ * padding (a group libext2fs reads; the last group's block bitmap, whose
+ * padding starts inside the group, is scan.c's). */
+static void scan_bitmaps(struct chk_fs *fs, struct chk_verdict *v, uint32_t g, const uint8_t *d,
+			 uint8_t *buf, int *err)
+{
 	uint16_t flags = chk_gd_flags(d);
-	if (!(flags & EXT2_BG_BLOCK_UNINIT)) {
-		int r = fs->read(fs->ctx, chk_gd_bbitmap(fs, d) * fs->bs, buf, fs->bs);
+	for (int k = 0; k < 2 && !*err; k++) {
+		bool inode = k == 1;
+		bool csum = fs->csum.metadata_csum && !(flags & (inode ? EXT2_BG_INODE_UNINIT : EXT2_BG_BLOCK_UNINIT));
+		bool tail = inode ? !chk_group_inode_uninit(fs, g) : !chk_group_block_uninit(fs, g) && g + 1 < fs->ngroups;
+		if (!csum && !tail)
+			continue;
+		int r = fs->read(fs->ctx, (inode ? chk_gd_ibitmap(fs, d) : chk_gd_bbitmap(fs, d)) * fs->bs, buf, fs->bs);
 		if (r) {
 			*err = r < 0 ? r : -EIO;
 			return;
 		}
-		if (!chk_bbitmap_csum_ok(&fs->csum, d, buf, fs->bpg / 8))
-			V(INV_CSUM_BITMAP, "group %u: block bitmap checksum does not match its descriptor", g);
-	}
-	if (!(flags & EXT2_BG_INODE_UNINIT)) {
-		int r = fs->read(fs->ctx, chk_gd_ibitmap(fs, d) * fs->bs, buf, fs->bs);
-		if (r) {
-			*err = r < 0 ? r : -EIO;
-			return;
-		}
-		if (!chk_ibitmap_csum_ok(&fs->csum, d, buf, fs->ipg / 8))
-			V(INV_CSUM_BITMAP, "group %u: inode bitmap checksum does not match its descriptor", g);
+		uint32_t nbytes = (inode ? fs->ipg : fs->bpg) / 8;
+		if (csum && !(inode ? chk_ibitmap_csum_ok(&fs->csum, d, buf, nbytes) : chk_bbitmap_csum_ok(&fs->csum, d, buf, nbytes)))
+			V(INV_CSUM_BITMAP, "group %u: %s bitmap checksum does not match its descriptor", g,
+			  inode ? "inode" : "block");
+		if (tail && !tail_set(buf, nbytes, fs->bs))
+			V(INV_BITMAP_PADDING, "group %u: %s bitmap padding past its %u bits is not all set", g,
+			  inode ? "inode" : "block", nbytes * 8);
 	}
 }
 
@@ -84,8 +99,7 @@ void chk_scan_groups(struct chk_fs *fs, struct chk_verdict *v, uint8_t *buf, int
 		const uint8_t *d = chk_gd(fs, g);
 		scan_placement(fs, v, g, d);
 		scan_gd_csum(fs, v, g, d);
-		if (fs->csum.metadata_csum)
-			scan_bitmap_csums(fs, v, g, d, buf, err);
+		scan_bitmaps(fs, v, g, d, buf, err);
 	}
 }
 

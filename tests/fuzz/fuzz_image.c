@@ -18,7 +18,7 @@
 #include "fuzz_image.h"
 
 const char *const fz_class_name[FC_NCLASSES] = {
-	"flip", "dirent", "htree", "xattr", "ind", "inode", "sb", "gdt", "jsb"
+	"flip", "dirent", "htree", "xattr", "ind", "inode", "sb", "gdt", "jsb", "extent", "bgd64", "csumflip"
 };
 
 /* ------------------------------------------------------------ base images */
@@ -50,6 +50,30 @@ static int write_file(const char *path, uint64_t size, const uint64_t (*data)[2]
 }
 
 bool fz_ext4;
+
+/* Files whose extent trees have depth 1 and 2: one-block runs with a hole
+ * after each, 12 runs and one more than an index root of leaves holds
+ * (4 * (bs - 12) / 12). */
+static int write_ext4_sources(const char *dir, uint32_t bs)
+{
+	uint32_t runs[2] = { 12, 4 * ((bs - 12) / 12) + 8 };
+	for (int k = 0; k < 2; k++) {
+		uint64_t (*r)[2] = calloc(runs[k], sizeof(*r));
+		if (!r)
+			return -1;
+		for (uint32_t i = 0; i < runs[k]; i++) {
+			r[i][0] = 2ull * i * bs;
+			r[i][1] = r[i][0] + bs;
+		}
+		char path[512];
+		snprintf(path, sizeof(path), "%s/frag%d", dir, k + 1);
+		int rc = write_file(path, 2ull * runs[k] * bs, (const uint64_t (*)[2])r, runs[k], 4 + k);
+		free(r);
+		if (rc)
+			return -1;
+	}
+	return 0;
+}
 
 int fz_make_base(const char *dir, uint32_t bs, int variant, char *path, size_t pathlen)
 {
@@ -96,6 +120,8 @@ int fz_make_base(const char *dir, uint32_t bs, int variant, char *path, size_t p
 	for (int i = 0; i < 300; i++)
 		fputc('a' + i % 26, xf);
 	fclose(xf);
+	if (fz_ext4 && write_ext4_sources(dir, bs))
+		return -1;
 	snprintf(f, sizeof(f), "%s/base.cmds", dir);
 	FILE *c = fopen(f, "w");
 	if (!c)
@@ -105,6 +131,9 @@ int fz_make_base(const char *dir, uint32_t bs, int variant, char *path, size_t p
 		   "symlink d/slow /a/long/target/xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\n"
 		   "cd d\nmknod fifo p\ncd /\nea_set -f %s d/small user.big\nea_set d/sub user.tiny 1\ncd h\n",
 		s1, s2, s3, xv);
+	if (fz_ext4)
+		fprintf(c, "cd /\nwrite %s/frag1 d/frag1\nwrite %s/frag2 d/frag2\nwrite %s d/prealloc\n"
+			   "fallocate d/prealloc 0 %u\ncd h\n", dir, dir, s1, bs == 1024 ? 40u : 12u);
 	int nent = bs == 1024 ? 90 : 400;     /* enough for an index root and leaves */
 	for (int i = 0; i < nent; i++)
 		fprintf(c, "mknod entry_number_%d p\n", i);
@@ -116,7 +145,7 @@ int fz_make_base(const char *dir, uint32_t bs, int variant, char *path, size_t p
 		 " && debugfs -w -f %s %s >/dev/null 2>&1"
 		 " && { e2fsck -fyD %s >/dev/null 2>&1; [ $? -le 1 ]; } && e2fsck -fn %s >/dev/null 2>&1",
 		 path, fz_ext4 ? "ext4" : "ext3", bs, bs == 1024 ? 1024u : 2048u, bs == 1024 ? 128u : 256u,
-		 bs == 1024 ? 1u : 4u, path, bs == 1024 ? "4M" : "16M",
+		 bs == 1024 ? 1u : 4u, path, bs == 1024 ? (fz_ext4 ? "6M" : "4M") : (fz_ext4 ? "32M" : "16M"),
 		 f, path, path, path);
 	if (run(cmd)) {
 		fprintf(stderr, "fuzz: cannot build the base image %s\n", path);
@@ -131,7 +160,7 @@ struct collect {
 	struct fz_image *im;
 	ext2_filsys fs;
 	ext2_ino_t ino;
-	bool indexed, journal;
+	bool indexed, journal, extents;
 	size_t cap;
 	int err;
 };
@@ -156,7 +185,9 @@ static int collect_block(ext2_filsys fs, blk64_t *blocknr, e2_blkcnt_t blockcnt,
 {
 	(void)fs; (void)ref_blk; (void)ref_offset;
 	struct collect *c = priv;
-	if (blockcnt == BLOCK_COUNT_IND)
+	if (c->extents && blockcnt < 0)           /* extent tree blocks come as -1 */
+		add_meta(c, *blocknr, FZ_EXTENT, c->ino);
+	else if (blockcnt == BLOCK_COUNT_IND)
 		add_meta(c, *blocknr, FZ_IND, c->ino);
 	else if (blockcnt == BLOCK_COUNT_DIND)
 		add_meta(c, *blocknr, FZ_DIND, c->ino);
@@ -214,7 +245,18 @@ int fz_load(const char *path, struct fz_image *im)
 	im->blocks_count = (uint32_t)ext2fs_blocks_count(fs->super);
 	im->inodes_count = fs->super->s_inodes_count;
 	im->inode_size = EXT2_INODE_SIZE(fs->super);
-	struct collect c = { im, fs, 0, false, false, 0, 0 };
+	im->inodes_per_group = fs->super->s_inodes_per_group;
+	im->blocks_per_group = fs->super->s_blocks_per_group;
+	im->groups = fs->group_desc_count;
+	im->desc_size = EXT2_DESC_SIZE(fs->super);
+	im->first_data_block = fs->super->s_first_data_block;
+	im->metadata_csum = ext2fs_has_feature_metadata_csum(fs->super);
+	im->csum_seed = fs->csum_seed;
+	for (dgrp_t g = 0; g < fs->group_desc_count && g < 64; g++) {
+		im->itable[g] = ext2fs_inode_table_loc(fs, g);
+		im->bg_flags[g] = ext2fs_bg_flags(fs, g);
+	}
+	struct collect c = { im, fs, 0, false, false, false, 0, 0 };
 	add_meta(&c, 1024 / im->bs, FZ_SB, 0);
 	for (dgrp_t g = 0; g < fs->group_desc_count; g++) {
 		blk64_t sb = 0, old_desc = 0, new_desc = 0;
@@ -251,6 +293,7 @@ int fz_load(const char *path, struct fz_image *im)
 		c.ino = ino;
 		c.journal = ino == EXT2_JOURNAL_INO;
 		c.indexed = LINUX_S_ISDIR(in.i_mode) && (in.i_flags & EXT2_INDEX_FL);
+		c.extents = in.i_flags & EXT4_EXTENTS_FL;
 		ext2fs_block_iterate3(fs, ino, BLOCK_FLAG_READ_ONLY, NULL,
 				      LINUX_S_ISDIR(in.i_mode) ? collect_dir_block : collect_block, &c);
 	}
@@ -267,6 +310,8 @@ void fz_free(struct fz_image *im)
 
 /* ------------------------------------------------------------ mutations */
 
+static uint64_t next(uint64_t *s);
+uint64_t fz_next(uint64_t *s) { return next(s); }
 static uint64_t next(uint64_t *s)
 {
 	uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
@@ -275,6 +320,7 @@ static uint64_t next(uint64_t *s)
 	return z ^ (z >> 31);
 }
 static uint32_t below(uint64_t *s, uint32_t n) { return n ? (uint32_t)(next(s) % n) : 0; }
+uint32_t fz_below(uint64_t *s, uint32_t n) { return below(s, n); }
 
 static void edit(struct fz_mutant *m, uint64_t off, const void *p, uint16_t plen, uint16_t rep)
 {
@@ -295,6 +341,8 @@ static void edit_le(struct fz_mutant *m, uint64_t off, uint64_t v, unsigned size
 	edit(m, off, b, (uint16_t)size, 1);
 }
 
+void fz_edit_le(struct fz_mutant *m, uint64_t off, uint64_t v, unsigned size) { edit_le(m, off, v, size); }
+
 static void edit_be32(struct fz_mutant *m, uint64_t off, uint32_t v)
 {
 	uint8_t b[4] = { (uint8_t)(v >> 24), (uint8_t)(v >> 16), (uint8_t)(v >> 8), (uint8_t)v };
@@ -312,6 +360,13 @@ static uint32_t interesting(const struct fz_image *im, uint64_t *s, uint32_t cur
 	return v[below(s, sizeof(v) / sizeof(v[0]))];
 }
 
+uint32_t fz_interesting(const struct fz_image *im, uint64_t *s, uint32_t cur) { return interesting(im, s, cur); }
+
+static const struct fz_block *pick(const struct fz_image *im, uint64_t *s, const uint8_t *kinds, size_t nk);
+const struct fz_block *fz_pick(const struct fz_image *im, uint64_t *s, const uint8_t *kinds, size_t nk)
+{
+	return pick(im, s, kinds, nk);
+}
 static const struct fz_block *pick(const struct fz_image *im, uint64_t *s, const uint8_t *kinds, size_t nk)
 {
 	size_t n = 0;
@@ -612,7 +667,10 @@ void fz_draw(const struct fz_image *im, int cls, uint64_t seed, struct fz_mutant
 		case FC_INODE:  draw_inode(im, &s, m); break;
 		case FC_SB:     draw_sb(im, &s, m); break;
 		case FC_GDT:    draw_gdt(im, &s, m); break;
-		default:        draw_jsb(im, &s, m); break;
+		case FC_JSB:    draw_jsb(im, &s, m); break;
+		case FC_EXTENT: fz_draw_extent(im, &s, m); break;
+		case FC_BGD64:  fz_draw_bgd64(im, &s, m); break;
+		default:        fz_draw_csumflip(im, &s, m); break;
 		}
 	}
 }
