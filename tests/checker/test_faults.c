@@ -87,7 +87,8 @@ static void make_pair(const char *type, struct image *before, struct image *afte
 	 * (ext4, which has an orphan file too), directories e2fsck -D indexes
 	 * (htree; deep/'s 600 names of 200 characters fill about 150 leaves,
 	 * more than a 1 KiB root holds, so its tree has two levels); then
-	 * debugfs adds to and removes from each kind */
+	 * debugfs adds to and removes from each kind, and gives a file an
+	 * xattr too large for its inode (an xattr block) */
 	if (run_shell("cd '%s' && rm -rf src && mkdir -p src/a/b src/c src/h && "
 		      "for i in $(seq 1 40); do head -c $((i * 700)) /dev/urandom >src/a/f$i; done && "
 		      "for i in $(seq 1 400); do echo $i >src/h/entry_with_a_longish_name_$i; done && "
@@ -106,6 +107,7 @@ static void make_pair(const char *type, struct image *before, struct image *afte
 		      "punch sparse 40 45\\nrm sparse2\\n"
 		      "write newdata deep/a_new_name_in_a_two_level_tree\\n"
 		      "rm deep/%%0200d\\n' 77 >cmds && "
+		      "printf 'ea_set a/f2 user.note %%0600d\\n' 0 >>cmds && "
 		      "debugfs -w -f cmds '%s' >/dev/null 2>&1", scratch, type,
 		      strcmp(type, "ext4") ? "" : "-O orphan_file", b, b, b, a, a) != 0) {
 		fprintf(stderr, "mke2fs -d, e2fsck -D or debugfs failed\n");
