@@ -156,8 +156,14 @@ void chk_scan_orphan_file(struct chk_fs *fs, struct chk_verdict *v, uint8_t *buf
 		return;
 	}
 	const struct ext2_inode *in = (const void *)raw;
-	if (ino > fs->inodes_count || chk_read_inode(fs, ino, raw) || !chk_ibit(fs, ino) ||
-	    imode_type(in) != 0100000) {
+	/* a read that failed is the caller's error, not a verdict on the file */
+	int r = ino > fs->inodes_count ? 0 : chk_read_inode(fs, ino, raw);
+	if (r) {
+		*err = r;
+		free(raw);
+		return;
+	}
+	if (ino > fs->inodes_count || !chk_ibit(fs, ino) || imode_type(in) != 0100000) {
 		V(INV_ORPHAN_FILE, "orphan file %u is not a regular file in use", ino);
 		free(raw);
 		return;

@@ -84,24 +84,32 @@ static void make_pair(const char *type, struct image *before, struct image *afte
 	snprintf(b, sizeof(b), "%s/%s.img", scratch, type);
 	snprintf(a, sizeof(a), "%s/%s.after", scratch, type);
 	/* files with indirect blocks, a sparse file with an extent tree block
-	 * (ext4), directories e2fsck -D indexes (htree); then debugfs adds to
-	 * and removes from each kind */
+	 * (ext4, which has an orphan file too), directories e2fsck -D indexes
+	 * (htree; deep/'s 600 names of 200 characters fill about 150 leaves,
+	 * more than a 1 KiB root holds, so its tree has two levels); then
+	 * debugfs adds to and removes from each kind, and gives a file an
+	 * xattr too large for its inode (an xattr block) */
 	if (run_shell("cd '%s' && rm -rf src && mkdir -p src/a/b src/c src/h && "
 		      "for i in $(seq 1 40); do head -c $((i * 700)) /dev/urandom >src/a/f$i; done && "
 		      "for i in $(seq 1 400); do echo $i >src/h/entry_with_a_longish_name_$i; done && "
+		      "mkdir src/deep && for i in $(seq 1 600); do : >src/deep/$(printf %%0200d $i); done && "
 		      "for i in $(seq 0 9); do "
 		      "dd if=/dev/urandom of=src/sparse bs=1024 count=2 seek=$((i * 20)) conv=notrunc && "
 		      "dd if=/dev/urandom of=src/sparse2 bs=1024 count=1 seek=$((i * 10)) conv=notrunc; "
 		      "done 2>/dev/null && "
 		      "head -c 300000 /dev/urandom >src/big && ln -s a/f1 src/link && "
 		      "head -c 30000 /dev/urandom >newdata && "
-		      "mke2fs -q -F -t %s -b 1024 -d src '%s' 8192 >/dev/null 2>&1 && "
+		      "mke2fs -q -F -t %s %s -b 1024 -d src '%s' 8192 >/dev/null 2>&1 && "
 		      "{ e2fsck -fyD '%s' >/dev/null 2>&1; [ $? -le 1 ]; } && cp '%s' '%s' && "
 		      "printf 'mkdir c/new\\nwrite newdata c/new/data\\nrm a/f3\\nrm big\\n"
 		      "symlink c/sl /a/b\\nwrite newdata h/brand_new_entry\\n"
 		      "rm h/entry_with_a_longish_name_7\\nmkdir h/subdir_new\\n"
-		      "punch sparse 40 45\\nrm sparse2\\n' >cmds && "
-		      "debugfs -w -f cmds '%s' >/dev/null 2>&1", scratch, type, b, b, b, a, a) != 0) {
+		      "punch sparse 40 45\\nrm sparse2\\n"
+		      "write newdata deep/a_new_name_in_a_two_level_tree\\n"
+		      "rm deep/%%0200d\\n' 77 >cmds && "
+		      "printf 'ea_set a/f2 user.note %%0600d\\n' 0 >>cmds && "
+		      "debugfs -w -f cmds '%s' >/dev/null 2>&1", scratch, type,
+		      strcmp(type, "ext4") ? "" : "-O orphan_file", b, b, b, a, a) != 0) {
 		fprintf(stderr, "mke2fs -d, e2fsck -D or debugfs failed\n");
 		exit(77);
 	}

@@ -13,7 +13,8 @@
  * Nth call.  The mount: open an ext3 image through rio_io_manager (checker
  * and journal on, commits in the caller's thread) as the daemon does
  * (bitmaps read ahead, the checker's early attach, the image judged whole),
- * attach, an operation left in the open transaction, one that creates a
+ * a metadata block rewritten, a free block zeroed and both flushed before
+ * attach (the cache's write-back), attach, an operation left in the open transaction, one that creates a
  * file and removes another and is rolled back to its savepoint, one that
  * creates two files, a forced commit (fsync), detach, close.  The replay:
  * open an image whose journal needs recovery and replay it
@@ -199,6 +200,25 @@ static bool mount_ops(ext2_filsys fs, unsigned long n, struct promises *p)
 	return true;
 }
 
+/* A metadata block written before transactions are attached (as a tool
+ * on the channel would) and flushed: the cache's write-back, its same
+ * contents so that the image stays what the checker judged; and a free
+ * block zeroed through the channel (mke2fs-style tools do). */
+static errcode_t write_back_unattached(ext2_filsys fs)
+{
+	blk64_t blk = ext2fs_inode_bitmap_loc(fs, 0), free_blk = 0;
+	void *buf = NULL;
+	errcode_t err = ext2fs_get_mem(fs->blocksize, &buf);
+
+	err = err ? err : io_channel_read_blk64(fs->io, blk, 1, buf);
+	err = err ? err : io_channel_write_blk64(fs->io, blk, 1, buf);
+	err = err ? err : ext2fs_new_block2(fs, 0, NULL, &free_blk);
+	err = err ? err : io_channel_zeroout(fs->io, free_blk, 1);
+	err = err ? err : io_channel_flush(fs->io);
+	ext2fs_free_mem(&buf);
+	return err;
+}
+
 /* The daemon's read-write mount up to the first operation: the bitmaps
  * read ahead and read past the cache beside the checker's early attach,
  * the image judged whole, transactions attached. */
@@ -215,6 +235,7 @@ static errcode_t mount_attach(ext2_filsys fs, unsigned long n)
 	err = err ? err : rio_image_check(fs, &report);
 	TEST_CHECK(!report, "N=%lu: a consistent image judged inconsistent: %s", n, report);
 	free(report);
+	err = err ? err : write_back_unattached(fs);
 	return err ? err : rio_txn_attach(fs);
 }
 
