@@ -74,5 +74,12 @@ version=$("$RECON_FUSE" --version) || failure "recon-fuse --version exited $?"
 [[ $version =~ libfuse\ [0-9]+\.[0-9]+ && $version =~ libext2fs\ [0-9]+\.[0-9]+ ]] ||
 	failure "--version does not name the versions of libfuse and libext2fs: $version"
 
+# the READMEs count the invariants the table has
+ninv=$(grep -c '^INV(' "$RECON_SRC/checker/invariants.def")
+grep -q "keeps all $ninv invariants" "$RECON_SRC/README.md" ||
+	failure "README.md does not say 'keeps all $ninv invariants' (checker/invariants.def has $ninv)"
+grep -q "$ninv invariants" "$RECON_SRC/tests/README.md" ||
+	failure "tests/README.md does not count $ninv invariants"
+
 echo "$n options from --help checked ($own of recon-fuse's own), $fails problems"
 [ "$fails" -eq 0 ]
