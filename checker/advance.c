@@ -185,10 +185,12 @@ int chk_txn_apply(struct chk_fs *fs, struct txn *t)
 		memcpy(o, n, fs->bs);
 	}
 	memcpy(fs->sb_raw, t->sb_new, 1024);
-	/* cache: keep metadata, forget data */
+	/* cache: keep metadata, forget data; a made-up bitmap written as it
+	 * was made up changes nothing approved but the disk's bytes, which the
+	 * cache holds */
 	for (size_t i = 0; i < t->nblocks; i++) {
 		struct tblock *b = &t->blocks[i];
-		if (!b->changed || b->blk >= fs->blocks_count)
+		if ((!b->changed && !b->made_up) || b->blk >= fs->blocks_count)
 			continue;
 		uint8_t ty = chk_btype(fs, b->blk);
 		if (ty == BT_FREE || ty == BT_DATA)

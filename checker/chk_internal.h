@@ -509,6 +509,7 @@ struct tblock {                  /* one block the transaction writes */
 	uint8_t *old, *new;          /* approved and proposed contents */
 	uint8_t otype;               /* type in the approved map (static or dynamic) */
 	bool changed;
+	bool made_up;                /* old is not the disk's bytes (an UNINIT group's bitmap) */
 };
 
 struct bchange {                 /* ownership change of one block */

@@ -48,7 +48,9 @@ struct tblock *chk_tb_find(struct txn *t, uint64_t blk)
 
 /* An uninitialised group's bitmap block holds whatever the disk had: its
  * approved contents are the bitmap libext2fs makes up (blocks) or a clear
- * one (inodes), padding set as written. */
+ * one (inodes), padding set as written.  The block is then marked made up:
+ * a write equal to it is no change, yet the disk's bytes change, and the
+ * cache (which holds the disk's) must learn them (advance.c). */
 static void uninit_bitmap_as_approved(const struct chk_fs *fs, struct tblock *b)
 {
 	bool inode = b->otype == BT_IBITMAP;
@@ -67,6 +69,7 @@ static void uninit_bitmap_as_approved(const struct chk_fs *fs, struct tblock *b)
 	for (uint64_t i = 0; i < n; i++)
 		bit_put(b->old, i, bits ? bit_get(bits, i) : pat ? bit_get(pat, i) : false);
 	free(pat);
+	b->made_up = true;
 }
 
 /* `full`: the write covers the whole block.  The approved contents of a
