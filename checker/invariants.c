@@ -595,6 +595,19 @@ void inv_reserved_inodes(struct chk_fs *fs, struct txn *t, struct chk_verdict *v
 
 /* ------------------------------------------------------------ links and entries */
 
+/* dir_nlink, as the kernel's ext4 and e2fsck's pass 4 have it: a directory
+ * whose count would pass EXT2_LINK_MAX counts 1 instead, and a 1 stays 1;
+ * a linear directory at 1 may take back its true count once it has no
+ * more than the maximum (an indexed one may keep 1, which e2fsck accepts). */
+static bool dir_nlink_count_ok(const struct ext2_inode *in, int64_t ol, int64_t nl, int delta)
+{
+	if (nl == 1)
+		return ol == 1 || ol + delta > EXT2_LINK_MAX;
+	if (ol == 1)
+		return delta < 0 && !(in->i_flags & EXT2_INDEX_FL) && nl >= 2 && nl <= EXT2_LINK_MAX;
+	return false;
+}
+
 void inv_links_count(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	const struct ext2_super_block *sb = (const void *)t->sb_new;
@@ -609,8 +622,7 @@ void inv_links_count(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 		int64_t nl = ic->new_inuse ? I_NEW(ic)->i_links_count : 0;
 		if (nl - ol == ic->entry_delta)
 			continue;
-		/* dir_nlink: a directory with too many subdirectories counts 1 */
-		if (nlink && is_dir(I_NEW(ic)) && (nl == 1 || ol == 1))
+		if (nlink && is_dir(I_NEW(ic)) && dir_nlink_count_ok(I_NEW(ic), ol, nl, ic->entry_delta))
 			continue;
 		V(INV_LINKS_COUNT, ic->recs, ic->nrecs,
 		  "inode %u: i_links_count changed by %lld but entries naming it changed by %d",

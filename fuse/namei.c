@@ -226,6 +226,79 @@ static int check_new_name(struct rfs *r, ext2_ino_t dir, const char *name)
 	return ret == -ENOENT ? flags_check_dir_add(&din) : ret;
 }
 
+/* A directory's link count on a dir_nlink file system.  The kernel's ext4
+ * lets an indexed directory take subdirectories past LINK_MAX_EXT3 links and
+ * then count 1, "too many to count"; once 1 it stays 1, and a removal never
+ * takes a count below 2.  e2fsck accepts 1 on any directory with more than
+ * the maximum, indexed or not, and on an indexed one with fewer (it only
+ * tidies that count).  This daemon writes new directories linear (and makes
+ * an indexed one linear when an add cannot keep its hash tree, dirindex.c),
+ * so its linear directories stand where the kernel's indexed ones do: any
+ * directory passes the maximum and counts 1.  A linear one at 1 is counted
+ * again when a subdirectory leaves, since e2fsck wants its true count once
+ * it has no more than the maximum; an indexed one keeps 1, as the kernel. */
+static bool dir_nlink_fs(const struct rfs *r)
+{
+	return ext2fs_has_feature_dir_nlink(r->fs->super);
+}
+
+static bool dir_indexed(const struct rfs *r, const struct ext2_inode *din)
+{
+	return ext2fs_has_feature_dir_index(r->fs->super) && (din->i_flags & EXT2_INDEX_FL);
+}
+
+/* May dir take one more subdirectory?  0 or -EMLINK (without dir_nlink,
+ * as the kernel's ext3, at LINK_MAX_EXT3 links). */
+static int dir_link_room(const struct rfs *r, const struct ext2_inode *din)
+{
+	return din->i_links_count < LINK_MAX_EXT3 || dir_nlink_fs(r) ? 0 : -EMLINK;
+}
+
+struct subdir_count {
+	struct rfs *r;
+	uint32_t n;
+};
+
+static int count_subdir(void *ctx, const char *name, size_t len, ext2_ino_t ino, int ftype,
+			uint64_t next_off)
+{
+	struct subdir_count *c = ctx;
+	struct ext2_inode in;
+
+	(void)next_off;
+	if ((len == 1 && name[0] == '.') || (len == 2 && name[0] == '.' && name[1] == '.'))
+		return 0;
+	if (ftype == EXT2_FT_DIR ||
+	    (ftype == EXT2_FT_UNKNOWN && !get_inode(c->r, ino, &in) && LINUX_S_ISDIR(in.i_mode)))
+		c->n++;
+	return 0;
+}
+
+/* The link count of a linear directory at 1 after a subdirectory left: 1
+ * while it still has more than the maximum, else the true count. */
+static uint16_t dir_links_recounted(struct rfs *r, ext2_ino_t dir)
+{
+	struct subdir_count c = { .r = r, .n = 0 };
+
+	if (dindex_readdir(r->di, dir, 0, count_subdir, &c) || c.n + 2 > LINK_MAX_EXT3)
+		return 1;
+	return (uint16_t)(c.n + 2);
+}
+
+static uint16_t dir_links_after(struct rfs *r, ext2_ino_t dir, const struct ext2_inode *din,
+				int delta)
+{
+	uint32_t n = din->i_links_count;
+
+	if (!dir_nlink_fs(r) || delta == 0)
+		return (uint16_t)(n + delta);
+	if (delta > 0)
+		return n == 1 || n + delta > LINK_MAX_EXT3 ? 1 : (uint16_t)(n + delta);
+	if (n == 1 && !dir_indexed(r, din))
+		return dir_links_recounted(r, dir);
+	return n > 2 ? (uint16_t)(n + delta) : (uint16_t)n;
+}
+
 static void touch_dir(struct rfs *r, ext2_ino_t dir, int links_delta)
 {
 	struct ext2_inode din;
@@ -233,7 +306,7 @@ static void touch_dir(struct rfs *r, ext2_ino_t dir, int links_delta)
 		return;
 	flags_sync_dir(r, &din);
 	din.i_mtime = din.i_ctime = stamp_now(r, dir, T_M | T_C);
-	din.i_links_count += links_delta;
+	din.i_links_count = dir_links_after(r, dir, &din, links_delta);
 	(void)put_inode(r, dir, &din);
 }
 
@@ -254,7 +327,7 @@ static int make_node_allowed(struct rfs *r, fuse_req_t req, ext2_ino_t dir, cons
 	ret = get_inode(r, dir, &din);
 	if (ret)
 		return ret;
-	return din.i_links_count >= LINK_MAX_EXT3 ? -EMLINK : 0;
+	return dir_link_room(r, &din);
 }
 
 /* A new directory's first block: "." and "..". */
@@ -681,8 +754,8 @@ static int rename_move(struct rfs *r, struct rename_end *src, struct rename_end 
 		}
 		ret = dindex_replace(r->di, dst->dir, dst->name, dst->len, src->ino, src->ftype);
 	} else {
-		if (reparented && dst_dir_in->i_links_count >= LINK_MAX_EXT3)
-			return -EMLINK;
+		if (reparented && (ret = dir_link_room(r, dst_dir_in)) != 0)
+			return ret;
 		ret = dindex_add(r->di, dst->dir, dst->name, dst->len, src->ino, src->ftype);
 	}
 	if (ret)

@@ -695,6 +695,8 @@ static const struct tcase cases[] = {
 	/* huge_file: HUGE_FILE_FL makes i_blocks count blocks, not sectors */
 	{ "INV_IBLOCKS", "sif <{FI}> flags 0xc0000\n", R_NONE, T_EXT4 },
 	/* ext4 (transactions) */
+	/* dir_nlink: 1 only past the link maximum (or kept once 1), not on a small directory */
+	{ "INV_LINKS_COUNT", "sif <{DI}> links_count 1\n", R_NONE, T_EXT4 },
 	{ "INV_BGD_UNINIT", "seti <{UNUSEDI}>\n", R_NONE, T_EXT4 },
 	{ "INV_EXTENT_TREE", NULL, R_EXT_LEN0, T_EXT4 },
 	{ "INV_ORPHAN_FILE", NULL, R_ORPHAN_ENTRY, T_EXT4 },
