@@ -167,6 +167,7 @@ static void walk_map(struct scan *s, uint32_t ino, const struct ext2_inode *in, 
 {
 	struct chk_fs *fs = s->fs;
 	bool ext = chk_inode_extent_mapped(fs, in);
+	*w = (struct mapwalk){ 0 };
 	w->s = s;
 	w->ino = ino;
 	w->in = in;
