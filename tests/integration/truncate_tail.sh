@@ -124,8 +124,10 @@ for case in "ext3 1024 fg" "ext3 4096 hk" "ext4 1024 hk" "ext4 4096 fg"; do
 		cut_sweep "$base" $((CUT_WRITES - 1)) deterministic "" "$kind" \
 			"$SCRATCH/cut.py" "$SCRATCH/cut_check.py" 2
 	else
-		cut_sweep "$base" $(((CUT_WRITES - 1) / every)) deterministic "" "$kind" \
-			"$SCRATCH/cut.py" "$SCRATCH/cut_check.py" 1
+		# the first point whose cut falls after the mount's write
+		points=$(((CUT_WRITES - 1) / every))
+		cut_sweep "$base" "$points" deterministic "" "$kind" \
+			"$SCRATCH/cut.py" "$SCRATCH/cut_check.py" $(((2 * (points + 1) + CUT_WRITES - 1) / CUT_WRITES))
 	fi
 done
 finish
