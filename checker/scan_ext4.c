@@ -46,11 +46,13 @@ static void scan_placement(struct chk_fs *fs, struct chk_verdict *v, uint32_t g,
  * beyond the free inodes, yet calls the image clean when nothing else is
  * wrong (the kernel copes with all three): the scan does not report them,
  * transactions may not make them (INV_BGD_UNINIT). */
-static void scan_gd_csum(struct chk_fs *fs, struct chk_verdict *v, uint32_t g, const uint8_t *d)
+static bool scan_gd_csum(struct chk_fs *fs, struct chk_verdict *v, uint32_t g, const uint8_t *d)
 {
-	if (fs->group_csum && !chk_gd_csum_ok(&fs->csum, g, d))
-		V(INV_CSUM_BGD, "group %u: descriptor checksum 0x%04x, want 0x%04x", g, chk_gd_checksum(d),
-		  chk_gd_csum(&fs->csum, g, d));
+	if (!fs->group_csum || chk_gd_csum_ok(&fs->csum, g, d))
+		return true;
+	V(INV_CSUM_BGD, "group %u: descriptor checksum 0x%04x, want 0x%04x", g, chk_gd_checksum(d),
+	  chk_gd_csum(&fs->csum, g, d));
+	return false;
 }
 
 /* e2fsck reads the bytes of a bitmap block past the group's bits as
@@ -65,16 +67,21 @@ static bool tail_set(const uint8_t *buf, uint32_t from, uint32_t bs)
 
 /* A group's bitmaps, as pass 5 reads them: their checksums (metadata_csum;
  * a flagged group is skipped whatever its descriptor's checksum) and their
- * padding (a group libext2fs reads; the last group's block bitmap, whose
- * padding starts inside the group, is scan.c's). */
+ * padding (a group libext2fs reads: an UNINIT flag counts only under a
+ * descriptor checksum that verifies, gd_ok, as chk_group_block_uninit has
+ * it; the last group's block bitmap, whose padding starts inside the group,
+ * is scan.c's).  Neither is read for a flagged group of a verified
+ * descriptor: most groups of a big ext4 disk. */
 static void scan_bitmaps(struct chk_fs *fs, struct chk_verdict *v, uint32_t g, const uint8_t *d,
-			 uint8_t *buf, int *err)
+			 bool gd_ok, uint8_t *buf, int *err)
 {
 	uint16_t flags = chk_gd_flags(d);
+	bool honoured = fs->group_csum && gd_ok;
 	for (int k = 0; k < 2 && !*err; k++) {
 		bool inode = k == 1;
-		bool csum = fs->csum.metadata_csum && !(flags & (inode ? EXT2_BG_INODE_UNINIT : EXT2_BG_BLOCK_UNINIT));
-		bool tail = inode ? !chk_group_inode_uninit(fs, g) : !chk_group_block_uninit(fs, g) && g + 1 < fs->ngroups;
+		uint16_t flag = inode ? EXT2_BG_INODE_UNINIT : EXT2_BG_BLOCK_UNINIT;
+		bool csum = fs->csum.metadata_csum && !(flags & flag);
+		bool tail = !(honoured && (flags & flag)) && (inode || g + 1 < fs->ngroups);
 		if (!csum && !tail)
 			continue;
 		int r = fs->read(fs->ctx, (inode ? chk_gd_ibitmap(fs, d) : chk_gd_bbitmap(fs, d)) * fs->bs, buf, fs->bs);
@@ -98,8 +105,8 @@ void chk_scan_groups(struct chk_fs *fs, struct chk_verdict *v, uint8_t *buf, int
 	for (uint32_t g = 0; g < fs->ngroups && !*err; g++) {
 		const uint8_t *d = chk_gd(fs, g);
 		scan_placement(fs, v, g, d);
-		scan_gd_csum(fs, v, g, d);
-		scan_bitmaps(fs, v, g, d, buf, err);
+		bool gd_ok = scan_gd_csum(fs, v, g, d);
+		scan_bitmaps(fs, v, g, d, gd_ok, buf, err);
 	}
 }
 

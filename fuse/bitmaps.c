@@ -101,18 +101,21 @@ static errcode_t mark_static(ext2_filsys fs, dgrp_t g)
 	return 0;
 }
 
-/* Group g's two bitmaps into bb and ib as libext2fs reads them: zeros for
- * an uninitialised one (its flag under a descriptor checksum that
- * verifies), each read one's checksum verified unless the caller ignores
- * checksum errors. */
+/* Group g's two bitmaps into bb and ib as libext2fs reads them, each read
+ * one's checksum verified unless the caller ignores checksum errors.  An
+ * uninitialised one (its flag under a descriptor checksum that verifies)
+ * is all zeros: left unwritten, its flag set in *zero (BLOCK_UNINIT,
+ * INODE_UNINIT), since most groups of a big ext4 disk are and clearing and
+ * scanning 8 KiB for each of them cost seconds. */
 static errcode_t read_group(ext2_filsys fs, dgrp_t g, unsigned char *bb, size_t bnbytes,
-			    unsigned char *ib, size_t inbytes, int *tail)
+			    unsigned char *ib, size_t inbytes, int *tail, int *zero)
 {
 	bool csum = ext2fs_has_group_desc_csum(fs), verify = !(fs->flags & EXT2_FLAG_IGNORE_CSUM_ERRORS);
 	bool dcsum = csum && ext2fs_group_desc_csum_verify(fs, g);
 	errcode_t e = 0;
+	*zero = 0;
 	if (dcsum && ext2fs_bg_flags_test(fs, g, EXT2_BG_BLOCK_UNINIT)) {
-		memset(bb, 0, bnbytes);
+		*zero |= EXT2_BG_BLOCK_UNINIT;
 	} else {
 		blk64_t blk = ext2fs_block_bitmap_loc(fs, g);
 		e = read_one(fs, blk, bb, bnbytes, EXT2_ET_BLOCK_BITMAP_READ, EXT2_FLAG_BBITMAP_TAIL_PROBLEM,
@@ -124,7 +127,7 @@ static errcode_t read_group(ext2_filsys fs, dgrp_t g, unsigned char *bb, size_t 
 	if (e)
 		return e;
 	if (dcsum && ext2fs_bg_flags_test(fs, g, EXT2_BG_INODE_UNINIT)) {
-		memset(ib, 0, inbytes);
+		*zero |= EXT2_BG_INODE_UNINIT;
 		return 0;
 	}
 	blk64_t blk = ext2fs_inode_bitmap_loc(fs, g);
@@ -181,20 +184,26 @@ errcode_t rfs_read_bitmaps(ext2_filsys fs, const uint8_t *pristine)
 			e = mark_static(fs, g);
 			continue;
 		}
-		if ((e = read_group(fs, g, bb, bnbytes, ib, inbytes, &tail)))
+		int zero = 0;
+		if ((e = read_group(fs, g, bb, bnbytes, ib, inbytes, &tail, &zero)))
 			break;
 		blk64_t start = first + (blk64_t)g * bpg;
-		uint32_t ones = first_clear(bb, bpg);
+		uint32_t ones = zero & EXT2_BG_BLOCK_UNINIT ? 0 : first_clear(bb, bpg);
 		/* the last group's bits past the end go through libext2fs, which
 		 * keeps them between the bitmap's end and its real end */
-		if (g + 1 < fs->group_desc_count && none_set(bb, ones, bpg)) {
+		if (g + 1 < fs->group_desc_count && zero & EXT2_BG_BLOCK_UNINIT) {
+			/* all clear, as the fresh bitmap is */
+		} else if (zero & EXT2_BG_BLOCK_UNINIT) {
+			memset(bb, 0, bnbytes);
+			e = ext2fs_set_block_bitmap_range2(fs->block_map, start, bpg, bb);
+		} else if (g + 1 < fs->group_desc_count && none_set(bb, ones, bpg)) {
 			if (ones)
 				ext2fs_mark_block_bitmap_range2(fs->block_map, start, ones);
 		} else {
 			e = ext2fs_set_block_bitmap_range2(fs->block_map, start, bpg, bb);
 		}
 		/* a fresh bitmap is all clear: an empty group's is already there */
-		if (!e && !none_set(ib, 0, ipg))
+		if (!e && !(zero & EXT2_BG_INODE_UNINIT) && !none_set(ib, 0, ipg))
 			e = ext2fs_set_inode_bitmap_range2(fs->inode_map, (ext2_ino_t)g * ipg + 1,
 							   ipg, ib);
 	}

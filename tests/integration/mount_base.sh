@@ -64,6 +64,24 @@ geometry "s_blocks_count past the device" "exceeds the device" 4096 "ssv blocks_
 geometry "s_reserved_gdt_blocks 5000" s_reserved_gdt_blocks 1024 "ssv reserved_gdt_blocks 5000"
 geometry "group 1's block bitmap in group 0" "group 1: block bitmap" 1024 "set_bg 1 block_bitmap 300"
 geometry "group 0's inode table on the descriptors" "inode table" 1024 "set_bg 0 inode_table 2"
+# flex_bg: tables may lie in any group, so overlaps are sought across the
+# whole disk; the message names what e2fsck names, the first table in group
+# order that meets something already placed
+geometry_flex() {   # geometry_flex WHAT WORD DEBUGFS-COMMAND... (BB1: group 1's block bitmap)
+	local what=$1 word=$2 bb1; shift 2
+	mkimg "$img" 1024 32M -O flex_bg
+	bb1=$(dumpe2fs "$img" 2>/dev/null | sed -n 's/.*Block bitmap at \([0-9]*\).*/\1/p' | sed -n 2p)
+	[ -n "$bb1" ] || fail "$what: no bitmap location from dumpe2fs"
+	printf '%s\n' "$@" | sed "s/BB1/$bb1/" | dbg "$img"
+	refused "$what" "$word"
+}
+geometry_flex "flex_bg: group 2's block bitmap on group 1's" "block bitmap" "set_bg 2 block_bitmap BB1"
+geometry_flex "flex_bg: group 3's inode bitmap in group 1's inode table" "inode bitmap" \
+	"set_bg 1 inode_table 19990" "set_bg 3 inode_bitmap 20000"
+# group 3's table is placed after group 1's bitmap: e2fsck names the table
+geometry_flex "flex_bg: group 3's inode table over group 1's block bitmap" "inode table" \
+	"set_bg 1 block_bitmap 20000" "set_bg 3 inode_table 19990"
+geometry_flex "flex_bg: group 3's inode table on the descriptors" "inode table" "set_bg 3 inode_table 3"
 
 # 2. group 0's block bitmap zeroed
 mkimg "$img" 1024 32M
