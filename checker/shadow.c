@@ -530,11 +530,17 @@ int chk_group_uninit_foreign(struct chk_fs *fs)
 		const struct sext *e = &fs->sext[i];
 		if (!group_owned(e->type) || !chk_group_block_uninit(fs, e->owner))
 			continue;
-		for (uint64_t b = e->start; b < e->start + e->len; b++) {
+		/* a group at a time: whether a group is uninitialised costs a
+		 * descriptor checksum, too much to ask once per block */
+		uint64_t b = e->start > fs->first_data_block ? e->start : fs->first_data_block;
+		while (b < e->start + e->len && b < fs->blocks_count) {
 			uint32_t g = chk_group_of_block(fs, b);
-			if (b < fs->first_data_block || chk_group_block_uninit(fs, g) || !fs->gbb[g])
-				continue;     /* made up already, or its static pattern has it */
-			bit_put(fs->gbb[g], b - group_start(fs, g), true);
+			uint64_t gs = group_start(fs, g), end = gs + group_len(fs, g);
+			if (end > e->start + e->len)
+				end = e->start + e->len;
+			if (!chk_group_block_uninit(fs, g) && fs->gbb[g])
+				set_bit_range(fs->gbb[g], b - gs, end - gs);   /* else made up already */
+			b = end;
 		}
 	}
 	return 0;
