@@ -6,7 +6,7 @@
  *   test_faults io [OP]      the Nth pread, pwrite or fdatasync fails with EIO
  *                            (the pread/pwrite fallback: every device call is one)
  *
- * OP is mount, replay or ro-replay (default: all three); FAULT_N=n runs
+ * OP is mount, power-cut, replay or ro-replay (default: all); FAULT_N=n runs
  * that injection point alone (gdb: break fault_injected).
  *
  * Each operation runs once per N until it completes without reaching the
@@ -16,7 +16,8 @@
  * a metadata block rewritten, a free block zeroed and both flushed before
  * attach (the cache's write-back), attach, an operation left in the open transaction, one that creates a
  * file and removes another and is rolled back to its savepoint, one that
- * creates two files, a forced commit (fsync), detach, close.  The replay:
+ * creates two files, a forced commit (fsync), detach, close; power-cut: the
+ * same with the power-cut injector armed (never reached).  The replay:
  * open an image whose journal needs recovery and replay it
  * (rio_journal_recover); and the same opened read-only, replayed into
  * memory and read through (the image must not change).
@@ -45,12 +46,16 @@ int __lsan_do_recoverable_leak_check(void) __attribute__((weak));
 static char scratch[64];
 static int failures;
 
-static void set_config(bool no_uring)
+/* power_cut: the power-cut injector armed past every write the mount
+ * makes (each write then keeps the old contents to restore, zeroing is
+ * written out), so that its own allocations fail in turn. */
+static void set_config(bool no_uring, bool power_cut)
 {
 	struct rio_config cfg = {
 		.block_cache_mb = 1, .no_uring = no_uring, .quiet = true, .checker = true,
 		.checker_cache_mb = 1, .commit_interval_ms = 0, .journal = true,
 		.on_violation = RIO_ONV_READONLY, .async_commit = false,
+		.fault_crash_after = power_cut ? UINT64_C(1) << 40 : 0,
 	};
 	rio_set_config(&cfg);
 }
@@ -454,7 +459,7 @@ static void make_images(char *base, char *journalled, size_t len)
 	snprintf(base, len, "%s/base.img", scratch);
 	snprintf(journalled, len, "%s/journalled.img", scratch);
 	make_image_or_skip(base, "-t ext3 -b 1024 -N 64", 4096);
-	set_config(false);
+	set_config(false, false);
 	ext2_filsys fs;
 	TEST_REQUIRE(!ext2fs_open2(base, NULL, EXT2_FLAG_RW, 0, 0, rio_io_manager, &fs), "open");
 	TEST_REQUIRE(!ext2fs_read_bitmaps(fs) && !rio_txn_attach(fs), "attach");
@@ -478,7 +483,7 @@ static void make_images(char *base, char *journalled, size_t len)
 int main(int argc, char **argv)
 {
 	if (argc < 2 || argc > 3 || (strcmp(argv[1], "alloc") && strcmp(argv[1], "io"))) {
-		fprintf(stderr, "usage: %s alloc|io [mount|replay|ro-replay]\n", argv[0]);
+		fprintf(stderr, "usage: %s alloc|io [mount|power-cut|replay|ro-replay]\n", argv[0]);
 		return 2;
 	}
 	const char *only = argc == 3 ? argv[2] : NULL;
@@ -491,9 +496,15 @@ int main(int argc, char **argv)
 	char base[128], journalled[128];
 	make_images(base, journalled, sizeof(base));
 	enum fault_kind kind = strcmp(argv[1], "alloc") ? FAULT_IO : FAULT_ALLOC;
-	set_config(kind == FAULT_IO);   /* the fallback: every device call is a pread, pwrite or fdatasync */
+	/* the fallback: every device call is a pread, pwrite or fdatasync */
+	set_config(kind == FAULT_IO, false);
 	if (!only || !strcmp(only, "mount"))
 		sweep("mount", mount_run, base, kind);
+	if (!failures && (!only || !strcmp(only, "power-cut"))) {
+		set_config(kind == FAULT_IO, true);
+		sweep("mount, power cut armed", mount_run, base, kind);
+		set_config(kind == FAULT_IO, false);
+	}
 	if (!failures && (!only || !strcmp(only, "replay")))
 		sweep("replay", replay_run, journalled, kind);
 	if (!failures && (!only || !strcmp(only, "ro-replay")))
