@@ -207,11 +207,12 @@ static bool mount_ops(ext2_filsys fs, unsigned long n, struct promises *p)
 
 /* A metadata block written before transactions are attached (as a tool
  * on the channel would) and flushed: the cache's write-back, its same
- * contents so that the image stays what the checker judged; and a free
- * block zeroed through the channel (mke2fs-style tools do). */
+ * contents so that the image stays what the checker judged; a free
+ * block zeroed through the channel (mke2fs-style tools do) and part of
+ * another written; the channel's block size changed and restored. */
 static errcode_t write_back_unattached(ext2_filsys fs)
 {
-	blk64_t blk = ext2fs_inode_bitmap_loc(fs, 0), free_blk = 0;
+	blk64_t blk = ext2fs_inode_bitmap_loc(fs, 0), free_blk = 0, part_blk = 0;
 	void *buf = NULL;
 	errcode_t err = ext2fs_get_mem(fs->blocksize, &buf);
 
@@ -219,6 +220,15 @@ static errcode_t write_back_unattached(ext2_filsys fs)
 	err = err ? err : io_channel_write_blk64(fs->io, blk, 1, buf);
 	err = err ? err : ext2fs_new_block2(fs, 0, NULL, &free_blk);
 	err = err ? err : io_channel_zeroout(fs->io, free_blk, 1);
+	/* part of a block not in the cache: read, modified, written back */
+	err = err ? err : ext2fs_new_block2(fs, free_blk + 1, NULL, &part_blk);
+	if (!err)
+		memset(buf, 0, fs->blocksize);
+	err = err ? err : io_channel_write_byte(fs->io, part_blk * fs->blocksize + 512, 100, buf);
+	/* the block size changed and back (libext2fs does at open and
+	 * close): the cache written back, emptied and resized each time */
+	err = err ? err : io_channel_set_blksize(fs->io, 4 * fs->blocksize);
+	err = err ? err : io_channel_set_blksize(fs->io, fs->blocksize);
 	err = err ? err : io_channel_flush(fs->io);
 	ext2fs_free_mem(&buf);
 	return err;
