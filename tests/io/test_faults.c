@@ -6,7 +6,7 @@
  *   test_faults io [OP]      the Nth pread, pwrite or fdatasync fails with EIO
  *                            (the pread/pwrite fallback: every device call is one)
  *
- * OP is mount, power-cut, replay or ro-replay (default: all); FAULT_N=n runs
+ * OP is mount, power-cut, rejected, replay or ro-replay (default: all); FAULT_N=n runs
  * that injection point alone (gdb: break fault_injected).
  *
  * Each operation runs once per N until it completes without reaching the
@@ -17,7 +17,9 @@
  * attach (the cache's write-back), attach, an operation left in the open transaction, one that creates a
  * file and removes another and is rolled back to its savepoint, one that
  * creates two files, a forced commit (fsync), detach, close; power-cut: the
- * same with the power-cut injector armed (never reached).  The replay:
+ * same with the power-cut injector armed (never reached).  Rejected: the
+ * base check of an image with an in-use block free in its bitmap must
+ * report it or fail, never call it consistent.  The replay:
  * open an image whose journal needs recovery and replay it
  * (rio_journal_recover); and the same opened read-only, replayed into
  * memory and read through (the image must not change).
@@ -242,10 +244,15 @@ static errcode_t mount_attach(ext2_filsys fs, unsigned long n)
 	blk64_t blks[2] = { ext2fs_block_bitmap_loc(fs, 0), ext2fs_inode_bitmap_loc(fs, 0) };
 	char *report = NULL;
 
+	uint8_t none = 0;   /* a seal that vouches for no group: copied, nothing skipped */
+	errcode_t err = rio_set_pristine_groups(fs->io, &none, fs->group_desc_count);
+	err = err ? err : rio_set_sealed_groups(fs->io, &none, fs->group_desc_count);
+	if (err)
+		return err;
 	(void)rio_readahead_blocks(fs->io, blks, 2);   /* hints: their errors are ignored */
 	(void)rio_txn_prepare(fs);
 	(void)io_channel_set_options(fs->io, "cache=off");
-	errcode_t err = ext2fs_read_bitmaps(fs);
+	err = ext2fs_read_bitmaps(fs);
 	(void)io_channel_set_options(fs->io, "cache=on");
 	err = err ? err : rio_image_check(fs, &report);
 	TEST_CHECK(!report, "N=%lu: a consistent image judged inconsistent: %s", n, report);
@@ -435,6 +442,28 @@ static bool ro_replay_run(const char *base, enum fault_kind kind, unsigned long 
 	return hit;
 }
 
+/* One run of the base check on an inconsistent image (a0's first block
+ * free in the bitmap) with the nth call failing: an error or a report,
+ * never a consistent verdict.  Whether the failure fired. */
+static bool rejected_run(const char *base, enum fault_kind kind, unsigned long n)
+{
+	ext2_filsys fs = NULL;
+	char *report = NULL;
+
+	arm(kind, n);
+	errcode_t err = ext2fs_open2(base, NULL, 0, 0, 0, rio_io_manager, &fs);
+	err = err ? err : rio_image_check(fs, &report);
+	TEST_CHECK(err || report, "N=%lu: an inconsistent image judged consistent", n);
+	TEST_CHECK(!err || !report, "N=%lu: an error and a report", n);
+	free(report);
+	if (fs)
+		ext2fs_close_free(&fs);
+	bool hit = fault_fired(kind);
+	arm(kind, 0);
+	TEST_CHECK(n || !err, "the check fails with nothing injected: %s", error_message(err));
+	return hit;
+}
+
 static void sweep(const char *what, bool (*run)(const char *, enum fault_kind, unsigned long),
 		  const char *base, enum fault_kind kind)
 {
@@ -490,10 +519,23 @@ static void make_images(char *base, char *journalled, size_t len)
 	}
 }
 
+static unsigned first_block_of_a0(const char *img)
+{
+	ext2_filsys fs;
+	ext2_ino_t ino;
+	blk64_t pblk = 0;
+
+	TEST_REQUIRE(!ext2fs_open2(img, NULL, 0, 0, 0, unix_io_manager, &fs), "open %s", img);
+	TEST_REQUIRE(!ext2fs_lookup(fs, EXT2_ROOT_INO, "a0", 2, NULL, &ino) &&
+		     !ext2fs_bmap2(fs, ino, NULL, NULL, 0, 0, NULL, &pblk) && pblk, "a0's block");
+	ext2fs_close_free(&fs);
+	return (unsigned)pblk;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2 || argc > 3 || (strcmp(argv[1], "alloc") && strcmp(argv[1], "io"))) {
-		fprintf(stderr, "usage: %s alloc|io [mount|power-cut|replay|ro-replay]\n", argv[0]);
+		fprintf(stderr, "usage: %s alloc|io [mount|power-cut|rejected|replay|ro-replay]\n", argv[0]);
 		return 2;
 	}
 	const char *only = argc == 3 ? argv[2] : NULL;
@@ -503,8 +545,11 @@ int main(int argc, char **argv)
 		 access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
 	TEST_REQUIRE(mkdtemp(scratch), "mkdtemp");
 	add_error_table(&et_ext2_error_table);
-	char base[128], journalled[128];
+	char base[128], journalled[128], rejected[128];
 	make_images(base, journalled, sizeof(base));
+	snprintf(rejected, sizeof(rejected), "%s/rejected.img", scratch);
+	TEST_REQUIRE(run_shell("cp '%s' '%s' && debugfs -w -R 'freeb %u' '%s' >/dev/null 2>&1",
+			       base, rejected, first_block_of_a0(base), rejected) == 0, "debugfs freeb");
 	enum fault_kind kind = strcmp(argv[1], "alloc") ? FAULT_IO : FAULT_ALLOC;
 	/* the fallback: every device call is a pread, pwrite or fdatasync */
 	set_config(kind == FAULT_IO, false);
@@ -515,6 +560,8 @@ int main(int argc, char **argv)
 		sweep("mount, power cut armed", mount_run, base, kind);
 		set_config(kind == FAULT_IO, false);
 	}
+	if (!failures && (!only || !strcmp(only, "rejected")))
+		sweep("rejected image", rejected_run, rejected, kind);
 	if (!failures && (!only || !strcmp(only, "replay")))
 		sweep("replay", replay_run, journalled, kind);
 	if (!failures && (!only || !strcmp(only, "ro-replay")))
