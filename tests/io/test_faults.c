@@ -21,8 +21,9 @@
  * base check of an image with an in-use block free in its bitmap must
  * report it or fail, never call it consistent.  The replay:
  * open an image whose journal needs recovery and replay it
- * (rio_journal_recover); and the same opened read-only, replayed into
- * memory and read through (the image must not change).
+ * (rio_journal_recover); and one whose journal holds 300 blocks opened
+ * read-only, replayed into memory and read through (the image must not
+ * change).
  *
  * What each run must show: no crash, and every call returns 0 or an error;
  * an operation that fails is rolled back, and a rollback returns 0 or EROFS
@@ -492,8 +493,9 @@ static void sweep(const char *what, bool (*run)(const char *, enum fault_kind, u
 }
 
 /* The images: a committed ext3 image with files a0..a3 (made through io,
- * nothing failing), and a copy whose journal holds transactions to replay. */
-static void make_images(char *base, char *journalled, size_t len)
+ * nothing failing), a copy whose journal holds transactions to replay,
+ * and one whose journal holds 300 blocks (the read-only replay's). */
+static void make_images(char *base, char *journalled, char *big, size_t len)
 {
 	snprintf(base, len, "%s/base.img", scratch);
 	snprintf(journalled, len, "%s/journalled.img", scratch);
@@ -517,6 +519,13 @@ static void make_images(char *base, char *journalled, size_t len)
 		fprintf(stderr, "debugfs cannot write a journal here\n");
 		exit(77);
 	}
+	/* a journal of 300 blocks, more than the in-memory replay's first
+	 * table holds: it grows while the replay runs */
+	snprintf(big, len, "%s/journalled_big.img", scratch);
+	TEST_REQUIRE(run_shell("cd '%s' && cp base.img '%s' && head -c 307200 /dev/urandom >jbig && "
+			       "printf 'jo\\njw -b %%s jbig\\njc\\n' \"$(seq -s, 3000 3299)\" >cmds && "
+			       "debugfs -w -f cmds '%s' >/dev/null 2>&1", scratch, big, big) == 0,
+		     "debugfs: a journal of 300 blocks");
 }
 
 static unsigned first_block_of_a0(const char *img)
@@ -545,8 +554,8 @@ int main(int argc, char **argv)
 		 access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
 	TEST_REQUIRE(mkdtemp(scratch), "mkdtemp");
 	add_error_table(&et_ext2_error_table);
-	char base[128], journalled[128], rejected[128];
-	make_images(base, journalled, sizeof(base));
+	char base[128], journalled[128], big[128], rejected[128];
+	make_images(base, journalled, big, sizeof(base));
 	snprintf(rejected, sizeof(rejected), "%s/rejected.img", scratch);
 	TEST_REQUIRE(run_shell("cp '%s' '%s' && debugfs -w -R 'freeb %u' '%s' >/dev/null 2>&1",
 			       base, rejected, first_block_of_a0(base), rejected) == 0, "debugfs freeb");
@@ -565,7 +574,7 @@ int main(int argc, char **argv)
 	if (!failures && (!only || !strcmp(only, "replay")))
 		sweep("replay", replay_run, journalled, kind);
 	if (!failures && (!only || !strcmp(only, "ro-replay")))
-		sweep("read-only replay", ro_replay_run, journalled, kind);
+		sweep("read-only replay", ro_replay_run, big, kind);
 	run_shell("rm -rf '%s'", scratch);
 	return failures ? 1 : 0;
 }
