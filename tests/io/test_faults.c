@@ -64,7 +64,8 @@ static void set_config(bool no_uring, bool power_cut)
 }
 
 /* A file of nblocks blocks named name in the root: libext2fs's calls and
- * rio_data_io, as the daemon's create and write make them. */
+ * rio_data_io, as the daemon's create and write make them, its second
+ * block then zeroed (rio_data_zero) when it has more than two. */
 static errcode_t create_file(ext2_filsys fs, const char *name, unsigned nblocks)
 {
 	ext2_ino_t ino;
@@ -88,6 +89,10 @@ static errcode_t create_file(ext2_filsys fs, const char *name, unsigned nblocks)
 		err = ext2fs_bmap2(fs, ino, NULL, NULL, BMAP_ALLOC, i, NULL, &pblk);
 		struct rio_extent ext = { pblk, 1, buf };
 		err = err ? err : rio_data_io(fs->io, true, ino, &ext, 1);
+		/* the middle of a file zeroed, as fallocate's zero range does
+		 * (written out when the device cannot, or the power cut is armed) */
+		if (!err && i == 1 && nblocks > 2)
+			err = rio_data_zero(fs->io, ino, &ext, 1);
 	}
 	if (err)
 		return err;
