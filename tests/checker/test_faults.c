@@ -6,8 +6,7 @@
  *   test_faults read [ext3|ext4]    the Nth read of the device fails (-EIO)
  *
  * The operation: attach to a real image (mke2fs -d from a small tree, ext3
- * and ext4, four block groups so that the transaction spans several, its
- * directories indexed by e2fsck -D), judge it whole
+ * and ext4, its directories indexed by e2fsck -D), judge it whole
  * (chk_scan), check a legitimate transaction (the blocks debugfs changed in
  * a copy: directories made, files written and removed, entries added to and
  * removed from an indexed directory, a symlink, a hole punched in a sparse
@@ -100,7 +99,7 @@ static void make_pair(const char *type, struct image *before, struct image *afte
 		      "done 2>/dev/null && "
 		      "head -c 300000 /dev/urandom >src/big && ln -s a/f1 src/link && "
 		      "head -c 30000 /dev/urandom >newdata && "
-		      "mke2fs -q -F -t %s %s -b 1024 -g 2048 -d src '%s' 8192 >/dev/null 2>&1 && "
+		      "mke2fs -q -F -t %s %s -b 1024 -d src '%s' 8192 >/dev/null 2>&1 && "
 		      "{ e2fsck -fyD '%s' >/dev/null 2>&1; [ $? -le 1 ]; } && cp '%s' '%s' && "
 		      "printf 'mkdir c/new\\nwrite newdata c/new/data\\nrm a/f3\\nrm big\\n"
 		      "symlink c/sl /a/b\\nwrite newdata h/brand_new_entry\\n"
