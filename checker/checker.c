@@ -55,17 +55,24 @@ static int u64map_grow(struct u64map *m)
 
 int chk_u64map_put(struct u64map *m, uint64_t key, uint32_t val)
 {
+	uint64_t k = key + 1;
+	/* a key already there takes its new value in place: no growth, so
+	 * that updating a map's values cannot fail */
+	for (size_t j = m->cap ? u64map_slot(k, m->cap - 1) : 0; m->cap && m->keys[j];
+	     j = (j + 1) & (m->cap - 1))
+		if (m->keys[j] == k) {
+			m->vals[j] = val;
+			return 0;
+		}
 	if ((m->n + 1) * 2 > m->cap) {
 		int r = u64map_grow(m);
 		if (r)
 			return r;
 	}
-	uint64_t k = key + 1;
 	size_t j = u64map_slot(k, m->cap - 1);
-	while (m->keys[j] && m->keys[j] != k)
+	while (m->keys[j])
 		j = (j + 1) & (m->cap - 1);
-	if (!m->keys[j])
-		m->n++;
+	m->n++;
 	m->keys[j] = k;
 	m->vals[j] = val;
 	return 0;

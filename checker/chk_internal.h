@@ -112,6 +112,7 @@ struct u64map {
 	uint32_t *vals;
 	size_t    cap, n;
 };
+/* put: 0, or -ENOMEM when a new key needs room (an existing key cannot fail) */
 int   chk_u64map_put(struct u64map *m, uint64_t key, uint32_t val);
 bool  chk_u64map_get(const struct u64map *m, uint64_t key, uint32_t *val);
 void  chk_u64map_del(struct u64map *m, uint64_t key);

@@ -801,6 +801,8 @@ int chk_scan(struct chk_fs *fs, struct chk_verdict **out)
 		chk_verdict_add_violation(v, s.t->probs[i].inv, NULL, 0, "%s", s.t->probs[i].detail);
 	if (s.t->err)
 		r = s.t->err;
+	else if (s.err)   /* a pass that could not run found nothing: no verdict */
+		r = s.err;
 	else if (chk_verdict_oom(v))
 		r = -ENOMEM;
 out:

@@ -6,7 +6,7 @@
  *   test_faults io [OP]      the Nth pread, pwrite or fdatasync fails with EIO
  *                            (the pread/pwrite fallback: every device call is one)
  *
- * OP is mount, replay or ro-replay (default: all three); FAULT_N=n runs
+ * OP is mount, power-cut, rejected, replay or ro-replay (default: all); FAULT_N=n runs
  * that injection point alone (gdb: break fault_injected).
  *
  * Each operation runs once per N until it completes without reaching the
@@ -16,10 +16,14 @@
  * a metadata block rewritten, a free block zeroed and both flushed before
  * attach (the cache's write-back), attach, an operation left in the open transaction, one that creates a
  * file and removes another and is rolled back to its savepoint, one that
- * creates two files, a forced commit (fsync), detach, close.  The replay:
+ * creates two files, a forced commit (fsync), detach, close; power-cut: the
+ * same with the power-cut injector armed (never reached).  Rejected: the
+ * base check of an image with an in-use block free in its bitmap must
+ * report it or fail, never call it consistent.  The replay:
  * open an image whose journal needs recovery and replay it
- * (rio_journal_recover); and the same opened read-only, replayed into
- * memory and read through (the image must not change).
+ * (rio_journal_recover); and one whose journal holds 300 blocks opened
+ * read-only, replayed into memory and read through (the image must not
+ * change).
  *
  * What each run must show: no crash, and every call returns 0 or an error;
  * an operation that fails is rolled back, and a rollback returns 0 or EROFS
@@ -45,18 +49,23 @@ int __lsan_do_recoverable_leak_check(void) __attribute__((weak));
 static char scratch[64];
 static int failures;
 
-static void set_config(bool no_uring)
+/* power_cut: the power-cut injector armed past every write the mount
+ * makes (each write then keeps the old contents to restore, zeroing is
+ * written out), so that its own allocations fail in turn. */
+static void set_config(bool no_uring, bool power_cut)
 {
 	struct rio_config cfg = {
 		.block_cache_mb = 1, .no_uring = no_uring, .quiet = true, .checker = true,
 		.checker_cache_mb = 1, .commit_interval_ms = 0, .journal = true,
 		.on_violation = RIO_ONV_READONLY, .async_commit = false,
+		.fault_crash_after = power_cut ? UINT64_C(1) << 40 : 0,
 	};
 	rio_set_config(&cfg);
 }
 
 /* A file of nblocks blocks named name in the root: libext2fs's calls and
- * rio_data_io, as the daemon's create and write make them. */
+ * rio_data_io, as the daemon's create and write make them, its second
+ * block then zeroed (rio_data_zero) when it has more than two. */
 static errcode_t create_file(ext2_filsys fs, const char *name, unsigned nblocks)
 {
 	ext2_ino_t ino;
@@ -80,6 +89,10 @@ static errcode_t create_file(ext2_filsys fs, const char *name, unsigned nblocks)
 		err = ext2fs_bmap2(fs, ino, NULL, NULL, BMAP_ALLOC, i, NULL, &pblk);
 		struct rio_extent ext = { pblk, 1, buf };
 		err = err ? err : rio_data_io(fs->io, true, ino, &ext, 1);
+		/* the middle of a file zeroed, as fallocate's zero range does
+		 * (written out when the device cannot, or the power cut is armed) */
+		if (!err && i == 1 && nblocks > 2)
+			err = rio_data_zero(fs->io, ino, &ext, 1);
 	}
 	if (err)
 		return err;
@@ -202,11 +215,12 @@ static bool mount_ops(ext2_filsys fs, unsigned long n, struct promises *p)
 
 /* A metadata block written before transactions are attached (as a tool
  * on the channel would) and flushed: the cache's write-back, its same
- * contents so that the image stays what the checker judged; and a free
- * block zeroed through the channel (mke2fs-style tools do). */
+ * contents so that the image stays what the checker judged; a free
+ * block zeroed through the channel (mke2fs-style tools do) and part of
+ * another written; the channel's block size changed and restored. */
 static errcode_t write_back_unattached(ext2_filsys fs)
 {
-	blk64_t blk = ext2fs_inode_bitmap_loc(fs, 0), free_blk = 0;
+	blk64_t blk = ext2fs_inode_bitmap_loc(fs, 0), free_blk = 0, part_blk = 0;
 	void *buf = NULL;
 	errcode_t err = ext2fs_get_mem(fs->blocksize, &buf);
 
@@ -214,6 +228,15 @@ static errcode_t write_back_unattached(ext2_filsys fs)
 	err = err ? err : io_channel_write_blk64(fs->io, blk, 1, buf);
 	err = err ? err : ext2fs_new_block2(fs, 0, NULL, &free_blk);
 	err = err ? err : io_channel_zeroout(fs->io, free_blk, 1);
+	/* part of a block not in the cache: read, modified, written back */
+	err = err ? err : ext2fs_new_block2(fs, free_blk + 1, NULL, &part_blk);
+	if (!err)
+		memset(buf, 0, fs->blocksize);
+	err = err ? err : io_channel_write_byte(fs->io, part_blk * fs->blocksize + 512, 100, buf);
+	/* the block size changed and back (libext2fs does at open and
+	 * close): the cache written back, emptied and resized each time */
+	err = err ? err : io_channel_set_blksize(fs->io, 4 * fs->blocksize);
+	err = err ? err : io_channel_set_blksize(fs->io, fs->blocksize);
 	err = err ? err : io_channel_flush(fs->io);
 	ext2fs_free_mem(&buf);
 	return err;
@@ -227,10 +250,15 @@ static errcode_t mount_attach(ext2_filsys fs, unsigned long n)
 	blk64_t blks[2] = { ext2fs_block_bitmap_loc(fs, 0), ext2fs_inode_bitmap_loc(fs, 0) };
 	char *report = NULL;
 
+	uint8_t none = 0;   /* a seal that vouches for no group: copied, nothing skipped */
+	errcode_t err = rio_set_pristine_groups(fs->io, &none, fs->group_desc_count);
+	err = err ? err : rio_set_sealed_groups(fs->io, &none, fs->group_desc_count);
+	if (err)
+		return err;
 	(void)rio_readahead_blocks(fs->io, blks, 2);   /* hints: their errors are ignored */
 	(void)rio_txn_prepare(fs);
 	(void)io_channel_set_options(fs->io, "cache=off");
-	errcode_t err = ext2fs_read_bitmaps(fs);
+	err = ext2fs_read_bitmaps(fs);
 	(void)io_channel_set_options(fs->io, "cache=on");
 	err = err ? err : rio_image_check(fs, &report);
 	TEST_CHECK(!report, "N=%lu: a consistent image judged inconsistent: %s", n, report);
@@ -420,6 +448,28 @@ static bool ro_replay_run(const char *base, enum fault_kind kind, unsigned long 
 	return hit;
 }
 
+/* One run of the base check on an inconsistent image (a0's first block
+ * free in the bitmap) with the nth call failing: an error or a report,
+ * never a consistent verdict.  Whether the failure fired. */
+static bool rejected_run(const char *base, enum fault_kind kind, unsigned long n)
+{
+	ext2_filsys fs = NULL;
+	char *report = NULL;
+
+	arm(kind, n);
+	errcode_t err = ext2fs_open2(base, NULL, 0, 0, 0, rio_io_manager, &fs);
+	err = err ? err : rio_image_check(fs, &report);
+	TEST_CHECK(err || report, "N=%lu: an inconsistent image judged consistent", n);
+	TEST_CHECK(!err || !report, "N=%lu: an error and a report", n);
+	free(report);
+	if (fs)
+		ext2fs_close_free(&fs);
+	bool hit = fault_fired(kind);
+	arm(kind, 0);
+	TEST_CHECK(n || !err, "the check fails with nothing injected: %s", error_message(err));
+	return hit;
+}
+
 static void sweep(const char *what, bool (*run)(const char *, enum fault_kind, unsigned long),
 		  const char *base, enum fault_kind kind)
 {
@@ -448,13 +498,14 @@ static void sweep(const char *what, bool (*run)(const char *, enum fault_kind, u
 }
 
 /* The images: a committed ext3 image with files a0..a3 (made through io,
- * nothing failing), and a copy whose journal holds transactions to replay. */
-static void make_images(char *base, char *journalled, size_t len)
+ * nothing failing), a copy whose journal holds transactions to replay,
+ * and one whose journal holds 300 blocks (the read-only replay's). */
+static void make_images(char *base, char *journalled, char *big, size_t len)
 {
 	snprintf(base, len, "%s/base.img", scratch);
 	snprintf(journalled, len, "%s/journalled.img", scratch);
 	make_image_or_skip(base, "-t ext3 -b 1024 -N 64", 4096);
-	set_config(false);
+	set_config(false, false);
 	ext2_filsys fs;
 	TEST_REQUIRE(!ext2fs_open2(base, NULL, EXT2_FLAG_RW, 0, 0, rio_io_manager, &fs), "open");
 	TEST_REQUIRE(!ext2fs_read_bitmaps(fs) && !rio_txn_attach(fs), "attach");
@@ -473,12 +524,32 @@ static void make_images(char *base, char *journalled, size_t len)
 		fprintf(stderr, "debugfs cannot write a journal here\n");
 		exit(77);
 	}
+	/* a journal of 300 blocks, more than the in-memory replay's first
+	 * table holds: it grows while the replay runs */
+	snprintf(big, len, "%s/journalled_big.img", scratch);
+	TEST_REQUIRE(run_shell("cd '%s' && cp base.img '%s' && head -c 307200 /dev/urandom >jbig && "
+			       "printf 'jo\\njw -b %%s jbig\\njc\\n' \"$(seq -s, 3000 3299)\" >cmds && "
+			       "debugfs -w -f cmds '%s' >/dev/null 2>&1", scratch, big, big) == 0,
+		     "debugfs: a journal of 300 blocks");
+}
+
+static unsigned first_block_of_a0(const char *img)
+{
+	ext2_filsys fs;
+	ext2_ino_t ino;
+	blk64_t pblk = 0;
+
+	TEST_REQUIRE(!ext2fs_open2(img, NULL, 0, 0, 0, unix_io_manager, &fs), "open %s", img);
+	TEST_REQUIRE(!ext2fs_lookup(fs, EXT2_ROOT_INO, "a0", 2, NULL, &ino) &&
+		     !ext2fs_bmap2(fs, ino, NULL, NULL, 0, 0, NULL, &pblk) && pblk, "a0's block");
+	ext2fs_close_free(&fs);
+	return (unsigned)pblk;
 }
 
 int main(int argc, char **argv)
 {
 	if (argc < 2 || argc > 3 || (strcmp(argv[1], "alloc") && strcmp(argv[1], "io"))) {
-		fprintf(stderr, "usage: %s alloc|io [mount|replay|ro-replay]\n", argv[0]);
+		fprintf(stderr, "usage: %s alloc|io [mount|power-cut|rejected|replay|ro-replay]\n", argv[0]);
 		return 2;
 	}
 	const char *only = argc == 3 ? argv[2] : NULL;
@@ -488,16 +559,27 @@ int main(int argc, char **argv)
 		 access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
 	TEST_REQUIRE(mkdtemp(scratch), "mkdtemp");
 	add_error_table(&et_ext2_error_table);
-	char base[128], journalled[128];
-	make_images(base, journalled, sizeof(base));
+	char base[128], journalled[128], big[128], rejected[128];
+	make_images(base, journalled, big, sizeof(base));
+	snprintf(rejected, sizeof(rejected), "%s/rejected.img", scratch);
+	TEST_REQUIRE(run_shell("cp '%s' '%s' && debugfs -w -R 'freeb %u' '%s' >/dev/null 2>&1",
+			       base, rejected, first_block_of_a0(base), rejected) == 0, "debugfs freeb");
 	enum fault_kind kind = strcmp(argv[1], "alloc") ? FAULT_IO : FAULT_ALLOC;
-	set_config(kind == FAULT_IO);   /* the fallback: every device call is a pread, pwrite or fdatasync */
+	/* the fallback: every device call is a pread, pwrite or fdatasync */
+	set_config(kind == FAULT_IO, false);
 	if (!only || !strcmp(only, "mount"))
 		sweep("mount", mount_run, base, kind);
+	if (!failures && (!only || !strcmp(only, "power-cut"))) {
+		set_config(kind == FAULT_IO, true);
+		sweep("mount, power cut armed", mount_run, base, kind);
+		set_config(kind == FAULT_IO, false);
+	}
+	if (!failures && (!only || !strcmp(only, "rejected")))
+		sweep("rejected image", rejected_run, rejected, kind);
 	if (!failures && (!only || !strcmp(only, "replay")))
 		sweep("replay", replay_run, journalled, kind);
 	if (!failures && (!only || !strcmp(only, "ro-replay")))
-		sweep("read-only replay", ro_replay_run, journalled, kind);
+		sweep("read-only replay", ro_replay_run, big, kind);
 	run_shell("rm -rf '%s'", scratch);
 	return failures ? 1 : 0;
 }
