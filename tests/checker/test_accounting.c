@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "checker.h"
+#include "test_util.h"
 
 static char dir[64];
 static int failures;
@@ -35,34 +36,6 @@ static int run(const char *cmd)
 {
 	int r = system(cmd);
 	return WIFEXITED(r) ? WEXITSTATUS(r) : -1;
-}
-
-static uint8_t *slurp(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	long n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	uint8_t *b = malloc((size_t)n);
-	if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
-		free(b);
-		b = NULL;
-	}
-	fclose(f);
-	*len = (size_t)n;
-	return b;
-}
-
-struct mem { const uint8_t *p; size_t n; };
-static int mem_read(void *ctx, uint64_t off, void *buf, size_t len)
-{
-	const struct mem *m = ctx;
-	if (off > m->n || len > m->n - off)
-		return -EIO;
-	memcpy(buf, m->p + off, len);
-	return 0;
 }
 
 static void dump(const struct chk_verdict *v)
@@ -217,14 +190,14 @@ static int debugfs_cmds(const char *img, const char *cmds)
 /* Check before -> after in every order; returns an approved verdict in the
  * ascending order (for advancing), or NULL. */
 static void check_all_orders(const char *what, const uint8_t *a, const uint8_t *b, size_t n,
-			     struct chk_fs **fsp, struct mem *m)
+			     struct chk_fs **fsp, struct test_mem *m)
 {
 	for (int o = 0; o <= SHUFFLED; o++) {
 		unsigned nseeds = o == SHUFFLED ? 4 : 1;
 		for (unsigned seed = 1; seed <= nseeds; seed++) {
 			struct chk_fs *fs;
 			char err[256];
-			if (chk_attach(&fs, mem_read, m, NULL, err, sizeof(err))) {
+			if (chk_attach(&fs, test_mem_read, m, NULL, err, sizeof(err))) {
 				FAIL("%s: attach: %s", what, err);
 				return;
 			}
@@ -277,14 +250,14 @@ static void run_scenario(const struct scenario *s)
 		return;
 	}
 	size_t na, nb;
-	uint8_t *a = slurp(before, &na), *b = slurp(after, &nb);
+	uint8_t *a = test_slurp(before, &na), *b = test_slurp(after, &nb);
 	if (!a || !b || na != nb) {
 		FAIL("%s: cannot read the images", s->name);
 		free(a);
 		free(b);
 		return;
 	}
-	struct mem m = { a, na };
+	struct test_mem m = { a, na };
 	check_all_orders(s->name, a, b, na, NULL, &m);
 
 	/* advance through the transition, then remove what is left of the file */
@@ -293,10 +266,10 @@ static void run_scenario(const struct scenario *s)
 		FAIL("%s: cannot build the second after image", s->name);
 	} else {
 		size_t nc;
-		uint8_t *c = slurp(after2, &nc);
+		uint8_t *c = test_slurp(after2, &nc);
 		struct chk_fs *fs;
 		char err[256];
-		if (c && nc == na && chk_attach(&fs, mem_read, &m, NULL, err, sizeof(err)) == 0) {
+		if (c && nc == na && chk_attach(&fs, test_mem_read, &m, NULL, err, sizeof(err)) == 0) {
 			struct chk_verdict *v = check_pair(fs, a, b, na, DESCENDING, 0);
 			if (v && chk_verdict_ok(v)) {
 				if (chk_advance(fs, v))

@@ -34,6 +34,7 @@
 #include <ext2fs/ext2fs.h>
 
 #include "checker.h"
+#include "test_util.h"
 
 static char dir[64];
 static int failures;
@@ -44,34 +45,6 @@ static int run(const char *cmd)
 {
 	int r = system(cmd);
 	return WIFEXITED(r) ? WEXITSTATUS(r) : -1;
-}
-
-static uint8_t *slurp(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	long n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	uint8_t *b = malloc((size_t)n);
-	if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
-		free(b);
-		b = NULL;
-	}
-	fclose(f);
-	*len = (size_t)n;
-	return b;
-}
-
-struct mem { const uint8_t *p; size_t n; };
-static int mem_read(void *ctx, uint64_t off, void *buf, size_t len)
-{
-	const struct mem *m = ctx;
-	if (off + len > m->n)
-		return -EIO;
-	memcpy(buf, m->p + off, len);
-	return 0;
 }
 
 /* Check after against the state in fs; split differing blocks into 1 KiB
@@ -754,12 +727,12 @@ static int run_legit_chain(const char *base, uint32_t bs)
 	if (run(cmd))
 		return -1;
 	size_t n0;
-	uint8_t *a = slurp(prev, &n0);
-	struct mem m = { a, n0 };
+	uint8_t *a = test_slurp(prev, &n0);
+	struct test_mem m = { a, n0 };
 	struct chk_fs *fs;
 	char err[256];
 	struct chk_options opt = { .cache_bytes = 64 * 1024 };   /* small: exercises eviction */
-	if (chk_attach(&fs, mem_read, &m, &opt, err, sizeof(err))) {
+	if (chk_attach(&fs, test_mem_read, &m, &opt, err, sizeof(err))) {
 		FAIL("attach %s: %s", prev, err);
 		return -1;
 	}
@@ -781,8 +754,8 @@ static int run_legit_chain(const char *base, uint32_t bs)
 		snprintf(cmds, sizeof(cmds), legit[i], dir);
 		debugfs_cmds(cur, cmds);
 		size_t n1;
-		uint8_t *b = slurp(cur, &n1);
-		struct mem mb = { b, n1 };
+		uint8_t *b = test_slurp(cur, &n1);
+		struct test_mem mb = { b, n1 };
 		struct chk_verdict *v = check_pair(fs, a, b, n0, bs == 4096);
 		bool expect_ok = i + 1 < nlegit;
 		if (v && chk_verdict_ok(v) != expect_ok) {
@@ -794,7 +767,7 @@ static int run_legit_chain(const char *base, uint32_t bs)
 			if (chk_advance(fs, v))
 				FAIL("chk_advance");
 			struct chk_fs *fresh;
-			if (chk_attach(&fresh, mem_read, &mb, NULL, err, sizeof(err)) == 0) {
+			if (chk_attach(&fresh, test_mem_read, &mb, NULL, err, sizeof(err)) == 0) {
 				struct chk_verdict *sv2;
 				if (chk_scan(fresh, &sv2) == 0) {
 					if (!chk_verdict_ok(sv2)) {
@@ -828,12 +801,12 @@ static int run_legit_chain(const char *base, uint32_t bs)
 static void base_scans_clean(const char *base, uint32_t bs)
 {
 	size_t n;
-	uint8_t *a = slurp(base, &n);
-	struct mem m = { a, n };
+	uint8_t *a = test_slurp(base, &n);
+	struct test_mem m = { a, n };
 	struct chk_fs *fs;
 	struct chk_verdict *v = NULL;
 	char err[256];
-	if (!a || chk_attach(&fs, mem_read, &m, NULL, err, sizeof(err))) {
+	if (!a || chk_attach(&fs, test_mem_read, &m, NULL, err, sizeof(err))) {
 		FAIL("ext4 base (bs %u): cannot attach: %s", bs, a ? err : "cannot read");
 	} else {
 		if (chk_scan(fs, &v) || !chk_verdict_ok(v)) {
@@ -864,11 +837,11 @@ static int run_case(const char *base, uint32_t bs, const struct tcase *c, const 
 		return -1;
 	}
 	size_t na, nb;
-	uint8_t *a = slurp(base, &na), *b = slurp(after, &nb);
-	struct mem m = { a, na };
+	uint8_t *a = test_slurp(base, &na), *b = test_slurp(after, &nb);
+	struct test_mem m = { a, na };
 	struct chk_fs *fs;
 	char err[256];
-	if (!a || !b || na != nb || chk_attach(&fs, mem_read, &m, NULL, err, sizeof(err))) {
+	if (!a || !b || na != nb || chk_attach(&fs, test_mem_read, &m, NULL, err, sizeof(err))) {
 		FAIL("%s: cannot attach", c->inv);
 		free(a);
 		free(b);
@@ -877,9 +850,9 @@ static int run_case(const char *base, uint32_t bs, const struct tcase *c, const 
 	struct chk_verdict *v = NULL;
 	if (c->flags & T_SCAN) {
 		/* the state the edit leaves, scanned from scratch */
-		struct mem mb = { b, nb };
+		struct test_mem mb = { b, nb };
 		struct chk_fs *after_fs;
-		if (chk_attach(&after_fs, mem_read, &mb, NULL, err, sizeof(err)) || chk_scan(after_fs, &v))
+		if (chk_attach(&after_fs, test_mem_read, &mb, NULL, err, sizeof(err)) || chk_scan(after_fs, &v))
 			FAIL("%s (bs %u): cannot attach to or scan the after-image: %s", c->inv, bs, err);
 		else
 			chk_detach(after_fs);
@@ -949,11 +922,11 @@ static void run_orphan_new(const char *base, uint32_t bs, const struct facts *x)
 			return;
 		}
 		size_t na, nb;
-		uint8_t *a = slurp(base, &na), *b = slurp(after, &nb);
-		struct mem m = { a, na };
+		uint8_t *a = test_slurp(base, &na), *b = test_slurp(after, &nb);
+		struct test_mem m = { a, na };
 		struct chk_fs *fs;
 		char err[256];
-		if (!a || !b || na != nb || chk_attach(&fs, mem_read, &m, NULL, err, sizeof(err))) {
+		if (!a || !b || na != nb || chk_attach(&fs, test_mem_read, &m, NULL, err, sizeof(err))) {
 			FAIL("orphan (bs %u): cannot attach", bs);
 			free(a);
 			free(b);
@@ -1026,11 +999,11 @@ static void run_feature_case(const struct fcase *c, uint32_t bs)
 		return;
 	}
 	size_t na, nb;
-	uint8_t *a = slurp(before, &na), *b = slurp(after, &nb);
-	struct mem m = { a, na }, mb = { b, nb };
+	uint8_t *a = test_slurp(before, &na), *b = test_slurp(after, &nb);
+	struct test_mem m = { a, na }, mb = { b, nb };
 	struct chk_fs *fs = NULL, *fresh = NULL;
 	char err[256];
-	if (!a || !b || na != nb || chk_attach(&fs, mem_read, &m, NULL, err, sizeof(err))) {
+	if (!a || !b || na != nb || chk_attach(&fs, test_mem_read, &m, NULL, err, sizeof(err))) {
 		FAIL("%s (bs %u): cannot attach", c->what, bs);
 		goto out;
 	}
@@ -1050,7 +1023,7 @@ static void run_feature_case(const struct fcase *c, uint32_t bs)
 		struct chk_verdict *sv = NULL;
 		if (chk_advance(fs, v))
 			FAIL("%s: chk_advance", c->what);
-		if (chk_attach(&fresh, mem_read, &mb, NULL, err, sizeof(err)) ||
+		if (chk_attach(&fresh, test_mem_read, &mb, NULL, err, sizeof(err)) ||
 		    chk_scan(fresh, &sv) || !chk_verdict_ok(sv)) {
 			FAIL("%s (bs %u): the after-image does not scan clean", c->what, bs);
 			if (sv)

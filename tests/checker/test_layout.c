@@ -34,20 +34,6 @@
 static int failures;
 static char dir[64];
 
-struct mem {
-	const uint8_t *p;
-	size_t n;
-};
-
-static int mem_read(void *ctx, uint64_t off, void *buf, size_t len)
-{
-	const struct mem *m = ctx;
-	if (off > m->n || len > m->n - off)
-		return -EIO;
-	memcpy(buf, m->p + off, len);
-	return 0;
-}
-
 /* the image mapped read-only (a few hundred MiB, mostly holes), or NULL */
 static uint8_t *map_image(const char *path, size_t *len)
 {
@@ -281,18 +267,18 @@ static void run_case(const char *base, const char *label, const struct tcase *c,
 	}
 	size_t na, nb;
 	uint8_t *a = map_image(base, &na), *b = map_image(after, &nb);
-	struct mem ma = { a, na }, mb = { b, nb };
+	struct test_mem ma = { a, na }, mb = { b, nb };
 	struct chk_fs *fs = NULL;
 	struct chk_verdict *v = NULL;
 	char err[256] = "";
 	if (!a || !b || na != nb) {
 		TEST_CHECK(0, "%s: cannot read the images", label);
 	} else if (c->flags & T_SCAN) {
-		if (chk_attach(&fs, mem_read, &mb, NULL, err, sizeof(err)) || chk_scan(fs, &v))
+		if (chk_attach(&fs, test_mem_read, &mb, NULL, err, sizeof(err)) || chk_scan(fs, &v))
 			TEST_CHECK(0, "%s %s: cannot scan the edited image: %s", label, c->inv, err);
 		TEST_CHECK(e2fsck_fn(after, dir) != 0, "%s %s (%s): e2fsck -fn finds the edit clean", label,
 			   c->inv, c->what);
-	} else if (chk_attach(&fs, mem_read, &ma, NULL, err, sizeof(err))) {
+	} else if (chk_attach(&fs, test_mem_read, &ma, NULL, err, sizeof(err))) {
 		TEST_CHECK(0, "%s: cannot attach: %s", label, err);
 	} else {
 		v = check_pair(fs, a, b, na);
@@ -329,10 +315,10 @@ static void run_refusal(const char *base, const char *label, const char *cmds, c
 	run_shell("debugfs -w -f %s %s >/dev/null 2>&1", path, after);
 	size_t n;
 	uint8_t *b = map_image(after, &n);
-	struct mem m = { b, n };
+	struct test_mem m = { b, n };
 	struct chk_fs *fs = NULL;
 	char err[256] = "";
-	int r = b ? chk_attach(&fs, mem_read, &m, NULL, err, sizeof(err)) : -ENOMEM;
+	int r = b ? chk_attach(&fs, test_mem_read, &m, NULL, err, sizeof(err)) : -ENOMEM;
 	TEST_CHECK(r == -EINVAL && strstr(err, want), "%s (%s): attach gave %d \"%s\", want a refusal naming %s",
 		   label, cmds, r, err, want);
 	if (r == -EINVAL && strstr(err, want))
@@ -362,11 +348,11 @@ static void run_base(const char *label, const char *mkfs, unsigned kb, const cha
 	/* the base scans clean */
 	size_t len;
 	uint8_t *img = map_image(base, &len);
-	struct mem m = { img, len };
+	struct test_mem m = { img, len };
 	struct chk_fs *fs = NULL;
 	struct chk_verdict *v = NULL;
 	char err[256] = "";
-	if (!img || chk_attach(&fs, mem_read, &m, NULL, err, sizeof(err)) || chk_scan(fs, &v)) {
+	if (!img || chk_attach(&fs, test_mem_read, &m, NULL, err, sizeof(err)) || chk_scan(fs, &v)) {
 		TEST_CHECK(0, "%s: cannot attach to or scan the base: %s", label, err);
 	} else {
 		TEST_CHECK(chk_verdict_nviolations(v) == 0, "%s: the base scan finds problems", label);

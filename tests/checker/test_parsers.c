@@ -24,19 +24,10 @@
 
 #include "checker.h"
 #include "fuzz_image.h"
+#include "test_util.h"
 
 static int failures;
 #define FAIL(...) do { fprintf(stderr, "FAIL: " __VA_ARGS__); fputc('\n', stderr); failures++; } while (0)
-
-struct mem { const uint8_t *p; size_t n; };
-static int mem_read(void *ctx, uint64_t off, void *buf, size_t len)
-{
-	const struct mem *m = ctx;
-	if (off > m->n || len > m->n - off)
-		return -EIO;
-	memcpy(buf, m->p + off, len);
-	return 0;
-}
 
 static uint32_t ld32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
 static uint16_t ld16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); return v; }
@@ -354,10 +345,10 @@ static void run_case(const struct fz_image *im, const struct pcase *c)
 	}
 	double t0 = now();
 	/* the transaction base -> corrupt, the differing blocks as writes */
-	struct mem base = { im->data, im->size };
+	struct test_mem base = { im->data, im->size };
 	struct chk_fs *fs;
 	char err[256];
-	if (chk_attach(&fs, mem_read, &base, NULL, err, sizeof(err))) {
+	if (chk_attach(&fs, test_mem_read, &base, NULL, err, sizeof(err))) {
 		FAIL("%s: cannot attach the base: %s", c->name, err);
 		free(img);
 		return;
@@ -381,8 +372,8 @@ static void run_case(const struct fz_image *im, const struct pcase *c)
 	chk_detach(fs);
 	free(w);
 	/* the corrupt image on its own */
-	struct mem bad = { img, im->size };
-	r = chk_attach(&fs, mem_read, &bad, NULL, err, sizeof(err));
+	struct test_mem bad = { img, im->size };
+	r = chk_attach(&fs, test_mem_read, &bad, NULL, err, sizeof(err));
 	if (!c->scan_inv) {
 		if (r == 0)
 			FAIL("%s (bs %u): attach accepted the corrupt image", c->name, im->bs);
@@ -421,10 +412,10 @@ static void refresh_case(const struct fz_image *im)
 	if (!img)
 		return;
 	memcpy(img, im->data, im->size);
-	struct mem m = { img, im->size };
+	struct test_mem m = { img, im->size };
 	struct chk_fs *fs;
 	char err[256];
-	if (chk_attach(&fs, mem_read, &m, NULL, err, sizeof(err))) {
+	if (chk_attach(&fs, test_mem_read, &m, NULL, err, sizeof(err))) {
 		FAIL("refresh (bs %u): cannot attach: %s", im->bs, err);
 		free(img);
 		return;
@@ -468,10 +459,10 @@ static void refresh_case(const struct fz_image *im)
  * the check failed. */
 static int judge(const struct fz_image *im, const uint8_t *before, const uint8_t *after, const char *inv)
 {
-	struct mem m = { before, im->size };
+	struct test_mem m = { before, im->size };
 	struct chk_fs *fs;
 	char err[256];
-	if (chk_attach(&fs, mem_read, &m, NULL, err, sizeof(err)))
+	if (chk_attach(&fs, test_mem_read, &m, NULL, err, sizeof(err)))
 		return -1;
 	struct chk_write w[8];
 	size_t nw = 0;
@@ -509,11 +500,11 @@ static void kept_flags_case(const struct fz_image *im)
 	memcpy(base, im->data, im->size);
 	uint8_t *fa = base + im->inode_off[a] + 32;            /* i_flags */
 	st32(fa, ld32(fa) | EXT4_HUGE_FILE_FL | EXT4_EA_INODE_FL);
-	struct mem m = { base, im->size };
+	struct test_mem m = { base, im->size };
 	struct chk_fs *fs = NULL;
 	struct chk_verdict *v = NULL;
 	char err[256];
-	if (chk_attach(&fs, mem_read, &m, NULL, err, sizeof(err)) || chk_scan(fs, &v) || !chk_verdict_ok(v)) {
+	if (chk_attach(&fs, test_mem_read, &m, NULL, err, sizeof(err)) || chk_scan(fs, &v) || !chk_verdict_ok(v)) {
 		FAIL("kept-flags (bs %u): an image with the flags does not scan clean", im->bs);
 		if (v)
 			dump(v);

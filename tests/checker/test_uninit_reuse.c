@@ -25,35 +25,6 @@
 static int failures;
 static char dir[64];
 
-static uint8_t *slurp(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	long n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	uint8_t *b = n > 0 ? malloc((size_t)n) : NULL;
-	if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
-		free(b);
-		b = NULL;
-	}
-	fclose(f);
-	*len = b ? (size_t)n : 0;
-	return b;
-}
-
-/* the checker reads the approved state: the image last approved */
-struct mem { const uint8_t *p; size_t n; };
-static int mem_read(void *ctx, uint64_t off, void *buf, size_t len)
-{
-	const struct mem *m = ctx;
-	if (off + len > m->n)
-		return -EIO;
-	memcpy(buf, m->p + off, len);
-	return 0;
-}
-
 /* Judge the step a -> b (the blocks that differ, whole) and advance on
  * approval; prints the violations of a rejection. */
 static void step(struct chk_fs *fs, const char *name, const uint8_t *a, const uint8_t *b, size_t n)
@@ -110,13 +81,13 @@ int main(void)
 	size_t n[3];
 	uint8_t *s[3];
 	for (int i = 0; i < 3; i++) {
-		s[i] = slurp(img[i], &n[i]);
+		s[i] = test_slurp(img[i], &n[i]);
 		TEST_REQUIRE(s[i] && n[i] == n[0], "read %s", img[i]);
 	}
-	struct mem m = { s[0], n[0] };
+	struct test_mem m = { s[0], n[0] };
 	struct chk_fs *fs;
 	char err[256];
-	TEST_REQUIRE(chk_attach(&fs, mem_read, &m, NULL, err, sizeof(err)) == 0, "attach: %s", err);
+	TEST_REQUIRE(chk_attach(&fs, test_mem_read, &m, NULL, err, sizeof(err)) == 0, "attach: %s", err);
 	step(fs, "group 1 leaves BLOCK_UNINIT, its bitmap as made up", s[0], s[1], n[0]);
 	m.p = s[1];
 	step(fs, "a file allocated into group 1", s[1], s[2], n[0]);

@@ -11,6 +11,7 @@
 #ifndef RECON_TESTS_TEST_UTIL_H
 #define RECON_TESTS_TEST_UTIL_H
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -47,5 +48,17 @@ int e2fsck_fn(const char *img, const char *log_dir);
 /* A fresh image: mke2fs -q -F opts img size_kb.  A failing mke2fs means this
  * machine cannot run the test: exit 77 (skip). */
 void make_image_or_skip(const char *img, const char *opts, unsigned size_kb);
+
+/* A whole file in memory (malloc'd; free it), its size in *len; NULL (and
+ * *len 0) when it cannot be read or is empty. */
+uint8_t *test_slurp(const char *path, size_t *len);
+
+/* An image in memory, read as the checker reads a device (struct
+ * chk_options' read callback, ctx a struct test_mem): -EIO past its end. */
+struct test_mem {
+	const uint8_t *p;
+	size_t n;
+};
+int test_mem_read(void *ctx, uint64_t off, void *buf, size_t len);
 
 #endif
