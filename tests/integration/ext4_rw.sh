@@ -282,33 +282,7 @@ for bs in 1024 4096; do
 done
 
 # 4. power cuts inside a release and a truncate spanning commits
-cat >"$SCRATCH/cut.py" <<'EOF'
-import os, sys
-m = sys.argv[1]
-def attempt(fn, *a):
-    try:
-        fn(*a)
-    except OSError:
-        pass
-attempt(os.truncate, os.path.join(m, "trunc"), 1000000)
-attempt(os.unlink, os.path.join(m, "frag"))
-try:
-    fd = os.open(m, os.O_RDONLY | os.O_DIRECTORY)
-    attempt(os.fsync, fd)
-except OSError:
-    pass
-EOF
-cat >"$SCRATCH/cut_check.py" <<'EOF'
-import os, sys
-from pylib import Checker, pattern
-m, what = sys.argv[1], sys.argv[2]
-c = Checker("ext4_rw " + what)
-data = pattern("trunc", 8 << 20)
-size = os.stat(os.path.join(m, "trunc")).st_size
-c.ok(size in (len(data), 1000000), "the truncated file is %d bytes: neither its old size nor its new" % size)
-c.ok(open(os.path.join(m, "trunc"), "rb").read() == data[:size], "the truncated file's content")
-c.done()
-EOF
+cut_truncate_unlink_scripts ext4_rw frag $((8 << 20))
 base="$SCRATCH/cutbase.img"
 mkext4 "$base" 1024 64M default
 mount_recon "$base" "$mnt" checker=$ext4_checker || die "mount (cut base)"

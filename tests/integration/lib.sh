@@ -293,6 +293,46 @@ cut_clean_run() {
 	rm -f "$img"
 }
 
+# cut_truncate_unlink_scripts NAME VICTIM TRUNC_BYTES [VICTIM_BYTES]: the
+# workload and check cut_sweep runs for a release and a truncate that span
+# commits: $SCRATCH/cut.py truncates MNT/trunc (TRUNC_BYTES of
+# pattern("trunc")) to 1,000,000 bytes, unlinks MNT/VICTIM, fsyncs the
+# directory; $SCRATCH/cut_check.py wants trunc at either size with its bytes,
+# and VICTIM, if still there and VICTIM_BYTES given, as pattern(VICTIM).
+cut_truncate_unlink_scripts() {
+	local name=$1 victim=$2 trunc=$3 vbytes=${4:-0}
+	cat >"$SCRATCH/cut.py" <<EOF
+import os, sys
+m = sys.argv[1]
+def attempt(fn, *a):
+    try:
+        fn(*a)
+    except OSError:
+        pass
+attempt(os.truncate, os.path.join(m, "trunc"), 1000000)
+attempt(os.unlink, os.path.join(m, "$victim"))
+try:
+    fd = os.open(m, os.O_RDONLY | os.O_DIRECTORY)
+    attempt(os.fsync, fd)
+except OSError:
+    pass
+EOF
+	cat >"$SCRATCH/cut_check.py" <<EOF
+import os, sys
+from pylib import Checker, pattern
+m, what = sys.argv[1], sys.argv[2]
+c = Checker("$name " + what)
+data = pattern("trunc", $trunc)
+size = os.stat(os.path.join(m, "trunc")).st_size
+c.ok(size in (len(data), 1000000), "the truncated file is %d bytes: neither its old size nor its new" % size)
+c.ok(open(os.path.join(m, "trunc"), "rb").read() == data[:size], "the truncated file's content")
+v = os.path.join(m, "$victim")
+if $vbytes and os.path.exists(v):
+    c.ok(open(v, "rb").read() == pattern("$victim", $vbytes), "$victim's content")
+c.done()
+EOF
+}
+
 # cut_sweep BASE POINTS OPTS RECOVER_OPTS KERNEL_FS WORKLOAD CHECK [FIRST]: POINTS
 # power cuts (fault_crash_after) spread evenly over the CUT_WRITES device
 # writes of WORKLOAD on copies of BASE mounted with OPTS, from the FIRST'th

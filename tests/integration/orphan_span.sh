@@ -175,35 +175,7 @@ fsck_clean "$img" "10,000 open unlinked files, kill -9, remount"
 rm -f "$img"
 
 # 5. power cuts inside a release and a truncate that span commits
-cat >"$SCRATCH/cut.py" <<'EOF'
-import os, sys
-m = sys.argv[1]
-def attempt(fn, *a):
-    try:
-        fn(*a)
-    except OSError:
-        pass
-attempt(os.truncate, os.path.join(m, "trunc"), 1000000)
-attempt(os.unlink, os.path.join(m, "big"))
-try:
-    fd = os.open(m, os.O_RDONLY | os.O_DIRECTORY)
-    attempt(os.fsync, fd)
-except OSError:
-    pass
-EOF
-cat >"$SCRATCH/cut_check.py" <<'EOF'
-import os, sys
-from pylib import Checker, pattern
-m, what = sys.argv[1], sys.argv[2]
-c = Checker("orphan_span " + what)
-data = pattern("trunc", 16 << 20)
-size = os.stat(os.path.join(m, "trunc")).st_size
-c.ok(size in (len(data), 1000000), "the truncated file is %d bytes: neither its old size nor its new" % size)
-c.ok(open(os.path.join(m, "trunc"), "rb").read() == data[:size], "the truncated file's content")
-if os.path.exists(os.path.join(m, "big")):
-    c.ok(open(os.path.join(m, "big"), "rb").read() == pattern("big", 12 << 20), "big's content")
-c.done()
-EOF
+cut_truncate_unlink_scripts orphan_span big $((16 << 20)) $((12 << 20))
 base="$SCRATCH/cutbase.img"
 mkimg "$base" 1024 64M -J size=1
 mount_recon "$base" "$mnt" || die "mount (cut base)"
