@@ -73,6 +73,22 @@ time.sleep(600)
 EOF
 }
 
+# kill_when_held DAEMON HOLDER WHO: once the holder wrote $SCRATCH/ready (its
+# files open, unlinked, committed), kill -9 the daemon, end the holder and
+# clear the dead mount: the orphans stay recorded as a crash leaves them
+kill_when_held() {
+	local daemon=$1 holder=$2 who=$3 i
+	for ((i = 0; i < 600; i++)); do [ -e "$SCRATCH/ready" ] && break; sleep 0.1; done
+	[ -e "$SCRATCH/ready" ] || fail "$who did not get ready"
+	kill -9 "$daemon"
+	wait "$daemon" 2>/dev/null
+	forget_pid "$daemon"
+	RECON_PID=
+	kill "$holder" 2>/dev/null
+	wait "$holder" 2>/dev/null
+	fusermount3 -uz "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null
+}
+
 for bs in 1024 4096; do
 	img="$SCRATCH/of-$bs.img" mnt="$SCRATCH/mnt"
 	mkext4 "$img" "$bs"
@@ -109,15 +125,7 @@ EOF
 	rm -f "$SCRATCH/ready"
 	python3 - "$mnt" "$NFILES" "$SCRATCH/ready" < <(holder_script) &
 	holder=$!
-	for ((i = 0; i < 600; i++)); do [ -e "$SCRATCH/ready" ] && break; sleep 0.1; done
-	[ -e "$SCRATCH/ready" ] || fail "the holder did not get ready ($bs)"
-	kill -9 "$daemon"
-	wait "$daemon" 2>/dev/null
-	forget_pid "$daemon"
-	RECON_PID=
-	kill "$holder" 2>/dev/null
-	wait "$holder" 2>/dev/null
-	fusermount3 -uz "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null
+	kill_when_held "$daemon" "$holder" "the holder ($bs)"
 	held=$((NFILES - (NFILES + 2) / 3))
 	n=$(slots "$img")
 	[ "$n" = "$held" ] || fail "after the kill the orphan file holds $n entries, want $held ($bs)"
@@ -208,15 +216,7 @@ open(ready, "w").close()
 time.sleep(600)
 EOF
 holder=$!
-for ((i = 0; i < 600; i++)); do [ -e "$SCRATCH/ready" ] && break; sleep 0.1; done
-[ -e "$SCRATCH/ready" ] || fail "the holder of 600 orphans did not get ready"
-kill -9 "$daemon"
-wait "$daemon" 2>/dev/null
-forget_pid "$daemon"
-RECON_PID=
-kill "$holder" 2>/dev/null
-wait "$holder" 2>/dev/null
-fusermount3 -uz "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null
+kill_when_held "$daemon" "$holder" "the holder of 600 orphans"
 n=$(slots "$img")
 [ "$n" -ge 450 ] || fail "a full orphan file: $n entries after the kill, want the file (nearly) full"
 mount_recon "$img" "$mnt" || die "mount after the kill (a full orphan file)"
