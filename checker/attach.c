@@ -279,6 +279,7 @@ static int load_groups(struct chk_fs *fs, char *err, size_t errlen)
 		/* mke2fs puts the inode bitmap right after the block bitmap: one
 		 * read for both (a large disk has over a hundred thousand groups) */
 		if (ibl == bbl + 1 && fs->read(fs->ctx, bbl * fs->bs, bb, 2 * (size_t)fs->bs) == 0) {
+			chk_note_group_bitmaps(fs, g, bb, ib);
 			if (chk_group_load(fs, g, bb, ib, scratch))
 				r = fail(err, errlen, -ENOMEM, "out of memory for the shadow state");
 			continue;
@@ -295,6 +296,7 @@ static int load_groups(struct chk_fs *fs, char *err, size_t errlen)
 				 (unsigned long long)ibl);
 			break;
 		}
+		chk_note_group_bitmaps(fs, g, bb, ib);
 		if (chk_group_load(fs, g, bb, ib, scratch))
 			r = fail(err, errlen, -ENOMEM, "out of memory for the shadow state");
 	}

@@ -170,6 +170,8 @@ struct chk_fs {
 	uint8_t **gbb;                   /* per group: block bitmap, NULL = its static blocks */
 	uint8_t **gib;                   /* per group: inode bitmap, NULL = all clear */
 	uint32_t *gstatic;               /* per group: static blocks in it */
+	uint8_t *bmnote;                 /* per group: its bitmaps as the attach read them
+					  * (scan_ext4.c's BMNOTE_ bits), NULL = none noted */
 	struct bpage **bpages;           /* per BPAGE_N blocks: owned blocks, NULL = none */
 	size_t nbpages;
 	struct run_map *runs;            /* shadow_runs.c: extent-mapped data as ranges */

@@ -83,6 +83,7 @@ void chk_shadow_free(struct chk_fs *fs)
 	free(fs->gbb);
 	free(fs->gib);
 	free(fs->gstatic);
+	free(fs->bmnote);
 	free(fs->sext);
 	chk_runs_free(fs);
 }
