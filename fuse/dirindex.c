@@ -13,8 +13,9 @@
  *
  * The index, its gap tree and the block edits that keep both exact are one
  * invariant and stay in this file; walking one block's entries is
- * dirblock.c's, the htree's blocks (the leaf a name belongs in, index
- * blocks rewritten as leaves) dxwrite.c's.
+ * dirblock.c's, the htree's blocks (the path to a name's leaf, index
+ * blocks rewritten as leaves) dxwrite.c's, and the hash order of an indexed
+ * directory's readdir dxorder.c's.
  */
 #include "dirindex.h"
 #include "inline.h"
@@ -28,6 +29,7 @@
 struct dent {
 	struct dent *next;      /* hash chain */
 	uint32_t hash;
+	uint64_t key;           /* readdir cookie in an indexed directory */
 	uint32_t lblk;          /* logical block of the entry */
 	uint32_t off;           /* byte offset of the entry in that block */
 	ext2_ino_t ino;
@@ -38,11 +40,20 @@ struct dent {
 
 /* The index of one directory. */
 struct dirix {
+	ext2_filsys fs;
 	ext2_ino_t dir;
 	struct dirix *hnext;                    /* dindex hash chain */
 	struct dirix *lru_prev, *lru_next;      /* most recent at lru_head */
 	bool htree;             /* EXT2_INDEX_FL still set on disk */
 	bool inline_dir;        /* entries in the inode (inline.c); read-only */
+	/* An htree this follows (its root's hash version), else -1: then
+	 * adds go by the gap tree and readdir by block and offset. */
+	int dx_version;
+	/* Readdir order of an indexed directory: every name sorted by its
+	 * cookie, rebuilt on the first readdir after an add. */
+	struct dx_ord *ord;
+	size_t nord;
+	bool ord_stale;
 	uint32_t nblocks;       /* i_size / blocksize */
 	blk64_t *pblk;          /* physical block of each logical block */
 	uint32_t blk_cap;       /* allocated length of pblk */
@@ -219,6 +230,20 @@ static int name_table_grow(struct dirix *d)
 	return 0;
 }
 
+/* A name's readdir cookie in an indexed directory ("." and ".." first). */
+static uint64_t dent_key(const struct dirix *d, const char *name, size_t len)
+{
+	uint32_t hash, minor;
+
+	if (d->dx_version < 0)
+		return 0;
+	if (is_dot_or_dotdot(name, len))
+		return len - 1;         /* "." 0, ".." 1 */
+	if (dx_name_hash(d->fs, d->dx_version, name, len, &hash, &minor))
+		return dx_readdir_key(0, 0);    /* a version dx_root_version accepted cannot fail */
+	return dx_readdir_key(hash, minor);
+}
+
 /* Insert a name not yet present. */
 static int name_insert(struct dirix *d, const char *name, size_t len,
 		       uint32_t lblk, uint32_t off, ext2_ino_t ino, int ftype)
@@ -236,6 +261,7 @@ static int name_insert(struct dirix *d, const char *name, size_t len,
 	if (!e)
 		return -ENOMEM;
 	e->hash = name_hash(name, len);
+	e->key = dent_key(d, name, len);
 	e->lblk = lblk;
 	e->off = off;
 	e->ino = ino;
@@ -246,6 +272,7 @@ static int name_insert(struct dirix *d, const char *name, size_t len,
 	e->next = d->buckets[slot];
 	d->buckets[slot] = e;
 	d->nentries++;
+	d->ord_stale = true;
 	if (!is_dot_or_dotdot(name, len))
 		d->nother++;
 	return 0;
@@ -254,6 +281,10 @@ static int name_insert(struct dirix *d, const char *name, size_t len,
 static void name_delete(struct dirix *d, struct dent *victim)
 {
 	struct dent **pp = &d->buckets[victim->hash & (d->nbuckets - 1)];
+	struct dx_ord *o = d->ord_stale ? NULL : dx_order_find(d->ord, d->nord, victim->key, victim->name);
+
+	if (o)
+		o->name = NULL;
 
 	while (*pp != victim)
 		pp = &(*pp)->next;
@@ -279,6 +310,7 @@ static void dirix_free(struct dirix *d)
 	free(d->buckets);
 	free(d->gap_tree);
 	free(d->pblk);
+	free(d->ord);
 	free(d);
 }
 
@@ -364,7 +396,9 @@ static int dirix_build_inline(ext2_filsys fs, ext2_ino_t dir, const struct ext2_
 
 	if (!d)
 		return -ENOMEM;
+	d->fs = fs;
 	d->dir = dir;
+	d->dx_version = -1;
 	d->inline_dir = true;
 	rc = inline_dir_iterate(fs, dir, inode, index_inline_entry, d);
 	if (rc) {
@@ -372,6 +406,23 @@ static int dirix_build_inline(ext2_filsys fs, ext2_ino_t dir, const struct ext2_
 		return rc;
 	}
 	*out = d;
+	return 0;
+}
+
+/* An indexed directory whose root this can follow is read in hash order
+ * and grown by splits (d->dx_version); any other keeps block order. */
+static int dirix_dx_version(struct dindex *di, struct dirix *d)
+{
+	errcode_t err;
+
+	if (!d->htree || !ext2fs_has_feature_dir_index(di->fs->super) || d->nblocks < 2)
+		return 0;
+	err = ext2fs_read_dir_block4(di->fs, d->pblk[0], di->blockbuf, 0, d->dir);
+	if (err)
+		return errcode_to_errno(err);
+	d->dx_version = dx_root_version(di->fs, di->blockbuf);
+	if (d->dx_version < 0)
+		d->dx_version = -1;
 	return 0;
 }
 
@@ -403,7 +454,9 @@ static int dirix_build(struct dindex *di, ext2_ino_t dir, struct dirix **out)
 	d = calloc(1, sizeof(*d));
 	if (!d)
 		return -ENOMEM;
+	d->fs = fs;
 	d->dir = dir;
+	d->dx_version = -1;
 	d->htree = (inode.i_flags & EXT2_INDEX_FL) != 0;
 	d->nblocks = (uint32_t)(size / fs->blocksize);
 	rc = dirix_reserve_blocks(d, d->nblocks);
@@ -429,6 +482,9 @@ static int dirix_build(struct dindex *di, ext2_ino_t dir, struct dirix **out)
 		    d->pblk[b] >= ext2fs_blocks_count(fs->super))
 			goto fail;
 	}
+	rc = dirix_dx_version(di, d);
+	if (rc)
+		goto fail;
 	for (uint32_t b = 0; b < d->nblocks; b++) {
 		rc = index_block(di, d, b);
 		if (rc)
@@ -523,21 +579,27 @@ static int read_block(struct dindex *di, struct dirix *d, uint32_t lblk)
 	return err ? errcode_to_errno(err) : 0;
 }
 
-/* Write the block in blockbuf back and refresh its gap in the tree. */
-static int write_block(struct dindex *di, struct dirix *d, uint32_t lblk)
+/* Write buf as block lblk and refresh its gap in the tree. */
+static int write_buf(struct dindex *di, struct dirix *d, uint32_t lblk, char *buf)
 {
 	uint32_t room;
 	errcode_t err;
 	int rc;
 
-	rc = dirblock_max_room(di->fs, di->blockbuf, &room);
+	rc = dirblock_max_room(di->fs, buf, &room);
 	if (rc)
 		return rc;
-	err = ext2fs_write_dir_block4(di->fs, d->pblk[lblk], di->blockbuf, 0, d->dir);
+	err = ext2fs_write_dir_block4(di->fs, d->pblk[lblk], buf, 0, d->dir);
 	if (err)
 		return errcode_to_errno(err);
 	gap_set(d, lblk, room);
 	return 0;
+}
+
+/* Write the block in blockbuf back and refresh its gap in the tree. */
+static int write_block(struct dindex *di, struct dirix *d, uint32_t lblk)
+{
+	return write_buf(di, d, lblk, di->blockbuf);
 }
 
 /* Before an add that cannot keep an htree valid: make the directory a
@@ -564,6 +626,7 @@ static int prepare_change(struct dindex *di, struct dirix *d)
 	if (err)
 		return errcode_to_errno(err);
 	d->htree = false;
+	d->dx_version = -1;
 	for (uint32_t b = 0; b < d->nblocks && ext2fs_has_feature_metadata_csum(di->fs->super); b++) {
 		rc = read_block(di, d, b);
 		if (!rc)
@@ -621,15 +684,13 @@ static int add_to_block(struct dindex *di, struct dirix *d, uint32_t lblk,
 	return rc < 0 ? rc : -EIO;
 }
 
-/* Append a new block holding only the entry. */
-static int add_new_block(struct dindex *di, struct dirix *d, const char *name,
-			 size_t len, ext2_ino_t ino, int ftype)
+/* Append buf (a directory block's contents) as a new last block; its
+ * logical block into *lblk_out. */
+static int append_block(struct dindex *di, struct dirix *d, char *buf, uint32_t *lblk_out)
 {
 	ext2_filsys fs = di->fs;
-	uint32_t lblk = d->nblocks;
+	uint32_t lblk = d->nblocks, room;
 	uint64_t new_size = ((uint64_t)lblk + 1) * fs->blocksize;
-	struct ext2_dir_entry *de = (struct ext2_dir_entry *)di->blockbuf;
-	unsigned int usable = fs->blocksize;
 	struct ext2_inode inode;
 	blk64_t goal, pblk;
 	errcode_t err;
@@ -640,7 +701,9 @@ static int add_new_block(struct dindex *di, struct dirix *d, const char *name,
 	if (lblk == UINT32_MAX ||
 	    (!ext2fs_has_feature_largedir(fs->super) && new_size >= (1ULL << 31)))
 		return -EFBIG;
-	rc = dirix_reserve_blocks(d, lblk + 1);
+	rc = dirblock_max_room(fs, buf, &room);
+	if (!rc)
+		rc = dirix_reserve_blocks(d, lblk + 1);
 	if (rc)
 		return rc;
 	err = ext2fs_read_inode(fs, d->dir, &inode);
@@ -652,19 +715,9 @@ static int add_new_block(struct dindex *di, struct dirix *d, const char *name,
 	err = ext2fs_new_block2(fs, goal, NULL, &pblk);
 	if (err)
 		return errcode_to_errno(err);
-
-	memset(di->blockbuf, 0, fs->blocksize);
-	if (ext2fs_has_feature_metadata_csum(fs->super)) {
-		usable -= sizeof(struct ext2_dir_entry_tail);
-		ext2fs_initialize_dirent_tail(fs, EXT2_DIRENT_TAIL(di->blockbuf,
-								  fs->blocksize));
-	}
-	dirent_fill(fs, de, name, len, ino, ftype);
-	if (ext2fs_set_rec_len(fs, usable, de))
-		return -EIO;
 	/* Contents first, then the mapping, so the directory never maps a block
 	 * of garbage. */
-	err = ext2fs_write_dir_block4(fs, pblk, di->blockbuf, 0, d->dir);
+	err = ext2fs_write_dir_block4(fs, pblk, buf, 0, d->dir);
 	if (err)
 		return errcode_to_errno(err);
 	/* Mark it used before bmap may allocate indirect or extent blocks. */
@@ -686,29 +739,54 @@ static int add_new_block(struct dindex *di, struct dirix *d, const char *name,
 
 	d->pblk[lblk] = pblk;
 	d->nblocks = lblk + 1;
-	gap_set(d, lblk, usable - dirent_size(len));
+	gap_set(d, lblk, room);
+	*lblk_out = lblk;
+	return 0;
+}
+
+/* Append a new block holding only the entry. */
+static int add_new_block(struct dindex *di, struct dirix *d, const char *name,
+			 size_t len, ext2_ino_t ino, int ftype)
+{
+	ext2_filsys fs = di->fs;
+	struct ext2_dir_entry *de = (struct ext2_dir_entry *)di->blockbuf;
+	unsigned int usable = fs->blocksize;
+	uint32_t lblk;
+	int rc;
+
+	memset(di->blockbuf, 0, fs->blocksize);
+	if (ext2fs_has_feature_metadata_csum(fs->super)) {
+		usable -= sizeof(struct ext2_dir_entry_tail);
+		ext2fs_initialize_dirent_tail(fs, EXT2_DIRENT_TAIL(di->blockbuf,
+								  fs->blocksize));
+	}
+	dirent_fill(fs, de, name, len, ino, ftype);
+	if (ext2fs_set_rec_len(fs, usable, de))
+		return -EIO;
+	rc = append_block(di, d, di->blockbuf, &lblk);
+	if (rc)
+		return rc;
 	return name_insert(d, name, len, lblk, 0, ino, ftype);
 }
 
 /* Add to an htree directory without touching its index: into the leaf
  * the name hashes to, if it has room.  -EAGAIN when it has none or the
  * index cannot be followed (the caller makes the directory linear), and for
- * a directory without an htree. */
+ * a directory without an htree this follows. */
 static int add_indexed(struct dindex *di, struct dirix *d, const char *name, size_t len,
 		       ext2_ino_t ino, int ftype)
 {
-	uint32_t leaf, off;
+	struct dx_path p;
+	uint32_t off;
 	int rc;
 
-	if (!d->htree || d->inline_dir)
+	if (!d->htree || d->inline_dir || d->dx_version < 0)
 		return -EAGAIN;
-	if (dx_find_leaf(di->fs, d->dir, d->pblk, d->nblocks, di->blockbuf, name, len, &leaf) ||
-	    gap_room(d, leaf) < dirent_size(len))
+	if (dx_probe(di->fs, d->dir, d->pblk, d->nblocks, di->blockbuf, name, len, &p) ||
+	    p.version != d->dx_version || gap_room(d, p.leaf) < dirent_size(len))
 		return -EAGAIN;
-	rc = add_to_block(di, d, leaf, name, len, ino, ftype, &off);
-	if (rc)
-		return rc;
-	return name_insert(d, name, len, leaf, off, ino, ftype);
+	rc = add_to_block(di, d, p.leaf, name, len, ino, ftype, &off);
+	return rc ? rc : name_insert(d, name, len, p.leaf, off, ino, ftype);
 }
 
 /* Find the entry e points at in blockbuf (already read), and its
@@ -981,6 +1059,7 @@ out:
 int dindex_replace(struct dindex *di, ext2_ino_t dir, const char *name, size_t len,
 		   ext2_ino_t ino, int ftype)
 {
+	struct dx_ord *order;
 	struct dirent_view found, prev;
 	bool has_prev;
 	struct dirix *d;
@@ -1018,6 +1097,11 @@ int dindex_replace(struct dindex *di, ext2_ino_t dir, const char *name, size_t l
 		goto out;
 	e->ino = ino;
 	e->ftype = (uint8_t)ftype;
+	order = d->ord_stale ? NULL : dx_order_find(d->ord, d->nord, e->key, e->name);
+	if (order) {
+		order->ino = ino;
+		order->ftype = (uint8_t)ftype;
+	}
 out:
 	if (rc)
 		dindex_forget(di, dir);
@@ -1065,19 +1149,35 @@ static int readdir_inline(struct dindex *di, ext2_ino_t dir, uint64_t off,
 	return inline_dir_iterate(di->fs, dir, &inode, inline_rd_entry, &c);
 }
 
-int dindex_readdir(struct dindex *di, ext2_ino_t dir, uint64_t off,
-		   dindex_fill_fn fill, void *ctx)
+/* The names of an indexed directory sorted by cookie, once per change. */
+static int order_build(struct dirix *d)
+{
+	struct dx_ord *v;
+	size_t n = 0;
+
+	if (!d->ord_stale && d->ord)
+		return 0;
+	v = realloc(d->ord, (d->nentries ? d->nentries : 1) * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	d->ord = v;
+	for (size_t i = 0; i < d->nbuckets; i++)
+		for (struct dent *e = d->buckets[i]; e; e = e->next)
+			v[n++] = (struct dx_ord){ .key = e->key, .name = e->name, .len = e->len,
+						  .ftype = e->ftype, .ino = e->ino };
+	d->nord = dx_order_sort(v, n);
+	d->ord_stale = false;
+	return 0;
+}
+
+/* A linear directory's entries from block/offset position off on. */
+static int readdir_linear(struct dindex *di, struct dirix *d, uint64_t off,
+			  dindex_fill_fn fill, void *ctx)
 {
 	uint32_t lblk = (uint32_t)(off >> 32);
 	uint32_t boff = (uint32_t)off;
-	struct dirix *d;
 	int rc;
 
-	rc = get_dir(di, dir, &d);
-	if (rc)
-		return rc;
-	if (d->inline_dir)
-		return readdir_inline(di, dir, off, fill, ctx);
 	for (; lblk < d->nblocks; lblk++, boff = 0) {
 		struct dirblock_cursor c;
 		struct dirent_view e;
@@ -1104,4 +1204,29 @@ int dindex_readdir(struct dindex *di, ext2_ino_t dir, uint64_t off,
 			return rc;
 	}
 	return 0;
+}
+
+int dindex_readdir_batch(struct dindex *di, ext2_ino_t dir, uint64_t off,
+			 dindex_fill_fn fill, dindex_fits_fn fits, void *ctx)
+{
+	struct dirix *d;
+	int rc;
+
+	rc = get_dir(di, dir, &d);
+	if (rc)
+		return rc;
+	if (d->inline_dir)
+		return readdir_inline(di, dir, off, fill, ctx);
+	if (d->dx_version < 0)
+		return readdir_linear(di, d, off, fill, ctx);
+	rc = order_build(d);
+	if (rc)
+		return rc;
+	return dx_order_emit(d->ord, d->nord, off, fill, fits, ctx);
+}
+
+int dindex_readdir(struct dindex *di, ext2_ino_t dir, uint64_t off,
+		   dindex_fill_fn fill, void *ctx)
+{
+	return dindex_readdir_batch(di, dir, off, fill, NULL, ctx);
 }

@@ -160,6 +160,15 @@ static int collect(void *ctx, const char *name, size_t len, ext2_ino_t ino,
 	return 0;
 }
 
+/* A run of names sharing a position is taken whole or not at all. */
+static bool collect_fits(void *ctx, const struct dindex_name *run, size_t n)
+{
+	struct seen *s = ctx;
+
+	(void)run;
+	return s->taken + (int)n <= s->batch;
+}
+
 /* Readdir the whole directory in batches; present[i] says which e<i> names
  * must be there. */
 static int readdir_all(struct dindex *di, ext2_ino_t dir, const unsigned char *present,
@@ -175,7 +184,7 @@ static int readdir_all(struct dindex *di, ext2_ino_t dir, const unsigned char *p
 		int rc;
 
 		s.taken = 0;
-		rc = dindex_readdir(di, dir, off, collect, &s);
+		rc = dindex_readdir_batch(di, dir, off, collect, collect_fits, &s);
 		CHECK(rc == 0, "readdir rc %d", rc);
 		if (s.taken == 0)
 			break;
@@ -477,7 +486,7 @@ static int test_htree(const char *img, const char *dirname, int min_names)
 
 		for (;;) {
 			s.taken = 0;
-			CHECK(dindex_readdir(di, dir, off, collect, &s) == 0, "readdir");
+			CHECK(dindex_readdir_batch(di, dir, off, collect, collect_fits, &s) == 0, "readdir");
 			if (!s.taken)
 				break;
 			total += s.taken;
