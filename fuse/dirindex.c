@@ -14,8 +14,9 @@
  * The index, its gap tree and the block edits that keep both exact are one
  * invariant and stay in this file; walking one block's entries is
  * dirblock.c's, the htree's blocks (the path to a name's leaf, index
- * blocks rewritten as leaves) dxwrite.c's, and the hash order of an indexed
- * directory's readdir dxorder.c's.
+ * blocks rewritten as leaves) dxwrite.c's, splitting them in memory
+ * dxsplit.c's, and the hash order of an indexed directory's readdir
+ * dxorder.c's.
  */
 #include "dirindex.h"
 #include "inline.h"
@@ -76,6 +77,7 @@ struct dindex {
 	size_t ndir_buckets;    /* a power of two */
 	struct dirix *lru_head, *lru_tail;
 	char *blockbuf;         /* one directory block, reused by every call */
+	char *splitbuf;         /* two more, for growing an htree */
 	/* directories changed since dindex_mark() (an operation's rollback
 	 * forgets them); overflow means "possibly all" */
 	ext2_ino_t changed[8];
@@ -571,12 +573,16 @@ static int get_dir(struct dindex *di, ext2_ino_t dir, struct dirix **out)
 
 /* ---- changes on disk ------------------------------------------------------ */
 
-static int read_block(struct dindex *di, struct dirix *d, uint32_t lblk)
+static int read_into(struct dindex *di, struct dirix *d, uint32_t lblk, char *buf)
 {
-	errcode_t err = ext2fs_read_dir_block4(di->fs, d->pblk[lblk],
-					       di->blockbuf, 0, d->dir);
+	errcode_t err = ext2fs_read_dir_block4(di->fs, d->pblk[lblk], buf, 0, d->dir);
 
 	return err ? errcode_to_errno(err) : 0;
+}
+
+static int read_block(struct dindex *di, struct dirix *d, uint32_t lblk)
+{
+	return read_into(di, d, lblk, di->blockbuf);
 }
 
 /* Write buf as block lblk and refresh its gap in the tree. */
@@ -769,24 +775,93 @@ static int add_new_block(struct dindex *di, struct dirix *d, const char *name,
 	return name_insert(d, name, len, lblk, 0, ino, ftype);
 }
 
-/* Add to an htree directory without touching its index: into the leaf
- * the name hashes to, if it has room.  -EAGAIN when it has none or the
- * index cannot be followed (the caller makes the directory linear), and for
- * a directory without an htree this follows. */
+/* After a split: every name in buf (block lblk) is at its new place. */
+static int relocate_names(struct dirix *d, uint32_t lblk, char *buf)
+{
+	struct dirblock_cursor c;
+	struct dirent_view e;
+	int rc;
+
+	dirblock_cursor_init(&c, d->fs, buf);
+	while ((rc = dirblock_cursor_next(&c, &e)) == 1) {
+		struct dent *de;
+
+		if (e.ino == 0)
+			continue;
+		de = name_find(d, e.de->name, e.name_len, name_hash(e.de->name, e.name_len));
+		if (!de)
+			return -EIO;
+		de->lblk = lblk;
+		de->off = e.off;
+	}
+	return rc;
+}
+
+/* dx_grow's view of d's blocks: through the index's own edits. */
+struct grow_ctx {
+	struct dindex *di;
+	struct dirix *d;
+};
+
+static int grow_read(void *ctx, uint32_t lblk, char *buf)
+{
+	struct grow_ctx *g = ctx;
+
+	return read_into(g->di, g->d, lblk, buf);
+}
+
+static int grow_write(void *ctx, uint32_t lblk, char *buf)
+{
+	struct grow_ctx *g = ctx;
+
+	return write_buf(g->di, g->d, lblk, buf);
+}
+
+static int grow_append(void *ctx, char *buf, uint32_t *lblk)
+{
+	struct grow_ctx *g = ctx;
+
+	return append_block(g->di, g->d, buf, lblk);
+}
+
+static int grow_moved(void *ctx, uint32_t lblk, char *buf)
+{
+	struct grow_ctx *g = ctx;
+
+	return relocate_names(g->d, lblk, buf);
+}
+
+/* Add to an htree directory, into the leaf the name hashes to, growing
+ * the index when that leaf is full.  -EAGAIN when the index cannot take the
+ * name (it cannot grow, or cannot be followed: the caller makes the
+ * directory linear), and for a directory without an htree this follows. */
 static int add_indexed(struct dindex *di, struct dirix *d, const char *name, size_t len,
 		       ext2_ino_t ino, int ftype)
 {
+	struct grow_ctx g = { .di = di, .d = d };
+	const struct dx_blocks blocks = { .ctx = &g, .read = grow_read, .write = grow_write,
+					  .append = grow_append, .moved = grow_moved };
 	struct dx_path p;
 	uint32_t off;
 	int rc;
 
 	if (!d->htree || d->inline_dir || d->dx_version < 0)
 		return -EAGAIN;
-	if (dx_probe(di->fs, d->dir, d->pblk, d->nblocks, di->blockbuf, name, len, &p) ||
-	    p.version != d->dx_version || gap_room(d, p.leaf) < dirent_size(len))
-		return -EAGAIN;
-	rc = add_to_block(di, d, p.leaf, name, len, ino, ftype, &off);
-	return rc ? rc : name_insert(d, name, len, p.leaf, off, ino, ftype);
+	/* each round splits one block; a name fits after at most a split at
+	 * every level and a new level, a few more in case of odd splits */
+	for (int round = 0; round < 2 * DX_MAX_FRAMES + 2; round++) {
+		if (dx_probe(di->fs, d->dir, d->pblk, d->nblocks, di->blockbuf, name, len, &p) ||
+		    p.version != d->dx_version)
+			return -EAGAIN;
+		if (gap_room(d, p.leaf) >= dirent_size(len)) {
+			rc = add_to_block(di, d, p.leaf, name, len, ino, ftype, &off);
+			return rc ? rc : name_insert(d, name, len, p.leaf, off, ino, ftype);
+		}
+		rc = dx_grow(di->fs, &blocks, &p, di->splitbuf);
+		if (rc)
+			return rc;
+	}
+	return -EAGAIN;
 }
 
 /* Find the entry e points at in blockbuf (already read), and its
@@ -832,9 +907,11 @@ struct dindex *dindex_new(ext2_filsys fs, size_t max_dirs)
 		di->ndir_buckets *= 2;
 	di->dir_buckets = calloc(di->ndir_buckets, sizeof(*di->dir_buckets));
 	di->blockbuf = malloc(fs->blocksize);
-	if (!di->dir_buckets || !di->blockbuf) {
+	di->splitbuf = malloc(2 * (size_t)fs->blocksize);
+	if (!di->dir_buckets || !di->blockbuf || !di->splitbuf) {
 		free(di->dir_buckets);
 		free(di->blockbuf);
+		free(di->splitbuf);
 		free(di);
 		return NULL;
 	}
@@ -856,6 +933,7 @@ void dindex_free(struct dindex *di)
 	free(di->added);
 	free(di->dir_buckets);
 	free(di->blockbuf);
+	free(di->splitbuf);
 	free(di);
 }
 
@@ -1170,42 +1248,6 @@ static int order_build(struct dirix *d)
 	return 0;
 }
 
-/* A linear directory's entries from block/offset position off on. */
-static int readdir_linear(struct dindex *di, struct dirix *d, uint64_t off,
-			  dindex_fill_fn fill, void *ctx)
-{
-	uint32_t lblk = (uint32_t)(off >> 32);
-	uint32_t boff = (uint32_t)off;
-	int rc;
-
-	for (; lblk < d->nblocks; lblk++, boff = 0) {
-		struct dirblock_cursor c;
-		struct dirent_view e;
-
-		rc = read_block(di, d, lblk);
-		if (rc)
-			return rc;
-		dirblock_cursor_init(&c, di->fs, di->blockbuf);
-		while ((rc = dirblock_cursor_next(&c, &e)) == 1) {
-			uint64_t next;
-
-			/* Entries before the position were returned already (or
-			 * were merged away); empty ones are not names. */
-			if (e.off < boff || e.ino == 0)
-				continue;
-			if (e.off + e.rec_len >= c.end)
-				next = (uint64_t)(lblk + 1) << 32;
-			else
-				next = ((uint64_t)lblk << 32) | (e.off + e.rec_len);
-			if (fill(ctx, e.de->name, e.name_len, e.ino, e.ftype, next))
-				return 0;
-		}
-		if (rc < 0)
-			return rc;
-	}
-	return 0;
-}
-
 int dindex_readdir_batch(struct dindex *di, ext2_ino_t dir, uint64_t off,
 			 dindex_fill_fn fill, dindex_fits_fn fits, void *ctx)
 {
@@ -1218,7 +1260,8 @@ int dindex_readdir_batch(struct dindex *di, ext2_ino_t dir, uint64_t off,
 	if (d->inline_dir)
 		return readdir_inline(di, dir, off, fill, ctx);
 	if (d->dx_version < 0)
-		return readdir_linear(di, d, off, fill, ctx);
+		return dirblocks_readdir(di->fs, d->dir, d->pblk, d->nblocks, di->blockbuf, off,
+					 fill, ctx);
 	rc = order_build(d);
 	if (rc)
 		return rc;

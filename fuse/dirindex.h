@@ -9,16 +9,20 @@
  *
  * On disk the result stays a valid ext2/ext3/ext4 directory for the kernel
  * and e2fsck.  A directory with an htree (EXT2_INDEX_FL, on a file system
- * with dir_index) keeps it through removals, repointed entries and adds
- * whose name hashes to a leaf with room (dx_probe); the first add whose
- * leaf is full clears EXT2_INDEX_FL instead of splitting the leaf (the dx
- * blocks then read as ordinary directory blocks, as the kernel's ext2
- * driver does; with metadata_csum they are rewritten as empty leaf blocks
- * with a checksum tail, see dx_block_to_leaf), and the directory stays
- * linear from then on.  Readdir positions in an indexed directory are hash
- * cookies (see dindex_readdir_batch), in a linear one block and offset.  An
- * inline directory (EXT4_INLINE_DATA_FL, read through inline.c) is only
- * read: lookups, readdir and dindex_is_empty work, changes are -EOPNOTSUPP.
+ * with dir_index) keeps it: an add goes into the leaf its name hashes to
+ * (dx_probe); a full leaf is split as the kernel splits it, a full index
+ * node split or a level added (dxsplit.c), within the depth the kernel
+ * allows (two index levels, three with large_dir).  Only an add the index
+ * cannot take (already at that depth and full, or an index this cannot
+ * follow) clears EXT2_INDEX_FL (the dx blocks then read as ordinary
+ * directory blocks; with metadata_csum they are rewritten as empty leaf
+ * blocks with a checksum tail, see dx_block_to_leaf), and the directory
+ * stays linear from then on.  A linear directory is never indexed here.
+ * Splits move entries between blocks, so readdir positions in an indexed
+ * directory are hash cookies (see dindex_readdir_batch); in a linear one,
+ * where entries never move, block and offset.  An inline directory
+ * (EXT4_INLINE_DATA_FL, read through inline.c) is only read: lookups,
+ * readdir and dindex_is_empty work, changes are -EOPNOTSUPP.
  *
  * Errors: 0 or -errno.  Threads: the caller holds the file-system lock.
  */
@@ -168,6 +172,11 @@ void dirent_fill(ext2_filsys fs, struct ext2_dir_entry *de, const char *name, si
  */
 unsigned int dirblock_entries_end(ext2_filsys fs, char *buf);
 
+/* Readdir of a linear directory (nblocks blocks at pblk) from block/offset
+ * position off on, as dindex_readdir_batch; buf: one block of scratch. */
+int dirblocks_readdir(ext2_filsys fs, ext2_ino_t dir, const blk64_t *pblk, uint32_t nblocks,
+		      char *buf, uint64_t off, dindex_fill_fn fill, void *ctx);
+
 /* ---- htree blocks (dxwrite.c) ---- */
 
 /*
@@ -217,6 +226,34 @@ struct dx_path {
  */
 int dx_probe(ext2_filsys fs, ext2_ino_t dir, const blk64_t *pblk, uint32_t nblocks,
 	     char *buf, const char *name, size_t len, struct dx_path *p);
+
+/* ---- growing an htree (dxsplit.c) ---- */
+
+/* The directory's blocks as dx_grow reads, writes and adds them; dirindex.c
+ * keeps its in-memory index exact through them.  Each returns 0 or -errno. */
+struct dx_blocks {
+	void *ctx;
+	int (*read)(void *ctx, uint32_t lblk, char *buf);
+	int (*write)(void *ctx, uint32_t lblk, char *buf);
+	/* buf as a new last block; its logical block into *lblk */
+	int (*append)(void *ctx, char *buf, uint32_t *lblk);
+	/* the names in buf (written) now live in block lblk */
+	int (*moved)(void *ctx, uint32_t lblk, char *buf);
+};
+
+/*
+ * Make room on path p (dx_probe's), whose leaf is full, as the kernel's
+ * ext4 does: if the leaf's parent has room, split the leaf (its entries
+ * sorted by hash, the upper half by bytes moved to a new leaf, indexed
+ * after it, bit 0 of that index hash set when equal hashes continue across
+ * the split); else split the highest full index node under one with room
+ * (half its entries to a new node); else, the root full too, add a level
+ * (the root's entries move to a new node under it).  -EAGAIN when the
+ * index is as deep as the file system allows (two levels, three with
+ * large_dir) and full.  scratch: two blocks.  The path is stale after:
+ * probe again.
+ */
+int dx_grow(ext2_filsys fs, const struct dx_blocks *blocks, const struct dx_path *p, char *scratch);
 
 /* ---- hash-ordered readdir (dxorder.c) ---- */
 

@@ -1,9 +1,9 @@
 /*
  * fuse/dxwrite.c - changes to a directory with an htree index: the path
- * to the leaf a new name belongs in (while that leaf has room, the index
- * stays valid), and turning the index blocks into ordinary directory
- * blocks when it does not (dirindex.c keeps directories linear after that;
- * see dirindex.h).
+ * to the leaf a new name belongs in (dx_probe; dxsplit.c splits what is
+ * full on it), and turning the index blocks into ordinary directory blocks
+ * when the index can take no more (dirindex.c keeps the directory linear
+ * after that; see dirindex.h).
  *
  * Without metadata_csum nothing needs rewriting: a dx root reads as "." and
  * a ".." covering the rest of the block, a dx node as one empty entry over

@@ -1,9 +1,14 @@
 /*
- * tests/dirindex/test_dxsplit.c - indexed directories through dirindex.c:
- * the hash cookies of readdir and their collision runs (dxorder.c, on
- * made-up names).
+ * tests/dirindex/test_dxsplit.c - indexed directories growing through
+ * dirindex.c: the hash cookies of readdir and their collision runs
+ * (dxorder.c, on made-up names), then metadata_csum ext4 images (1 KiB and
+ * 4 KiB blocks) whose htree (e2fsck -D builds it) takes adds past many leaf
+ * splits, index node splits and a new level, with a readdir opened before
+ * the changes and finished after them; the index fills up at its depth
+ * (the directory turns linear), or with large_dir gets a third level.
+ * Every image must pass e2fsck -fn, which checks the htree (pass 2).
  *
- * Exit 0 pass, 1 fail.
+ * Exit 0 pass, 77 skip (no mke2fs/e2fsck), 1 fail.
  */
 #include "dirindex.h"
 #include "test_util.h"
@@ -12,7 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+static char scratch[] = "/tmp/dxsplit-test.XXXXXX";
 static int failures;
 
 #define CHECK(cond, ...)                                                     \
@@ -207,9 +214,321 @@ static int test_cookies(void)
 	return 0;
 }
 
+/* ---- images ---- */
+
+static int open_fs(const char *path, ext2_filsys *fs)
+{
+	errcode_t err = ext2fs_open2(path, NULL, EXT2_FLAG_RW | EXT2_FLAG_64BITS, 0, 0,
+				     unix_io_manager, fs);
+
+	if (!err)
+		err = ext2fs_read_bitmaps(*fs);
+	if (err) {
+		fprintf(stderr, "open %s: %ld\n", path, (long)err);
+		return -1;
+	}
+	return 0;
+}
+
+static int fsck_clean(const char *img)
+{
+	int rc = e2fsck_fn(img, scratch);
+
+	CHECK(rc == 0, "e2fsck -fn %s exit %d", img, rc);
+	printf("  e2fsck -fn: clean\n");
+	return 0;
+}
+
+/* Regular file inodes the names point to, 60,000 names each at most. */
+#define NAMES_PER_FILE 60000
+static ext2_ino_t files[8];
+
+static int make_files(ext2_filsys fs)
+{
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		struct ext2_inode inode = { .i_mode = LINUX_S_IFREG | 0644 };
+
+		if (ext2fs_new_inode(fs, EXT2_ROOT_INO, LINUX_S_IFREG | 0644, NULL, &files[i]))
+			return -1;
+		ext2fs_inode_alloc_stats2(fs, files[i], +1, 0);
+		inode.i_atime = inode.i_ctime = inode.i_mtime = (__u32)time(NULL);
+		if (ext2fs_write_new_inode(fs, files[i], &inode))
+			return -1;
+	}
+	return 0;
+}
+
+/* Each file's link count from the names present[0..n) point to. */
+static int set_links(ext2_filsys fs, const unsigned char *present, int n)
+{
+	for (size_t f = 0; f < sizeof(files) / sizeof(files[0]); f++) {
+		struct ext2_inode inode;
+		unsigned int links = 0;
+
+		for (int i = (int)f * NAMES_PER_FILE; i < n && i < (int)(f + 1) * NAMES_PER_FILE; i++)
+			links += present[i];
+		CHECK(ext2fs_read_inode(fs, files[f], &inode) == 0, "read");
+		inode.i_links_count = (__u16)links;
+		CHECK(ext2fs_write_inode(fs, files[f], &inode) == 0, "write");
+	}
+	return 0;
+}
+
+/* Name i: "n<i>-" padded with letters to len bytes (at least its digits). */
+static size_t name_of(char *buf, int i, size_t len)
+{
+	int k = snprintf(buf, 300, "n%d-", i);
+
+	for (size_t j = (size_t)k; j < len; j++)
+		buf[j] = (char)('a' + (i + j) % 26);
+	buf[len > (size_t)k ? len : (size_t)k] = 0;
+	return strlen(buf);
+}
+
+static int add_name(struct dindex *di, ext2_ino_t dir, int i, size_t len)
+{
+	char name[300];
+	size_t n = name_of(name, i, len);
+	int rc = dindex_add(di, dir, name, n, files[i / NAMES_PER_FILE], EXT2_FT_REG_FILE);
+
+	CHECK(rc == 0, "add %s: %d", name, rc);
+	return 0;
+}
+
+static bool has_index(ext2_filsys fs, ext2_ino_t dir)
+{
+	struct ext2_inode inode;
+
+	return ext2fs_read_inode(fs, dir, &inode) == 0 && (inode.i_flags & EXT2_INDEX_FL);
+}
+
+/* The root's indirect_levels, or -1. */
+static int levels(ext2_filsys fs, ext2_ino_t dir)
+{
+	char *buf = malloc(fs->blocksize);
+	blk64_t pblk;
+	int lv = -1;
+
+	if (buf && !ext2fs_bmap2(fs, dir, NULL, NULL, 0, 0, NULL, &pblk) &&
+	    !ext2fs_read_dir_block4(fs, pblk, buf, 0, dir))
+		lv = ((struct ext2_dx_root_info *)(buf + 24))->indirect_levels;
+	free(buf);
+	return lv;
+}
+
+static uint32_t dir_blocks(ext2_filsys fs, ext2_ino_t dir)
+{
+	struct ext2_inode inode;
+
+	return ext2fs_read_inode(fs, dir, &inode) ? 0 : (uint32_t)(EXT2_I_SIZE(&inode) / fs->blocksize);
+}
+
+/* A metadata_csum ext4 image (opts added) with /h holding n names of len
+ * bytes, indexed by e2fsck -D; *dir its inode, left open in *fs. */
+static int indexed_image(const char *img, int bs, const char *opts, int n, size_t len,
+			 ext2_filsys *fs, ext2_ino_t *dir)
+{
+	unsigned char *present = calloc(n, 1);
+	struct dindex *di;
+	int rc;
+
+	CHECK(run_shell("mke2fs -q -F -t ext4 -O metadata_csum,^has_journal%s -N 2048 -b %d %s 96M >/dev/null 2>&1",
+			opts, bs, img) == 0, "mke2fs");
+	if (open_fs(img, fs))
+		return -1;
+	CHECK(ext2fs_mkdir(*fs, EXT2_ROOT_INO, 0, "h") == 0 &&
+	      ext2fs_lookup(*fs, EXT2_ROOT_INO, "h", 1, NULL, dir) == 0 && make_files(*fs) == 0, "setup");
+	di = dindex_new(*fs, 2);
+	CHECK(di && present, "dindex_new");
+	for (int i = 0; i < n; i++) {
+		if (add_name(di, *dir, i, len))
+			return -1;
+		present[i] = 1;
+	}
+	dindex_free(di);
+	CHECK(set_links(*fs, present, n) == 0, "links");
+	free(present);
+	CHECK(ext2fs_close_free(fs) == 0, "close");
+	rc = run_shell("e2fsck -fyD %s >%s/fsck-D.out 2>&1", img, scratch);
+	CHECK(rc == 0 || rc == 1, "e2fsck -fyD exit %d", rc);
+	if (open_fs(img, fs))
+		return -1;
+	CHECK(has_index(*fs, *dir), "e2fsck -D made no htree");
+	return 0;
+}
+
+/* Readdir of dir in batches from r->next on, until the end or calls calls. */
+static int read_on(struct dindex *di, ext2_ino_t dir, struct reader *r, int calls)
+{
+	for (int c = 0; c < calls; c++) {
+		int rc;
+
+		r->taken = 0;
+		rc = dindex_readdir_batch(di, dir, r->next, reader_fill, reader_fits, r);
+		CHECK(rc == 0, "readdir %d", rc);
+		if (!r->taken)
+			return 0;
+	}
+	return 0;
+}
+
+/*
+ * An indexed directory of base names takes nadd more of len bytes (leaf
+ * splits, and at 1 KiB blocks node splits and a second level) while every
+ * third base name goes: a readdir opened before the changes and finished
+ * after them returns every base name present throughout exactly once, a
+ * new readdir every name present once, and each is found.
+ */
+static int test_grow(int bs, int base, int nadd, size_t len)
+{
+	int n = base + nadd;
+	unsigned char *present = calloc(n, 1);
+	struct reader r = { .n = n, .batch = 40 };
+	char img[512], name[300];
+	struct dindex *di;
+	ext2_filsys fs;
+	ext2_ino_t dir, ino;
+	uint32_t blocks0;
+	int ftype, lv0;
+
+	printf("%d-byte blocks: %d names indexed, %d added (%zu bytes each), every third removed:\n",
+	       bs, base, nadd, len);
+	snprintf(img, sizeof(img), "%s/grow.img", scratch);
+	r.seen = calloc(n, 1);
+	CHECK(present && r.seen, "calloc");
+	if (indexed_image(img, bs, "", base, 12, &fs, &dir))
+		return -1;
+	memset(present, 1, base);
+	blocks0 = dir_blocks(fs, dir);
+	lv0 = levels(fs, dir);
+	di = dindex_new(fs, 2);
+	CHECK(di, "dindex_new");
+	if (read_on(di, dir, &r, 3))
+		return -1;
+	CHECK(r.taken == r.batch, "the first batches are full");
+	for (int i = base; i < n; i++) {
+		if (add_name(di, dir, i, len))
+			return -1;
+		present[i] = 1;
+		if ((i - base) % 3 == 0 && i - base < base) {
+			int gone = i - base;
+			size_t l = name_of(name, gone, 12);
+
+			CHECK(dindex_remove(di, dir, name, l) == 0, "remove %s", name);
+			present[gone] = 0;
+		}
+		/* read a little on now and then, as a reader does */
+		if (i % 997 == 0 && read_on(di, dir, &r, 1))
+			return -1;
+	}
+	CHECK(has_index(fs, dir), "the adds cleared the index");
+	if (read_on(di, dir, &r, 1 << 30))
+		return -1;
+	for (int i = 0; i < base; i++)
+		CHECK(!present[i] || r.seen[i] == 1, "%d present throughout, seen %d times", i, r.seen[i]);
+	for (int i = 0; i < n; i++)
+		CHECK(r.seen[i] <= 1, "%d seen %d times", i, r.seen[i]);
+	CHECK(r.dots == 2 && r.other == 0, "dots %d other %d", r.dots, r.other);
+	printf("  %u -> %u blocks, indirect_levels %d -> %d; a readdir across it all: each name once\n",
+	       blocks0, dir_blocks(fs, dir), lv0, levels(fs, dir));
+	CHECK(dir_blocks(fs, dir) > 4 * blocks0, "too few splits to tell: %u blocks", dir_blocks(fs, dir));
+	/* from disk again: every name once, each found */
+	dindex_drop_all(di);
+	memset(r.seen, 0, n);
+	r.dots = 0;
+	r.next = 0;
+	if (read_on(di, dir, &r, 1 << 30))
+		return -1;
+	for (int i = 0; i < n; i++) {
+		size_t l = name_of(name, i, i < base ? 12 : len);
+
+		CHECK(r.seen[i] == present[i], "%s: seen %d times, present %d", name, r.seen[i], present[i]);
+		CHECK(dindex_lookup(di, dir, name, l, &ino, &ftype) == (present[i] ? 0 : -ENOENT),
+		      "lookup %s", name);
+	}
+	dindex_free(di);
+	CHECK(set_links(fs, present, n) == 0, "links");
+	CHECK(ext2fs_close_free(&fs) == 0, "close");
+	free(present);
+	free(r.seen);
+	return fsck_clean(img);
+}
+
+/*
+ * Long names into a 1 KiB-block index until it can grow no more: without
+ * large_dir two levels fill and the directory turns linear (every name
+ * kept); with large_dir a third level comes.
+ */
+static int test_fill(bool large_dir)
+{
+	const size_t len = 200;
+	const int max = 8 * NAMES_PER_FILE;
+	unsigned char *present = calloc(max, 1);
+	char img[512], name[300];
+	struct dindex *di;
+	ext2_filsys fs;
+	ext2_ino_t dir, ino;
+	int n = 0, ftype, lv = 0;
+
+	printf("1024-byte blocks%s: names of %zu bytes until the index is full:\n",
+	       large_dir ? ", large_dir" : "", len);
+	snprintf(img, sizeof(img), "%s/fill.img", scratch);
+	CHECK(present, "calloc");
+	if (indexed_image(img, 1024, large_dir ? ",large_dir" : "", 50, len, &fs, &dir))
+		return -1;
+	memset(present, 1, 50);
+	n = 50;
+	di = dindex_new(fs, 2);
+	CHECK(di, "dindex_new");
+	while (n < max && has_index(fs, dir) && (lv = levels(fs, dir)) < 2) {
+		if (add_name(di, dir, n, len))
+			return -1;
+		present[n++] = 1;
+	}
+	if (large_dir) {
+		CHECK(has_index(fs, dir) && lv == 2, "%d names: indexed %d, indirect_levels %d", n,
+		      has_index(fs, dir), lv);
+		for (int i = 0; i < 2000; i++, n++) {
+			if (add_name(di, dir, n, len))
+				return -1;
+			present[n] = 1;
+		}
+		CHECK(has_index(fs, dir) && levels(fs, dir) == 2, "three levels hold");
+	} else {
+		CHECK(!has_index(fs, dir), "%d names and still indexed", n);
+	}
+	printf("  %d names, %u blocks: %s\n", n, dir_blocks(fs, dir),
+	       large_dir ? "indirect_levels 2" : "the full index made the directory linear");
+	dindex_drop_all(di);
+	for (int i = 0; i < n; i += 7) {
+		size_t l = name_of(name, i, len);
+
+		CHECK(dindex_lookup(di, dir, name, l, &ino, &ftype) == 0, "lookup %s", name);
+	}
+	dindex_free(di);
+	CHECK(set_links(fs, present, n) == 0, "links");
+	CHECK(ext2fs_close_free(&fs) == 0, "close");
+	free(present);
+	return fsck_clean(img);
+}
+
 int main(void)
 {
+	if (run_shell("command -v mke2fs >/dev/null && command -v e2fsck >/dev/null") != 0) {
+		printf("mke2fs/e2fsck missing\n");
+		return 77;
+	}
+	if (!mkdtemp(scratch)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	initialize_ext2_error_table();
 	test_cookies();
+	test_grow(1024, 3000, 12000, 40);
+	test_grow(4096, 3000, 20000, 40);
+	test_fill(false);
+	test_fill(true);
+	run_shell("rm -rf %s", scratch);
 	printf("%s\n", failures ? "FAILED" : "ok");
 	return failures ? 1 : 0;
 }
