@@ -58,11 +58,7 @@ struct dirix {
 	uint32_t nblocks;       /* i_size / blocksize */
 	blk64_t *pblk;          /* physical block of each logical block */
 	uint32_t blk_cap;       /* allocated length of pblk */
-	/* Max-tree over blocks: leaf i (at tree_cap + i) is the largest entry
-	 * rec_len that fits into block i; inner nodes hold their children's max.
-	 * Finds the first block with room in O(log blocks). */
-	uint32_t *gap_tree;
-	uint32_t tree_cap;      /* leaves, a power of two */
+	struct gap_tree gaps;   /* the largest entry each block takes */
 	struct dent **buckets;
 	size_t nbuckets;        /* a power of two */
 	size_t nentries;        /* all named entries, "." and ".." included */
@@ -127,37 +123,6 @@ static bool is_dot_or_dotdot(const char *name, size_t len)
 	       (len == 2 && name[0] == '.' && name[1] == '.');
 }
 
-/* ---- gap max-tree --------------------------------------------------------- */
-
-static void gap_set(struct dirix *d, uint32_t blk, uint32_t room)
-{
-	size_t i = (size_t)d->tree_cap + blk;
-
-	d->gap_tree[i] = room;
-	for (i /= 2; i >= 1; i /= 2) {
-		uint32_t l = d->gap_tree[2 * i], r = d->gap_tree[2 * i + 1];
-
-		d->gap_tree[i] = l > r ? l : r;
-	}
-}
-
-static uint32_t gap_room(const struct dirix *d, uint32_t blk)
-{
-	return d->gap_tree[(size_t)d->tree_cap + blk];
-}
-
-/* First block with room >= need, or -1. */
-static int64_t gap_find(const struct dirix *d, uint32_t need)
-{
-	size_t i = 1;
-
-	if (d->tree_cap == 0 || d->gap_tree[1] < need)
-		return -1;
-	while (i < d->tree_cap)
-		i = d->gap_tree[2 * i] >= need ? 2 * i : 2 * i + 1;
-	return (int64_t)(i - d->tree_cap);
-}
-
 /* Make room for nblocks blocks in pblk[] and the gap tree. */
 static int dirix_reserve_blocks(struct dirix *d, uint32_t nblocks)
 {
@@ -176,25 +141,7 @@ static int dirix_reserve_blocks(struct dirix *d, uint32_t nblocks)
 		d->pblk = p;
 		d->blk_cap = cap;
 	}
-	if (nblocks > d->tree_cap) {
-		uint32_t cap = d->tree_cap ? d->tree_cap : 8;
-		uint32_t *t;
-
-		while (cap < nblocks)
-			cap *= 2;
-		t = calloc(2 * (size_t)cap, sizeof(*t));
-		if (!t)
-			return -ENOMEM;
-		/* Rebuild: copy the leaves, then recompute inner nodes. */
-		for (uint32_t b = 0; b < d->tree_cap; b++)
-			t[cap + b] = d->gap_tree[d->tree_cap + b];
-		for (size_t i = cap - 1; i >= 1; i--)
-			t[i] = t[2 * i] > t[2 * i + 1] ? t[2 * i] : t[2 * i + 1];
-		free(d->gap_tree);
-		d->gap_tree = t;
-		d->tree_cap = cap;
-	}
-	return 0;
+	return gap_tree_reserve(&d->gaps, nblocks);
 }
 
 /* ---- name table ----------------------------------------------------------- */
@@ -310,7 +257,7 @@ static void dirix_free(struct dirix *d)
 		}
 	}
 	free(d->buckets);
-	free(d->gap_tree);
+	gap_tree_free(&d->gaps);
 	free(d->pblk);
 	free(d->ord);
 	free(d);
@@ -372,7 +319,7 @@ static int index_block(struct dindex *di, struct dirix *d, uint32_t lblk)
 	}
 	if (rc < 0)
 		return rc;
-	gap_set(d, lblk, room);
+	gap_tree_set(&d->gaps, lblk, room);
 	return 0;
 }
 
@@ -598,7 +545,7 @@ static int write_buf(struct dindex *di, struct dirix *d, uint32_t lblk, char *bu
 	err = ext2fs_write_dir_block4(di->fs, d->pblk[lblk], buf, 0, d->dir);
 	if (err)
 		return errcode_to_errno(err);
-	gap_set(d, lblk, room);
+	gap_tree_set(&d->gaps, lblk, room);
 	return 0;
 }
 
@@ -745,7 +692,7 @@ static int append_block(struct dindex *di, struct dirix *d, char *buf, uint32_t 
 
 	d->pblk[lblk] = pblk;
 	d->nblocks = lblk + 1;
-	gap_set(d, lblk, room);
+	gap_tree_set(&d->gaps, lblk, room);
 	*lblk_out = lblk;
 	return 0;
 }
@@ -853,7 +800,7 @@ static int add_indexed(struct dindex *di, struct dirix *d, const char *name, siz
 		if (dx_probe(di->fs, d->dir, d->pblk, d->nblocks, di->blockbuf, name, len, &p) ||
 		    p.version != d->dx_version)
 			return -EAGAIN;
-		if (gap_room(d, p.leaf) >= dirent_size(len)) {
+		if (gap_tree_room(&d->gaps, p.leaf) >= dirent_size(len)) {
 			rc = add_to_block(di, d, p.leaf, name, len, ino, ftype, &off);
 			return rc ? rc : name_insert(d, name, len, p.leaf, off, ino, ftype);
 		}
@@ -1070,7 +1017,7 @@ int dindex_add(struct dindex *di, ext2_ino_t dir, const char *name, size_t len,
 	rc = prepare_change(di, d);
 	if (rc)
 		goto out;
-	blk = gap_find(d, dirent_size(len));
+	blk = gap_tree_find(&d->gaps, dirent_size(len));
 	if (blk < 0) {
 		rc = add_new_block(di, d, name, len, ino, ftype);
 		goto out;
@@ -1083,6 +1030,31 @@ out:
 	if (rc)
 		dindex_forget(di, dir);
 	return rc;
+}
+
+/* The entry of name in dir, its block read into blockbuf: *e in the index,
+ * *found (and *prev before it) in the block.  -ENOENT if absent; other
+ * errors after *d is set: the caller forgets the directory's index.  The
+ * entry stays in its leaf or leaves it: an htree stays valid. */
+static int find_entry(struct dindex *di, ext2_ino_t dir, const char *name, size_t len,
+		      struct dirix **d, struct dent **e, struct dirent_view *found,
+		      struct dirent_view *prev, bool *has_prev)
+{
+	int rc;
+
+	*d = NULL;
+	rc = get_dir(di, dir, d);
+	if (rc) {
+		*d = NULL;
+		return rc;
+	}
+	*e = name_find(*d, name, len, name_hash(name, len));
+	if (!*e)
+		return -ENOENT;
+	if ((*d)->inline_dir)
+		return -EOPNOTSUPP;
+	rc = read_block(di, *d, (*e)->lblk);
+	return rc ? rc : locate(di, *e, found, prev, has_prev);
 }
 
 int dindex_remove(struct dindex *di, ext2_ino_t dir, const char *name, size_t len)
@@ -1099,20 +1071,9 @@ int dindex_remove(struct dindex *di, ext2_ino_t dir, const char *name, size_t le
 		return rc == -EINVAL ? -ENOENT : rc;
 	if (is_dot_or_dotdot(name, len))
 		return -EINVAL;
-	rc = get_dir(di, dir, &d);
-	if (rc)
+	rc = find_entry(di, dir, name, len, &d, &e, &found, &prev, &has_prev);
+	if (rc == -ENOENT || !d)
 		return rc;
-	e = name_find(d, name, len, name_hash(name, len));
-	if (!e)
-		return -ENOENT;
-	/* the entry stays in its leaf or leaves it: an htree stays valid */
-	rc = d->inline_dir ? -EOPNOTSUPP : 0;
-	if (rc)
-		goto out;
-	rc = read_block(di, d, e->lblk);
-	if (rc)
-		goto out;
-	rc = locate(di, e, &found, &prev, &has_prev);
 	if (rc)
 		goto out;
 	if (has_prev) {
@@ -1153,20 +1114,9 @@ int dindex_replace(struct dindex *di, ext2_ino_t dir, const char *name, size_t l
 		return -EINVAL;
 	if (!ext2fs_has_feature_filetype(di->fs->super))
 		ftype = 0;
-	rc = get_dir(di, dir, &d);
-	if (rc)
+	rc = find_entry(di, dir, name, len, &d, &e, &found, &prev, &has_prev);
+	if (rc == -ENOENT || !d)
 		return rc;
-	e = name_find(d, name, len, name_hash(name, len));
-	if (!e)
-		return -ENOENT;
-	/* the entry stays in its leaf or leaves it: an htree stays valid */
-	rc = d->inline_dir ? -EOPNOTSUPP : 0;
-	if (rc)
-		goto out;
-	rc = read_block(di, d, e->lblk);
-	if (rc)
-		goto out;
-	rc = locate(di, e, &found, &prev, &has_prev);
 	if (rc)
 		goto out;
 	dirent_fill(di->fs, found.de, name, len, ino, ftype);

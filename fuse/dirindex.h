@@ -119,6 +119,24 @@ typedef void (*dindex_name_fn)(void *ctx, ext2_ino_t dir, const char *name);
 bool dindex_added_names(struct dindex *di, dindex_name_fn fn, void *ctx);
 void dindex_clear_added(struct dindex *di);
 
+/* ---- free space per block (gaptree.c) ---- */
+
+/* A max-tree over a directory's blocks: leaf i (at cap + i) is the largest
+ * entry block i takes, inner nodes their children's max; finds the first
+ * block with room in O(log blocks).  Zeroed: empty. */
+struct gap_tree {
+	uint32_t *node;
+	uint32_t cap;           /* leaves, a power of two */
+};
+
+/* Room for nblocks leaves (new ones 0): -ENOMEM, -EFBIG past 2^31. */
+int gap_tree_reserve(struct gap_tree *g, uint32_t nblocks);
+void gap_tree_set(struct gap_tree *g, uint32_t blk, uint32_t room);
+uint32_t gap_tree_room(const struct gap_tree *g, uint32_t blk);
+/* The first block with room >= need, or -1. */
+int64_t gap_tree_find(const struct gap_tree *g, uint32_t need);
+void gap_tree_free(struct gap_tree *g);
+
 /* ---- one directory block (dirblock.c) ---- */
 
 /* One entry as found on disk. */
