@@ -13,7 +13,8 @@
 #     reads the names after it again, each once;
 #  3. the daemon exits 0, d/ is still indexed, e2fsck -fn is clean (pass 2
 #     checks the htree), and the kernel lists exactly the expected names and
-#     finds each by lookup.
+#     finds each by lookup; then the kernel adds names and e2fsck -fn stays
+#     clean.
 . "$(dirname "$0")/lib.sh"
 need_root
 need_kernel_ext4
@@ -146,6 +147,15 @@ for i in range(int(sys.argv[2])):
 	cmp -s "$SCRATCH/want" "$SCRATCH/kernel" ||
 		fail "$what: the kernel lists other names ($(diff "$SCRATCH/want" "$SCRATCH/kernel" | grep -c '^[<>]') differ)"
 	[ "$missing" = 0 ] || fail "$what: the kernel cannot look up $missing names"
+	# the kernel goes on growing the index recon-fuse grew
+	kmount4 "$img" "$kmnt" || { fail "$what: kernel mount rw after"; continue; }
+	python3 -c '
+import os, sys
+for i in range(300):
+    open(os.path.join(sys.argv[1], ("kadd%06d-" % i).ljust(60, "a")), "w").close()' "$kmnt/d" ||
+		fail "$what: kernel adds"
+	umount "$kmnt"
+	fsck_clean "$img" "$what, the kernel's additions after ours"
 	rm -f "$img"
 done
 finish
