@@ -268,7 +268,8 @@ struct dx_blocks {
  * (half its entries to a new node); else, the root full too, add a level
  * (the root's entries move to a new node under it).  -EAGAIN when the
  * index is as deep as the file system allows (two levels, three with
- * large_dir) and full.  scratch: two blocks.  The path is stale after:
+ * large_dir) and full, or the leaf holds fewer than two names (nothing to
+ * split).  scratch: two blocks.  The path is stale after:
  * probe again.
  */
 int dx_grow(ext2_filsys fs, const struct dx_blocks *blocks, const struct dx_path *p, char *scratch);

@@ -111,7 +111,8 @@ static int leaf_collect(ext2_filsys fs, int version, char *leaf, struct leaf_ent
 /* Split the full leaf in leaf: the entries of the upper hashes (about half
  * the bytes) move into fresh, laid out here as a new leaf; both end packed.
  * *split_hash: the hash fresh starts at, bit 0 set when equal hashes
- * continue from leaf into fresh.  -EIO for a block that cannot be split. */
+ * continue from leaf into fresh.  -EIO for a block that cannot be parsed,
+ * -EAGAIN for one with fewer than two names. */
 static int split_leaf(ext2_filsys fs, int version, char *leaf, char *fresh, uint32_t *split_hash)
 {
 	struct leaf_ent *ents;
@@ -125,7 +126,7 @@ static int split_leaf(ext2_filsys fs, int version, char *leaf, char *fresh, uint
 		return rc;
 	if (n < 2) {
 		free(ents);
-		return -EIO;    /* nothing to split: the block is not full of names */
+		return -EAGAIN; /* a block one name fills: splitting cannot help */
 	}
 	/* From the top hash down, move entries while the moved ones stay within
 	 * half a block (an entry counts as moved when most of it would land in
