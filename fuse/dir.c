@@ -102,6 +102,25 @@ static int rd_fill(void *vctx, const char *name, size_t len, ext2_ino_t ino, int
 	return 0;
 }
 
+/* Whether a run of names sharing one position fits the buffer whole (an
+ * entry's size depends only on its name). */
+static bool rd_fits(void *vctx, const struct dindex_name *run, size_t n)
+{
+	struct rd_ctx *c = vctx;
+	char nm[EXT2_NAME_LEN + 1];
+	size_t need = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		struct fuse_entry_param e = { 0 };
+
+		memcpy(nm, run[i].name, run[i].len);
+		nm[run[i].len] = 0;
+		need += c->plus ? fuse_add_direntry_plus(c->req, NULL, 0, nm, &e, 0)
+				: fuse_add_direntry(c->req, NULL, 0, nm, NULL, 0);
+	}
+	return need <= c->size - c->pos;
+}
+
 static void do_readdir(fuse_req_t req, fuse_ino_t fino, size_t size, off_t off, bool plus)
 {
 	struct rfs *r = R(req);
@@ -122,7 +141,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t fino, size_t size, off_t off, 
 		return;
 	}
 	lock(r);
-	ret = dindex_readdir(r->di, to_ext(fino), off, rd_fill, &c);
+	ret = dindex_readdir_batch(r->di, to_ext(fino), off, rd_fill, rd_fits, &c);
 	unlock(r);
 	if (ret && c.pos == 0)
 		fuse_reply_err(req, -ret);

@@ -1,7 +1,8 @@
 /*
  * fuse/dirblock.c - one directory block: walking its entries (validating
  * each), where they end (a metadata_csum leaf tail), the room an entry or a
- * block offers, and filling in an entry.  Shared by dirindex.c (the
+ * block offers, and filling in an entry; and the readdir of a linear
+ * directory, block by block.  Shared by dirindex.c (the
  * in-memory index and its block edits) and dxwrite.c (htree blocks).
  *
  * Errors: 0 or -errno, as declared in dirindex.h.
@@ -131,3 +132,37 @@ void dirent_fill(ext2_filsys fs, struct ext2_dir_entry *de, const char *name,
 	memcpy(de->name, name, len);
 }
 
+
+int dirblocks_readdir(ext2_filsys fs, ext2_ino_t dir, const blk64_t *pblk, uint32_t nblocks,
+		      char *buf, uint64_t off, dindex_fill_fn fill, void *ctx)
+{
+	uint32_t lblk = (uint32_t)(off >> 32);
+	uint32_t boff = (uint32_t)off;
+	int rc;
+
+	for (; lblk < nblocks; lblk++, boff = 0) {
+		struct dirblock_cursor c;
+		struct dirent_view e;
+
+		if (ext2fs_read_dir_block4(fs, pblk[lblk], buf, 0, dir))
+			return -EIO;
+		dirblock_cursor_init(&c, fs, buf);
+		while ((rc = dirblock_cursor_next(&c, &e)) == 1) {
+			uint64_t next;
+
+			/* Entries before the position were returned already (or
+			 * were merged away); empty ones are not names. */
+			if (e.off < boff || e.ino == 0)
+				continue;
+			if (e.off + e.rec_len >= c.end)
+				next = (uint64_t)(lblk + 1) << 32;
+			else
+				next = ((uint64_t)lblk << 32) | (e.off + e.rec_len);
+			if (fill(ctx, e.de->name, e.name_len, e.ino, e.ftype, next))
+				return 0;
+		}
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}

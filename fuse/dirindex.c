@@ -13,8 +13,10 @@
  *
  * The index, its gap tree and the block edits that keep both exact are one
  * invariant and stay in this file; walking one block's entries is
- * dirblock.c's, the htree's blocks (the leaf a name belongs in, index
- * blocks rewritten as leaves) dxwrite.c's.
+ * dirblock.c's, the htree's blocks (the path to a name's leaf, index
+ * blocks rewritten as leaves) dxwrite.c's, splitting them in memory
+ * dxsplit.c's, and the hash order of an indexed directory's readdir
+ * dxorder.c's.
  */
 #include "dirindex.h"
 #include "inline.h"
@@ -28,6 +30,7 @@
 struct dent {
 	struct dent *next;      /* hash chain */
 	uint32_t hash;
+	uint64_t key;           /* readdir cookie in an indexed directory */
 	uint32_t lblk;          /* logical block of the entry */
 	uint32_t off;           /* byte offset of the entry in that block */
 	ext2_ino_t ino;
@@ -38,19 +41,24 @@ struct dent {
 
 /* The index of one directory. */
 struct dirix {
+	ext2_filsys fs;
 	ext2_ino_t dir;
 	struct dirix *hnext;                    /* dindex hash chain */
 	struct dirix *lru_prev, *lru_next;      /* most recent at lru_head */
 	bool htree;             /* EXT2_INDEX_FL still set on disk */
 	bool inline_dir;        /* entries in the inode (inline.c); read-only */
+	/* An htree this follows (its root's hash version), else -1: then
+	 * adds go by the gap tree and readdir by block and offset. */
+	int dx_version;
+	/* Readdir order of an indexed directory: every name sorted by its
+	 * cookie, rebuilt on the first readdir after an add. */
+	struct dx_ord *ord;
+	size_t nord;
+	bool ord_stale;
 	uint32_t nblocks;       /* i_size / blocksize */
 	blk64_t *pblk;          /* physical block of each logical block */
 	uint32_t blk_cap;       /* allocated length of pblk */
-	/* Max-tree over blocks: leaf i (at tree_cap + i) is the largest entry
-	 * rec_len that fits into block i; inner nodes hold their children's max.
-	 * Finds the first block with room in O(log blocks). */
-	uint32_t *gap_tree;
-	uint32_t tree_cap;      /* leaves, a power of two */
+	struct gap_tree gaps;   /* the largest entry each block takes */
 	struct dent **buckets;
 	size_t nbuckets;        /* a power of two */
 	size_t nentries;        /* all named entries, "." and ".." included */
@@ -65,6 +73,7 @@ struct dindex {
 	size_t ndir_buckets;    /* a power of two */
 	struct dirix *lru_head, *lru_tail;
 	char *blockbuf;         /* one directory block, reused by every call */
+	char *splitbuf;         /* two more, for growing an htree */
 	/* directories changed since dindex_mark() (an operation's rollback
 	 * forgets them); overflow means "possibly all" */
 	ext2_ino_t changed[8];
@@ -114,37 +123,6 @@ static bool is_dot_or_dotdot(const char *name, size_t len)
 	       (len == 2 && name[0] == '.' && name[1] == '.');
 }
 
-/* ---- gap max-tree --------------------------------------------------------- */
-
-static void gap_set(struct dirix *d, uint32_t blk, uint32_t room)
-{
-	size_t i = (size_t)d->tree_cap + blk;
-
-	d->gap_tree[i] = room;
-	for (i /= 2; i >= 1; i /= 2) {
-		uint32_t l = d->gap_tree[2 * i], r = d->gap_tree[2 * i + 1];
-
-		d->gap_tree[i] = l > r ? l : r;
-	}
-}
-
-static uint32_t gap_room(const struct dirix *d, uint32_t blk)
-{
-	return d->gap_tree[(size_t)d->tree_cap + blk];
-}
-
-/* First block with room >= need, or -1. */
-static int64_t gap_find(const struct dirix *d, uint32_t need)
-{
-	size_t i = 1;
-
-	if (d->tree_cap == 0 || d->gap_tree[1] < need)
-		return -1;
-	while (i < d->tree_cap)
-		i = d->gap_tree[2 * i] >= need ? 2 * i : 2 * i + 1;
-	return (int64_t)(i - d->tree_cap);
-}
-
 /* Make room for nblocks blocks in pblk[] and the gap tree. */
 static int dirix_reserve_blocks(struct dirix *d, uint32_t nblocks)
 {
@@ -163,25 +141,7 @@ static int dirix_reserve_blocks(struct dirix *d, uint32_t nblocks)
 		d->pblk = p;
 		d->blk_cap = cap;
 	}
-	if (nblocks > d->tree_cap) {
-		uint32_t cap = d->tree_cap ? d->tree_cap : 8;
-		uint32_t *t;
-
-		while (cap < nblocks)
-			cap *= 2;
-		t = calloc(2 * (size_t)cap, sizeof(*t));
-		if (!t)
-			return -ENOMEM;
-		/* Rebuild: copy the leaves, then recompute inner nodes. */
-		for (uint32_t b = 0; b < d->tree_cap; b++)
-			t[cap + b] = d->gap_tree[d->tree_cap + b];
-		for (size_t i = cap - 1; i >= 1; i--)
-			t[i] = t[2 * i] > t[2 * i + 1] ? t[2 * i] : t[2 * i + 1];
-		free(d->gap_tree);
-		d->gap_tree = t;
-		d->tree_cap = cap;
-	}
-	return 0;
+	return gap_tree_reserve(&d->gaps, nblocks);
 }
 
 /* ---- name table ----------------------------------------------------------- */
@@ -219,6 +179,20 @@ static int name_table_grow(struct dirix *d)
 	return 0;
 }
 
+/* A name's readdir cookie in an indexed directory ("." and ".." first). */
+static uint64_t dent_key(const struct dirix *d, const char *name, size_t len)
+{
+	uint32_t hash, minor;
+
+	if (d->dx_version < 0)
+		return 0;
+	if (is_dot_or_dotdot(name, len))
+		return len - 1;         /* "." 0, ".." 1 */
+	if (dx_name_hash(d->fs, d->dx_version, name, len, &hash, &minor))
+		return dx_readdir_key(0, 0);    /* a version dx_root_version accepted cannot fail */
+	return dx_readdir_key(hash, minor);
+}
+
 /* Insert a name not yet present. */
 static int name_insert(struct dirix *d, const char *name, size_t len,
 		       uint32_t lblk, uint32_t off, ext2_ino_t ino, int ftype)
@@ -236,6 +210,7 @@ static int name_insert(struct dirix *d, const char *name, size_t len,
 	if (!e)
 		return -ENOMEM;
 	e->hash = name_hash(name, len);
+	e->key = dent_key(d, name, len);
 	e->lblk = lblk;
 	e->off = off;
 	e->ino = ino;
@@ -246,6 +221,7 @@ static int name_insert(struct dirix *d, const char *name, size_t len,
 	e->next = d->buckets[slot];
 	d->buckets[slot] = e;
 	d->nentries++;
+	d->ord_stale = true;
 	if (!is_dot_or_dotdot(name, len))
 		d->nother++;
 	return 0;
@@ -254,6 +230,10 @@ static int name_insert(struct dirix *d, const char *name, size_t len,
 static void name_delete(struct dirix *d, struct dent *victim)
 {
 	struct dent **pp = &d->buckets[victim->hash & (d->nbuckets - 1)];
+	struct dx_ord *o = d->ord_stale ? NULL : dx_order_find(d->ord, d->nord, victim->key, victim->name);
+
+	if (o)
+		o->name = NULL;
 
 	while (*pp != victim)
 		pp = &(*pp)->next;
@@ -277,8 +257,9 @@ static void dirix_free(struct dirix *d)
 		}
 	}
 	free(d->buckets);
-	free(d->gap_tree);
+	gap_tree_free(&d->gaps);
 	free(d->pblk);
+	free(d->ord);
 	free(d);
 }
 
@@ -338,7 +319,7 @@ static int index_block(struct dindex *di, struct dirix *d, uint32_t lblk)
 	}
 	if (rc < 0)
 		return rc;
-	gap_set(d, lblk, room);
+	gap_tree_set(&d->gaps, lblk, room);
 	return 0;
 }
 
@@ -364,7 +345,9 @@ static int dirix_build_inline(ext2_filsys fs, ext2_ino_t dir, const struct ext2_
 
 	if (!d)
 		return -ENOMEM;
+	d->fs = fs;
 	d->dir = dir;
+	d->dx_version = -1;
 	d->inline_dir = true;
 	rc = inline_dir_iterate(fs, dir, inode, index_inline_entry, d);
 	if (rc) {
@@ -372,6 +355,23 @@ static int dirix_build_inline(ext2_filsys fs, ext2_ino_t dir, const struct ext2_
 		return rc;
 	}
 	*out = d;
+	return 0;
+}
+
+/* An indexed directory whose root this can follow is read in hash order
+ * and grown by splits (d->dx_version); any other keeps block order. */
+static int dirix_dx_version(struct dindex *di, struct dirix *d)
+{
+	errcode_t err;
+
+	if (!d->htree || !ext2fs_has_feature_dir_index(di->fs->super) || d->nblocks < 2)
+		return 0;
+	err = ext2fs_read_dir_block4(di->fs, d->pblk[0], di->blockbuf, 0, d->dir);
+	if (err)
+		return errcode_to_errno(err);
+	d->dx_version = dx_root_version(di->fs, di->blockbuf);
+	if (d->dx_version < 0)
+		d->dx_version = -1;
 	return 0;
 }
 
@@ -403,7 +403,9 @@ static int dirix_build(struct dindex *di, ext2_ino_t dir, struct dirix **out)
 	d = calloc(1, sizeof(*d));
 	if (!d)
 		return -ENOMEM;
+	d->fs = fs;
 	d->dir = dir;
+	d->dx_version = -1;
 	d->htree = (inode.i_flags & EXT2_INDEX_FL) != 0;
 	d->nblocks = (uint32_t)(size / fs->blocksize);
 	rc = dirix_reserve_blocks(d, d->nblocks);
@@ -429,6 +431,9 @@ static int dirix_build(struct dindex *di, ext2_ino_t dir, struct dirix **out)
 		    d->pblk[b] >= ext2fs_blocks_count(fs->super))
 			goto fail;
 	}
+	rc = dirix_dx_version(di, d);
+	if (rc)
+		goto fail;
 	for (uint32_t b = 0; b < d->nblocks; b++) {
 		rc = index_block(di, d, b);
 		if (rc)
@@ -515,29 +520,39 @@ static int get_dir(struct dindex *di, ext2_ino_t dir, struct dirix **out)
 
 /* ---- changes on disk ------------------------------------------------------ */
 
-static int read_block(struct dindex *di, struct dirix *d, uint32_t lblk)
+static int read_into(struct dindex *di, struct dirix *d, uint32_t lblk, char *buf)
 {
-	errcode_t err = ext2fs_read_dir_block4(di->fs, d->pblk[lblk],
-					       di->blockbuf, 0, d->dir);
+	errcode_t err = ext2fs_read_dir_block4(di->fs, d->pblk[lblk], buf, 0, d->dir);
 
 	return err ? errcode_to_errno(err) : 0;
 }
 
-/* Write the block in blockbuf back and refresh its gap in the tree. */
-static int write_block(struct dindex *di, struct dirix *d, uint32_t lblk)
+static int read_block(struct dindex *di, struct dirix *d, uint32_t lblk)
+{
+	return read_into(di, d, lblk, di->blockbuf);
+}
+
+/* Write buf as block lblk and refresh its gap in the tree. */
+static int write_buf(struct dindex *di, struct dirix *d, uint32_t lblk, char *buf)
 {
 	uint32_t room;
 	errcode_t err;
 	int rc;
 
-	rc = dirblock_max_room(di->fs, di->blockbuf, &room);
+	rc = dirblock_max_room(di->fs, buf, &room);
 	if (rc)
 		return rc;
-	err = ext2fs_write_dir_block4(di->fs, d->pblk[lblk], di->blockbuf, 0, d->dir);
+	err = ext2fs_write_dir_block4(di->fs, d->pblk[lblk], buf, 0, d->dir);
 	if (err)
 		return errcode_to_errno(err);
-	gap_set(d, lblk, room);
+	gap_tree_set(&d->gaps, lblk, room);
 	return 0;
+}
+
+/* Write the block in blockbuf back and refresh its gap in the tree. */
+static int write_block(struct dindex *di, struct dirix *d, uint32_t lblk)
+{
+	return write_buf(di, d, lblk, di->blockbuf);
 }
 
 /* Before an add that cannot keep an htree valid: make the directory a
@@ -564,6 +579,7 @@ static int prepare_change(struct dindex *di, struct dirix *d)
 	if (err)
 		return errcode_to_errno(err);
 	d->htree = false;
+	d->dx_version = -1;
 	for (uint32_t b = 0; b < d->nblocks && ext2fs_has_feature_metadata_csum(di->fs->super); b++) {
 		rc = read_block(di, d, b);
 		if (!rc)
@@ -621,15 +637,13 @@ static int add_to_block(struct dindex *di, struct dirix *d, uint32_t lblk,
 	return rc < 0 ? rc : -EIO;
 }
 
-/* Append a new block holding only the entry. */
-static int add_new_block(struct dindex *di, struct dirix *d, const char *name,
-			 size_t len, ext2_ino_t ino, int ftype)
+/* Append buf (a directory block's contents) as a new last block; its
+ * logical block into *lblk_out. */
+static int append_block(struct dindex *di, struct dirix *d, char *buf, uint32_t *lblk_out)
 {
 	ext2_filsys fs = di->fs;
-	uint32_t lblk = d->nblocks;
+	uint32_t lblk = d->nblocks, room;
 	uint64_t new_size = ((uint64_t)lblk + 1) * fs->blocksize;
-	struct ext2_dir_entry *de = (struct ext2_dir_entry *)di->blockbuf;
-	unsigned int usable = fs->blocksize;
 	struct ext2_inode inode;
 	blk64_t goal, pblk;
 	errcode_t err;
@@ -640,7 +654,9 @@ static int add_new_block(struct dindex *di, struct dirix *d, const char *name,
 	if (lblk == UINT32_MAX ||
 	    (!ext2fs_has_feature_largedir(fs->super) && new_size >= (1ULL << 31)))
 		return -EFBIG;
-	rc = dirix_reserve_blocks(d, lblk + 1);
+	rc = dirblock_max_room(fs, buf, &room);
+	if (!rc)
+		rc = dirix_reserve_blocks(d, lblk + 1);
 	if (rc)
 		return rc;
 	err = ext2fs_read_inode(fs, d->dir, &inode);
@@ -652,19 +668,9 @@ static int add_new_block(struct dindex *di, struct dirix *d, const char *name,
 	err = ext2fs_new_block2(fs, goal, NULL, &pblk);
 	if (err)
 		return errcode_to_errno(err);
-
-	memset(di->blockbuf, 0, fs->blocksize);
-	if (ext2fs_has_feature_metadata_csum(fs->super)) {
-		usable -= sizeof(struct ext2_dir_entry_tail);
-		ext2fs_initialize_dirent_tail(fs, EXT2_DIRENT_TAIL(di->blockbuf,
-								  fs->blocksize));
-	}
-	dirent_fill(fs, de, name, len, ino, ftype);
-	if (ext2fs_set_rec_len(fs, usable, de))
-		return -EIO;
 	/* Contents first, then the mapping, so the directory never maps a block
 	 * of garbage. */
-	err = ext2fs_write_dir_block4(fs, pblk, di->blockbuf, 0, d->dir);
+	err = ext2fs_write_dir_block4(fs, pblk, buf, 0, d->dir);
 	if (err)
 		return errcode_to_errno(err);
 	/* Mark it used before bmap may allocate indirect or extent blocks. */
@@ -686,29 +692,123 @@ static int add_new_block(struct dindex *di, struct dirix *d, const char *name,
 
 	d->pblk[lblk] = pblk;
 	d->nblocks = lblk + 1;
-	gap_set(d, lblk, usable - dirent_size(len));
+	gap_tree_set(&d->gaps, lblk, room);
+	*lblk_out = lblk;
+	return 0;
+}
+
+/* Append a new block holding only the entry. */
+static int add_new_block(struct dindex *di, struct dirix *d, const char *name,
+			 size_t len, ext2_ino_t ino, int ftype)
+{
+	ext2_filsys fs = di->fs;
+	struct ext2_dir_entry *de = (struct ext2_dir_entry *)di->blockbuf;
+	unsigned int usable = fs->blocksize;
+	uint32_t lblk;
+	int rc;
+
+	memset(di->blockbuf, 0, fs->blocksize);
+	if (ext2fs_has_feature_metadata_csum(fs->super)) {
+		usable -= sizeof(struct ext2_dir_entry_tail);
+		ext2fs_initialize_dirent_tail(fs, EXT2_DIRENT_TAIL(di->blockbuf,
+								  fs->blocksize));
+	}
+	dirent_fill(fs, de, name, len, ino, ftype);
+	if (ext2fs_set_rec_len(fs, usable, de))
+		return -EIO;
+	rc = append_block(di, d, di->blockbuf, &lblk);
+	if (rc)
+		return rc;
 	return name_insert(d, name, len, lblk, 0, ino, ftype);
 }
 
-/* Add to an htree directory without touching its index: into the leaf
- * the name hashes to, if it has room.  -EAGAIN when it has none or the
- * index cannot be followed (the caller makes the directory linear), and for
- * a directory without an htree. */
+/* After a split: every name in buf (block lblk) is at its new place. */
+static int relocate_names(struct dirix *d, uint32_t lblk, char *buf)
+{
+	struct dirblock_cursor c;
+	struct dirent_view e;
+	int rc;
+
+	dirblock_cursor_init(&c, d->fs, buf);
+	while ((rc = dirblock_cursor_next(&c, &e)) == 1) {
+		struct dent *de;
+
+		if (e.ino == 0)
+			continue;
+		de = name_find(d, e.de->name, e.name_len, name_hash(e.de->name, e.name_len));
+		if (!de)
+			return -EIO;
+		de->lblk = lblk;
+		de->off = e.off;
+	}
+	return rc;
+}
+
+/* dx_grow's view of d's blocks: through the index's own edits. */
+struct grow_ctx {
+	struct dindex *di;
+	struct dirix *d;
+};
+
+static int grow_read(void *ctx, uint32_t lblk, char *buf)
+{
+	struct grow_ctx *g = ctx;
+
+	return read_into(g->di, g->d, lblk, buf);
+}
+
+static int grow_write(void *ctx, uint32_t lblk, char *buf)
+{
+	struct grow_ctx *g = ctx;
+
+	return write_buf(g->di, g->d, lblk, buf);
+}
+
+static int grow_append(void *ctx, char *buf, uint32_t *lblk)
+{
+	struct grow_ctx *g = ctx;
+
+	return append_block(g->di, g->d, buf, lblk);
+}
+
+static int grow_moved(void *ctx, uint32_t lblk, char *buf)
+{
+	struct grow_ctx *g = ctx;
+
+	return relocate_names(g->d, lblk, buf);
+}
+
+/* Add to an htree directory, into the leaf the name hashes to, growing
+ * the index when that leaf is full.  -EAGAIN when the index cannot take the
+ * name (it cannot grow, or cannot be followed: the caller makes the
+ * directory linear), and for a directory without an htree this follows. */
 static int add_indexed(struct dindex *di, struct dirix *d, const char *name, size_t len,
 		       ext2_ino_t ino, int ftype)
 {
-	uint32_t leaf, off;
+	struct grow_ctx g = { .di = di, .d = d };
+	const struct dx_blocks blocks = { .ctx = &g, .read = grow_read, .write = grow_write,
+					  .append = grow_append, .moved = grow_moved };
+	struct dx_path p;
+	uint32_t off;
 	int rc;
 
-	if (!d->htree || d->inline_dir)
+	if (!d->htree || d->inline_dir || d->dx_version < 0)
 		return -EAGAIN;
-	if (dx_find_leaf(di->fs, d->dir, d->pblk, d->nblocks, di->blockbuf, name, len, &leaf) ||
-	    gap_room(d, leaf) < dirent_size(len))
-		return -EAGAIN;
-	rc = add_to_block(di, d, leaf, name, len, ino, ftype, &off);
-	if (rc)
-		return rc;
-	return name_insert(d, name, len, leaf, off, ino, ftype);
+	/* each round splits one block; a name fits after at most a split at
+	 * every level and a new level, a few more in case of odd splits */
+	for (int round = 0; round < 2 * DX_MAX_FRAMES + 2; round++) {
+		if (dx_probe(di->fs, d->dir, d->pblk, d->nblocks, di->blockbuf, name, len, &p) ||
+		    p.version != d->dx_version)
+			return -EAGAIN;
+		if (gap_tree_room(&d->gaps, p.leaf) >= dirent_size(len)) {
+			rc = add_to_block(di, d, p.leaf, name, len, ino, ftype, &off);
+			return rc ? rc : name_insert(d, name, len, p.leaf, off, ino, ftype);
+		}
+		rc = dx_grow(di->fs, &blocks, &p, di->splitbuf);
+		if (rc)
+			return rc;
+	}
+	return -EAGAIN;
 }
 
 /* Find the entry e points at in blockbuf (already read), and its
@@ -754,9 +854,11 @@ struct dindex *dindex_new(ext2_filsys fs, size_t max_dirs)
 		di->ndir_buckets *= 2;
 	di->dir_buckets = calloc(di->ndir_buckets, sizeof(*di->dir_buckets));
 	di->blockbuf = malloc(fs->blocksize);
-	if (!di->dir_buckets || !di->blockbuf) {
+	di->splitbuf = malloc(2 * (size_t)fs->blocksize);
+	if (!di->dir_buckets || !di->blockbuf || !di->splitbuf) {
 		free(di->dir_buckets);
 		free(di->blockbuf);
+		free(di->splitbuf);
 		free(di);
 		return NULL;
 	}
@@ -778,6 +880,7 @@ void dindex_free(struct dindex *di)
 	free(di->added);
 	free(di->dir_buckets);
 	free(di->blockbuf);
+	free(di->splitbuf);
 	free(di);
 }
 
@@ -914,7 +1017,7 @@ int dindex_add(struct dindex *di, ext2_ino_t dir, const char *name, size_t len,
 	rc = prepare_change(di, d);
 	if (rc)
 		goto out;
-	blk = gap_find(d, dirent_size(len));
+	blk = gap_tree_find(&d->gaps, dirent_size(len));
 	if (blk < 0) {
 		rc = add_new_block(di, d, name, len, ino, ftype);
 		goto out;
@@ -927,6 +1030,31 @@ out:
 	if (rc)
 		dindex_forget(di, dir);
 	return rc;
+}
+
+/* The entry of name in dir, its block read into blockbuf: *e in the index,
+ * *found (and *prev before it) in the block.  -ENOENT if absent; other
+ * errors after *d is set: the caller forgets the directory's index.  The
+ * entry stays in its leaf or leaves it: an htree stays valid. */
+static int find_entry(struct dindex *di, ext2_ino_t dir, const char *name, size_t len,
+		      struct dirix **d, struct dent **e, struct dirent_view *found,
+		      struct dirent_view *prev, bool *has_prev)
+{
+	int rc;
+
+	*d = NULL;
+	rc = get_dir(di, dir, d);
+	if (rc) {
+		*d = NULL;
+		return rc;
+	}
+	*e = name_find(*d, name, len, name_hash(name, len));
+	if (!*e)
+		return -ENOENT;
+	if ((*d)->inline_dir)
+		return -EOPNOTSUPP;
+	rc = read_block(di, *d, (*e)->lblk);
+	return rc ? rc : locate(di, *e, found, prev, has_prev);
 }
 
 int dindex_remove(struct dindex *di, ext2_ino_t dir, const char *name, size_t len)
@@ -943,20 +1071,9 @@ int dindex_remove(struct dindex *di, ext2_ino_t dir, const char *name, size_t le
 		return rc == -EINVAL ? -ENOENT : rc;
 	if (is_dot_or_dotdot(name, len))
 		return -EINVAL;
-	rc = get_dir(di, dir, &d);
-	if (rc)
+	rc = find_entry(di, dir, name, len, &d, &e, &found, &prev, &has_prev);
+	if (rc == -ENOENT || !d)
 		return rc;
-	e = name_find(d, name, len, name_hash(name, len));
-	if (!e)
-		return -ENOENT;
-	/* the entry stays in its leaf or leaves it: an htree stays valid */
-	rc = d->inline_dir ? -EOPNOTSUPP : 0;
-	if (rc)
-		goto out;
-	rc = read_block(di, d, e->lblk);
-	if (rc)
-		goto out;
-	rc = locate(di, e, &found, &prev, &has_prev);
 	if (rc)
 		goto out;
 	if (has_prev) {
@@ -981,6 +1098,7 @@ out:
 int dindex_replace(struct dindex *di, ext2_ino_t dir, const char *name, size_t len,
 		   ext2_ino_t ino, int ftype)
 {
+	struct dx_ord *order;
 	struct dirent_view found, prev;
 	bool has_prev;
 	struct dirix *d;
@@ -996,20 +1114,9 @@ int dindex_replace(struct dindex *di, ext2_ino_t dir, const char *name, size_t l
 		return -EINVAL;
 	if (!ext2fs_has_feature_filetype(di->fs->super))
 		ftype = 0;
-	rc = get_dir(di, dir, &d);
-	if (rc)
+	rc = find_entry(di, dir, name, len, &d, &e, &found, &prev, &has_prev);
+	if (rc == -ENOENT || !d)
 		return rc;
-	e = name_find(d, name, len, name_hash(name, len));
-	if (!e)
-		return -ENOENT;
-	/* the entry stays in its leaf or leaves it: an htree stays valid */
-	rc = d->inline_dir ? -EOPNOTSUPP : 0;
-	if (rc)
-		goto out;
-	rc = read_block(di, d, e->lblk);
-	if (rc)
-		goto out;
-	rc = locate(di, e, &found, &prev, &has_prev);
 	if (rc)
 		goto out;
 	dirent_fill(di->fs, found.de, name, len, ino, ftype);
@@ -1018,6 +1125,11 @@ int dindex_replace(struct dindex *di, ext2_ino_t dir, const char *name, size_t l
 		goto out;
 	e->ino = ino;
 	e->ftype = (uint8_t)ftype;
+	order = d->ord_stale ? NULL : dx_order_find(d->ord, d->nord, e->key, e->name);
+	if (order) {
+		order->ino = ino;
+		order->ftype = (uint8_t)ftype;
+	}
 out:
 	if (rc)
 		dindex_forget(di, dir);
@@ -1065,11 +1177,30 @@ static int readdir_inline(struct dindex *di, ext2_ino_t dir, uint64_t off,
 	return inline_dir_iterate(di->fs, dir, &inode, inline_rd_entry, &c);
 }
 
-int dindex_readdir(struct dindex *di, ext2_ino_t dir, uint64_t off,
-		   dindex_fill_fn fill, void *ctx)
+/* The names of an indexed directory sorted by cookie, once per change. */
+static int order_build(struct dirix *d)
 {
-	uint32_t lblk = (uint32_t)(off >> 32);
-	uint32_t boff = (uint32_t)off;
+	struct dx_ord *v;
+	size_t n = 0;
+
+	if (!d->ord_stale && d->ord)
+		return 0;
+	v = realloc(d->ord, (d->nentries ? d->nentries : 1) * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	d->ord = v;
+	for (size_t i = 0; i < d->nbuckets; i++)
+		for (struct dent *e = d->buckets[i]; e; e = e->next)
+			v[n++] = (struct dx_ord){ .key = e->key, .name = e->name, .len = e->len,
+						  .ftype = e->ftype, .ino = e->ino };
+	d->nord = dx_order_sort(v, n);
+	d->ord_stale = false;
+	return 0;
+}
+
+int dindex_readdir_batch(struct dindex *di, ext2_ino_t dir, uint64_t off,
+			 dindex_fill_fn fill, dindex_fits_fn fits, void *ctx)
+{
 	struct dirix *d;
 	int rc;
 
@@ -1078,30 +1209,17 @@ int dindex_readdir(struct dindex *di, ext2_ino_t dir, uint64_t off,
 		return rc;
 	if (d->inline_dir)
 		return readdir_inline(di, dir, off, fill, ctx);
-	for (; lblk < d->nblocks; lblk++, boff = 0) {
-		struct dirblock_cursor c;
-		struct dirent_view e;
+	if (d->dx_version < 0)
+		return dirblocks_readdir(di->fs, d->dir, d->pblk, d->nblocks, di->blockbuf, off,
+					 fill, ctx);
+	rc = order_build(d);
+	if (rc)
+		return rc;
+	return dx_order_emit(d->ord, d->nord, off, fill, fits, ctx);
+}
 
-		rc = read_block(di, d, lblk);
-		if (rc)
-			return rc;
-		dirblock_cursor_init(&c, di->fs, di->blockbuf);
-		while ((rc = dirblock_cursor_next(&c, &e)) == 1) {
-			uint64_t next;
-
-			/* Entries before the position were returned already (or
-			 * were merged away); empty ones are not names. */
-			if (e.off < boff || e.ino == 0)
-				continue;
-			if (e.off + e.rec_len >= c.end)
-				next = (uint64_t)(lblk + 1) << 32;
-			else
-				next = ((uint64_t)lblk << 32) | (e.off + e.rec_len);
-			if (fill(ctx, e.de->name, e.name_len, e.ino, e.ftype, next))
-				return 0;
-		}
-		if (rc < 0)
-			return rc;
-	}
-	return 0;
+int dindex_readdir(struct dindex *di, ext2_ino_t dir, uint64_t off,
+		   dindex_fill_fn fill, void *ctx)
+{
+	return dindex_readdir_batch(di, dir, off, fill, NULL, ctx);
 }

@@ -8,16 +8,21 @@
  * this API.  All directory changes in fuse/ go through it.
  *
  * On disk the result stays a valid ext2/ext3/ext4 directory for the kernel
- * and e2fsck.  A directory with an htree (EXT2_INDEX_FL) keeps it through
- * removals, repointed entries and adds whose name hashes to a leaf with room
- * (dx_find_leaf); the first add whose leaf is full clears EXT2_INDEX_FL
- * instead of splitting the leaf (the dx blocks then read as ordinary empty
- * directory blocks, as the kernel's ext2 driver does; with metadata_csum
- * they are rewritten as empty leaf blocks with a checksum tail, see
- * dx_block_to_leaf), and the directory stays linear from then on.  Entries
- * never move between blocks, so readdir positions stay valid.  An inline
- * directory (EXT4_INLINE_DATA_FL, read through inline.c) is only read:
- * lookups, readdir and dindex_is_empty work, changes are -EOPNOTSUPP.
+ * and e2fsck.  A directory with an htree (EXT2_INDEX_FL, on a file system
+ * with dir_index) keeps it: an add goes into the leaf its name hashes to
+ * (dx_probe); a full leaf is split as the kernel splits it, a full index
+ * node split or a level added (dxsplit.c), within the depth the kernel
+ * allows (two index levels, three with large_dir).  Only an add the index
+ * cannot take (already at that depth and full, or an index this cannot
+ * follow) clears EXT2_INDEX_FL (the dx blocks then read as ordinary
+ * directory blocks; with metadata_csum they are rewritten as empty leaf
+ * blocks with a checksum tail, see dx_block_to_leaf), and the directory
+ * stays linear from then on.  A linear directory is never indexed here.
+ * Splits move entries between blocks, so readdir positions in an indexed
+ * directory are hash cookies (see dindex_readdir_batch); in a linear one,
+ * where entries never move, block and offset.  An inline directory
+ * (EXT4_INLINE_DATA_FL, read through inline.c) is only read: lookups,
+ * readdir and dindex_is_empty work, changes are -EOPNOTSUPP.
  *
  * Errors: 0 or -errno.  Threads: the caller holds the file-system lock.
  */
@@ -57,14 +62,37 @@ int dindex_replace(struct dindex *di, ext2_ino_t dir, const char *name, size_t l
 int dindex_is_empty(struct dindex *di, ext2_ino_t dir);
 
 /*
- * Readdir from a position.  Positions are stable across changes:
- * (logical block << 32) | byte offset in the block; 0 is the start (in an
- * inline directory, inline.c's positions in its one area).  fill()
- * returns nonzero when its buffer is full (the entry was not taken).
- * next_off is the position after the entry.  Returns 0 or -errno.
+ * Readdir from a position; 0 is the start.  fill() returns nonzero when its
+ * buffer is full (the entry was not taken); next_off is the position to go
+ * on from after the entry.  Positions hold, for names present throughout,
+ * across any changes made between calls (telldir/seekdir):
+ *  - a linear directory: (logical block << 32) | byte offset in the block
+ *    (entries never move between blocks);
+ *  - an indexed directory: a hash cookie, "." 0 and ".." 1, then every name
+ *    in the order of its htree hash (major, minor), ((major >> 1) << 32) |
+ *    minor, kept within [2, 2^63 - 2]; entries move between leaves when one
+ *    splits, their names' hashes stay.  Names whose cookies are equal (a
+ *    collision: a run) share one position: every name of a run but the
+ *    last has next_off the run's own cookie (a reader stopped inside it
+ *    reads the run again), the last the cookie + 1;
+ *  - an inline directory: inline.c's positions in its one area.
+ * An indexed directory that turns linear (see above) changes its positions.
+ * fits (may be NULL) keeps runs whole in a batch: called with a run's names
+ * before any is offered, false when they do not all fit the buffer; then
+ * the batch ends before the run, or, if nothing was taken yet, the call
+ * fails with -EINVAL (the buffer is too small for the run, as getdents(2)
+ * reports).  Returns 0 or -errno.
  */
 typedef int (*dindex_fill_fn)(void *ctx, const char *name, size_t len,
 			      ext2_ino_t ino, int ftype, uint64_t next_off);
+struct dindex_name {
+	const char *name;
+	size_t len;
+};
+typedef bool (*dindex_fits_fn)(void *ctx, const struct dindex_name *run, size_t n);
+int dindex_readdir_batch(struct dindex *di, ext2_ino_t dir, uint64_t off,
+			 dindex_fill_fn fill, dindex_fits_fn fits, void *ctx);
+/* The same without fits: for a reader whose fill never refuses a name. */
 int dindex_readdir(struct dindex *di, ext2_ino_t dir, uint64_t off,
 		   dindex_fill_fn fill, void *ctx);
 
@@ -90,6 +118,24 @@ size_t dindex_cached_dirs(struct dindex *di, ext2_ino_t *out, size_t max);
 typedef void (*dindex_name_fn)(void *ctx, ext2_ino_t dir, const char *name);
 bool dindex_added_names(struct dindex *di, dindex_name_fn fn, void *ctx);
 void dindex_clear_added(struct dindex *di);
+
+/* ---- free space per block (gaptree.c) ---- */
+
+/* A max-tree over a directory's blocks: leaf i (at cap + i) is the largest
+ * entry block i takes, inner nodes their children's max; finds the first
+ * block with room in O(log blocks).  Zeroed: empty. */
+struct gap_tree {
+	uint32_t *node;
+	uint32_t cap;           /* leaves, a power of two */
+};
+
+/* Room for nblocks leaves (new ones 0): -ENOMEM, -EFBIG past 2^31. */
+int gap_tree_reserve(struct gap_tree *g, uint32_t nblocks);
+void gap_tree_set(struct gap_tree *g, uint32_t blk, uint32_t room);
+uint32_t gap_tree_room(const struct gap_tree *g, uint32_t blk);
+/* The first block with room >= need, or -1. */
+int64_t gap_tree_find(const struct gap_tree *g, uint32_t need);
+void gap_tree_free(struct gap_tree *g);
 
 /* ---- one directory block (dirblock.c) ---- */
 
@@ -144,6 +190,11 @@ void dirent_fill(ext2_filsys fs, struct ext2_dir_entry *de, const char *name, si
  */
 unsigned int dirblock_entries_end(ext2_filsys fs, char *buf);
 
+/* Readdir of a linear directory (nblocks blocks at pblk) from block/offset
+ * position off on, as dindex_readdir_batch; buf: one block of scratch. */
+int dirblocks_readdir(ext2_filsys fs, ext2_ino_t dir, const blk64_t *pblk, uint32_t nblocks,
+		      char *buf, uint64_t off, dindex_fill_fn fill, void *ctx);
+
 /* ---- htree blocks (dxwrite.c) ---- */
 
 /*
@@ -157,15 +208,94 @@ unsigned int dirblock_entries_end(ext2_filsys fs, char *buf);
  */
 int dx_block_to_leaf(ext2_filsys fs, uint32_t lblk, char *buf, bool *changed);
 
+/* The hash (major, minor) of a name in an htree of hash version version
+ * (the root's, with the superblock's unsigned-hash flag applied). */
+int dx_name_hash(ext2_filsys fs, int version, const char *name, size_t len,
+		 uint32_t *hash, uint32_t *minor);
+
+/* The hash version of the dx root in buf (logical block 0, as read), with
+ * the superblock's unsigned-hash flag applied; -EIO if it is no dx root
+ * this can follow. */
+int dx_root_version(ext2_filsys fs, char *buf);
+
+/* The index blocks a name's lookup passes, root first, as the kernel's
+ * dx_probe walks them. */
+#define DX_MAX_FRAMES 3
+struct dx_frame {
+	uint32_t lblk;          /* logical block of the index block */
+	unsigned int off;       /* its dx_countlimit: 32 in the root, 8 in a node */
+	unsigned int at;        /* the entry followed */
+	unsigned int count, limit;
+};
+struct dx_path {
+	int version;            /* as dx_root_version */
+	unsigned int levels;    /* indirect_levels: levels + 1 frames */
+	struct dx_frame f[DX_MAX_FRAMES];
+	uint32_t leaf;          /* the leaf the name belongs in */
+	uint32_t hash, minor;
+};
+
 /*
- * The leaf block (logical) where the htree of dir (nblocks blocks at pblk)
- * sends name, as the kernel's lookup and insert pick it: the name's hash in
- * the root's hash version and the superblock's seed, down the index levels
- * (two with large_dir).  A name added to that leaf keeps the index valid.
- * buf: one block of scratch.  -EIO for an index this cannot follow (the
- * caller makes the directory linear instead).
+ * The path of name in the htree of dir (nblocks blocks at pblk): the
+ * name's hash in the root's hash version and the superblock's seed, down
+ * the index levels (two with large_dir) to the leaf a lookup and an insert
+ * pick.  buf: one block of scratch.  -EIO for an index this cannot follow
+ * (the caller makes the directory linear instead).
  */
-int dx_find_leaf(ext2_filsys fs, ext2_ino_t dir, const blk64_t *pblk, uint32_t nblocks,
-		 char *buf, const char *name, size_t len, uint32_t *leaf);
+int dx_probe(ext2_filsys fs, ext2_ino_t dir, const blk64_t *pblk, uint32_t nblocks,
+	     char *buf, const char *name, size_t len, struct dx_path *p);
+
+/* ---- growing an htree (dxsplit.c) ---- */
+
+/* The directory's blocks as dx_grow reads, writes and adds them; dirindex.c
+ * keeps its in-memory index exact through them.  Each returns 0 or -errno. */
+struct dx_blocks {
+	void *ctx;
+	int (*read)(void *ctx, uint32_t lblk, char *buf);
+	int (*write)(void *ctx, uint32_t lblk, char *buf);
+	/* buf as a new last block; its logical block into *lblk */
+	int (*append)(void *ctx, char *buf, uint32_t *lblk);
+	/* the names in buf (written) now live in block lblk */
+	int (*moved)(void *ctx, uint32_t lblk, char *buf);
+};
+
+/*
+ * Make room on path p (dx_probe's), whose leaf is full, as the kernel's
+ * ext4 does: if the leaf's parent has room, split the leaf (its entries
+ * sorted by hash, the upper half by bytes moved to a new leaf, indexed
+ * after it, bit 0 of that index hash set when equal hashes continue across
+ * the split); else split the highest full index node under one with room
+ * (half its entries to a new node); else, the root full too, add a level
+ * (the root's entries move to a new node under it).  -EAGAIN when the
+ * index is as deep as the file system allows (two levels, three with
+ * large_dir) and full, or the leaf holds fewer than two names (nothing to
+ * split).  scratch: two blocks.  The path is stale after:
+ * probe again.
+ */
+int dx_grow(ext2_filsys fs, const struct dx_blocks *blocks, const struct dx_path *p, char *scratch);
+
+/* ---- hash-ordered readdir (dxorder.c) ---- */
+
+/* A name of an indexed directory in readdir order; name NULL: removed. */
+struct dx_ord {
+	uint64_t key;           /* the readdir cookie (dx_readdir_key) */
+	const char *name;
+	uint8_t len, ftype;
+	ext2_ino_t ino;
+};
+
+/* The readdir cookie of a name of hash (major, minor): see dindex_readdir_batch. */
+uint64_t dx_readdir_key(uint32_t hash, uint32_t minor);
+
+/* Sort v by key, then name, dropping removed names; returns how many stay. */
+size_t dx_order_sort(struct dx_ord *v, size_t n);
+
+/* The element of sorted v holding name (the very pointer stored), or NULL;
+ * a removed name's element gets name NULL. */
+struct dx_ord *dx_order_find(struct dx_ord *v, size_t n, uint64_t key, const char *name);
+
+/* Offer the names of sorted v from position off on, as dindex_readdir_batch. */
+int dx_order_emit(const struct dx_ord *v, size_t n, uint64_t off, dindex_fill_fn fill,
+		  dindex_fits_fn fits, void *ctx);
 
 #endif

@@ -1,9 +1,9 @@
 /*
- * fuse/dxwrite.c - changes to a directory with an htree index: finding the
- * leaf a new name belongs in (while that leaf has room, the index stays
- * valid), and turning the index blocks into ordinary directory blocks when
- * it does not (dirindex.c keeps directories linear after that; see
- * dirindex.h).
+ * fuse/dxwrite.c - changes to a directory with an htree index: the path
+ * to the leaf a new name belongs in (dx_probe; dxsplit.c splits what is
+ * full on it), and turning the index blocks into ordinary directory blocks
+ * when the index can take no more (dirindex.c keeps the directory linear
+ * after that; see dirindex.h).
  *
  * Without metadata_csum nothing needs rewriting: a dx root reads as "." and
  * a ".." covering the rest of the block, a dx node as one empty entry over
@@ -96,7 +96,7 @@ static bool dx_view_init(ext2_filsys fs, const char *buf, unsigned int off, stru
 
 /* The block of the last entry whose hash is <= hash (entry 0 covers all
  * below entry 1), as the kernel's dx_probe picks it. */
-static uint32_t dx_view_pick(const struct dx_view *v, uint32_t hash)
+static uint32_t dx_view_pick(const struct dx_view *v, uint32_t hash, unsigned int *at)
 {
 	unsigned int lo = 1, hi = v->count;     /* first entry above hash in [lo, hi] */
 
@@ -108,41 +108,81 @@ static uint32_t dx_view_pick(const struct dx_view *v, uint32_t hash)
 		else
 			lo = mid + 1;
 	}
+	*at = lo - 1;
 	return ld32(v->blk + v->off + 8 * (lo - 1) + 4) & 0x0fffffff;
 }
 
-int dx_find_leaf(ext2_filsys fs, ext2_ino_t dir, const blk64_t *pblk, uint32_t nblocks,
-		 char *buf, const char *name, size_t len, uint32_t *leaf)
+int dx_name_hash(ext2_filsys fs, int version, const char *name, size_t len,
+		 uint32_t *hash, uint32_t *minor)
+{
+	ext2_dirhash_t major = 0, minor_hash = 0;
+
+	if (ext2fs_dirhash(version, name, (int)len, fs->super->s_hash_seed, &major, &minor_hash))
+		return -EIO;
+	*hash = major;
+	*minor = minor_hash;
+	return 0;
+}
+
+int dx_root_version(ext2_filsys fs, char *buf)
 {
 	const struct ext2_dx_root_info *ri = (const void *)(buf + 24);
-	unsigned int levels, max_levels = ext2fs_has_feature_largedir(fs->super) ? 2 : 1;
-	ext2_dirhash_t hash = 0, minor = 0;
-	struct dx_view v;
-	uint32_t lblk;
+	unsigned int max_levels = ext2fs_has_feature_largedir(fs->super) ? 2 : 1;
 	int version;
 
-	if (nblocks < 2 || ext2fs_read_dir_block4(fs, pblk[0], buf, 0, dir) ||
-	    dirblock_entries_end(fs, buf) != fs->blocksize || !is_dx_root(fs, buf))
+	if (dirblock_entries_end(fs, buf) != fs->blocksize || !is_dx_root(fs, buf) ||
+	    ri->reserved_zero || ri->info_length != 8 || ri->hash_version > EXT2_HASH_TEA ||
+	    ri->indirect_levels > max_levels)
 		return -EIO;
-	if (ri->reserved_zero || ri->info_length != 8 || ri->hash_version > EXT2_HASH_TEA ||
-	    ri->indirect_levels > max_levels || !dx_view_init(fs, buf, 32, &v))
-		return -EIO;
-	levels = ri->indirect_levels;
 	version = ri->hash_version;
 	if (fs->super->s_flags & EXT2_FLAGS_UNSIGNED_HASH)
 		version += EXT2_HASH_LEGACY_UNSIGNED - EXT2_HASH_LEGACY;
-	if (ext2fs_dirhash(version, name, (int)len, fs->super->s_hash_seed, &hash, &minor))
+	return version;
+}
+
+/* One level of the walk: the entry hash picks in the index block in buf. */
+static int dx_frame_pick(ext2_filsys fs, char *buf, unsigned int off, uint32_t hash,
+			 struct dx_frame *f, uint32_t *child)
+{
+	struct dx_view v;
+
+	if (!dx_view_init(fs, buf, off, &v))
 		return -EIO;
-	for (;;) {
-		lblk = dx_view_pick(&v, hash);
+	f->off = off;
+	f->count = v.count;
+	f->limit = ld16(v.blk + off);
+	*child = dx_view_pick(&v, hash, &f->at);
+	return 0;
+}
+
+int dx_probe(ext2_filsys fs, ext2_ino_t dir, const blk64_t *pblk, uint32_t nblocks,
+	     char *buf, const char *name, size_t len, struct dx_path *p)
+{
+	const struct ext2_dx_root_info *ri = (const void *)(buf + 24);
+	uint32_t lblk = 0;
+
+	if (nblocks < 2 || ext2fs_read_dir_block4(fs, pblk[0], buf, 0, dir))
+		return -EIO;
+	p->version = dx_root_version(fs, buf);
+	if (p->version < 0)
+		return -EIO;
+	p->levels = ri->indirect_levels;
+	if (dx_name_hash(fs, p->version, name, len, &p->hash, &p->minor))
+		return -EIO;
+	for (unsigned int level = 0;; level++) {
+		struct dx_frame *f = &p->f[level];
+
+		f->lblk = lblk;
+		if (dx_frame_pick(fs, buf, level ? 8 : 32, p->hash, f, &lblk))
+			return -EIO;
+		/* block 0 is the root, never a child */
 		if (lblk == 0 || lblk >= nblocks)
 			return -EIO;
-		if (levels-- == 0)
+		if (level == p->levels)
 			break;
-		if (ext2fs_read_dir_block4(fs, pblk[lblk], buf, 0, dir) || !is_dx_node(fs, buf) ||
-		    !dx_view_init(fs, buf, 8, &v))
+		if (ext2fs_read_dir_block4(fs, pblk[lblk], buf, 0, dir) || !is_dx_node(fs, buf))
 			return -EIO;
 	}
-	*leaf = lblk;
+	p->leaf = lblk;
 	return 0;
 }

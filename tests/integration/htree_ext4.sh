@@ -8,7 +8,7 @@
 #  2. recon-fuse (checker=on) unlinks names and creates them again (each
 #     lands in the leaf it left: both directories keep their index, e2fsck
 #     checks it), then creates, renames within and out of, and unlinks in
-#     both (a name whose leaf is full makes a directory linear);
+#     both (names whose leaf is full split it: both stay indexed);
 #  3. the daemon exits 0, e2fsck -fn is clean, and the kernel's ext4 lists
 #     exactly the expected names and finds each by lookup; then the kernel
 #     adds names and e2fsck -fn stays clean.
@@ -193,6 +193,8 @@ for bs in 1024 4096; do
 		fail "$what: changes through recon-fuse"
 	umount_recon "$mnt" || fail "$what: unmount"
 	grep -qi "rejected" "$RECON_LOG" && { fail "$what: the checker objected"; sed 's/^/    /' "$RECON_LOG" | head -20; }
+	has_index "$img" big || fail "$what: big/ lost its index to adds into full leaves"
+	has_index "$img" small || fail "$what: small/ lost its index to adds into full leaves"
 
 	# 3. e2fsck and the kernel agree
 	fsck_clean "$img" "$what, after the changes"
@@ -265,6 +267,7 @@ if mount_recon "$img" "$mnt" checker=on; then
 	python3 "$SCRATCH/changes.py" "$mnt" "$SCRATCH/want" big || fail "$what: changes through recon-fuse"
 	umount_recon "$mnt" || fail "$what: unmount"
 	grep -qi "rejected" "$RECON_LOG" && { fail "$what: the checker objected"; sed 's/^/    /' "$RECON_LOG" | head -20; }
+	has_index "$img" big || fail "$what: big/ lost its index to adds into full leaves"
 	fsck_clean "$img" "$what, after the changes"
 	if kmount4 "$img" "$kmnt" ro; then
 		ls -1 "$kmnt/big" | sed 's|^|big/|' | sort >"$SCRATCH/kernel"

@@ -1,0 +1,288 @@
+/*
+ * fuse/dxsplit.c - growing an htree the way the kernel's ext4 grows one: a
+ * full leaf split by hash into itself and a new leaf, an index entry
+ * inserted in hash order, a full index node split in two, a level added
+ * under the root.  The blocks are read, written and added through
+ * dirindex.c (struct dx_blocks), which allocates them, writes them with
+ * ext2fs_write_dir_block4 (it sets the leaf and dx tail checksums) and
+ * keeps its in-memory index exact.
+ *
+ * Layout facts (the kernel's ext4 documentation, e2fsck pass 2): an index
+ * block's dx_countlimit sits at offset 32 in the root, 8 in a node, and
+ * doubles as the hash slot of entry 0; each entry is (hash, block), 8
+ * bytes, hashes ascending; with metadata_csum the last 8 bytes of an index
+ * block are its dx tail, so limit is one entry less.  A hash in an index
+ * entry has bit 0 clear unless the entries of equal hash continue from the
+ * block before (names' major hashes always have bit 0 clear).
+ *
+ * Errors: 0 or -errno, as declared in dirindex.h.  Threads: the caller
+ * holds the file-system lock.
+ */
+#include "dirindex.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint16_t ld16(const char *p) { uint16_t v; memcpy(&v, p, 2); return v; }
+static void st16(char *p, uint16_t v) { memcpy(p, &v, 2); }
+static uint32_t ld32(const char *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+static void st32(char *p, uint32_t v) { memcpy(p, &v, 4); }
+
+/* One named entry of the leaf being split. */
+struct leaf_ent {
+	uint32_t hash;
+	unsigned int off, size;         /* where it is, the bytes it needs */
+};
+
+static int leaf_ent_cmp(const void *a, const void *b)
+{
+	const struct leaf_ent *x = a, *y = b;
+
+	if (x->hash != y->hash)
+		return x->hash < y->hash ? -1 : 1;
+	return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/* Where a leaf's entries may end: before the dirent tail under metadata_csum. */
+static unsigned int leaf_end(ext2_filsys fs)
+{
+	unsigned int end = fs->blocksize;
+
+	if (ext2fs_has_feature_metadata_csum(fs->super))
+		end -= sizeof(struct ext2_dir_entry_tail);
+	return end;
+}
+
+/* Lay the entries ents[0..n) of src out packed into dst (zeroed first), the
+ * last one taking the rest of the block; with metadata_csum a tail. */
+static int leaf_pack(ext2_filsys fs, const char *src, const struct leaf_ent *ents, size_t n, char *dst)
+{
+	unsigned int end = leaf_end(fs), pos = 0;
+
+	memset(dst, 0, fs->blocksize);
+	if (end != fs->blocksize)
+		ext2fs_initialize_dirent_tail(fs, EXT2_DIRENT_TAIL(dst, fs->blocksize));
+	for (size_t i = 0; i < n; i++) {
+		struct ext2_dir_entry *de = (struct ext2_dir_entry *)(dst + pos);
+		unsigned int rec_len = i + 1 < n ? ents[i].size : end - pos;
+
+		memcpy(de, src + ents[i].off, ents[i].size);
+		if (ext2fs_set_rec_len(fs, rec_len, de))
+			return -EIO;
+		pos += ents[i].size;
+	}
+	return 0;
+}
+
+/* The named entries of leaf with their hashes, sorted by hash; *n of them. */
+static int leaf_collect(ext2_filsys fs, int version, char *leaf, struct leaf_ent **out, size_t *n)
+{
+	struct leaf_ent *ents = malloc(fs->blocksize / 8 * sizeof(*ents));
+	struct dirblock_cursor c;
+	struct dirent_view e;
+	uint32_t minor;
+	int rc;
+
+	if (!ents)
+		return -ENOMEM;
+	*n = 0;
+	dirblock_cursor_init(&c, fs, leaf);
+	while ((rc = dirblock_cursor_next(&c, &e)) == 1) {
+		if (e.ino == 0)
+			continue;
+		ents[*n].off = e.off;
+		ents[*n].size = dirent_size(e.name_len);
+		if (dx_name_hash(fs, version, e.de->name, e.name_len, &ents[*n].hash, &minor)) {
+			rc = -EIO;
+			break;
+		}
+		++*n;
+	}
+	if (rc < 0) {
+		free(ents);
+		return rc;
+	}
+	qsort(ents, *n, sizeof(*ents), leaf_ent_cmp);
+	*out = ents;
+	return 0;
+}
+
+/* Split the full leaf in leaf: the entries of the upper hashes (about half
+ * the bytes) move into fresh, laid out here as a new leaf; both end packed.
+ * *split_hash: the hash fresh starts at, bit 0 set when equal hashes
+ * continue from leaf into fresh.  -EIO for a block that cannot be parsed,
+ * -EAGAIN for one with fewer than two names. */
+static int split_leaf(ext2_filsys fs, int version, char *leaf, char *fresh, uint32_t *split_hash)
+{
+	struct leaf_ent *ents;
+	size_t n, split, move = 0;
+	unsigned int moved_bytes = 0;
+	char *copy;
+	int rc;
+
+	rc = leaf_collect(fs, version, leaf, &ents, &n);
+	if (rc)
+		return rc;
+	if (n < 2) {
+		free(ents);
+		return -EAGAIN; /* a block one name fills: splitting cannot help */
+	}
+	/* From the top hash down, move entries while the moved ones stay within
+	 * half a block (an entry counts as moved when most of it would land in
+	 * the upper half); if that moves all or nothing, halve by count. */
+	for (size_t i = n; i-- > 0;) {
+		if (moved_bytes + ents[i].size / 2 > fs->blocksize / 2)
+			break;
+		moved_bytes += ents[i].size;
+		move++;
+	}
+	split = move > 0 && move < n ? n - move : n / 2;
+	*split_hash = ents[split].hash | (ents[split].hash == ents[split - 1].hash ? 1 : 0);
+	copy = malloc(fs->blocksize);
+	if (!copy) {
+		free(ents);
+		return -ENOMEM;
+	}
+	memcpy(copy, leaf, fs->blocksize);
+	rc = leaf_pack(fs, copy, ents + split, n - split, fresh);
+	if (!rc)
+		rc = leaf_pack(fs, copy, ents, split, leaf);
+	free(copy);
+	free(ents);
+	return rc;
+}
+
+/* Insert the index entry (hash, lblk) after entry f->at of the index block
+ * in buf (which has room). */
+static void insert_entry(char *buf, const struct dx_frame *f, uint32_t hash, uint32_t lblk)
+{
+	char *ents = buf + f->off;
+	uint16_t count = ld16(ents + 2);
+	unsigned int at = f->at + 1;
+
+	memmove(ents + 8 * (at + 1), ents + 8 * at, 8 * (size_t)(count - at));
+	st32(ents + 8 * at, hash);
+	st32(ents + 8 * at + 4, lblk);
+	st16(ents + 2, (uint16_t)(count + 1));
+}
+
+/* An empty index node in fresh: one empty entry over the whole block, then
+ * dx_countlimit with the node's limit and count entries. */
+static void node_init(ext2_filsys fs, char *fresh, uint16_t count)
+{
+	struct ext2_dir_entry *de = (struct ext2_dir_entry *)fresh;
+	unsigned int limit = (fs->blocksize - 8) / 8;
+
+	if (ext2fs_has_feature_metadata_csum(fs->super))
+		limit--;
+	memset(fresh, 0, fs->blocksize);
+	(void)ext2fs_set_rec_len(fs, fs->blocksize, de);     /* cannot fail: a block's size */
+	st16(fresh + 8, (uint16_t)limit);
+	st16(fresh + 10, count);
+}
+
+/* Split the full index node in node (frame f): its upper half of entries
+ * moves into fresh, laid out here as a node; *split_hash the first moved
+ * entry's hash. */
+static void split_node(ext2_filsys fs, char *node, const struct dx_frame *f, char *fresh,
+		       uint32_t *split_hash)
+{
+	char *ents = node + f->off;
+	uint16_t count = ld16(ents + 2), keep = count / 2;
+
+	node_init(fs, fresh, (uint16_t)(count - keep));
+	*split_hash = ld32(ents + 8 * keep);
+	/* the moved first entry's hash slot is the new node's countlimit */
+	st32(fresh + 12, ld32(ents + 8 * keep + 4));
+	memcpy(fresh + 16, ents + 8 * (keep + 1), 8 * (size_t)(count - keep - 1));
+	memset(ents + 8 * keep, 0, 8 * (size_t)(count - keep));
+	st16(ents + 2, keep);
+}
+
+/* The root's entries (root, frame f) into fresh, laid out here as a node. */
+static void level_node(ext2_filsys fs, const char *root, const struct dx_frame *f, char *fresh)
+{
+	const char *ents = root + f->off;
+	uint16_t count = ld16(ents + 2);
+
+	node_init(fs, fresh, count);
+	memcpy(fresh + 12, ents + 4, 8 * (size_t)count - 4);
+}
+
+/* The root keeps one entry, to the node at lblk, one level above it. */
+static void level_root(char *root, const struct dx_frame *f, uint32_t lblk)
+{
+	struct ext2_dx_root_info *ri = (struct ext2_dx_root_info *)(root + 24);
+	char *ents = root + f->off;
+	uint16_t count = ld16(ents + 2);
+
+	memset(ents + 8, 0, 8 * (size_t)(count - 1));
+	st16(ents + 2, 1);
+	st32(ents + 4, lblk);
+	ri->indirect_levels++;
+}
+
+/* The leaf on path p is full, its parent has room. */
+static int grow_leaf(ext2_filsys fs, const struct dx_blocks *b, const struct dx_path *p, char *scratch)
+{
+	const struct dx_frame *parent = &p->f[p->levels];
+	char *leaf = scratch, *fresh = scratch + fs->blocksize;
+	uint32_t hash, lblk;
+	int rc;
+
+	rc = b->read(b->ctx, p->leaf, leaf);
+	if (!rc)
+		rc = split_leaf(fs, p->version, leaf, fresh, &hash);
+	if (!rc)
+		rc = b->append(b->ctx, fresh, &lblk);
+	if (!rc)
+		rc = b->write(b->ctx, p->leaf, leaf);
+	if (!rc)
+		rc = b->moved(b->ctx, p->leaf, leaf);
+	if (!rc)
+		rc = b->moved(b->ctx, lblk, fresh);
+	if (!rc)
+		rc = b->read(b->ctx, parent->lblk, leaf);
+	if (rc)
+		return rc;
+	insert_entry(leaf, parent, hash, lblk);
+	return b->write(b->ctx, parent->lblk, leaf);
+}
+
+int dx_grow(ext2_filsys fs, const struct dx_blocks *b, const struct dx_path *p, char *scratch)
+{
+	unsigned int max_levels = ext2fs_has_feature_largedir(fs->super) ? 2 : 1;
+	char *node = scratch, *fresh = scratch + fs->blocksize;
+	unsigned int i = p->levels;
+	uint32_t hash, lblk;
+	int rc;
+
+	if (p->f[i].count < p->f[i].limit)
+		return grow_leaf(fs, b, p, scratch);
+	while (i > 0 && p->f[i - 1].count >= p->f[i - 1].limit)
+		i--;
+	if (i == 0 && p->levels >= max_levels)
+		return -EAGAIN;
+	rc = b->read(b->ctx, p->f[i].lblk, node);
+	if (rc)
+		return rc;
+	if (i == 0) {
+		level_node(fs, node, &p->f[0], fresh);
+		rc = b->append(b->ctx, fresh, &lblk);
+		if (rc)
+			return rc;
+		level_root(node, &p->f[0], lblk);
+		return b->write(b->ctx, 0, node);
+	}
+	split_node(fs, node, &p->f[i], fresh, &hash);
+	rc = b->append(b->ctx, fresh, &lblk);
+	if (!rc)
+		rc = b->write(b->ctx, p->f[i].lblk, node);
+	if (!rc)
+		rc = b->read(b->ctx, p->f[i - 1].lblk, node);
+	if (rc)
+		return rc;
+	insert_entry(node, &p->f[i - 1], hash, lblk);
+	return b->write(b->ctx, p->f[i - 1].lblk, node);
+}
