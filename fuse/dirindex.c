@@ -1146,37 +1146,6 @@ int dindex_is_empty(struct dindex *di, ext2_ino_t dir)
 	return d->nother == 0;
 }
 
-struct inline_rd {
-	uint64_t from;
-	dindex_fill_fn fill;
-	void *ctx;
-};
-
-static int inline_rd_entry(void *vctx, const char *name, size_t len, ext2_ino_t ino,
-			   int ftype, uint32_t pos, uint32_t next)
-{
-	struct inline_rd *c = vctx;
-
-	if (pos < c->from)
-		return 0;       /* returned already */
-	return c->fill(c->ctx, name, len, ino, ftype, next) ? 1 : 0;
-}
-
-/* Positions in an inline directory are inline.c's (all in "block" 0). */
-static int readdir_inline(struct dindex *di, ext2_ino_t dir, uint64_t off,
-			  dindex_fill_fn fill, void *ctx)
-{
-	struct inline_rd c = { .from = off, .fill = fill, .ctx = ctx };
-	struct ext2_inode inode;
-	errcode_t err = ext2fs_read_inode(di->fs, dir, &inode);
-
-	if (err)
-		return errcode_to_errno(err);
-	if (!(inode.i_flags & EXT4_INLINE_DATA_FL))
-		return -EIO;    /* changed under an index that says inline */
-	return inline_dir_iterate(di->fs, dir, &inode, inline_rd_entry, &c);
-}
-
 /* The names of an indexed directory sorted by cookie, once per change. */
 static int order_build(struct dirix *d)
 {
@@ -1208,7 +1177,7 @@ int dindex_readdir_batch(struct dindex *di, ext2_ino_t dir, uint64_t off,
 	if (rc)
 		return rc;
 	if (d->inline_dir)
-		return readdir_inline(di, dir, off, fill, ctx);
+		return inline_dir_readdir(di->fs, dir, off, fill, ctx);
 	if (d->dx_version < 0)
 		return dirblocks_readdir(di->fs, d->dir, d->pblk, d->nblocks, di->blockbuf, off,
 					 fill, ctx);

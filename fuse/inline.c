@@ -171,3 +171,32 @@ out:
 	free(area);
 	return rc;
 }
+
+struct inline_rd {
+	uint64_t from;
+	dindex_fill_fn fill;
+	void *ctx;
+};
+
+static int inline_rd_entry(void *vctx, const char *name, size_t len, ext2_ino_t ino,
+			   int ftype, uint32_t pos, uint32_t next)
+{
+	struct inline_rd *c = vctx;
+
+	if (pos < c->from)
+		return 0;       /* returned already */
+	return c->fill(c->ctx, name, len, ino, ftype, next) ? 1 : 0;
+}
+
+int inline_dir_readdir(ext2_filsys fs, ext2_ino_t dir, uint64_t off, dindex_fill_fn fill, void *ctx)
+{
+	struct inline_rd c = { .from = off, .fill = fill, .ctx = ctx };
+	struct ext2_inode inode;
+	errcode_t err = ext2fs_read_inode(fs, dir, &inode);
+
+	if (err)    /* plain errno values come from the I/O manager */
+		return err == EXT2_ET_NO_MEMORY ? -ENOMEM : err > 0 && err < 4096 ? -(int)err : -EIO;
+	if (!(inode.i_flags & EXT4_INLINE_DATA_FL))
+		return -EIO;    /* changed under an index that says inline */
+	return inline_dir_iterate(fs, dir, &inode, inline_rd_entry, &c);
+}

@@ -22,6 +22,8 @@
 #include <stdint.h>
 #include <ext2fs/ext2fs.h>
 
+#include "dirindex.h"
+
 /* The inline area of inode ino (in: its inode, EXT4_INLINE_DATA_FL set):
  * i_block's 60 bytes, then system.data's value.  *buf is malloc'd (the
  * caller frees it), *len its length (60 or more).  -ENOMEM, -EIO. */
@@ -49,5 +51,10 @@ typedef int (*inline_dirent_fn)(void *ctx, const char *name, size_t len,
 				ext2_ino_t ino, int ftype, uint32_t pos, uint32_t next);
 int inline_dir_iterate(ext2_filsys fs, ext2_ino_t dir, const struct ext2_inode *in,
 		       inline_dirent_fn fn, void *ctx);
+
+/* readdir of inline directory DIR from position OFF (inline_dir_iterate's
+ * positions, all in "block" 0), each entry to FILL until it asks to stop:
+ * 0 or -errno (-EIO: the inode is no longer inline). */
+int inline_dir_readdir(ext2_filsys fs, ext2_ino_t dir, uint64_t off, dindex_fill_fn fill, void *ctx);
 
 #endif
