@@ -123,6 +123,21 @@ static const struct path_case cases[] = {
 	  "it=$(dumpe2fs b.img 2>/dev/null | sed -n 's/^  Inode table at \\([0-9]*\\)-\\([0-9]*\\).*/\\2/p' | head -1) && "
 	  "printf 'set_inode_field <1> block[0] %s\\nset_inode_field <1> size 1024\\n"
 	  "set_inode_field <1> blocks 2\\n' $it >cmds && debugfs -w -f cmds b.img && cp b.img a.img", NULL },
+	{ "journal-sb-written", "a transaction that damages the journal superblock (the journal "
+	  "inode read to find it)", FROM_CHECK,
+	  "mke2fs -q -F -t ext3 -b 1024 -d src b.img $sz && cp b.img a.img && "
+	  "printf 'zap_block -f <8> -o 12 -l 4 -p 0x11 0\\n' >cmds && debugfs -w -f cmds a.img", NULL },
+	{ "journal-sb-damaged", "an image whose journal superblock is damaged, judged whole", FROM_SCAN,
+	  "mke2fs -q -F -t ext3 -b 1024 -d src b.img $sz && "
+	  "printf 'zap_block -f <8> -o 12 -l 4 -p 0x11 0\\n' >cmds && debugfs -w -f cmds b.img && "
+	  "cp b.img a.img", NULL },
+	{ "htree-leaf-twice", "an index root naming one leaf twice (its leaves listed and sorted)",
+	  FROM_CHECK,
+	  BMAP "mkdir src/h && for i in $(seq 1 400); do : >src/h/entry_with_a_longish_name_$i; done && "
+	  "mke2fs -q -F -t ext3 -b 1024 -d src b.img $sz && "
+	  "{ e2fsck -fyD b.img >/dev/null 2>&1; [ $? -le 1 ]; } && cp b.img a.img && "
+	  "root=$(bmap h 0 a.img) && dd if=b.img of=a.img bs=1 skip=$((root * 1024 + 44)) "
+	  "seek=$((root * 1024 + 52)) count=4 conv=notrunc 2>/dev/null", NULL },
 	{ "fresh-group", "blocks and inodes allocated in a group nothing used before "
 	  "(the advance's reservations of map pages and group bitmaps)", FROM_CHECK,
 	  "sz=32768 && touch src/p1 src/p2 src/p3 src/p4 src/p5 && "
