@@ -55,35 +55,45 @@ struct path_case {
 
 /* ------------------------------------------------------------ the cases */
 
-/* An in-use inode put into the ext4 orphan file's first block, its block
- * checksum set: the entry the checker records. */
+/* A file unlinked while held open, as the kernel leaves it: its entry
+ * removed, no links, in use, named by the ext4 orphan file's first block
+ * (its checksum set) and the orphan-present flag set. */
 static int orphan_entry(const char *after)
 {
 	ext2_filsys fs;
 	struct ext2_inode in;
 	blk64_t blk = 0;
 	char buf[4096];
+	ext2_ino_t dir = 0, victim = 0;
 
 	if (ext2fs_open(after, EXT2_FLAG_RW | EXT2_FLAG_64BITS, 0, 0, unix_io_manager, &fs))
 		return -1;
-	ext2_ino_t ofile = fs->super->s_orphan_file_inum, victim = 0;
-	errcode_t err = ext2fs_namei(fs, EXT2_ROOT_INO, EXT2_ROOT_INO, "a/f5", &victim);
-	if (!err)
-		err = ext2fs_read_inode(fs, ofile, &in);
-	if (!err)
-		err = ext2fs_bmap2(fs, ofile, &in, NULL, 0, 0, NULL, &blk);
+	ext2_ino_t ofile = fs->super->s_orphan_file_inum;
+	errcode_t err = ext2fs_read_bitmaps(fs);
+	err = err ? err : ext2fs_namei(fs, EXT2_ROOT_INO, EXT2_ROOT_INO, "a", &dir);
+	err = err ? err : ext2fs_namei(fs, EXT2_ROOT_INO, dir, "f5", &victim);
+	err = err ? err : ext2fs_unlink(fs, dir, "f5", victim, 0);
+	err = err ? err : ext2fs_read_inode(fs, victim, &in);
+	if (!err) {
+		in.i_links_count = 0;
+		err = ext2fs_write_inode(fs, victim, &in);
+	}
+	err = err ? err : ext2fs_read_inode(fs, ofile, &in);
+	err = err ? err : ext2fs_bmap2(fs, ofile, &in, NULL, 0, 0, NULL, &blk);
 	if (!err && (!blk || fs->blocksize > sizeof(buf)))
 		err = EXT2_ET_INVALID_ARGUMENT;
-	if (!err)
-		err = io_channel_read_blk64(fs->io, blk, 1, buf);
+	err = err ? err : io_channel_read_blk64(fs->io, blk, 1, buf);
 	if (!err) {
 		memcpy(buf, &victim, 4);   /* little-endian host: the tests run on x86 and arm64 */
 		err = ext2fs_orphan_file_block_csum_set(fs, ofile, blk, buf);
 	}
-	if (!err)
-		err = io_channel_write_blk64(fs->io, blk, 1, buf);
-	ext2fs_close_free(&fs);
-	return err ? -1 : 0;
+	err = err ? err : io_channel_write_blk64(fs->io, blk, 1, buf);
+	if (!err) {
+		ext2fs_set_feature_orphan_present(fs->super);
+		ext2fs_mark_super_dirty(fs);
+	}
+	errcode_t cerr = ext2fs_close_free(&fs);
+	return err || cerr ? -1 : 0;
 }
 
 /* shell: the physical block of logical block $2 of $1 in image $3 */
@@ -116,7 +126,8 @@ static const struct path_case cases[] = {
 	{ "uninit-cleared", "a group's inode-uninit flag cleared, its bitmap not written", FROM_CHECK,
 	  "sz=32768 && mke2fs -q -F -t ext4 -b 1024 -d src b.img $sz && cp b.img a.img && "
 	  "printf 'set_bg 2 flags 0\\nset_bg 2 checksum calc\\n' >cmds && debugfs -w -f cmds a.img", NULL },
-	{ "orphan-entry", "an orphan-file entry with valid checksums (the orphans recorded)", FROM_CHECK,
+	{ "orphan-entry", "a file unlinked while open, named by the orphan file (the orphans "
+	  "recorded)", FROM_CHECK,
 	  "mke2fs -q -F -t ext4 -O orphan_file -b 1024 -d src b.img $sz && cp b.img a.img", orphan_entry },
 	{ "bad-itable", "a bad block in an inode table (its inodes skipped)", FROM_ATTACH,
 	  "mke2fs -q -F -t ext3 -b 1024 -d src b.img $sz && "
