@@ -209,8 +209,8 @@ static void summary(char *out, size_t len, struct chk_verdict *v)
 		used += (size_t)snprintf(out + used, len - used, " %s", chk_verdict_violation(v, i)->inv->id);
 }
 
-/* A call's result: on -ENOMEM made again with nothing failing (*retried).
- * Anything else but the reference's result is a failure of the test. */
+/* A call's result: on -ENOMEM made again with nothing failing.  Then
+ * anything but the reference's result is a failure of the test. */
 #define CALL(field, expr)                                                        \
 	do {                                                                     \
 		o->field = (expr);                                               \
@@ -244,8 +244,10 @@ static bool run_once(const struct path_case *c, const struct image *before, cons
 	if (c->from == FROM_SCAN)
 		fault_arm(FAULT_ALLOC, n);
 	CALL(scan_before, chk_scan(fs, &v));
-	if (!o->scan_before)
-		summary(o->verdicts[0], sizeof(o->verdicts[0]), v), chk_verdict_free(v);
+	if (!o->scan_before) {
+		summary(o->verdicts[0], sizeof(o->verdicts[0]), v);
+		chk_verdict_free(v);
+	}
 	if (c->from == FROM_CHECK)
 		fault_arm(FAULT_ALLOC, n);
 	CALL(check, chk_check(fs, w, nw, &v));
@@ -259,8 +261,10 @@ static bool run_once(const struct path_case *c, const struct image *before, cons
 	}
 	chk_verdict_free(v);
 	CALL(scan_after, chk_scan(fs, &v));
-	if (!o->scan_after)
-		summary(o->verdicts[2], sizeof(o->verdicts[2]), v), chk_verdict_free(v);
+	if (!o->scan_after) {
+		summary(o->verdicts[2], sizeof(o->verdicts[2]), v);
+		chk_verdict_free(v);
+	}
 out:;
 	bool hit = n && fault_fired(FAULT_ALLOC);
 	fault_arm(FAULT_ALLOC, 0);
@@ -291,6 +295,10 @@ static void sweep(const struct path_case *c)
 
 	int before_failures = failures;
 	run_once(c, &before, &after, w, nw, 0, NULL, &ref);
+	/* the case must get as far as its path with nothing failing */
+	TEST_REQUIRE(!ref.attach && !ref.scan_before && !ref.check && !ref.advance && !ref.scan_after,
+		     "%s: the reference run failed (attach %d, scan %d, check %d, advance %d, scan %d)",
+		     c->name, ref.attach, ref.scan_before, ref.check, ref.advance, ref.scan_after);
 	unsigned long n = getenv("FAULT_N") ? strtoul(getenv("FAULT_N"), NULL, 10) : 0;
 	if (n) {
 		run_once(c, &before, &after, w, nw, n, &ref, &o);
