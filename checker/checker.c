@@ -298,10 +298,15 @@ int chk_read_inode(struct chk_fs *fs, uint32_t ino, void *buf)
 
 int chk_journal_head(struct chk_fs *fs, uint64_t *block0, uint64_t *nblocks)
 {
-	uint8_t *raw = fs->journal_ino ? malloc(fs->inode_size) : NULL;
-	if (!raw || chk_read_inode(fs, fs->journal_ino, raw)) {
-		free(raw);
+	if (!fs->journal_ino)
 		return -ENOENT;
+	uint8_t *raw = malloc(fs->inode_size);
+	if (!raw)
+		return -ENOMEM;
+	int r = chk_read_inode(fs, fs->journal_ino, raw);
+	if (r) {
+		free(raw);
+		return r;
 	}
 	const struct ext2_inode *in = (const void *)raw;
 	/* block 0 through its map: an extent tree on ext4 */

@@ -356,7 +356,9 @@ void chk_cache_free(struct blk_cache *c);
 /* Approved raw inode (inode_size bytes) */
 int  chk_read_inode(struct chk_fs *fs, uint32_t ino, void *buf);
 /* The internal journal's first block and its length in blocks: 0, or
- * -ENOENT when there is no journal inode or block 0 is absent/out of range. */
+ * -ENOENT when there is no journal inode or block 0 is absent/out of range,
+ * or the error reading the inode failed with (-ENOMEM, -EIO): not "no
+ * journal", or a failure would skip the journal superblock's check. */
 int  chk_journal_head(struct chk_fs *fs, uint64_t *block0, uint64_t *nblocks);
 uint32_t chk_group_of_block(const struct chk_fs *fs, uint64_t blk);
 uint32_t chk_group_of_inode(const struct chk_fs *fs, uint32_t ino);

@@ -346,6 +346,8 @@ void chk_htree_check_leaf(struct chk_fs *fs, struct txn *t, uint32_t dir, const 
 		t->dx_hver = hv;
 		/* every leaf is referenced once */
 		uint32_t *lb = malloc(t->ndx * sizeof(*lb) + 1);
+		if (!lb)
+			t->err = -ENOMEM;
 		if (lb) {
 			for (size_t i = 0; i < t->ndx; i++)
 				lb[i] = t->dx[i].lblk;

@@ -1076,7 +1076,10 @@ void inv_journal_sb(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
 	uint64_t b0, nblocks;
 	uint32_t idx;
-	if (chk_journal_head(fs, &b0, &nblocks) || !chk_u64map_get(&t->bidx, b0, &idx) ||
+	int r = chk_journal_head(fs, &b0, &nblocks);
+	if (r && r != -ENOENT)
+		t->err = r;
+	if (r || !chk_u64map_get(&t->bidx, b0, &idx) ||
 	    !t->blocks[idx].changed)
 		return;                  /* not written by this transaction */
 	/* written by this transaction: its new contents are in hand */

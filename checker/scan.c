@@ -532,9 +532,12 @@ static void scan_journal_sb(struct scan *s)
 	struct chk_fs *fs = s->fs;
 	struct chk_verdict *v = s->v;
 	uint64_t b0, nblocks;
-	if (chk_journal_head(fs, &b0, &nblocks) || bt_static(chk_btype(fs, b0)))
+	int r = chk_journal_head(fs, &b0, &nblocks);
+	if (r && r != -ENOENT)
+		s->err = r;
+	if (r || bt_static(chk_btype(fs, b0)))
 		return;                  /* pointer problems are reported as such */
-	int r = chk_read_block(fs, b0, s->buf);
+	r = chk_read_block(fs, b0, s->buf);
 	if (r) {
 		s->err = r;
 		return;

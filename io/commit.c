@@ -66,6 +66,7 @@ void discard(struct txn_manager *t)
 	restore_freed_marks(t);
 	blkset_clear(&t->freed);
 	t->rc->totals.failed = true;
+	t->sp_lost = true;   /* an operation in progress cannot be restored now */
 }
 
 /* Home writes of an approved transaction, in one sorted batch.  Under

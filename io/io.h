@@ -272,8 +272,9 @@ void rio_txn_inode_alloc_stats(ext2_filsys fs, ext2_ino_t ino, int inuse, bool i
  * its own snapshot.  A commit ends the savepoint.  One savepoint at a time
  * per channel: the caller's file-system lock makes operations one at a
  * time.  rollback returns EROFS if it could not restore exactly (out of
- * memory while tracking): the whole open transaction is then discarded and
- * the file system fails as on a rejection. */
+ * memory while tracking, or the open transaction already discarded by a
+ * failed commit): the whole open transaction is then discarded and the
+ * file system fails as on a rejection. */
 errcode_t rio_txn_savepoint(io_channel ch);
 errcode_t rio_txn_rollback(io_channel ch);
 

@@ -69,6 +69,16 @@ static void note_alloc(struct txn_manager *t, uint64_t num, int inuse, bool inod
 							       .inode = inode, .isdir = isdir };
 }
 
+/* Linear: taking back a block the open transaction freed is rare (the
+ * freed blocks stay marked, no allocator hands them out). */
+static bool freed_since_savepoint(const struct txn_manager *t, uint64_t blk)
+{
+	for (size_t i = 0; i < t->sp_nfreed; i++)
+		if (t->sp_freed[i] == blk)
+			return true;
+	return false;
+}
+
 static void note_block_stats(struct txn_manager *t, ext2_filsys fs, blk64_t blk, int inuse)
 {
 	note_alloc(t, blk, inuse, false, false);
@@ -83,7 +93,11 @@ static void note_block_stats(struct txn_manager *t, ext2_filsys fs, blk64_t blk,
 		}
 	} else if (inuse > 0 && blkset_has(&t->freed, blk)) {
 		blkset_remove(&t->freed, blk);
-		sp_note(t, &t->sp_unfreed, &t->sp_nunfreed, &t->sp_capunfreed, blk);
+		/* a block freed since the savepoint is gone from the set once
+		 * the rollback has undone its free: only the set's blocks of
+		 * the savepoint come back */
+		if (!freed_since_savepoint(t, blk))
+			sp_note(t, &t->sp_unfreed, &t->sp_nunfreed, &t->sp_capunfreed, blk);
 	}
 }
 
@@ -204,9 +218,11 @@ errcode_t rio_txn_rollback(io_channel ch)
 		}
 		for (size_t i = 0; i < t->sp_nfreed; i++)
 			blkset_remove(&t->freed, t->sp_freed[i]);
+		/* the set held these at the savepoint and holds fewer now (no
+		 * commit ended the savepoint, no discard emptied the set: it
+		 * sets sp_lost): it has room, adding them back cannot fail */
 		for (size_t i = 0; i < t->sp_nunfreed; i++)
-			if (blkset_add(&t->freed, t->sp_unfreed[i]))
-				err = ENOMEM;
+			(void)blkset_add(&t->freed, t->sp_unfreed[i]);
 		if (t->nents == 0)
 			t->opened_ns = 0;
 	}
