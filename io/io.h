@@ -49,6 +49,10 @@ struct rio_config {
 	bool     journal;                 /* log through the ext3 journal (else checked write-in-place) */
 	bool     async_commit;            /* check and log transaction N on a commit thread while N+1
 					   * builds (off = commit in rio_txn_boundary; deterministic) */
+	bool     base_check_background;   /* a read-write mount's base check leaves the free inodes
+					   * past each group's last in use to a background thread
+					   * (checked before any commit relies on them; off: all read
+					   * before rio_image_check returns) */
 
 	/* fault injection (tests; -o only) */
 	uint64_t fault_crash_after;       /* 0 = off; counts device write requests */
@@ -60,7 +64,7 @@ struct rio_config {
 #define RIO_CONFIG_DEFAULTS { \
 	.block_cache_mb = 64, .checker = true, .checker_cache_mb = 128, \
 	.commit_interval_ms = 1000, .on_violation = RIO_ONV_READONLY, .journal = true, \
-	.async_commit = true, \
+	.async_commit = true, .base_check_background = true, \
 }
 /* Copied: later changes to *cfg do not reach the manager. */
 void rio_set_config(const struct rio_config *cfg);
