@@ -519,6 +519,11 @@ uint64_t chk_thread_ns(void);
 bool chk_judge_table_inode(struct chk_fs *fs, struct chk_verdict *v, uint32_t ino, const struct ext2_inode *in);
 void chk_judge_free_inode(struct chk_fs *fs, struct chk_verdict *v, uint32_t ino, const struct ext2_inode *in);
 uint32_t chk_tail_start(const struct chk_fs *fs, uint32_t g);
+/* g's tail is known to read as zeros without reading it (the caller's zero
+ * callback: a hole of an image file) and g holds no inode in use: every
+ * inode there free and zero, nothing to judge (as chk_scan skips such a
+ * table) */
+bool chk_tail_known_zero(const struct chk_fs *fs, uint32_t g);
 int  chk_mark_deferred(struct chk_fs *fs, uint32_t g);
 void chk_clear_deferred(struct chk_fs *fs);
 

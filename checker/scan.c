@@ -701,7 +701,8 @@ static int scan_tables(struct scan *s, uint8_t *tab)
 		uint64_t toff = chk_gd_itable(fs, chk_gd(fs, g)) * fs->bs;
 		size_t ubytes = ((size_t)upto * fs->inode_size + fs->bs - 1) / fs->bs * fs->bs;
 		if (upto < used && !(fs->sealed && bit_get(fs->sealed, g)) &&
-		    !(fs->pristine && bit_get(fs->pristine, g)) && (r = chk_mark_deferred(fs, g)))
+		    !(fs->pristine && bit_get(fs->pristine, g)) && !chk_tail_known_zero(fs, g) &&
+		    (r = chk_mark_deferred(fs, g)))
 			break;
 		if (!upto || (g && fs->zero && !chk_group_inodes_any(fs, g) && fs->zero(fs->ctx, toff, ubytes) == 1))
 			continue;

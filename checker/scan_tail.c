@@ -105,12 +105,11 @@ int chk_set_deferred(struct chk_fs *fs, const uint8_t *bits, uint32_t ngroups)
 	return 0;
 }
 
-void chk_tail_extent(const struct chk_fs *fs, uint32_t g, uint64_t *offset, size_t *len)
+/* Where group g's tail lies, deferred or not (*len 0: none). */
+static void tail_range(const struct chk_fs *fs, uint32_t g, uint64_t *offset, size_t *len)
 {
 	*offset = 0;
 	*len = 0;
-	if (!chk_group_deferred(fs, g))
-		return;
 	uint32_t from = chk_tail_start(fs, g), used = chk_group_used_inodes(fs, g);
 	if (from >= used)
 		return;
@@ -118,6 +117,22 @@ void chk_tail_extent(const struct chk_fs *fs, uint32_t g, uint64_t *offset, size
 	uint64_t end = ((uint64_t)used * fs->inode_size + fs->bs - 1) / fs->bs * fs->bs;
 	*offset = chk_gd_itable(fs, chk_gd(fs, g)) * fs->bs + start;
 	*len = (size_t)(end - start);
+}
+
+bool chk_tail_known_zero(const struct chk_fs *fs, uint32_t g)
+{
+	uint64_t off;
+	size_t len;
+	tail_range(fs, g, &off, &len);
+	return len && g && fs->zero && !chk_group_inodes_any(fs, g) && fs->zero(fs->ctx, off, len) == 1;
+}
+
+void chk_tail_extent(const struct chk_fs *fs, uint32_t g, uint64_t *offset, size_t *len)
+{
+	*offset = 0;
+	*len = 0;
+	if (chk_group_deferred(fs, g))
+		tail_range(fs, g, offset, len);
 }
 
 int chk_check_tail(struct chk_fs *fs, uint32_t g, const void *table, struct chk_verdict **out)
@@ -132,8 +147,7 @@ int chk_check_tail(struct chk_fs *fs, uint32_t g, const void *table, struct chk_
 	struct chk_verdict *v = chk_verdict_new();
 	uint8_t *own = NULL;
 	int r = v ? 0 : -ENOMEM;
-	/* an empty group whose table is known to read as zeros: all free */
-	bool zeros = len && !table && fs->zero && !chk_group_inodes_any(fs, g) && fs->zero(fs->ctx, off, len) == 1;
+	bool zeros = !table && chk_tail_known_zero(fs, g);
 	if (!r && len && !table && !zeros) {
 		if (!(own = malloc(len)))
 			r = -ENOMEM;

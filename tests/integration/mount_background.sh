@@ -1,6 +1,7 @@
 #!/bin/bash
 # The base check's background part (base_check=background, the default): on
-# an image no seal vouches for, the mount reads each inode table only up to
+# a loop device (where the holes of an image file cannot be seen) no seal
+# vouches for, the mount reads each inode table only up to
 # its last inode in use and serves; a thread checks the free inodes past it
 # group by group, and a commit that writes a group not yet checked checks it
 # first.
@@ -19,8 +20,15 @@ img="$SCRATCH/b.img"
 seals="$SCRATCH/seals"
 opts() { echo "seal_dir=$seals,stats=$SCRATCH/$1.json"; }
 seal_file() { ls "$seals" 2>/dev/null | grep -v '\.tmp$' | head -1; }
-# 16 groups of 16 MiB
-fresh() { mkimg "$img" 4096 256M -g 4096; rm -rf "$seals"; }
+# 16 groups of 8 MiB
+fresh() { mkimg "$img" 4096 128M -g 2048; rm -rf "$seals"; }
+# attach: $dev, a loop device over $img (not loop_attach: its record of the
+# device would stay in a subshell)
+attach() {
+	dev=$(losetup --find --show "$img") || die "losetup"
+	LOOPS+=("$dev")
+}
+detach() { losetup -d "$dev"; }
 groups() { dumpe2fs -h "$img" 2>/dev/null | awk -F: '/^Inode count/ {i=$2} /^Inodes per group/ {g=$2} END {print i / g}'; }
 ipg() { dumpe2fs -h "$img" 2>/dev/null | sed -n 's/^Inodes per group: *//p'; }
 # damage INO: a free inode made to look in use (a link, a mode, no dtime)
@@ -56,7 +64,8 @@ fresh
 damage 40
 cp --sparse=always "$img" "$SCRATCH/before.img"
 export RECON_BGCHECK_PAUSE_MS=60000
-mount_recon "$img" "$mnt" "$(opts held)" || die "held: mount failed"
+attach
+mount_recon "$dev" "$mnt" "$(opts held)" || die "held: mount failed"
 unset RECON_BGCHECK_PAUSE_MS
 wfsync "$mnt/new" &&
 	fail "held: a file was created on an image whose group 0 holds a damaged free inode"
@@ -64,6 +73,7 @@ grep -q "base check (before a commit): group 0: INV_FREE_INODE_FORM: inode 40" "
 	fail "held: the damage not named before the commit: $(head -5 "$RECON_LOG")"
 wfsync "$mnt/again" && fail "held: a later create went through"
 umount_recon "$mnt" 3
+detach
 changed=$(changed_blocks "$SCRATCH/before.img" "$img")
 [ -z "$changed" ] || fail "held: the refused commit reached the disk (blocks $changed)"
 [ -z "$(seal_file)" ] || fail "held: a seal was written after damage was found"
@@ -73,12 +83,14 @@ fresh
 n=$(groups)
 far=$(( (n - 1) * $(ipg) + 9 ))
 damage $far
-mount_recon "$img" "$mnt" "$(opts far)" || die "far: mount failed"
+attach
+mount_recon "$dev" "$mnt" "$(opts far)" || die "far: mount failed"
 wait_log "base check (background): group $((n - 1)): INV_FREE_INODE_FORM: inode $far" 10 ||
 	fail "far: the background check did not name the damage: $(head -5 "$RECON_LOG")"
 cp --sparse=always "$img" "$SCRATCH/before.img"
 wfsync "$mnt/new" && fail "far: a create went through after the damage was found"
 umount_recon "$mnt" 3
+detach
 changed=$(changed_blocks "$SCRATCH/before.img" "$img")
 [ -z "$changed" ] || fail "far: a write reached the disk after the damage was found (blocks $changed)"
 [ -z "$(seal_file)" ] || fail "far: a seal was written after damage was found"
@@ -86,10 +98,12 @@ changed=$(changed_blocks "$SCRATCH/before.img" "$img")
 # 3. no damage: the check completes, the clean unmount seals
 fresh
 n=$(groups)
-mount_recon "$img" "$mnt" "$(opts clean)" || die "clean: mount failed"
+attach
+mount_recon "$dev" "$mnt" "$(opts clean)" || die "clean: mount failed"
 (cd "$mnt" && mkdir d && echo a >d/f && sync -f .) || fail "clean: writes failed"
 wait_log "base check: done, every group checked" 10 || fail "clean: the background check did not finish"
 umount_recon "$mnt"
+detach
 deferred=$(stat_of "$SCRATCH/clean.json" base_check_groups_deferred)
 bg=$(stat_of "$SCRATCH/clean.json" base_check_groups_background_done)
 cm=$(stat_of "$SCRATCH/clean.json" base_check_groups_commit_done)
@@ -102,11 +116,13 @@ fsck_clean "$img" "after the background check"
 # 4. unmount while the thread is held back: it stops at once, no seal
 fresh
 export RECON_BGCHECK_PAUSE_MS=60000
-mount_recon "$img" "$mnt" "$(opts early)" || die "early: mount failed"
+attach
+mount_recon "$dev" "$mnt" "$(opts early)" || die "early: mount failed"
 unset RECON_BGCHECK_PAUSE_MS
 echo a >"$mnt/a" || fail "early: a write failed"
 t0=$(date +%s%N)
 umount_recon "$mnt"
+detach
 ms=$(( ($(date +%s%N) - t0) / 1000000 ))
 # generous for a loaded machine: the held thread would take 60 s
 check "early: the unmount did not wait for the background check (${ms} ms)" [ "$ms" -lt $((20000 * TMUL)) ]
