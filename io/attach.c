@@ -526,6 +526,7 @@ errcode_t rio_txn_base_check(ext2_filsys fs, char **report)
 	}
 	bool clean;
 	bool defer = !own && rio_cfg.base_check_background;
+	bg_stop(t);   /* the scan replaces the deferred marks the thread works on */
 	errcode_t err = scan_report(rc, fs, chk, defer, report, &clean);
 	rc->base_clean = !own && clean;
 	chk_detach(own);
