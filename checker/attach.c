@@ -523,6 +523,7 @@ void chk_detach(struct chk_fs *fs)
 	free(fs->bad_itable);
 	free(fs->sealed);
 	free(fs->pristine);
+	free(fs->deferred);
 	free(fs);
 }
 

@@ -240,6 +240,57 @@ int chk_scan(struct chk_fs *fs, struct chk_verdict **out);
  */
 int chk_set_sealed(struct chk_fs *fs, const uint8_t *bits, uint32_t ngroups);
 
+/* ---- deferred table tails ----
+ * What the base case learns from a group's inode table past its last inode
+ * in use is only that each free inode there is in the free form
+ * (INV_FREE_INODE_FORM; INV_CSUM_INODE with metadata_csum; an inode in a
+ * bad block free in the bitmap).  A caller may have chk_scan leave that
+ * part, the group's *tail*, for later, and check it group by group with
+ * chk_check_tail, provided no verdict relies on a tail before it is checked:
+ * before chk_check of a transaction that writes a block of a deferred
+ * group's inode table or inode bitmap (chk_block_info: "itable" or "ibitmap",
+ * owner the group), the caller checks that group's tail.  No other change
+ * reads a free inode's contents (an entry or orphan naming a free inode is
+ * rejected from the bitmap alone).  These calls are checker calls as any:
+ * one thread at a time with chk_check, chk_advance and chk_scan on the same
+ * chk_fs (the caller's lock).
+ */
+
+/* For the next chk_scan calls: when on, every group that is neither sealed
+ * nor pristine is read as a sealed one (up to its last inode in use; group 0
+ * at least past the reserved inodes), and is marked deferred when its table
+ * holds initialised inodes past what was read.  Marks from an earlier scan
+ * are replaced. */
+void chk_set_defer_tails(struct chk_fs *fs, bool on);
+
+/* Groups marked deferred (by chk_scan or chk_set_deferred) and not checked
+ * since; and whether group g is one (false past the group count). */
+uint32_t chk_deferred_count(const struct chk_fs *fs);
+bool chk_group_deferred(const struct chk_fs *fs, uint32_t g);
+
+/* The deferred marks as ngroups bits (the image's group count), NULL when
+ * none; valid until the next call that changes them.  chk_set_deferred
+ * gives them to a checker attached anew to the same state (the caller
+ * re-attached after the scan): copied, NULL clears; 0, -EINVAL (ngroups is
+ * not the image's) or -ENOMEM. */
+const uint8_t *chk_deferred_bits(const struct chk_fs *fs);
+int chk_set_deferred(struct chk_fs *fs, const uint8_t *bits, uint32_t ngroups);
+
+/* Where deferred group g's tail lies on the device: *offset (block-aligned)
+ * and *len bytes, whole blocks; *len 0 when g is not deferred.  What
+ * chk_check_tail wants, for a caller that reads it itself (off the lock). */
+void chk_tail_extent(const struct chk_fs *fs, uint32_t g, uint64_t *offset, size_t *len);
+
+/*
+ * Check deferred group g's tail as chk_scan checks any table: `table` holds
+ * the chk_tail_extent bytes read from the approved state (the caller vouches
+ * that no approved commit wrote them since the read), or is NULL for the
+ * checker to read them through its read callback.  Clears g's mark, whatever
+ * the verdict.  0 with *out set (violations listed, records empty; *out NULL
+ * when g was not deferred), or -errno (a read's; g stays deferred).
+ */
+int chk_check_tail(struct chk_fs *fs, uint32_t g, const void *table, struct chk_verdict **out);
+
 struct chk_stats {
 	uint64_t transactions;      /* chk_check calls */
 	uint64_t blocks_checked;    /* distinct blocks diffed */
@@ -251,6 +302,8 @@ struct chk_stats {
 	uint64_t scan_tables_sealed;/* groups whose table it read in part or not at all for a seal */
 	uint64_t scan_table_bytes;  /* bytes of inode table chk_scan read */
 	uint64_t pristine_groups;   /* groups whose bitmaps attach took as pristine, unread */
+	uint64_t scan_tails_deferred;/* groups whose table tail chk_scan left deferred */
+	uint64_t tails_checked;     /* deferred tails chk_check_tail checked */
 };
 void chk_get_stats(const struct chk_fs *fs, struct chk_stats *out);
 

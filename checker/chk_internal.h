@@ -139,6 +139,11 @@ struct chk_fs {
 	chk_zero_fn zero;                /* may be NULL */
 	uint8_t *sealed;                 /* chk_set_sealed's ngroups bits, or NULL */
 	uint8_t *pristine;               /* chk_options.pristine, ngroups bits, or NULL */
+	/* scan.c: deferred table tails (chk_set_defer_tails): ngroups bits of
+	 * the groups whose free inodes past the last in use are unchecked */
+	bool defer_tails;
+	uint8_t *deferred;               /* NULL: none */
+	uint32_t ndeferred;
 	void *ctx;
 	uint8_t sb_raw[1024] __attribute__((aligned(8)));  /* approved primary superblock */
 	const struct ext2_super_block *sb; /* = (void *)sb_raw */
@@ -507,6 +512,24 @@ void chk_txn_free(struct txn *t);
 int  chk_txn_apply(struct chk_fs *fs, struct txn *t);
 
 uint64_t chk_thread_ns(void);
+
+/* scan_tail.c: deferred table tails (checker.h).  chk_judge_table_inode:
+ * what holds for any inode of a table (its checksum; one in a bad block is
+ * unread and must be in use), true when the inode is not to be read further;
+ * chk_judge_free_inode: a free inode is in the free form.  chk_tail_start:
+ * the first inode index (of group g) a deferring scan leaves unread, whole
+ * blocks read; chk_mark_deferred (0 or -ENOMEM) and chk_clear_deferred keep
+ * the marks. */
+bool chk_judge_table_inode(struct chk_fs *fs, struct chk_verdict *v, uint32_t ino, const struct ext2_inode *in);
+void chk_judge_free_inode(struct chk_fs *fs, struct chk_verdict *v, uint32_t ino, const struct ext2_inode *in);
+uint32_t chk_tail_start(const struct chk_fs *fs, uint32_t g);
+/* g's tail is known to read as zeros without reading it (the caller's zero
+ * callback: a hole of an image file) and g holds no inode in use: every
+ * inode there free and zero, nothing to judge (as chk_scan skips such a
+ * table) */
+bool chk_tail_known_zero(const struct chk_fs *fs, uint32_t g);
+int  chk_mark_deferred(struct chk_fs *fs, uint32_t g);
+void chk_clear_deferred(struct chk_fs *fs);
 
 /* ---- diff.c: the analysed transaction ---- */
 struct tblock {                  /* one block the transaction writes */

@@ -695,11 +695,18 @@ static int scan_tables(struct scan *s, uint8_t *tab)
 			upto = ibits ? (uint32_t)chk_bits_end(ibits, used) : 0;
 			if (upto < used)
 				fs->stats.scan_tables_sealed++;
+		} else if (fs->defer_tails) {
+			/* the rest is chk_check_tail's, before anything relies on it */
+			upto = chk_tail_start(fs, g);
 		}
 		/* an empty group whose table is known to read as zeros: every
 		 * inode free and zero, nothing to report */
 		uint64_t toff = chk_gd_itable(fs, chk_gd(fs, g)) * fs->bs;
 		size_t ubytes = ((size_t)upto * fs->inode_size + fs->bs - 1) / fs->bs * fs->bs;
+		if (upto < used && !(fs->sealed && bit_get(fs->sealed, g)) &&
+		    !(fs->pristine && bit_get(fs->pristine, g)) && !chk_tail_known_zero(fs, g) &&
+		    (r = chk_mark_deferred(fs, g)))
+			break;
 		if (!upto || (g && fs->zero && !chk_group_inodes_any(fs, g) && fs->zero(fs->ctx, toff, ubytes) == 1))
 			continue;
 		r = fs->read(fs->ctx, toff, tab, ubytes);
@@ -714,15 +721,8 @@ static int scan_tables(struct scan *s, uint8_t *tab)
 		for (uint32_t i = 0; i < upto; i++) {
 			uint32_t ino = g * fs->ipg + i + 1;
 			const struct ext2_inode *in = (const void *)(tab + (size_t)i * fs->inode_size);
-			if (!chk_inode_csum_ok(&fs->csum, ino, (const uint8_t *)in))
-				V(INV_CSUM_INODE, "inode %u: checksum does not match", ino);
-			if (chk_inode_in_bad_block(fs, ino)) {
-				/* unread, as e2fsck: in use, named by no entry */
-				if (!chk_ibit(fs, ino))
-					V(INV_IBITMAP_CLEAR, "inode %u lies in a bad block of the inode table "
-					  "but is free in the inode bitmap", ino);
+			if (chk_judge_table_inode(fs, v, ino, in))
 				continue;
-			}
 			if (ino == EXT2_ROOT_INO && (!chk_ibit(fs, ino) || imode_type(in) != 0040000 ||
 						     in->i_links_count < 2))
 				V(INV_RESERVED_INODES, "the root inode is not a live directory");
@@ -730,10 +730,8 @@ static int scan_tables(struct scan *s, uint8_t *tab)
 				scan_resize_inode(s, in);
 			if (chk_ibit(fs, ino))
 				scan_inode(s, ino, in);
-			else if (in->i_links_count && !in->i_dtime && chk_mode_type_valid(in->i_mode))
-				V(INV_FREE_INODE_FORM, "inode %u is free in the inode bitmap but looks in use "
-				  "(%u links, mode 0%o, no dtime): it would be handed out twice", ino,
-				  in->i_links_count, in->i_mode);
+			else
+				chk_judge_free_inode(fs, v, ino, in);
 		}
 	}
 	return r;
@@ -784,6 +782,7 @@ int chk_scan(struct chk_fs *fs, struct chk_verdict **out)
 	if (s.t->orphan_loop)
 		V(INV_ORPHAN_LIST, "the orphan list from s_last_orphan %u loops or reaches a free or reserved inode",
 		  fs->sb->s_last_orphan);
+	chk_clear_deferred(fs);
 	r = scan_tables(&s, tab);
 	if (!r)
 		r = s.err;

@@ -21,7 +21,7 @@
 static const struct rio_config io_defaults = RIO_CONFIG_DEFAULTS;
 
 enum key_kind { K_BOOL, K_UINT, K_U64, K_STR, K_ATIME, K_ONV, K_ERRORS, K_DATA, K_COMMIT, K_MAPROOT,
-		K_URING, K_UID, K_GID };
+		K_URING, K_UID, K_GID, K_BASECHECK };
 
 struct key_desc {
 	const char *name;
@@ -76,6 +76,8 @@ static const struct key_desc keys[] = {
 	{ "fuse_uring", "MODE", K_URING, F(fuse_uring), false,
 	  "FUSE requests over io_uring when the kernel offers it: auto (default), on, off" },
 	{ "checker", NULL, K_BOOL, F(io.checker), false, "shadow checker on every commit (on)" },
+	{ "base_check", "WHEN", K_BASECHECK, F(io.base_check_background), false,
+	  "free inodes past each group's last in use: background (default) or foreground" },
 	{ "checker_cache_mb", "N", K_UINT, F(io.checker_cache_mb), false, "checker's block cache in MiB (128)" },
 	{ "commit_interval_ms", "N", K_UINT, F(io.commit_interval_ms), false, "commit age limit in ms (1000)" },
 	{ "max_transaction_blocks", "N", K_UINT, F(io.max_transaction_blocks), false,
@@ -426,6 +428,12 @@ static int set_choice(struct recon_config *cfg, const struct key_desc *k, const 
 			cfg->fuse_uring = FUSE_URING_AUTO;
 		else if (!parse_bool(val, &b))
 			cfg->fuse_uring = b ? FUSE_URING_ON : FUSE_URING_OFF;
+		else
+			return 1;
+		return 0;
+	case K_BASECHECK:
+		if (!strcmp(val, "background") || !strcmp(val, "foreground"))
+			cfg->io.base_check_background = val[0] == 'b';
 		else
 			return 1;
 		return 0;

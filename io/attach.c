@@ -62,9 +62,8 @@ static errcode_t attach_checker(struct rio_chan *rc, chk_read_fn read, chk_zero_
 }
 
 /* A thread of io's own takes no signals: they belong to the caller's
- * threads (the daemon's exit signals must interrupt its FUSE loop).
- * pthread_create's result. */
-static int start_quiet_thread(pthread_t *th, void *(*fn)(void *), void *arg)
+ * threads (the daemon's exit signals must interrupt its FUSE loop). */
+int rio_start_quiet_thread(pthread_t *th, void *(*fn)(void *), void *arg)
 {
 	sigset_t all, old;
 	sigfillset(&all);
@@ -193,7 +192,7 @@ errcode_t rio_txn_prepare(ext2_filsys fs)
 	p->rc = rc;
 	atomic_store(&p->direct, true);
 	rc->prep = p;
-	int ret = start_quiet_thread(&p->thread, prep_main, p);
+	int ret = rio_start_quiet_thread(&p->thread, prep_main, p);
 	if (ret) {
 		rc->prep = NULL;
 		free(p);
@@ -206,6 +205,7 @@ void rio_txn_free(struct txn_manager *t)
 {
 	if (!t)
 		return;
+	bg_stop(t);
 	if (t->thread_running) {
 		/* the thread runs what is queued before it stops */
 		pthread_mutex_lock(&t->cm);
@@ -221,6 +221,7 @@ void rio_txn_free(struct txn_manager *t)
 	pthread_mutex_destroy(&t->cm);
 	pthread_cond_destroy(&t->cv);
 	pthread_rwlock_destroy(&t->chk_lock);
+	pthread_mutex_destroy(&t->chk_use);
 	ovl_clear(t);
 	free(t->ents);
 	free(t->hash);
@@ -238,6 +239,7 @@ void rio_txn_free(struct txn_manager *t)
 		t->rc->totals.chk_scan_ns += cs.scan_cpu_ns;
 		t->rc->totals.chk_hits += cs.cache_hits;
 		t->rc->totals.chk_misses += cs.cache_misses;
+		t->rc->totals.base_pending = chk_deferred_count(t->chk);
 		chk_detach(t->chk);
 	}
 	if (t->fs && t->fs->io && t->fs->io->private_data == t->rc) {
@@ -273,6 +275,7 @@ static errcode_t txn_new(ext2_filsys fs, struct rio_chan *rc, struct txn_manager
 	pthread_mutex_init(&t->cm, NULL);
 	pthread_cond_init(&t->cv, NULL);
 	pthread_rwlock_init(&t->chk_lock, NULL);
+	pthread_mutex_init(&t->chk_use, NULL);
 	t->rng = rio_cfg.fault_seed * 0xD1B54A32D192ED03ull + 0x8CB92BA72F3D8DD7ull;
 	t->tid_open = 1;
 	errcode_t err = fault_corrupt_parse(t, rio_cfg.fault_corrupt);
@@ -394,8 +397,14 @@ errcode_t rio_txn_attach(ext2_filsys fs)
 			goto unmark;
 		}
 	}
+	/* a checker attached anew after the base check takes its deferred
+	 * groups: what that check left unread is still unchecked */
+	if (t->chk && rc->deferred && chk_set_deferred(t->chk, rc->deferred, rc->ndeferred)) {
+		err = ENOMEM;
+		goto unmark;
+	}
 	if (rio_cfg.async_commit) {
-		int ret = start_quiet_thread(&t->thread, commit_thread, t);
+		int ret = rio_start_quiet_thread(&t->thread, commit_thread, t);
 		if (ret) {
 			err = (errcode_t)ret;
 			goto unmark;
@@ -405,6 +414,11 @@ errcode_t rio_txn_attach(ext2_filsys fs)
 	ext2fs_set_block_alloc_stats_callback(fs, block_stats_cb, &t->old_stats);
 	ext2fs_set_block_alloc_stats_range_callback(fs, block_stats_range_cb, &t->old_stats_range);
 	rc->txn = t;
+	/* without the thread every deferred group is checked before a
+	 * commit relies on it all the same; only the seal waits for them */
+	err = bg_start(t);
+	if (err)
+		fprintf(stderr, "recon-fuse: base check: no background thread (%s)\n", error_message(err));
 	return 0;
 unmark:
 	unmark_mounted(t);
@@ -425,11 +439,31 @@ static bool only_free_counts(const struct chk_verdict *v)
 	return true;
 }
 
+/* The scan's deferred groups, kept for the transactions' checker should
+ * rio_txn_attach attach one anew.  0 or -ENOMEM. */
+static int remember_deferred(struct rio_chan *rc, struct chk_fs *chk, uint32_t ngroups)
+{
+	const uint8_t *bits = chk_deferred_bits(chk);
+	free(rc->deferred);
+	rc->deferred = NULL;
+	rc->ndeferred = 0;
+	rc->totals.base_deferred = chk_deferred_count(chk);
+	if (!bits)
+		return 0;
+	size_t bytes = ((size_t)ngroups + 7) / 8;
+	if (!(rc->deferred = malloc(bytes)))
+		return -ENOMEM;
+	memcpy(rc->deferred, bits, bytes);
+	rc->ndeferred = ngroups;
+	return 0;
+}
+
 /* chk_scan of chk over rc into *report (NULL when consistent): the first
  * violations, one a line, and how many more; *clean when none but the
  * superblock's free counts.  The scan reads every table once: those reads
  * do not fill rc's cache. */
-static errcode_t scan_report(struct rio_chan *rc, struct chk_fs *chk, char **report, bool *clean)
+static errcode_t scan_report(struct rio_chan *rc, ext2_filsys fs, struct chk_fs *chk, bool defer, char **report,
+			     bool *clean)
 {
 	struct chk_verdict *v = NULL;
 	struct chk_stats before, after;
@@ -437,9 +471,12 @@ static errcode_t scan_report(struct rio_chan *rc, struct chk_fs *chk, char **rep
 	bool fill = rio_cache_set_fill(&rc->cache, false);
 	if (chk_set_sealed(chk, rc->sealed, rc->nsealed))
 		(void)chk_set_sealed(chk, NULL, 0);   /* unusable: every table is read */
+	chk_set_defer_tails(chk, defer);
 	rc->scanning = true;
 	int ret = chk_scan(chk, &v);
 	rc->scanning = false;
+	if (ret >= 0 && remember_deferred(rc, chk, fs->group_desc_count))
+		ret = -ENOMEM;
 	rio_cache_set_fill(&rc->cache, fill);
 	chk_get_stats(chk, &after);
 	rc->totals.scan_tables_read += after.scan_tables_read - before.scan_tables_read;
@@ -488,9 +525,13 @@ errcode_t rio_txn_base_check(ext2_filsys fs, char **report)
 		chk = own;
 	}
 	bool clean;
-	errcode_t err = scan_report(rc, chk, report, &clean);
+	bool defer = !own && rio_cfg.base_check_background;
+	bg_stop(t);   /* the scan replaces the deferred marks the thread works on */
+	errcode_t err = scan_report(rc, fs, chk, defer, report, &clean);
 	rc->base_clean = !own && clean;
 	chk_detach(own);
+	if (!err && defer && !*report)
+		err = bg_start(t);
 	return err;
 }
 
@@ -519,7 +560,8 @@ errcode_t rio_image_check(ext2_filsys fs, char **report)
 	if (err)
 		return err;
 	bool clean;
-	err = scan_report(rc, own, report, &clean);
+	/* read-write: what the scan leaves is checked after the mount */
+	err = scan_report(rc, fs, own, keep && rio_cfg.base_check_background, report, &clean);
 	rc->base_clean = keep && clean;
 	if (keep && !err && !*report)
 		prep_keep(rc, own);
@@ -536,6 +578,9 @@ errcode_t rio_txn_detach(ext2_filsys fs)
 	struct txn_manager *t = rc->txn;
 	if (!t)
 		return EXT2_ET_INVALID_ARGUMENT;
+	/* unmount does not wait for the background check: what it left
+	 * unchecked only forgoes the seal (rio_txn_sealable) */
+	bg_stop(t);
 	errcode_t err = retire(t);
 	if (!rc->totals.failed)
 		err = txn_commit(t, true);
@@ -620,6 +665,7 @@ bool rio_txn_sealable(io_channel ch)
 	struct rio_chan *rc = ch ? ch->private_data : NULL;
 	/* checked from the base on, every commit approved and home */
 	return rc && rio_cfg.checker && rc->base_clean && !rc->txn && rc->totals.nviol == 0 &&
+	       rc->totals.base_pending == 0 &&
 	       !atomic_load(&rc->totals.failed) && !atomic_load(&rc->totals.io_failed) &&
 	       !rio_dev_crashed(&rc->dev);
 }

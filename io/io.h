@@ -13,6 +13,10 @@
  * Threads: the channel (metadata) path is called under the file-system lock,
  * as libext2fs is not thread-safe.  rio_data_io() may be called from any
  * thread without that lock (a small pool of rings, each behind a mutex).
+ * Threads of io's own: the commit thread (async_commit) and the background
+ * check (base_check_background); they share the checker under one mutex,
+ * held by the commit path across the check and again across the advance,
+ * and by the background check while it judges one group (io/bgcheck.c).
  */
 #ifndef RECON_IO_H
 #define RECON_IO_H
@@ -49,6 +53,13 @@ struct rio_config {
 	bool     journal;                 /* log through the ext3 journal (else checked write-in-place) */
 	bool     async_commit;            /* check and log transaction N on a commit thread while N+1
 					   * builds (off = commit in rio_txn_boundary; deterministic) */
+	bool     base_check_background;   /* a read-write mount's base check leaves the free inodes
+					   * past each group's last in use to a background thread
+					   * (checked before any commit relies on them; off: all read
+					   * before rio_image_check returns).  The thread starts at
+					   * rio_txn_attach and stops at rio_txn_detach; with
+					   * RECON_BGCHECK_PAUSE_MS=N in the environment it first
+					   * waits N ms (tests: commits meet unchecked groups) */
 
 	/* fault injection (tests; -o only) */
 	uint64_t fault_crash_after;       /* 0 = off; counts device write requests */
@@ -60,7 +71,7 @@ struct rio_config {
 #define RIO_CONFIG_DEFAULTS { \
 	.block_cache_mb = 64, .checker = true, .checker_cache_mb = 128, \
 	.commit_interval_ms = 1000, .on_violation = RIO_ONV_READONLY, .journal = true, \
-	.async_commit = true, \
+	.async_commit = true, .base_check_background = true, \
 }
 /* Copied: later changes to *cfg do not reach the manager. */
 void rio_set_config(const struct rio_config *cfg);
@@ -158,7 +169,9 @@ void rio_replay_forget(void);
 
 /* Judge a file system before rio_txn_attach (no transactions) as a whole,
  * as rio_txn_base_check() does, on what it serves (the in-memory replay
- * included): whether the state a mount would write to is one to write to,
+ * included; on a read-write channel with base_check_background, what it
+ * leaves is checked from rio_txn_attach on, by the background check and
+ * before any commit that relies on it): whether the state a mount would write to is one to write to,
  * decided before anything is written.  On a read-write channel with the
  * checker on, it takes over rio_txn_prepare's attach when begun, and when
  * the image passes keeps its checker for rio_txn_attach, which takes it
@@ -190,7 +203,9 @@ errcode_t rio_txn_prepare(ext2_filsys fs);
 
 /* The base case of the checker's induction, after rio_txn_attach and before
  * the first write: judge the attached image as a whole (chk_scan; with the
- * checker off, on a shadow state built for it alone).  0 with *report NULL
+ * checker off, on a shadow state built for it alone; with the checker on and
+ * base_check_background, the free inodes past each group's last in use are
+ * left to the background check, started here).  0 with *report NULL
  * when consistent; 0 with *report set (malloc'd: the first violations, one a
  * line) when not; or an error when the check could not run
  * (EXT2_ET_UNSUPP_FEATURE: with the checker off, an image it does not model). */
@@ -213,8 +228,10 @@ errcode_t rio_set_pristine_groups(io_channel ch, const uint8_t *bits, uint32_t n
 
 /* After rio_txn_detach: may this session seal the image?  True when the
  * checker was on, the base check of the transactions' checker found the
- * image consistent, every commit since was approved (none let through by
- * on_violation=log) and reached the disk, and the device did not fail. */
+ * image consistent, including every group it left to the background check
+ * (none left unchecked at detach), every commit since was approved (none
+ * let through by on_violation=log) and reached the disk, and the device did
+ * not fail. */
 bool rio_txn_sealable(io_channel ch);
 
 /* An operation boundary.  Commits the open transaction if `force` (fsync,

@@ -322,6 +322,7 @@ static errcode_t rio_close(io_channel ch)
 	replay_unref(rc->replay);
 	rio_txn_totals_free(&rc->totals);
 	free(rc->sealed);
+	free(rc->deferred);
 	free(rc->pristine);
 	pthread_mutex_destroy(&rc->ovl_lock);
 	if (close(rc->dev.fd) < 0 && !err)

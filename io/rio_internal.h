@@ -152,6 +152,9 @@ struct txn_totals {
 	/* the base check's inode-table reads (chk_stats' scan_table*) */
 	uint64_t scan_tables_read, scan_tables_sealed, scan_table_bytes;
 	uint64_t pristine_groups;  /* groups whose bitmaps the checked attach did not read */
+	/* deferred table tails (bgcheck.c): left by the base check, checked by
+	 * the background thread, checked first by a commit, left at detach */
+	uint64_t base_deferred, base_bg_done, base_commit_done, base_pending;
 	struct txn_violation *viol;
 	size_t nviol, capviol;
 	char  *last_violation;
@@ -191,6 +194,8 @@ struct rio_chan {
 	uint8_t *pristine;          /* rio_set_pristine_groups: npristine bits, or NULL */
 	uint32_t npristine;
 	bool    base_clean;         /* the transactions' checker passed the base check */
+	uint8_t *deferred;          /* the base check's deferred groups (chk_deferred_bits), or NULL */
+	uint32_t ndeferred;         /* bits of it: the group count */
 	bool    scanning;           /* a base check's chk_scan is reading (scan_report) */
 	struct txn_totals totals;
 	/* set at detach: libext2fs's close must not fold our byte counts into

@@ -350,6 +350,10 @@ errcode_t rio_write_stats(io_channel ch, const char *path)
 	fprintf(f, "  \"base_check_tables_sealed\": %" PRIu64 ",\n", tt->scan_tables_sealed);
 	fprintf(f, "  \"base_check_table_bytes\": %" PRIu64 ",\n", tt->scan_table_bytes);
 	fprintf(f, "  \"base_check_groups_pristine\": %" PRIu64 ",\n", tt->pristine_groups);
+	fprintf(f, "  \"base_check_groups_deferred\": %" PRIu64 ",\n", tt->base_deferred);
+	fprintf(f, "  \"base_check_groups_background_done\": %" PRIu64 ",\n", tt->base_bg_done);
+	fprintf(f, "  \"base_check_groups_commit_done\": %" PRIu64 ",\n", tt->base_commit_done);
+	fprintf(f, "  \"base_check_groups_unchecked\": %" PRIu64 ",\n", tt->base_pending);
 	fprintf(f, "  \"peak_rss_kb\": %ld\n}\n", peak);
 	if (ferror(f)) {
 		fclose(f);

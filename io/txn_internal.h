@@ -121,6 +121,10 @@ struct txn_manager {
 	/* the data guard reads chk's owner map from the file-system thread
 	 * while the commit thread may advance it: advance takes it to write */
 	pthread_rwlock_t chk_lock;
+	/* chk's users one at a time: the commit path (bg_gate and chk_check,
+	 * then chk_advance) and the background check (bgcheck.c) */
+	pthread_mutex_t chk_use;
+	struct bgcheck *bg;          /* the background check's thread, or NULL */
 
 	/* the transaction being committed (at most one) and the commit thread */
 	struct cset *committing;
@@ -221,6 +225,20 @@ void wait_cset(struct txn_manager *t, struct cset *c);
 void *commit_thread(void *arg);
 void cset_free(struct cset *c);
 struct ovl_ent *committing_find(struct txn_manager *t, uint64_t blk);
+
+/* bgcheck.c: the base check's deferred table tails (checker.h).  bg_start:
+ * the background thread, when chk has deferred groups and base_check is
+ * background (0 or a thread error); bg_stop: stop it and wait (prompt: it
+ * stops between groups); bg_gate, in the commit path with chk_use held
+ * before chk_check of writes w[0..n): each deferred group whose inode table
+ * or inode bitmap they write is checked first; 0, or EROFS / EIO with the
+ * file system failed. */
+errcode_t bg_start(struct txn_manager *t);
+void bg_stop(struct txn_manager *t);
+errcode_t bg_gate(struct txn_manager *t, const struct chk_write *w, size_t n);
+
+/* attach.c: a thread of io's own, taking no signals (pthread_create's result) */
+int rio_start_quiet_thread(pthread_t *th, void *(*fn)(void *), void *arg);
 
 /* txn.c: record_verdict puts a rejection's violations into the channel's
  * totals, the last violation's text and stderr (takes the totals' lock);

@@ -22,7 +22,9 @@ ipg=$(dumpe2fs -h "$img" 2>/dev/null | sed -n 's/^Inodes per group: *//p')
 # not loop_attach: its record of the device would stay in a subshell
 dev=$(losetup --find --show "$img") || die "losetup"
 LOOPS+=("$dev")
-opts() { echo "seal_dir=$seals,stats=$SCRATCH/$1.json"; }
+# the seal is the subject: the check at mount reads all it reads before serving
+# (the background check: mount_background.sh)
+opts() { echo "seal_dir=$seals,base_check=foreground,stats=$SCRATCH/$1.json"; }
 seal_file() { ls "$seals" 2>/dev/null | grep -v '\.tmp$' | head -1; }
 
 # cycle NAME [WORK]: mount read-write, run WORK in the mount, unmount
