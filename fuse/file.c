@@ -328,6 +328,8 @@ static int mark_written(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, bl
 	return ret;
 }
 
+#define WRITE_MAP_HERE 32
+
 /* *size is cut to what fits below the largest file size (a write that
  * crosses it writes what fits, as the kernel's ext3 does; EFBIG only when
  * nothing does). */
@@ -339,6 +341,10 @@ static int do_write(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *d
 	char *buf = NULL;
 	blk64_t *phys = NULL;
 	bool *unwritten = NULL;
+	/* the block map of a write of up to 128 KiB of 4 KiB blocks (the
+	 * kernel's usual WRITE) on the stack: no allocation per request */
+	blk64_t phys_here[WRITE_MAP_HERE];
+	bool unwritten_here[WRITE_MAP_HERE];
 	int ret;
 
 	if (off < 0)
@@ -368,8 +374,13 @@ static int do_write(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *d
 	char *src = whole ? (char *)data : NULL;
 	if (!whole)
 		src = buf = malloc(n * bs);
-	phys = calloc(n, sizeof(*phys));
-	unwritten = calloc(n, sizeof(*unwritten));
+	if (n <= WRITE_MAP_HERE) {
+		phys = memset(phys_here, 0, n * sizeof(*phys));
+		unwritten = memset(unwritten_here, 0, n * sizeof(*unwritten));
+	} else {
+		phys = calloc(n, sizeof(*phys));
+		unwritten = calloc(n, sizeof(*unwritten));
+	}
 	if (!src || !phys || !unwritten) {
 		ret = -ENOMEM;
 		goto out;
@@ -422,8 +433,10 @@ static int do_write(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *d
 	}
 out:
 	free(buf);
-	free(phys);
-	free(unwritten);
+	if (phys != phys_here)
+		free(phys);
+	if (unwritten != unwritten_here)
+		free(unwritten);
 	return ret;
 }
 
