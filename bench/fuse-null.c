@@ -675,7 +675,10 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 	fuse_reply_statfs(req, &sv);
 }
 
-#define POLL_US 50
+/* How long a worker spins for the next request: recon-fuse's poll_us
+ * default; $FUSE_NULL_POLL_US sets another (0: never spin, as bench/cpu-per-op
+ * runs it, since spinning is CPU time that depends on the machine's load). */
+static unsigned poll_us = 50;
 
 static uint64_t now_us(void)
 {
@@ -725,7 +728,7 @@ static void patch_init_reply(struct iovec *iov, int count)
 	}
 }
 
-/* The descriptor is non-blocking: spin for POLL_US, then sleep in poll().
+/* The descriptor is non-blocking: spin for poll_us, then sleep in poll().
  * EINTR goes back to libfuse's loop, which checks whether it should exit. */
 static ssize_t poll_read(int fd, void *buf, size_t len, void *userdata)
 {
@@ -737,7 +740,7 @@ static ssize_t poll_read(int fd, void *buf, size_t len, void *userdata)
 			note_init(buf, n);
 		if (n >= 0 || errno != EAGAIN)
 			return n;
-		if (now_us() - start < POLL_US)
+		if (now_us() - start < poll_us)
 			continue;
 		struct pollfd p = { .fd = fd, .events = POLLIN };
 		if (poll(&p, 1, -1) < 0)
@@ -775,6 +778,9 @@ int main(int argc, char **argv)
 	char *prog = argv[0];
 	argv += debug;
 	state_path = argv[1];
+	const char *pu = getenv("FUSE_NULL_POLL_US");
+	if (pu && *pu)
+		poll_us = (unsigned)strtoul(pu, NULL, 10);
 	hgrow();
 	if (load_state()) {
 		nnodes = 0;

@@ -328,6 +328,38 @@ static int mark_written(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, bl
 	return ret;
 }
 
+/* A write's block map: physical blocks and which are unwritten extents.
+ * Up to 128 KiB of 4 KiB blocks (the kernel's usual WRITE) it is on the
+ * stack: no allocation per request. */
+#define WRITE_MAP_HERE 32
+struct write_map {
+	blk64_t *phys;
+	bool *unwritten;
+	blk64_t phys_here[WRITE_MAP_HERE];
+	bool unwritten_here[WRITE_MAP_HERE];
+};
+
+/* Zeroed maps of n blocks; false out of memory (write_map_free still due). */
+static bool write_map_init(struct write_map *m, unsigned n)
+{
+	if (n <= WRITE_MAP_HERE) {
+		m->phys = memset(m->phys_here, 0, n * sizeof(*m->phys));
+		m->unwritten = memset(m->unwritten_here, 0, n * sizeof(*m->unwritten));
+		return true;
+	}
+	m->phys = calloc(n, sizeof(*m->phys));
+	m->unwritten = calloc(n, sizeof(*m->unwritten));
+	return m->phys && m->unwritten;
+}
+
+static void write_map_free(struct write_map *m)
+{
+	if (m->phys != m->phys_here)
+		free(m->phys);
+	if (m->unwritten != m->unwritten_here)
+		free(m->unwritten);
+}
+
 /* *size is cut to what fits below the largest file size (a write that
  * crosses it writes what fits, as the kernel's ext3 does; EFBIG only when
  * nothing does). */
@@ -337,8 +369,9 @@ static int do_write(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *d
 	size_t bs = r->fs->blocksize;
 	struct ext2_inode in;
 	char *buf = NULL;
-	blk64_t *phys = NULL;
-	bool *unwritten = NULL;
+	struct write_map map;
+	blk64_t *phys;
+	bool *unwritten;
 	int ret;
 
 	if (off < 0)
@@ -368,9 +401,10 @@ static int do_write(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *d
 	char *src = whole ? (char *)data : NULL;
 	if (!whole)
 		src = buf = malloc(n * bs);
-	phys = calloc(n, sizeof(*phys));
-	unwritten = calloc(n, sizeof(*unwritten));
-	if (!src || !phys || !unwritten) {
+	bool mapped = write_map_init(&map, n);
+	phys = map.phys;
+	unwritten = map.unwritten;
+	if (!src || !mapped) {
 		ret = -ENOMEM;
 		goto out;
 	}
@@ -422,8 +456,7 @@ static int do_write(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *d
 	}
 out:
 	free(buf);
-	free(phys);
-	free(unwritten);
+	write_map_free(&map);
 	return ret;
 }
 

@@ -128,35 +128,78 @@ static bool large_inodes(struct rfs *r)
 	return EXT2_INODE_SIZE(r->fs->super) > EXT2_GOOD_OLD_INODE_SIZE;
 }
 
-int put_inode(struct rfs *r, ext2_ino_t ino, struct ext2_inode *inode)
+/* The operation's stamps of ino, or NULL. */
+static const struct time_stamp *stamp_of(const struct rfs *r, ext2_ino_t ino)
 {
-	struct time_stamp *s = NULL;
+	const struct time_stamp *s = NULL;
 	for (unsigned i = 0; i < r->nstamp; i++)
 		if (r->stamp[i].ino == ino)
 			s = &r->stamp[i];
+	return s;
+}
+
+/* The extra words of the stamped times, where big's extra space has them. */
+static void stamps_apply(const struct rfs *r, const struct time_stamp *s,
+			 struct ext2_inode_large *big)
+{
+	unsigned have = big->i_extra_isize;
+	if ((s->mask & T_C) && have >= 8)
+		big->i_ctime_extra = s->extra[2];
+	if ((s->mask & T_M) && have >= 12)
+		big->i_mtime_extra = s->extra[1];
+	if ((s->mask & T_A) && have >= 16)
+		big->i_atime_extra = s->extra[0];
+	if ((s->mask & T_CR) && have >= 24) {
+		big->i_crtime = (uint32_t)r->now.tv_sec;
+		big->i_crtime_extra = s->extra[3];
+	}
+}
+
+int put_inode(struct rfs *r, ext2_ino_t ino, struct ext2_inode *inode)
+{
+	const struct time_stamp *s = stamp_of(r, ino);
 	if (s && large_inodes(r)) {
 		struct ext2_inode_large big;
 		errcode_t e = ext2fs_read_inode_full(r->fs, ino, (struct ext2_inode *)&big,
 						     sizeof(big));
 		if (!e) {
 			memcpy(&big, inode, sizeof(*inode));
-			unsigned have = big.i_extra_isize;
-			if ((s->mask & T_C) && have >= 8)
-				big.i_ctime_extra = s->extra[2];
-			if ((s->mask & T_M) && have >= 12)
-				big.i_mtime_extra = s->extra[1];
-			if ((s->mask & T_A) && have >= 16)
-				big.i_atime_extra = s->extra[0];
-			if ((s->mask & T_CR) && have >= 24) {
-				big.i_crtime = (uint32_t)r->now.tv_sec;
-				big.i_crtime_extra = s->extra[3];
-			}
+			stamps_apply(r, s, &big);
 			e = ext2fs_write_inode_full(r->fs, ino, (struct ext2_inode *)&big,
 						    sizeof(big));
 		}
 		return e ? -errmap(e) : 0;
 	}
 	errcode_t e = ext2fs_write_inode(r->fs, ino, inode);
+	return e ? -errmap(e) : 0;
+}
+
+/* A new inode's first write, laid out as ext2fs_write_new_inode lays it
+ * (the whole inode from zero, so nothing of a freed inode's extra space
+ * survives; i_extra_isize covering struct ext2_inode_large), with the
+ * operation's time stamps in it: one write, where that call and then
+ * put_inode for the stamps would make two, each a read and a write of the
+ * inode table block. */
+int put_new_inode(struct rfs *r, ext2_ino_t ino, struct ext2_inode *inode)
+{
+	size_t size = EXT2_INODE_SIZE(r->fs->super);
+	union {
+		struct ext2_inode_large big;
+		char raw[1024];
+	} here;
+	const struct time_stamp *s = stamp_of(r, ino);
+	errcode_t e;
+
+	if (!s || !large_inodes(r) || size < sizeof(here.big) || size > sizeof(here)) {
+		e = ext2fs_write_new_inode(r->fs, ino, inode);
+		return e ? -errmap(e) : s ? put_inode(r, ino, inode) : 0;
+	}
+	memset(&here, 0, size);
+	memcpy(&here.big, inode, sizeof(*inode));
+	here.big.i_extra_isize = sizeof(here.big) - EXT2_GOOD_OLD_INODE_SIZE;
+	here.big.i_crtime = (uint32_t)r->now.tv_sec;
+	stamps_apply(r, s, &here.big);
+	e = ext2fs_write_inode_full(r->fs, ino, (struct ext2_inode *)&here.big, (int)size);
 	return e ? -errmap(e) : 0;
 }
 

@@ -197,9 +197,9 @@ static int new_inode(struct rfs *r, fuse_req_t req, ext2_ino_t dir, unsigned mod
 	if (LINUX_S_ISREG(mode) || LINUX_S_ISDIR(mode))
 		bmap_init(r, in);
 	in->i_generation = (uint32_t)lrand48();
-	e = ext2fs_write_new_inode(r->fs, *out, in);
-	if (e)
-		return -errmap(e);
+	ret = put_new_inode(r, *out, in);
+	if (ret)
+		return ret;
 	rio_txn_inode_alloc_stats(r->fs, *out, +1, LINUX_S_ISDIR(mode));
 	return 0;
 }
@@ -412,13 +412,17 @@ static int make_node(struct rfs *r, fuse_req_t req, ext2_ino_t dir, const char *
 	} else if (link) {
 		ret = make_symlink_target(r, ino, &in, link);
 	}
-	ret = ret ? ret : put_inode(r, ino, &in);
+	/* a regular file is as new_inode wrote it */
+	if (!ret && !LINUX_S_ISREG(mode))
+		ret = put_inode(r, ino, &in);
 	if (ret)
 		goto undo;
 	ret = acl_inherit_store(r, ino, &acls);
-	/* as written: the ACLs may have taken an EA block */
-	int reread = get_inode(r, ino, &in);
-	if (ret || (ret = reread) != 0)
+	/* as written: the ACLs may have taken an EA block (none stored: in is
+	 * what was just written) */
+	if (!ret && (acls.access || acls.deflt))
+		ret = get_inode(r, ino, &in);
+	if (ret)
 		goto undo;
 	ret = dindex_add(r->di, dir, name, strlen(name), ino, ftype_of(r, mode));
 	if (ret)

@@ -380,6 +380,7 @@ void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void op_setattr(fuse_req_t req, fuse_ino_t fino, struct stat *attr, int to_set,
 		       struct fuse_file_info *fi);
 int put_inode(struct rfs *r, ext2_ino_t ino, struct ext2_inode *inode);
+int put_new_inode(struct rfs *r, ext2_ino_t ino, struct ext2_inode *inode);
 uint16_t setid_bits_to_kill(fuse_req_t req, const struct ext2_inode *in);
 void attr_changed(struct rfs *r, ext2_ino_t ino);
 void owner_map_init(struct rfs *r);
