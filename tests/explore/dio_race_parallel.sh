@@ -1,9 +1,8 @@
 #!/bin/bash
 # dio_race (buffered reads racing asynchronous O_DIRECT writes of the same
 # range) with requests served in parallel: threads=2 through /dev/fuse, with
-# 10 and with 20 writes in flight (race_many); with
-# DIO_RACE_URING=1 (dio_race_uring.sh, a known gap: a stale read in about
-# 3,000 rounds remains) the per-CPU queues of fuse_uring=on, when the fuse
+# 10 and with 20 writes in flight (race_many); with DIO_RACE_URING=1
+# (dio_race_uring.sh) the per-CPU queues of fuse_uring=on, when the fuse
 # module's enable_uring can be set for the test.  A READ the kernel queued after a direct WRITE may be
 # answered first there; the WRITE's reply must still wait until no page the
 # READ filled with older data is left in the cache.  A read-write O_DIRECT fd
