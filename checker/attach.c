@@ -349,15 +349,14 @@ static int scan_inodes(struct chk_fs *fs, char *err, size_t errlen)
 					chk_static_mark_resize(fs, in->i_block[EXT2_DIND_BLOCK]);
 				continue;
 			}
-			if (ino < fs->first_ino && ino != EXT2_ROOT_INO && ino != fs->journal_ino &&
-			    ino != EXT2_BAD_INO && ino != EXT2_JOURNAL_INO)
+			if (!chk_inode_blocks_counted(fs, ino))
 				continue;
 			struct attach_visit_ctx a = { fs, ino, chk_inode_extent_mapped(fs, in), 0 };
-			uint64_t x = chk_inode_file_acl(fs, in);
+			uint64_t x = chk_inode_counted_xattr(fs, ino, in);
 			if (x) {
 				uint8_t xt = chk_btype(fs, x);
 				if (x < fs->first_data_block || x >= fs->blocks_count || bt_static(xt))
-					note_bad(&fs->badptrs, &fs->nbadptr, x, ino, 0);
+					note_bad(&fs->badptrs, &fs->nbadptr, x, ino, xt);
 				else if (xt == BT_FREE) {
 					if (chk_bmap_reserve(fs, x)) {
 						r = fail(err, errlen, -ENOMEM, "out of memory for the shadow state");

@@ -397,7 +397,14 @@ const char *chk_inode_ext4_fields_problem(const struct chk_fs *fs, const struct 
  * stored in one? */
 int  chk_bad_itable_add(struct chk_fs *fs, uint64_t blk);
 bool chk_inode_in_bad_block(const struct chk_fs *fs, uint32_t ino);
+/* Does e2fsck count the blocks of in-use inode ino (reserved ones: not the
+ * quota slots nor the resize inode)? */
+bool chk_inode_blocks_counted(const struct chk_fs *fs, uint32_t ino);
 bool chk_inode_walkable(const struct chk_fs *fs, uint32_t ino, const struct ext2_inode *in);
+/* i_file_acl as e2fsck counts it for in-use inode ino (0: none counted). */
+uint64_t chk_inode_counted_xattr(const struct chk_fs *fs, uint32_t ino, const struct ext2_inode *in);
+/* An unused reserved inode's mode as e2fsck's pass 1 rejects it (why), or NULL. */
+const char *chk_reserved_inode_mode_problem(uint32_t ino, const struct ext2_inode *in);
 uint64_t chk_inode_size64(const struct ext2_inode *in);
 /* i_blocks as stored (48 bits with huge_file), and whether it counts
  * `owned` blocks (the xattr block included) as e2fsck counts them: in

@@ -155,18 +155,51 @@ bool chk_iblocks_ok(const struct chk_fs *fs, const struct ext2_inode *in, uint64
 	return chk_inode_iblocks(fs, in) == (in_blocks ? owned : owned * (fs->bs / 512));
 }
 
-/* Which in-use inodes' i_block we model as pointers: ordinary inodes with
- * pointers, the root, the journal inode (even without has_journal: its
- * blocks are still owned) and the bad-blocks inode (whatever its mode). */
+/* e2fsck's pass 1 checks the blocks (xattr block, i_block, i_blocks) of
+ * every reserved inode but the quota slots (the quota feature is refused at
+ * attach: e2fsck only wants them clear) and the resize inode (its blocks
+ * are static, checked apart); the journal slot's even without has_journal
+ * (its blocks are still owned). */
+bool chk_inode_blocks_counted(const struct chk_fs *fs, uint32_t ino)
+{
+	if (ino >= fs->first_ino || ino == EXT2_ROOT_INO || ino == EXT2_BAD_INO || ino == EXT2_JOURNAL_INO ||
+	    ino == fs->journal_ino)
+		return true;
+	return ino != EXT2_RESIZE_INO && ino != EXT4_USR_QUOTA_INO && ino != EXT4_GRP_QUOTA_INO;
+}
+
+/* The xattr block e2fsck's pass 1 counts for in-use inode ino.  An unused
+ * reserved inode's i_file_acl outside the file system, or without ext_attr,
+ * is never read: e2fsck marks the inode bad, which only an entry naming it
+ * would bring to judgement, and counts no block for it. */
+uint64_t chk_inode_counted_xattr(const struct chk_fs *fs, uint32_t ino, const struct ext2_inode *in)
+{
+	uint64_t acl = chk_inode_file_acl(fs, in);
+	if (ino >= fs->first_ino || ino == EXT2_ROOT_INO || ino == EXT2_BAD_INO || ino == fs->journal_ino)
+		return acl;
+	bool ext_attr = fs->sb->s_feature_compat & EXT2_FEATURE_COMPAT_EXT_ATTR;
+	return ext_attr && acl >= fs->first_data_block && acl < fs->blocks_count ? acl : 0;
+}
+
+/* What e2fsck's pass 1 finds wrong with an unused reserved inode's mode
+ * (one of those whose blocks it counts, but the root, the bad-blocks and
+ * journal inodes): the boot loader inode may hold a file, not a directory;
+ * the others keep mode 0.  NULL when none. */
+const char *chk_reserved_inode_mode_problem(uint32_t ino, const struct ext2_inode *in)
+{
+	if (ino == EXT2_BOOT_LOADER_INO)
+		return (in->i_mode & 0170000) == 0040000 ? "the boot loader inode is a directory" : NULL;
+	return in->i_mode ? "a mode on an unused reserved inode (e2fsck wants 0)" : NULL;
+}
+
+/* Which in-use inodes' i_block we model as pointers: those whose blocks
+ * are counted, with pointers by their mode (a mode-0 reserved inode has
+ * none, as e2fsck reads it), and the bad-blocks inode whatever its mode. */
 bool chk_inode_walkable(const struct chk_fs *fs, uint32_t ino, const struct ext2_inode *in)
 {
-	if (ino == EXT2_RESIZE_INO)
-		return false;
 	if (ino == EXT2_BAD_INO)
 		return true;
-	if (ino < fs->first_ino && ino != EXT2_ROOT_INO && ino != EXT2_JOURNAL_INO && ino != fs->journal_ino)
-		return false;
-	return chk_inode_has_block_ptrs(fs, in);
+	return chk_inode_blocks_counted(fs, ino) && chk_inode_has_block_ptrs(fs, in);
 }
 
 /* What e2fsck's pass 1 takes for a sign of damage among the ext4 fields,

@@ -194,6 +194,21 @@ static void walk_map(struct scan *s, uint32_t ino, const struct ext2_inode *in, 
 		s->err = r;
 }
 
+/* An unused reserved inode (the boot loader's, 6, 9, 10...): e2fsck checks
+ * its mode and counts its blocks, an xattr block too. */
+static void scan_unused_reserved(struct scan *s, uint32_t ino, const struct ext2_inode *in, uint64_t acl)
+{
+	struct chk_fs *fs = s->fs;
+	struct chk_verdict *v = s->v;
+	const char *why = chk_reserved_inode_mode_problem(ino, in);
+	if (why)
+		V(INV_RESERVED_INODES, "reserved inode %u has mode 0%o: %s", ino, in->i_mode, why);
+	uint64_t owned = (uint64_t)fs->ndata[ino] + fs->nmeta[ino] + (acl ? 1 : 0);
+	if (!chk_iblocks_ok(fs, in, owned))
+		V(INV_IBLOCKS, "reserved inode %u: i_blocks %llu but it owns %llu blocks", ino,
+		  (unsigned long long)chk_inode_iblocks(fs, in), (unsigned long long)owned);
+}
+
 static void scan_inode(struct scan *s, uint32_t ino, const struct ext2_inode *in)
 {
 	struct chk_fs *fs = s->fs;
@@ -205,12 +220,11 @@ static void scan_inode(struct scan *s, uint32_t ino, const struct ext2_inode *in
 	if (ino == EXT2_RESIZE_INO)
 		return;
 	bool reserved = ino < fs->first_ino;
-	if (reserved && ino != EXT2_ROOT_INO && ino != fs->journal_ino && ino != EXT2_BAD_INO &&
-	    ino != EXT2_JOURNAL_INO)
+	if (!chk_inode_blocks_counted(fs, ino))
 		return;
 	bool orphan = chk_txn_is_orphan(fs, s->t, ino);
 	uint16_t ty = imode_type(in);
-	uint64_t acl = chk_inode_file_acl(fs, in);
+	uint64_t acl = chk_inode_counted_xattr(fs, ino, in);
 	if (chk_inode_ea_in_inode(fs, (const uint8_t *)in))
 		s->ea_inode = true;
 	if (acl) {
@@ -219,8 +233,11 @@ static void scan_inode(struct scan *s, uint32_t ino, const struct ext2_inode *in
 		if (chk_u64map_put(&s->xrefs, acl, c + 1))
 			s->err = -ENOMEM;
 	}
-	if (reserved && ino != EXT2_ROOT_INO && ino != fs->journal_ino)
-		return;              /* bad-blocks inode, unused journal slot: ownership only */
+	if (reserved && ino != EXT2_ROOT_INO && ino != fs->journal_ino) {
+		if (ino != EXT2_BAD_INO && ino != EXT2_JOURNAL_INO)   /* these two: ownership only */
+			scan_unused_reserved(s, ino, in, acl);
+		return;
+	}
 	const char *why = chk_inode_ext4_fields_problem(fs, in, CHK_EXT4_FLAGS_E2FSCK_KEEPS);
 	if (why)
 		V(INV_INODE_EXT4_FIELDS, "inode %u: %s", ino, why);

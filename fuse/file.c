@@ -470,7 +470,12 @@ out:
  * open through the page cache is answered only after an invalidation of its
  * range has gone through.  The invalidation waits for pages a pending READ
  * holds locked, so it runs on a thread of its own while requests go on.
+ * A held WRITE keeps one of the kernel's background slots, and a readahead
+ * waits for a slot with its pages already locked: with every slot held,
+ * neither could go on.  So at most DW_HELD_MAX replies are held, the
+ * others answered first and invalidated next.
  */
+#define DW_HELD_MAX (MAX_BACKGROUND * 3 / 4)
 struct dw_job {
 	fuse_req_t req;		/* answered after the invalidation; NULL: none */
 	fuse_ino_t ino;
@@ -483,6 +488,7 @@ static struct {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	struct dw_job *head, **tail;
+	unsigned held;		/* jobs with a reply to send */
 	bool started, stopping, done;
 	pthread_t thread;
 	struct fuse_session *se;
@@ -506,8 +512,10 @@ static void *dw_main(void *arg)
 		(void)fuse_lowlevel_notify_inval_inode(dw.se, j->ino, j->off, (off_t)j->len);
 		if (j->req)
 			fuse_reply_write(j->req, j->len);
-		free(j);
 		pthread_mutex_lock(&dw.mu);
+		if (j->req)
+			dw.held--;
+		free(j);
 	}
 	dw.done = true;
 	pthread_mutex_unlock(&dw.mu);
@@ -515,8 +523,8 @@ static void *dw_main(void *arg)
 }
 
 /* Hand a direct write's invalidation (and its reply, when req) to the
- * thread.  False when it cannot take it (out of memory, no thread): the
- * caller answers itself. */
+ * thread.  False when it cannot take it (out of memory, no thread, or
+ * DW_HELD_MAX replies held): the caller answers itself. */
 static bool dw_push(struct rfs *r, fuse_req_t req, fuse_ino_t ino, off_t off, size_t len)
 {
 	struct dw_job *j = malloc(sizeof(*j));
@@ -529,8 +537,9 @@ static bool dw_push(struct rfs *r, fuse_req_t req, fuse_ino_t ino, off_t off, si
 		dw.se = r->se;
 		dw.started = pthread_create(&dw.thread, NULL, dw_main, NULL) == 0;
 	}
-	bool ok = dw.started && !dw.done;
+	bool ok = dw.started && !dw.done && (!req || dw.held < DW_HELD_MAX);
 	if (ok) {
+		dw.held += req != NULL;
 		*dw.tail = j;
 		dw.tail = &j->next;
 		pthread_cond_signal(&dw.cv);
@@ -606,13 +615,12 @@ void op_write(fuse_req_t req, fuse_ino_t fino, const char *data, size_t size, of
 		fuse_reply_err(req, -ret);
 	else if (!inval)
 		fuse_reply_write(req, size);
-	else if (!uring_may_hold_reply()) {
-		/* no entry of the queue to spare: answer now, invalidate next */
+	else if (!uring_may_hold_reply() || !dw_push(r, req, fino, off, size)) {
+		/* no entry of the queue or background slot to spare: answer now,
+		 * invalidate next (never from this thread: it may wait on a READ
+		 * only we can answer) */
 		fuse_reply_write(req, size);
 		(void)dw_push(r, NULL, fino, off, size);
-	} else if (!dw_push(r, req, fino, off, size)) {
-		/* not from this thread: it may wait on a READ only we can answer */
-		fuse_reply_write(req, size);
 	}
 }
 

@@ -322,6 +322,10 @@ void rfs_tick(struct rfs *r);
  * entry and attribute caches can live long: each expiry costs a LOOKUP or
  * a GETATTR round trip (PostMark re-opens files older than a second). */
 #define TIMEOUT 60.0
+/* The kernel's limit on requests in the background (readahead, asynchronous
+ * direct I/O), asked for at INIT; direct-write replies held for an
+ * invalidation (file.c) must leave some of it to readahead. */
+#define MAX_BACKGROUND 64
 
 /* Which times of an inode an operation sets (stamp_now). */
 enum { T_A = 1, T_M = 2, T_C = 4, T_CR = 8 };

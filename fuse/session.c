@@ -56,6 +56,7 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	owner_map_init(r);
 	conn->max_write = 1 << 20;
 	conn->max_readahead = 1 << 20;
+	conn->max_background = MAX_BACKGROUND;
 }
 
 static void op_destroy(void *userdata)

@@ -71,7 +71,7 @@ _Static_assert(sizeof(struct uring_ent_in_out) == 32, "fuse_uring_ent_in_out lay
 _Static_assert(sizeof(struct uring_req_header) == 288, "fuse_uring_req_header layout");
 _Static_assert(sizeof(struct uring_cmd_req) <= 80, "command area of an SQE128");
 
-#define QUEUE_DEPTH 8		/* ring entries per queue */
+#define QUEUE_DEPTH 16		/* ring entries per queue */
 /* Room in front of the payload for the in-header and first argument, so a
  * request is contiguous without copying its payload. */
 #define FRONT 256

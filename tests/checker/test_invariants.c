@@ -625,6 +625,10 @@ static const struct tcase cases[] = {
 	{ "INV_INODE_EXT4_FIELDS", "sif <{FI}> flags 0x80000\n", R_NONE, 0 },
 	{ "INV_RESERVED_INODES", "freei <5>\n", R_NONE, 0 },
 	{ "INV_RESERVED_INODES", "sif <7> size 5\n", R_NONE, 0 },
+	/* an unused reserved inode, as e2fsck's pass 1 checks it: mode 0, and
+	 * its xattr block counted (in i_blocks, ownership and format) */
+	{ "INV_RESERVED_INODES", "sif <6> mode 0100644\n", R_NONE, T_SCAN },
+	{ "INV_IBLOCKS", "sif <6> file_acl {FREE}\nsetb {FREE}\n", R_NONE, T_SCAN },
 	{ "INV_LINKS_COUNT", "sif <{FI}> links_count 5\n", R_NONE, 0 },
 	{ "INV_LINKS_COUNT", "unlink d/g\n", R_NONE, 0 },
 	{ "INV_DIRENT_TARGET", "ln <{FREEI}> d/bogus\n", R_NONE, 0 },
@@ -670,6 +674,9 @@ static const struct tcase cases[] = {
 	/* ext4 (transactions) */
 	/* dir_nlink: 1 only past the link maximum (or kept once 1), not on a small directory */
 	{ "INV_LINKS_COUNT", "sif <{DI}> links_count 1\n", R_NONE, T_EXT4 },
+	/* and not from a freed inode's 1: the fifo's inode reused by a new
+	 * directory of two names, counting 3 */
+	{ "INV_LINKS_COUNT", "rm fifo\nmkdir newdir\nsif newdir links_count 3\n", R_NONE, T_EXT4 },
 	{ "INV_BGD_UNINIT", "seti <{UNUSEDI}>\n", R_NONE, T_EXT4 },
 	{ "INV_EXTENT_TREE", NULL, R_EXT_LEN0, T_EXT4 },
 	{ "INV_ORPHAN_FILE", NULL, R_ORPHAN_ENTRY, T_EXT4 },

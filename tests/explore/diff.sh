@@ -11,7 +11,8 @@
 # fallocate included (both allocate on extent-mapped files), and each
 # driver then mounts what the other wrote: the kernel's ext4 reads
 # recon-fuse's nsstress tree and recon-fuse (ro) the kernel's, both verified
-# by nsstress -V.  DIFF_SEEDS, DIFF_OPS override.
+# by nsstress -V.  DIFF_SEEDS, DIFF_OPS, DIFF_BS (block sizes) and DIFF_TOOLS
+# (fsx, ns) override.
 . "$(dirname "$0")/../integration/lib.sh"
 . "$(dirname "$0")/lib_explore.sh"
 need_root
@@ -41,10 +42,10 @@ cross_verify() {
 		fail "$what: recon-fuse does not mount what the kernel left"
 	fi
 }
-for bs in 1024 4096; do
+for bs in ${DIFF_BS:-1024 4096}; do
 	if [ "$bs" = 1024 ]; then len=80m; else len=4200m; fi
 	for seed in $SEEDS; do
-		for tool in fsx ns; do
+		for tool in ${DIFF_TOOLS:-fsx ns}; do
 			for side in kernel recon; do
 				img="$SCRATCH/diff-$bs.img" out="$SCRATCH/$tool-$bs-$seed.$side"
 				explore_mkimg "$img" "$bs" 1G
