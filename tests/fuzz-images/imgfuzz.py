@@ -59,6 +59,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import bases  # noqa: E402
+import bases_ext4  # noqa: E402
 import mutate  # noqa: E402
 
 BAD = ("crash", "hang", "bad-exit", "written", "rw-served", "worse", "changed", "false-alarm",
@@ -141,7 +142,7 @@ def walk(root):
 WORK_DIR = "fuzz-work"
 
 
-def workload(root):
+def workload(root, ext4=False):
     """Writes only names of its own: WORK_DIR/..., fuzz-top in the root, and
     one name in each of three existing directories (the htree directory, d and
     the root) that it removes again.  Prints the errno names it met, one JSON list."""
@@ -179,11 +180,70 @@ def workload(root):
         p = os.path.join(root, d, "fuzz-tmp")
         write(p, b"temporary", False)
         attempt(os.unlink, p)
+    if ext4:
+        ext4_steps(root, w, attempt, write)
     fd = attempt(os.open, w, os.O_RDONLY | os.O_DIRECTORY)
     if fd is not None:
         attempt(os.fsync, fd)
         attempt(os.close, fd)
     print(json.dumps(errs))
+
+
+FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE = 1, 2
+
+
+def fallocate(fd, mode, off, length):
+    """fallocate(2) through libc (os.posix_fallocate has no mode)."""
+    import ctypes
+    import ctypes.util
+    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    libc.fallocate.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
+    if libc.fallocate(fd, mode, off, length) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+
+
+def ext4_steps(root, w, attempt, write):
+    """What the ext4 bases add: names added, renamed and removed in the
+    kernel-indexed directory (leaves split, checksummed index blocks
+    rewritten), a file held open while unlinked (an orphan in the orphan
+    file or list), preallocation (unwritten extents), a punched hole, and a
+    fragmented file (an extent tree with an index block) truncated back."""
+    big = os.path.join(root, "big")
+    for i in range(60):
+        write("%s/fuzz-dx-%02d-%s" % (big, i, "x" * (i % 37)), b"", False)
+    for i in range(0, 60, 3):
+        attempt(os.rename, "%s/fuzz-dx-%02d-%s" % (big, i, "x" * (i % 37)),
+                "%s/fuzz-dx-renamed-%02d" % (big, i))
+    for i in range(60):
+        if i % 3 and i % 4:
+            attempt(os.unlink, "%s/fuzz-dx-%02d-%s" % (big, i, "x" * (i % 37)))
+    held = attempt(os.open, w + "/held", os.O_RDWR | os.O_CREAT, 0o644)
+    if held is not None:
+        attempt(os.write, held, bases.pattern("held", 30000))
+        attempt(os.unlink, w + "/held")
+        attempt(os.pwrite, held, b"after unlink", 50000)
+        attempt(os.fsync, held)
+    fd = attempt(os.open, w + "/falloc", os.O_RDWR | os.O_CREAT, 0o644)
+    if fd is not None:
+        attempt(fallocate, fd, 0, 0, 64 << 10)
+        attempt(os.pwrite, fd, bases.pattern("falloc", 5000), 20000)
+        attempt(fallocate, fd, FALLOC_FL_KEEP_SIZE, 64 << 10, 32 << 10)
+        attempt(fallocate, fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 4096, 8192)
+        attempt(os.fsync, fd)
+        attempt(os.close, fd)
+    fd = attempt(os.open, w + "/frag", os.O_RDWR | os.O_CREAT, 0o644)
+    if fd is not None:
+        # every other 4 KiB written: more extents than an inode's root holds
+        for k in range(12):
+            attempt(os.pwrite, fd, bases.pattern("frag%d" % k, 4096), 8192 * k)
+        attempt(os.fsync, fd)
+        attempt(fallocate, fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 8192 * 3, 8192 * 4)
+        attempt(os.ftruncate, fd, 8192 * 2 + 100)
+        attempt(os.fsync, fd)
+        attempt(os.close, fd)
+    if held is not None:
+        attempt(os.close, held)
 
 
 def digest(path):
@@ -212,6 +272,10 @@ def fsck(img, work, limit):
 SKIP_RE = re.compile(r"^(e2fsck \d|Pass \d|Warning: skipping journal recovery|.*: \d+/\d+ files|.*WARNING: Filesystem still has errors"
                      r"|.*\*\*\*\*\* FILE SYSTEM WAS MODIFIED|Running additional passes|$)")
 
+# suggestions, not damage (e2fsck exits 0 on them): the kernel's ext4 leaves
+# such trees after a truncate too
+OPTIMIZE_RE = re.compile(r"^Inode \d+ extent tree \(at level \d+\) could be (shorter|narrower)")
+
 
 def problems(text):
     out = set()
@@ -220,7 +284,7 @@ def problems(text):
                       r"|Clear inode|Clear HTree index|Optimize|Create|Connect to /lost\+found"
                       r"|Truncate|Fix parent|Clone multiply-claimed blocks|Set dtime)\?.*$", "", line)
         line = line.strip()
-        if not line or SKIP_RE.match(line) or line == "no":
+        if not line or SKIP_RE.match(line) or OPTIMIZE_RE.match(line) or line == "no":
             continue
         line = line.replace(os.path.sep + "tmp" + os.path.sep, "")
         # counts the workload moves legitimately: which object, not how much
@@ -320,12 +384,12 @@ class Daemon:
         return died or self.sanitizer() is not None
 
 
-def client(h, mode, mnt, daemon):
+def client(h, mode, mnt, daemon, extra=()):
     """Run walk/workload in a child: (parsed output or None, 'ok'/'hang').
     On a timeout the daemon is killed first: a request it has read but not
     answered keeps the child in an uninterruptible wait until the connection
     goes away."""
-    p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--" + mode, mnt],
+    p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--" + mode, mnt] + list(extra),
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         out, err = p.communicate(timeout=h.client_limit)
@@ -498,7 +562,8 @@ class Harness:
                 unchanged(sha, "a read-write mount of an image recon-fuse cannot write")
             elif d:
                 rw_mounted = True
-                errs, st = client(self, "workload", mnt, d)
+                errs, st = client(self, "workload", mnt, d,
+                                  ["ext4"] if base in bases_ext4.BASES else [])
                 errs = self.harness_check(errs, flags, note)
                 if st == "hang":
                     flags.add("hang")
@@ -650,8 +715,11 @@ def report(results, allow, a):
 
 
 def main():
-    if len(sys.argv) == 3 and sys.argv[1] in ("--walk", "--workload"):
-        (walk if sys.argv[1] == "--walk" else workload)(sys.argv[2])
+    if len(sys.argv) == 3 and sys.argv[1] == "--walk":
+        walk(sys.argv[2])
+        return 0
+    if len(sys.argv) in (3, 4) and sys.argv[1] == "--workload":
+        workload(sys.argv[2], sys.argv[3:] == ["ext4"])
         return 0
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("spec", nargs="*", help="mutants BASE/CLASS/SEED[/EDIT[=VALUE]]")

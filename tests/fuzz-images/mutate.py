@@ -198,7 +198,11 @@ def gd_edit(name):
 
 
 def gd_flips(m):
-    m.flips([(m.img.gdt_off, m.img.desc_size * m.img.ngroups)], "descriptors")
+    img = m.img
+    if img.gdt_blocks == list(range(img.gdt_off // img.bs, img.gdt_off // img.bs + len(img.gdt_blocks))):
+        m.flips([(img.gdt_off, img.desc_size * img.ngroups)], "descriptors")
+    else:   # meta_bg: descriptor blocks spread over the groups
+        m.flips([(g["off"], img.desc_size) for g in img.groups], "descriptors")
 
 
 # ---------------------------------------------------------------------------

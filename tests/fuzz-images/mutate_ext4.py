@@ -68,13 +68,14 @@ def repair(orig, data, img):
         o = img.inode_off(ino)
         return c.inode_seed(ino, u32(data, o + csum.I_GENERATION))
     inodes, groups, sb = set(), set(), False
-    gdt = (img.gdt_off // bs, (img.gdt_off + img.ngroups * img.desc_size - 1) // bs)
+    per_block = bs // img.desc_size
     # blocks first: their checksums are not covered by anything else
     for b in changed:
         if b * bs <= em.SB_OFF < (b + 1) * bs:
             sb = True
-        if gdt[0] <= b <= gdt[1]:
-            groups.update(range(img.ngroups))
+        for k, gb in enumerate(img.gdt_blocks):
+            if gb == b:
+                groups.update(range(k * per_block, min((k + 1) * per_block, img.ngroups)))
         it = _itable_block(img, b)
         if it:
             g, first = it
