@@ -18,7 +18,7 @@ EXT4_EXTENTS_FL = 0x80000
 EXT4_INLINE_DATA_FL = 0x10000000
 EXT_MAGIC = 0xF30A
 INCOMPAT_64BIT, INCOMPAT_INLINE_DATA, INCOMPAT_META_BG = 0x80, 0x8000, 0x10
-COMPAT_SPARSE_SUPER2, RO_COMPAT_SPARSE_SUPER = 0x200, 0x1
+COMPAT_SPARSE_SUPER2, COMPAT_ORPHAN_FILE, RO_COMPAT_SPARSE_SUPER = 0x200, 0x1000, 0x1
 EA_MAGIC = 0xEA020000
 JBD_MAGIC = 0xC03B3998
 
@@ -56,6 +56,7 @@ class Image:
         self.inode_size = u16(sb, 88) if self.rev else 128
         self.first_ino = u32(sb, 84) if self.rev else 11
         self.journal_inum = u32(sb, 224)
+        self.orphan_file_inum = u32(sb, 0x280) if self.compat & COMPAT_ORPHAN_FILE else 0
         self.ngroups = (self.blocks_count - self.first_data_block
                         + self.blocks_per_group - 1) // self.blocks_per_group
         gdt_block = self.first_data_block + 1
