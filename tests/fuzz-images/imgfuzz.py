@@ -9,9 +9,12 @@ For each mutant BASE/CLASS[+csum]/SEED[/EDIT] (mutate.py):
      the image must be byte-identical afterwards;
   3. a read-write mount (default options): a small workload (mkdir, creates,
      writes, fsync, rename, unlink of its own files, a create in an existing
-     directory), unmount.  A refused mount must leave the image
-     byte-identical; the ext4 bases (bases.READ_ONLY) must be refused, and
-     are not given the workload if they are not;
+     directory; on the ext4 bases also names added, renamed and removed in
+     the htree directory, a file unlinked while open, fallocate, a punched
+     hole, a truncated extent tree), unmount.  A refused mount must leave
+     the image byte-identical; the bases recon-fuse cannot write
+     (bases.READ_ONLY: inline_data) must be refused, and are not given the
+     workload if they are not;
   4. e2fsck -fn after, and a second read-only mount that reads every file the
      workload did not write again.
 Each daemon runs in the foreground with a timeout; ASAN_OPTIONS/UBSAN_OPTIONS
