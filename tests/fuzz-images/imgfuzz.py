@@ -270,13 +270,24 @@ def digest(path):
 # ---------------------------------------------------------------------------
 # e2fsck
 
+FSCK_MEMORY = 2 << 30
+
+
+def fsck_memory_cap():
+    """e2fsck's address space capped: a mutant's directory of 2^32 blocks
+    has it allocate tens of GiB (the OOM killer then picks among everything
+    on the machine); capped, it fails and exits 8."""
+    import resource
+    resource.setrlimit(resource.RLIMIT_AS, (FSCK_MEMORY, FSCK_MEMORY))
+
+
 def fsck(img, work, limit):
     """(exit status or 'hang', set of normalised problems)."""
     out = os.path.join(work, "fsck.out")
     try:
         with open(out, "w") as f:
             rc = subprocess.run(["e2fsck", "-fn", img], stdout=f, stderr=subprocess.STDOUT,
-                                timeout=limit).returncode
+                                timeout=limit, preexec_fn=fsck_memory_cap).returncode
     except subprocess.TimeoutExpired:
         return "hang", set()
     return rc, problems(open(out, errors="replace").read())
@@ -445,6 +456,7 @@ class Harness:
         shutil.copyfile(img, ref)
         try:
             subprocess.run(["e2fsck", "-E", "journal_only", "-y", ref], capture_output=True,
+                           preexec_fn=fsck_memory_cap,
                            timeout=self.fsck_limit)
         except subprocess.TimeoutExpired:
             os.unlink(ref)
