@@ -211,6 +211,15 @@ static int decide_rw_sealed(struct rfs *r, ext2_filsys fs, bool replayed, struct
 	}
 	bool errors = (sb->s_state & EXT2_ERROR_FS) ||
 		      (!(sb->s_state & EXT2_VALID_FS) && !ext2fs_has_feature_journal(sb));
+	/* an aborted journal's error: the kernel marks the file system with
+	 * errors at its next mount, and e2fsck checks it */
+	int32_t jerrno = 0;
+	if (!errors && rio_journal_errno(fs, &jerrno) == 0 && jerrno && !r->cfg->force_rw) {
+		fprintf(stderr, "recon-fuse: %s: its journal records error %d (%s) from an earlier "
+			"mount; mounting read-only (run e2fsck, or use -o force_rw)\n", dev, (int)jerrno,
+			jerrno < 0 && jerrno > -4096 ? strerror(-jerrno) : "not an errno");
+		return 1;
+	}
 	if (errors && !r->cfg->force_rw) {
 		fprintf(stderr, "recon-fuse: %s %s; mounting read-only (run e2fsck, or use -o "
 			"force_rw)\n", dev, (sb->s_state & EXT2_ERROR_FS) ?

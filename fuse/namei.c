@@ -144,6 +144,21 @@ out:
 	free(buf);
 }
 
+/* Past the part of its group's inode table the descriptor says was ever
+ * used (INODE_UNINIT, or beyond bg_itable_unused): what the table holds
+ * there is not an inode, whatever it looks like (a crash can leave one
+ * written behind a log whose replay stopped earlier), and e2fsck reads
+ * none of it. */
+static bool inode_never_used(ext2_filsys fs, ext2_ino_t ino)
+{
+	if (!ext2fs_has_group_desc_csum(fs))
+		return false;
+	dgrp_t g = ext2fs_group_of_ino(fs, ino);
+	uint32_t index = (ino - 1) % fs->super->s_inodes_per_group;
+	return ext2fs_bg_flags_test(fs, g, EXT2_BG_INODE_UNINIT) ||
+	       index >= fs->super->s_inodes_per_group - ext2fs_bg_itable_unused(fs, g);
+}
+
 /* Allocate and write a new inode; in is filled. */
 static int new_inode(struct rfs *r, fuse_req_t req, ext2_ino_t dir, unsigned mode,
 		     struct ext2_inode *in, ext2_ino_t *out)
@@ -167,7 +182,8 @@ static int new_inode(struct rfs *r, fuse_req_t req, ext2_ino_t dir, unsigned mod
 	e = ext2fs_read_inode(r->fs, *out, &old);
 	if (e)
 		return -errmap(e);
-	if (old.i_links_count && !old.i_dtime && (old.i_mode & LINUX_S_IFMT)) {
+	if (!inode_never_used(r->fs, *out) && old.i_links_count && !old.i_dtime &&
+	    (old.i_mode & LINUX_S_IFMT)) {
 		fprintf(stderr, "recon-fuse: inode %u is free in the inode bitmap but in use (%u "
 			"links, mode 0%o): not reused; run e2fsck\n", *out, old.i_links_count,
 			old.i_mode);

@@ -152,6 +152,12 @@ size_t rio_dirty_blocks(io_channel ch);
  * kernel takes (which it refuses to mount even read-only). */
 errcode_t rio_journal_check(ext2_filsys fs, char *msg, size_t msglen);
 
+/* The error the internal journal of fs records (its superblock's s_errno,
+ * set when the kernel aborted the journal: a file system with errors, as
+ * the kernel marks it at its next mount) into *jerrno, 0 for none or no
+ * journal.  Only reads.  0, or rio_journal_check's errors. */
+errcode_t rio_journal_errno(ext2_filsys fs, int32_t *jerrno);
+
 /* Replay the journal of fs if a crash left it needing recovery (our own JBD
  * replay, before anything else writes).  On return the disk holds the
  * recovered state and needs_recovery is clear; libext2fs's in-memory copies

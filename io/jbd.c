@@ -417,6 +417,11 @@ bool jbd_needs_recovery(const struct jbd *j)
 	return !j->live && j->sb_start != 0;
 }
 
+int32_t jbd_errno(const struct jbd *j)
+{
+	return (int32_t)jbd_be32(j->sb + JSB_ERRNO);
+}
+
 uint32_t jbd_max_transaction_blocks(const struct jbd *j)
 {
 	/* a transaction must fit the empty log with one block to spare, with

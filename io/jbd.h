@@ -61,6 +61,10 @@ void jbd_close(struct jbd *j);
 /* The log holds transactions a crash left (s_start != 0). */
 bool jbd_needs_recovery(const struct jbd *j);
 
+/* The error the journal's superblock records (s_errno: a negative errno
+ * the kernel stored when it aborted the journal), 0 for none. */
+int32_t jbd_errno(const struct jbd *j);
+
 /* Replay every complete, committed transaction to its home location
  * (honouring revoke records and escaped blocks), flush, then mark the log
  * empty; *replayed = transactions replayed.  The log ends as the kernel's

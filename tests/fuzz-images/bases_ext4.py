@@ -1,4 +1,4 @@
-"""bases_ext4.py - the ext4 base images (recon-fuse serves ext4 read-only).
+"""bases_ext4.py - the ext4 base images.
 
 Made as bases.py makes the ext3 ones: mke2fs with a fixed UUID, hash seed
 and clock (and no mke2fs.conf: the features are listed here), inode tables
@@ -20,6 +20,16 @@ the kernel's ext4 driver on a loop mount.  Bases:
       writes, syncs, writes more (creates, renames, unlinks of files with
       extent blocks: revoke records), then EXT4_IOC_SHUTDOWN with the log
       flushed; unmounted as it is
+  eo  e1's content on e2fsprogs 1.47's newer layout: orphan_file, large_dir,
+      meta_bg (descriptor blocks in groups 0, 16 and 32; no resize inode),
+      sparse_super2 (backups in groups 1 and 39 only), metadata_csum_seed,
+      40 groups of 1 MiB of which the kernel leaves most BLOCK_UNINIT
+  eh  eo, then files and a directory unlinked while held open, the log
+      flushed and EXT4_IOC_SHUTDOWN: orphans held across a crash, in the
+      orphan file (orphan_present set), the journal replayed by debugfs so
+      that they are in place (e2fsck -fn flags them: the mount is what
+      releases them)
+recon-fuse writes them all but ei (inline_data: bases.READ_ONLY).
 """
 import fcntl
 import os
@@ -36,7 +46,10 @@ GEOMETRY = {  # base: (block size, blocks per group, image size in MiB, extra fe
     "e1": (1024, 8192, 32, ",metadata_csum_seed"),
     "ei": (4096, 8192, 32, ",inline_data"),
     "ej": (4096, 8192, 64, ""),
+    "eo": (1024, 1024, 40, ",^resize_inode,meta_bg,sparse_super2,orphan_file,large_dir,"
+           "metadata_csum_seed"),
 }
+GEOMETRY["eh"] = GEOMETRY["eo"]
 BASES = tuple(GEOMETRY)
 EXT4_IOC_SHUTDOWN = 0x8004587D          # _IOR('X', 125, __u32)
 EXT4_GOING_FLAGS_LOGFLUSH = 1
@@ -153,6 +166,21 @@ def _journal_workload(root, bs):
     os.makedirs(root + "/late-dir/a/b")
 
 
+def _orphans_held(root, bs):
+    """Files unlinked while open (one of them with an extent tree), the open
+    descriptors returned: the kernel keeps them in the orphan file."""
+    from bases import pattern
+    fds = []
+    for name, size in (("held-small", 700), ("held-large", 60 * bs + 5)):
+        _write("%s/d/%s" % (root, name), pattern(name, size))
+    _fragmented(root + "/d/held-frag", bs, 40, "held")
+    os.makedirs(root + "/d/held-dir")
+    for name in ("held-small", "held-large", "held-frag", "held-dir"):
+        fds.append(os.open("%s/d/%s" % (root, name), os.O_RDONLY))
+        (os.rmdir if name == "held-dir" else os.unlink)("%s/d/%s" % (root, name))
+    return fds
+
+
 def _shutdown(mnt):
     fd = os.open(mnt, os.O_RDONLY | os.O_DIRECTORY)
     try:
@@ -169,10 +197,13 @@ def make(name, dest):
         os.unlink(dest)
     with open(dest, "wb") as f:
         f.truncate(mib << 20)
+    ext = "hash_seed=%s,lazy_itable_init=0,lazy_journal_init=0" % HASH_SEED
+    if "sparse_super2" in extra:
+        ext += ",num_backup_sb=2"
     _run("mke2fs", "-F", "-q", "-t", "ext4", "-b", str(bs), "-I", "256", "-g", str(bpg),
-         "-U", UUID, "-E", "hash_seed=%s,lazy_itable_init=0,lazy_journal_init=0" % HASH_SEED,
+         "-U", UUID, "-E", ext,
          "-O", DEBIAN_EXT4 + extra, "-J", "size=%d" % (bs // 1024), "-N", "2048", dest, env=env)
-    if name == "e1":
+    if name in ("e1", "eo", "eh"):
         _run("tune2fs", "-U", UUID_AFTER, dest, env=env)
     from bases import kernel_mount
     with kernel_mount(dest, "ext4", "loop,noinit_itable") as mnt:
@@ -186,6 +217,20 @@ def make(name, dest):
             os.sync()
             _journal_workload(mnt, bs)
             _shutdown(mnt)
+        if name == "eh":
+            os.sync()
+            fds = _orphans_held(mnt, bs)
+            os.sync()
+            _shutdown(mnt)
+            for fd in fds:
+                os.close(fd)
+    if name == "eh":
+        # debugfs replays the log and nothing more (e2fsck -E journal_only
+        # would release the orphans too)
+        _run("debugfs", "-w", "-R", "journal_run", dest, env=env)
+        if "needs_recovery" in subprocess.run(["dumpe2fs", "-h", dest], capture_output=True,
+                                              text=True).stdout:
+            raise RuntimeError("debugfs journal_run left the journal unreplayed")
     if name == "ei":
         _inline_symlink(dest)
     return dest

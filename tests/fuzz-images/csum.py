@@ -152,6 +152,13 @@ class Ext4:
         struct.pack_into("<I", d, off + tail + 4, c)
         return True
 
+    def orphan_set(self, d, off, bs, iseed, blk):
+        """An orphan file block's tail checksum: over its physical block
+        number (64 bits) and the entries before the 8-byte tail."""
+        c = crc32c(crc32c(iseed, struct.pack("<Q", blk)), d[off:off + bs - 8])
+        struct.pack_into("<I", d, off + bs - 4, c)
+        return True
+
     def ea_block_set(self, d, off, bs, blk):
         blkbuf = bytearray(d[off:off + bs])
         blkbuf[EA_CSUM:EA_CSUM + 4] = b"\0\0\0\0"

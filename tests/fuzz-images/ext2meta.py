@@ -17,7 +17,8 @@ EXT2_INDEX_FL = 0x1000
 EXT4_EXTENTS_FL = 0x80000
 EXT4_INLINE_DATA_FL = 0x10000000
 EXT_MAGIC = 0xF30A
-INCOMPAT_64BIT, INCOMPAT_INLINE_DATA = 0x80, 0x8000
+INCOMPAT_64BIT, INCOMPAT_INLINE_DATA, INCOMPAT_META_BG = 0x80, 0x8000, 0x10
+COMPAT_SPARSE_SUPER2, COMPAT_ORPHAN_FILE, RO_COMPAT_SPARSE_SUPER = 0x200, 0x1000, 0x1
 EA_MAGIC = 0xEA020000
 JBD_MAGIC = 0xC03B3998
 
@@ -40,6 +41,7 @@ class Image:
         sb = data[SB_OFF:SB_OFF + 1024]
         self.sb = sb
         self.inodes_count = u32(sb, 0)
+        self.compat = u32(sb, 92)
         self.incompat = u32(sb, 96)
         self.ro_compat = u32(sb, 100)
         self.is64 = bool(self.incompat & INCOMPAT_64BIT)
@@ -54,13 +56,16 @@ class Image:
         self.inode_size = u16(sb, 88) if self.rev else 128
         self.first_ino = u32(sb, 84) if self.rev else 11
         self.journal_inum = u32(sb, 224)
+        self.orphan_file_inum = u32(sb, 0x280) if self.compat & COMPAT_ORPHAN_FILE else 0
         self.ngroups = (self.blocks_count - self.first_data_block
                         + self.blocks_per_group - 1) // self.blocks_per_group
         gdt_block = self.first_data_block + 1
         self.gdt_off = gdt_block * self.bs
+        self.gdt_blocks = self._descriptor_blocks()
+        per_block = self.bs // self.desc_size
         self.groups = []
         for g in range(self.ngroups):
-            o = self.gdt_off + self.desc_size * g
+            o = self.gdt_blocks[g // per_block] * self.bs + self.desc_size * (g % per_block)
 
             def field(lo):   # a block number: its high half at +32 in 64-byte descriptors
                 return u32(data, o + lo) | (u32(data, o + 32 + lo) << 32 if self.desc_size >= 64 else 0)
@@ -69,6 +74,38 @@ class Image:
         self.itable_blocks = (self.inodes_per_group * self.inode_size
                               + self.bs - 1) // self.bs
         self._scan_inodes()
+
+    def has_super(self, g):
+        """Whether group G holds a superblock (and so a descriptor copy)."""
+        if g == 0:
+            return True
+        if self.compat & COMPAT_SPARSE_SUPER2:
+            return g in (u32(self.sb, 0x24C), u32(self.sb, 0x250))
+        if not self.ro_compat & RO_COMPAT_SPARSE_SUPER or g == 1:
+            return True
+        for p in (3, 5, 7):
+            n = p
+            while n < g:
+                n *= p
+            if n == g:
+                return True
+        return False
+
+    def _descriptor_blocks(self):
+        """The block of each descriptor block's primary copy: after group 0's
+        superblock, and with meta_bg, from s_first_meta_bg on, in the first
+        group of each meta group (after its superblock backup if any)."""
+        per_block = self.bs // self.desc_size
+        n = (self.ngroups + per_block - 1) // per_block
+        first_meta = u32(self.sb, 260) if self.incompat & INCOMPAT_META_BG else n
+        out = []
+        for k in range(n):
+            if k < first_meta:
+                out.append(self.first_data_block + 1 + k)
+            else:
+                g = k * per_block
+                out.append(self.first_data_block + g * self.blocks_per_group + self.has_super(g))
+        return out
 
     # -- inodes -------------------------------------------------------------
     def inode_off(self, ino):
@@ -215,8 +252,7 @@ class Image:
     def meta_blocks(self):
         """Blocks that hold fixed metadata: superblock/descriptors (group 0),
         bitmaps and inode tables of every group."""
-        gdt = (self.ngroups * self.desc_size + self.bs - 1) // self.bs
-        out = list(range(self.first_data_block, self.first_data_block + 1 + gdt))
+        out = [self.first_data_block] + list(self.gdt_blocks)
         for g in self.groups:
             out += [g["block_bitmap"], g["inode_bitmap"]]
             out += list(range(g["inode_table"], g["inode_table"] + self.itable_blocks))

@@ -3,12 +3,12 @@
 # BASE/CLASS/SEED[/EDIT] as mutate.py names them) run through imgfuzz.py
 # with the recon-fuse of this build (meant for the ASan+UBSan build: tests/run
 # runs suite fuzz-images there).  Each mutant: e2fsck before, a read-only
-# walk, a read-write workload, e2fsck after, a second walk (ext4 bases: the
-# read-only walk, and a read-write mount that must be refused); it fails on
-# a crash, hang, sanitizer report, undocumented exit status, an image
-# written by a read-only or refused mount, an ext4 image served read-write,
-# an image made worse, changed contents or a rejection on an image e2fsck
-# passed.
+# walk, a read-write workload, e2fsck after, a second walk (the inline_data
+# base: the read-only walk, and a read-write mount that must be refused);
+# it fails on a crash, hang, sanitizer report, undocumented exit status, an
+# image written by a read-only or refused mount, an inline_data image
+# served read-write, an image made worse, changed contents or a rejection
+# on an image e2fsck passed.
 # Usage: fuzz_images.sh LIST...   (lists relative to tests/fuzz-images)
 . "$RECON_SRC/tests/integration/lib.sh"
 need_root

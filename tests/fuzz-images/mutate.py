@@ -27,7 +27,8 @@ import mutate_ext4
 
 CLASSES_EXT3 = ("sb", "gdt", "bbitmap", "ibitmap", "inode", "dir", "htree", "ind",
                 "ea", "jsb", "jblk")
-CLASSES = CLASSES_EXT3 + ("extent", "inline", "dirtail", "jinode", "none")
+CLASSES = CLASSES_EXT3 + ("extent", "inline", "dirtail", "jinode", "orphan", "uninit", "extnode",
+                          "none")
 NoTarget = em.NoTarget
 # the ext4 campaign (imgfuzz.py --classes ext4): each class on the bases that
 # have its structures; +csum: the same mutants with repaired checksums
@@ -35,7 +36,9 @@ EXT4_CLASSES = ("extent@e4:e1:ej,extent+csum@e4:e1:ej,inline@ei,inline+csum@ei,"
                 "dirtail@e4:e1:ej:ei,dirtail+csum@e4:e1:ej:ei,dir+csum@e4:e1:ei,htree@e1:e4,"
                 "htree+csum@e1:e4,inode+csum@e4:e1:ei,ea+csum@e4:e1:ei,sb+csum@e4:e1:ei,"
                 "gdt+csum@e4:e1:ei,jsb+csum@ej,jblk@ej,jblk+csum@ej,jinode@ej:e1,"
-                "jinode+csum@ej:e1")
+                "jinode+csum@ej:e1,orphan@eh:eo,orphan+csum@eh:eo,uninit+csum@eo:eh:e1,"
+                "extnode@e1:eo,extnode+csum@e1:eo:eh,htree+csum@eo,dirtail+csum@eo:eh,"
+                "extent+csum@eo,gdt+csum@eo,sb+csum@eo:eh,inode+csum@eh")
 
 
 class Mutation:
@@ -198,7 +201,11 @@ def gd_edit(name):
 
 
 def gd_flips(m):
-    m.flips([(m.img.gdt_off, m.img.desc_size * m.img.ngroups)], "descriptors")
+    img = m.img
+    if img.gdt_blocks == list(range(img.gdt_off // img.bs, img.gdt_off // img.bs + len(img.gdt_blocks))):
+        m.flips([(img.gdt_off, img.desc_size * img.ngroups)], "descriptors")
+    else:   # meta_bg: descriptor blocks spread over the groups
+        m.flips([(g["off"], img.desc_size) for g in img.groups], "descriptors")
 
 
 # ---------------------------------------------------------------------------

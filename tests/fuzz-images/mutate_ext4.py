@@ -13,6 +13,17 @@ Classes (each a table of edits, as in mutate.py):
   jinode   the journal inode (mode, links, size, flags, its block map or
            extent root) and the superblock's copy of its map (s_jnl_blocks),
            which a reader falls back on when the inode is unusable
+  orphan   the orphan file: entries of its blocks (live, free, reserved and
+           out-of-range inodes), their tails (magic, checksum), the
+           superblock's s_orphan_file_inum and orphan_present flag, the
+           orphan file inode's size
+  uninit   uninit_bg state of the groups: BLOCK_UNINIT/INODE_UNINIT set on
+           groups in use or cleared on groups that are not (their bitmaps
+           then read as they are, or filled), ITABLE_ZEROED, bg_itable_unused
+           hiding live inodes, the counts of uninitialised groups
+  extnode  extent index blocks below the root (depth, entries, order, a
+           child pointing back up), the unwritten bit of leaf extents, and
+           the checksum tails of extent blocks
 A class named CLASS+csum (e.g. extent+csum) makes the same mutant as CLASS
 and then recomputes the checksum of every structure it changed
 (repair()): on a metadata_csum image the reader then meets the damaged
@@ -68,13 +79,14 @@ def repair(orig, data, img):
         o = img.inode_off(ino)
         return c.inode_seed(ino, u32(data, o + csum.I_GENERATION))
     inodes, groups, sb = set(), set(), False
-    gdt = (img.gdt_off // bs, (img.gdt_off + img.ngroups * img.desc_size - 1) // bs)
+    per_block = bs // img.desc_size
     # blocks first: their checksums are not covered by anything else
     for b in changed:
         if b * bs <= em.SB_OFF < (b + 1) * bs:
             sb = True
-        if gdt[0] <= b <= gdt[1]:
-            groups.update(range(img.ngroups))
+        for k, gb in enumerate(img.gdt_blocks):
+            if gb == b:
+                groups.update(range(k * per_block, min((k + 1) * per_block, img.ngroups)))
         it = _itable_block(img, b)
         if it:
             g, first = it
@@ -93,6 +105,8 @@ def repair(orig, data, img):
             ok = c.extent_set(data, b * bs, bs, iseed(ino))
         elif role == "data" and ino in dir_inos:
             ok = c.dir_set(data, b * bs, bs, iseed(ino), roots.get(b))
+        elif role == "data" and ino == img.orphan_file_inum:
+            ok = c.orphan_set(data, b * bs, bs, iseed(ino), b)
         elif role == "ea":
             ok = c.ea_block_set(data, b * bs, bs, b)
         else:
@@ -564,6 +578,253 @@ def jinode_backup_type(m):
 
 
 # ---------------------------------------------------------------------------
+# the orphan file
+RO_COMPAT_ORPHAN_PRESENT = 0x10000
+SB_ORPHAN_FILE_INUM = 0x280
+ORPHAN_MAGIC = 0x0B10CA04
+
+
+def orphan_blocks(m):
+    img = m.img
+    blocks = img.data_blocks.get(img.orphan_file_inum) if img.orphan_file_inum else None
+    if not blocks:
+        raise em.NoTarget("no orphan file")
+    return img.orphan_file_inum, blocks
+
+
+def orphan_entry(m):
+    """An entry of an orphan block: the one in use if any (eh), else any."""
+    ino, blocks = orphan_blocks(m)
+    bs = m.img.bs
+    slots = [(b, k) for b in blocks for k in range((bs - 8) // 4)]
+    used = [(b, k) for b, k in slots if u32(m.d, b * bs + 4 * k)]
+    b, k = m.rng.choice(used) if used and m.rng.random() < 0.6 else m.rng.choice(slots)
+    return b * bs + 4 * k, "orphan file block %d entry %d" % (b, k)
+
+
+def of_entry(m):
+    o, what = orphan_entry(m)
+    img = m.img
+    m.put(o, "<I", m.pick([0, 1, 2, img.journal_inum or 8, img.orphan_file_inum, 11,
+                           m.live_inode([em.S_IFREG]), m.live_inode([em.S_IFDIR]),
+                           m.free_inode(), img.inodes_count, img.inodes_count + 1,
+                           0xFFFFFFFF]), what)
+
+
+def of_duplicate(m):
+    """Two entries naming the same inode."""
+    o, what = orphan_entry(m)
+    o2, what2 = orphan_entry(m)
+    v = u32(m.d, o) or m.live_inode([em.S_IFREG])
+    if o == o2:
+        raise em.NoTarget("one entry picked twice")
+    m.put(o, "<I", v, what)
+    m.put(o2, "<I", v, what2)
+
+
+def of_tail(name):
+    def edit(m):
+        ino, blocks = orphan_blocks(m)
+        b = m.rng.choice(blocks)
+        t = b * m.img.bs + m.img.bs - 8
+        if name == "magic":
+            m.put(t, "<I", m.pick([0, ORPHAN_MAGIC ^ 1, 0xFFFFFFFF]), "orphan file block %d magic" % b)
+        else:
+            m.put(t + 4, "<I", u32(m.d, t + 4) ^ (1 << m.rng.randrange(32)),
+                  "orphan file block %d checksum" % b)
+    return edit
+
+
+def of_present(m):
+    orphan_blocks(m)
+    cur = u32(m.d, em.SB_OFF + 100)
+    m.put(em.SB_OFF + 100, "<I", cur ^ RO_COMPAT_ORPHAN_PRESENT, "s_feature_ro_compat orphan_present")
+
+
+def of_inum(m):
+    ino, _ = orphan_blocks(m)
+    m.put(em.SB_OFF + SB_ORPHAN_FILE_INUM, "<I",
+          m.pick([0, 1, 2, 11, m.img.journal_inum or 8, m.live_inode([em.S_IFREG]),
+                  m.live_inode([em.S_IFDIR]), m.free_inode(), m.img.inodes_count + 1]),
+          "s_orphan_file_inum")
+
+
+def of_inode(m):
+    ino, blocks = orphan_blocks(m)
+    o = m.img.inode_off(ino)
+    bs = m.img.bs
+    if m.rng.random() < 0.3:
+        cur = u32(m.d, o + 32)
+        m.put(o + 32, "<I", m.pick([cur & ~em.EXT4_EXTENTS_FL, cur | em.EXT4_INLINE_DATA_FL,
+                                    cur | 0x10, cur | 0x4000]), "orphan file inode %d i_flags" % ino)
+        return
+    cur = u32(m.d, o + 4)
+    m.put(o + 4, "<I", m.pick([0, 1, bs - 1, cur - bs, cur + bs, cur + 7, 0xFFFFFFFF]),
+          "orphan file inode %d i_size" % ino)
+
+
+def of_flips(m):
+    ino, blocks = orphan_blocks(m)
+    b = m.rng.choice(blocks)
+    m.flips([(b * m.img.bs, m.img.bs)], "orphan file block %d" % b)
+
+
+# ---------------------------------------------------------------------------
+# uninit_bg state
+BG_INODE_UNINIT, BG_BLOCK_UNINIT, BG_INODE_ZEROED = 1, 2, 4
+
+
+def _groups(m, flag, has):
+    out = [g for g, gr in enumerate(m.img.groups) if bool(gr["flags"] & flag) == has]
+    if not out:
+        raise em.NoTarget("no group with flag %d %s" % (flag, "set" if has else "clear"))
+    return out
+
+
+def _used_inode_groups(m):
+    ipg = m.img.inodes_per_group
+    return sorted({(i - 1) // ipg for i, _ in m.img.live}) or [0]
+
+
+def ug_flag(flag, set_it):
+    def edit(m):
+        if flag == BG_INODE_UNINIT and set_it:
+            g = m.rng.choice([g for g in _used_inode_groups(m)
+                              if not m.img.groups[g]["flags"] & flag] or [0])
+        else:
+            g = m.rng.choice(_groups(m, flag, not set_it))
+        o = m.img.groups[g]["off"] + 18
+        cur = u16(m.d, o)
+        m.put(o, "<H", cur | flag if set_it else cur & ~flag, "group %d bg_flags" % g)
+        if not set_it and flag != BG_INODE_ZEROED and m.rng.random() < 0.5:
+            # the bitmap the flag said to ignore: filled
+            gr = m.img.groups[g]
+            b = gr["block_bitmap" if flag == BG_BLOCK_UNINIT else "inode_bitmap"] * m.img.bs
+            fill = m.rng.choice([0xFF, 0x55, None])
+            for k in range(m.img.bs if flag == BG_BLOCK_UNINIT else m.img.inodes_per_group // 8):
+                m.d[b + k] = fill if fill is not None else m.rng.randrange(256)
+            m.log.append("group %d %s bitmap filled with %s" % (
+                g, "block" if flag == BG_BLOCK_UNINIT else "inode",
+                "random bytes" if fill is None else hex(fill)))
+    return edit
+
+
+def ug_itable_unused(m):
+    """bg_itable_unused of a group with live inodes: covering some of them."""
+    g = m.rng.choice(_used_inode_groups(m))
+    ipg = m.img.inodes_per_group
+    top = max([(i - 1) % ipg + 1 for i, _ in m.img.live if (i - 1) // ipg == g] or [1])
+    o = m.img.groups[g]["off"] + 28
+    m.put(o, "<H", m.pick([ipg - top + 1, ipg - 1, ipg, ipg + 1, 0xFFFF]),
+          "group %d bg_itable_unused" % g)
+
+
+def ug_uninit_count(m):
+    """A free count of a BLOCK_UNINIT group made wrong."""
+    g = m.rng.choice(_groups(m, BG_BLOCK_UNINIT, True))
+    o = m.img.groups[g]["off"] + (12 if m.rng.random() < 0.5 else 14)
+    m.put(o, "<H", m.count_value(u16(m.d, o), 16), "uninit group %d free count at +%d" % (
+        g, o - m.img.groups[g]["off"]))
+
+
+def ug_bitmap_garbage(m):
+    """Garbage in the bitmap of an uninitialised group (readers must not use it)."""
+    g = m.rng.choice(_groups(m, BG_BLOCK_UNINIT, True))
+    b = m.img.groups[g]["block_bitmap"] * m.img.bs
+    m.flips([(b, m.img.bs)], "uninit group %d block bitmap" % g)
+
+
+# ---------------------------------------------------------------------------
+# extent index blocks and unwritten extents
+
+def pick_index_block(m):
+    """An extent block (not a root) holding index entries."""
+    cands = [(i, b) for i, b, depth in m.img.ext_blocks if depth > 0 and i != m.img.journal_inum]
+    if not cands:
+        raise em.NoTarget("no extent index block")
+    return m.rng.choice(cands)
+
+
+def xn_header(name):
+    def edit(m):
+        ino, b = pick_index_block(m)
+        o = b * m.img.bs
+        n, mx, depth = u16(m.d, o + 2), u16(m.d, o + 4), u16(m.d, o + 6)
+        what = "inode %d extent index block %d %s" % (ino, b, name)
+        if name == "eh_depth":
+            m.put(o + 6, "<H", m.pick([0, depth + 1, depth - 1 if depth > 1 else 2, 5]), what)
+        elif name == "eh_entries":
+            m.put(o + 2, "<H", m.pick([0, n + 1, mx, mx + 1]), what)
+    return edit
+
+
+def xn_order(m):
+    """Two index entries swapped: ei_block out of order."""
+    ino, b = pick_index_block(m)
+    o = b * m.img.bs
+    n = u16(m.d, o + 2)
+    if n < 2:
+        raise em.NoTarget("one entry")
+    k = m.rng.randrange(n - 1)
+    e = o + 12 + 12 * k
+    a, c = bytes(m.d[e:e + 12]), bytes(m.d[e + 12:e + 24])
+    m.d[e:e + 12], m.d[e + 12:e + 24] = c, a
+    m.log.append("inode %d extent index block %d entries %d and %d swapped" % (ino, b, k, k + 1))
+
+
+def xn_loop(m):
+    """An index entry pointing back up: at its own block or the parent's."""
+    ino, b = pick_index_block(m)
+    o = b * m.img.bs
+    n = u16(m.d, o + 2)
+    parents = [p for i, p, depth in m.img.ext_blocks if i == ino and p != b and depth > 1]
+    v = m.rng.choice([b] + parents)
+    e = o + 12 + 12 * m.rng.randrange(max(n, 1))
+    m.put(e + 8, "<H", v >> 32, "inode %d extent index block %d ei_leaf (high)" % (ino, b))
+    m.put(e + 4, "<I", v, "inode %d extent index block %d ei_leaf -> %d" % (ino, b, v))
+
+
+def xn_unwritten(m):
+    """The unwritten bit of a leaf extent flipped: data read as zeros, or
+    preallocated blocks read as data."""
+    cands = [(i, lblk, ln, unw) for i, exts in m.img.extents.items() if i != m.img.journal_inum
+             for lblk, start, ln, unw in exts if 0 < ln <= 32767]
+    if not cands:
+        raise em.NoTarget("no extent")
+    unw = [c for c in cands if c[3]]
+    ino, lblk, ln, was = m.rng.choice(unw) if unw and m.rng.random() < 0.4 else m.rng.choice(cands)
+    for o, limit, what in _nodes(m):
+        if not what.startswith("inode %d " % ino) or u16(m.d, o + 6) != 0:
+            continue
+        for k in range(min(u16(m.d, o + 2), limit)):
+            e = o + 12 + 12 * k
+            if u32(m.d, e) == lblk:
+                cur = u16(m.d, e + 4)
+                m.put(e + 4, "<H", cur - 32768 if cur > 32768 else cur + 32768,
+                      "%s entry %d ee_len (unwritten bit)" % (what, k))
+                return
+    raise em.NoTarget("extent not found")
+
+
+def xn_tail(m):
+    """The checksum after eh_max entries of an extent block flipped."""
+    blocks = [(i, b) for i, b, _ in m.img.ext_blocks if i != m.img.journal_inum]
+    if not blocks or not m.img.metadata_csum:
+        raise em.NoTarget("no extent block with a checksum")
+    ino, b = m.rng.choice(blocks)
+    o = b * m.img.bs + 12 + 12 * u16(m.d, b * m.img.bs + 4)
+    if o + 4 > (b + 1) * m.img.bs:
+        raise em.NoTarget("no room for a tail")
+    m.put(o, "<I", u32(m.d, o) ^ (1 << m.rng.randrange(32)), "inode %d extent block %d tail" % (ino, b))
+
+
+def xn_flips(m):
+    ino, b = pick_index_block(m)
+    o = b * m.img.bs
+    m.flips([(o, 12 + 12 * max(u16(m.d, o + 2), 1))], "inode %d extent index block %d" % (ino, b))
+
+
+# ---------------------------------------------------------------------------
 EDITS = {
     "extent": dict([(f, ext_header(f)) for f in ("eh_magic", "eh_entries", "eh_max", "eh_depth")]
                    + [(f, ext_leaf(f)) for f in ("ee_block", "ee_len", "ee_start")]
@@ -586,4 +847,17 @@ EDITS = {
                                                     "i_size_high", "i_flags", "i_block")]
                    + [("backup", jinode_backup), ("backup_type", jinode_backup_type),
                       ("flips", jinode_flips)]),
+    "orphan": {"entry": of_entry, "duplicate": of_duplicate, "magic": of_tail("magic"),
+               "checksum": of_tail("checksum"), "present": of_present, "inum": of_inum,
+               "inode": of_inode, "flips": of_flips},
+    "uninit": {"block_uninit_set": ug_flag(BG_BLOCK_UNINIT, True),
+               "block_uninit_clear": ug_flag(BG_BLOCK_UNINIT, False),
+               "inode_uninit_set": ug_flag(BG_INODE_UNINIT, True),
+               "inode_uninit_clear": ug_flag(BG_INODE_UNINIT, False),
+               "zeroed_clear": ug_flag(BG_INODE_ZEROED, False),
+               "itable_unused": ug_itable_unused, "uninit_count": ug_uninit_count,
+               "flips": ug_bitmap_garbage},
+    "extnode": dict([(f, xn_header(f)) for f in ("eh_depth", "eh_entries")]
+                    + [("order", xn_order), ("loop", xn_loop), ("unwritten", xn_unwritten),
+                       ("tail", xn_tail), ("flips", xn_flips)]),
 }
