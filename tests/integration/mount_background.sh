@@ -101,7 +101,7 @@ n=$(groups)
 attach
 mount_recon "$dev" "$mnt" "$(opts clean)" || die "clean: mount failed"
 (cd "$mnt" && mkdir d && echo a >d/f && sync -f .) || fail "clean: writes failed"
-wait_log "base check: done, every group checked" 10 || fail "clean: the background check did not finish"
+sleep 1   # 16 groups take milliseconds; the stats at unmount say whether it finished
 umount_recon "$mnt"
 detach
 deferred=$(stat_of "$SCRATCH/clean.json" base_check_groups_deferred)
