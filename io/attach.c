@@ -336,10 +336,7 @@ static errcode_t mark_mounted(struct txn_manager *t)
 	}
 	if (err)
 		return err;
-	/* libext2fs compares against orig_super to write only what changed:
-	 * keep it equal to the disk */
-	if (fs->orig_super)
-		memcpy(fs->orig_super, fs->super, SUPERBLOCK_SIZE);
+	rio_raw_sb_to_orig(fs, t->rc);
 	return 0;
 }
 
@@ -353,8 +350,7 @@ static void unmark_mounted(struct txn_manager *t)
 	} else if (t->was_valid && !rio_raw_sb_update(t->rc, 0, 0, EXT2_VALID_FS, 0)) {
 		fs->super->s_state |= EXT2_VALID_FS;
 	}
-	if (fs->orig_super)
-		memcpy(fs->orig_super, fs->super, SUPERBLOCK_SIZE);
+	rio_raw_sb_to_orig(fs, t->rc);
 }
 
 errcode_t rio_txn_attach(ext2_filsys fs)
@@ -617,8 +613,7 @@ errcode_t rio_txn_detach(ext2_filsys fs)
 	} else {
 		merr = 0;   /* it was not clean when we found it: e2fsck's to judge */
 	}
-	if (fs->orig_super)
-		memcpy(fs->orig_super, fs->super, SUPERBLOCK_SIZE);
+	rio_raw_sb_to_orig(fs, rc);
 	if (err)
 		return err;
 	if (failed)

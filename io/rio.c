@@ -669,6 +669,19 @@ errcode_t rio_raw_sb_update(struct rio_chan *rc, uint32_t incompat_set, uint32_t
 	return rio_dev_flush(&rc->dev);
 }
 
+void rio_raw_sb_to_orig(ext2_filsys fs, struct rio_chan *rc)
+{
+	if (!fs->orig_super)
+		return;
+	unsigned char *orig = (unsigned char *)fs->orig_super;
+	if (rio_dev_pread(&rc->dev, SUPERBLOCK_OFFSET, orig, SUPERBLOCK_SIZE)) {
+		/* unknown: every word differs, so the next flush writes it whole */
+		const unsigned char *cur = (const unsigned char *)fs->super;
+		for (size_t i = 0; i < SUPERBLOCK_SIZE; i++)
+			orig[i] = (unsigned char)~cur[i];
+	}
+}
+
 /* Clear needs_recovery on disk and in libext2fs's copy. */
 static errcode_t clear_recover_flag(ext2_filsys fs, struct rio_chan *rc)
 {
@@ -676,6 +689,7 @@ static errcode_t clear_recover_flag(ext2_filsys fs, struct rio_chan *rc)
 	if (err)
 		return err;
 	fs->super->s_feature_incompat &= ~EXT3_FEATURE_INCOMPAT_RECOVER;
+	rio_raw_sb_to_orig(fs, rc);
 	return 0;
 }
 

@@ -258,6 +258,15 @@ void rio_jbd_dev_init(struct rio_raw_dev *ctx, struct jbd_dev *jd, struct rio_ch
  * overlay, made durable: s_feature_incompat and s_state bits set/cleared. */
 errcode_t rio_raw_sb_update(struct rio_chan *rc, uint32_t incompat_set, uint32_t incompat_clear,
 			    uint16_t state_set, uint16_t state_clear);
+/* libext2fs's record of the on-disk primary superblock (fs->orig_super) set
+ * from the disk.  ext2fs_flush (the meta_bg commits) writes only the 16-bit
+ * words of fs->super that differ from that record, so it must hold what the
+ * disk holds, not fs->super: the mount changes fs->super in memory before
+ * the first commit (free counts recounted), and with a copy of it a word
+ * changed there and not again is never written (the high half of a free
+ * count recounted from a value 2^16 or more away).  A failed read leaves a record
+ * that differs in every word: the next flush writes the superblock whole. */
+void rio_raw_sb_to_orig(ext2_filsys fs, struct rio_chan *rc);
 
 /* overlay.c: overlay access used by the seam */
 errcode_t rio_ovl_write(struct txn_manager *t, struct rio_chan *rc, uint64_t off, size_t len,
