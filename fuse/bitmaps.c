@@ -74,15 +74,16 @@ static bool tail_ok(const unsigned char *b, size_t nbytes, size_t bs)
 }
 
 /* Read bitmap block blk into buf (zeros for 0 or a block past the end, as
- * libext2fs reads them); the tail problem flag in *tail when it is bad. */
+ * libext2fs reads them; have: already in buf); the tail problem flag in
+ * *tail when it is bad. */
 static errcode_t read_one(ext2_filsys fs, blk64_t blk, unsigned char *buf, size_t nbytes,
-			  errcode_t fail, int flag, int *tail)
+			  errcode_t fail, int flag, int *tail, bool have)
 {
 	if (!blk || blk >= ext2fs_blocks_count(fs->super)) {
 		memset(buf, 0, nbytes);
 		return 0;
 	}
-	if (io_channel_read_blk64(fs->io, blk, 1, buf))
+	if (!have && io_channel_read_blk64(fs->io, blk, 1, buf))
 		return fail;
 	if (!tail_ok(buf, nbytes, fs->blocksize))
 		*tail |= flag;
@@ -101,6 +102,18 @@ static errcode_t mark_static(ext2_filsys fs, dgrp_t g)
 	return 0;
 }
 
+/* mke2fs puts a group's inode bitmap right after its block bitmap: both
+ * in one read into bb and the block after it (ib), half the requests of a
+ * disk with a hundred thousand groups.  True when read; false when not that
+ * layout or the read failed (each is then read alone, for its own error). */
+static bool read_pair(ext2_filsys fs, dgrp_t g, unsigned char *bb, const unsigned char *ib)
+{
+	blk64_t b = ext2fs_block_bitmap_loc(fs, g), i = ext2fs_inode_bitmap_loc(fs, g);
+	if (ib != bb + fs->blocksize || !b || i != b + 1 || i >= ext2fs_blocks_count(fs->super))
+		return false;
+	return io_channel_read_blk64(fs->io, b, 2, bb) == 0;
+}
+
 /* Group g's two bitmaps into bb and ib as libext2fs reads them, each read
  * one's checksum verified unless the caller ignores checksum errors.  An
  * uninitialised one (its flag under a descriptor checksum that verifies)
@@ -114,24 +127,28 @@ static errcode_t read_group(ext2_filsys fs, dgrp_t g, unsigned char *bb, size_t 
 	bool dcsum = csum && ext2fs_group_desc_csum_verify(fs, g);
 	errcode_t e = 0;
 	*zero = 0;
-	if (dcsum && ext2fs_bg_flags_test(fs, g, EXT2_BG_BLOCK_UNINIT)) {
+	bool bu = dcsum && ext2fs_bg_flags_test(fs, g, EXT2_BG_BLOCK_UNINIT);
+	bool iu = dcsum && ext2fs_bg_flags_test(fs, g, EXT2_BG_INODE_UNINIT);
+	bool pair = !bu && !iu && read_pair(fs, g, bb, ib);
+	if (bu) {
 		*zero |= EXT2_BG_BLOCK_UNINIT;
 	} else {
 		blk64_t blk = ext2fs_block_bitmap_loc(fs, g);
 		e = read_one(fs, blk, bb, bnbytes, EXT2_ET_BLOCK_BITMAP_READ, EXT2_FLAG_BBITMAP_TAIL_PROBLEM,
-			     tail);
+			     tail, pair);
 		if (!e && blk && blk < ext2fs_blocks_count(fs->super) && verify &&
 		    !ext2fs_block_bitmap_csum_verify(fs, g, (char *)bb, (int)bnbytes))
 			e = EXT2_ET_BLOCK_BITMAP_CSUM_INVALID;
 	}
 	if (e)
 		return e;
-	if (dcsum && ext2fs_bg_flags_test(fs, g, EXT2_BG_INODE_UNINIT)) {
+	if (iu) {
 		*zero |= EXT2_BG_INODE_UNINIT;
 		return 0;
 	}
 	blk64_t blk = ext2fs_inode_bitmap_loc(fs, g);
-	e = read_one(fs, blk, ib, inbytes, EXT2_ET_INODE_BITMAP_READ, EXT2_FLAG_IBITMAP_TAIL_PROBLEM, tail);
+	e = read_one(fs, blk, ib, inbytes, EXT2_ET_INODE_BITMAP_READ, EXT2_FLAG_IBITMAP_TAIL_PROBLEM, tail,
+		     pair);
 	if (!e && blk && blk < ext2fs_blocks_count(fs->super) && verify &&
 	    !ext2fs_inode_bitmap_csum_verify(fs, g, (char *)ib, (int)inbytes))
 		e = EXT2_ET_INODE_BITMAP_CSUM_INVALID;
