@@ -176,7 +176,9 @@ static bool reap_fits(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk6
 	blk64_t held = ext2fs_get_stat_i_blocks(r->fs, in) / (bs / 512);
 	if (*budget + held > REAP_STEP_BLOCKS)
 		return false;
-	if (held && (punch_step(r, 0, NULL, 0, false, &step) || step < held))
+	/* room for a step of held blocks (or, with none, for the inode's own
+	 * writes) */
+	if (punch_step(r, 0, NULL, 0, false, &step) || step == 0 || step < held)
 		return false;
 	*budget += held;
 	return true;
