@@ -185,13 +185,15 @@ static bool reap_fits(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk6
 }
 
 /*
- * The common case, many small unlinked inodes queued: the ones at the head
- * freed together in one operation (one savepoint, one transaction boundary,
- * one lock hold), each off the orphan list in the transaction that frees it,
- * as reap_step does.  When the batch fails it is undone (a commit inside it
+ * The common case, many small unlinked inodes queued: the newest ones (the
+ * queue's tail) freed together in one operation (one savepoint, one
+ * transaction boundary, one lock hold), each off the orphan list in the
+ * transaction that frees it, as reap_step does.  Newest first, as the list
+ * has them from its head: each comes off the head, with no neighbour's
+ * inode to rewrite.  When the batch fails it is undone (a commit inside it
  * kept what came before the commit); the caller then frees its inodes one
  * at a time, so the failure is reported for the inode it belongs to.
- * *tried: how many of the head's inodes the batch took (0: none, the head
+ * *tried: how many of the tail's inodes the batch took (0: none, the head
  * needs a step of its own); true when all of those are freed.
  */
 static bool reap_batch(struct rfs *r, size_t *tried)
@@ -205,26 +207,38 @@ static bool reap_batch(struct rfs *r, size_t *tried)
 	if (avail < 2 || r->ro || wr_begin(r))
 		return false;
 	while (!ret && *tried < avail && *tried < REAP_BATCH_MAX &&
-	       reap_fits(r, r->reapq[r->reaphead + *tried], &in, &budget)) {
-		ret = orphan_release(r, r->reapq[r->reaphead + *tried], &in);
+	       reap_fits(r, r->reapq[r->nreap - 1 - *tried], &in, &budget)) {
+		ret = orphan_release(r, r->reapq[r->nreap - 1 - *tried], &in);
 		++*tried;
 	}
 	ret = wr_end(r, ret, false);
 	return *tried && !ret;
 }
 
+/* The queue's last inode out of it. */
+static void reap_drop_last(struct rfs *r)
+{
+	if (--r->nreap == r->reaphead)
+		r->reaphead = r->nreap = 0;
+}
+
 /* After a failed batch: its inodes one at a time (those a commit inside the
- * batch freed already are free in the bitmap: skipped). */
+ * batch freed already are free in the bitmap: skipped).  Each is one a step
+ * frees whole (reap_fits). */
 static void reap_singly(struct rfs *r, size_t n)
 {
 	for (size_t i = 0; i < n && !r->ro; i++) {
-		ext2_ino_t ino = r->reapq[r->reaphead];
-		if (ext2fs_test_inode_bitmap2(r->fs->inode_map, ino)) {
-			reap_first(r);
-			continue;
-		}
-		if (++r->reaphead == r->nreap)
-			r->reaphead = r->nreap = 0;
+		ext2_ino_t ino = r->reapq[r->nreap - 1];
+		bool more = false;
+		int ret = 0;
+		if (ext2fs_test_inode_bitmap2(r->fs->inode_map, ino))
+			ret = reap_step(r, ino, &more);
+		if (more)
+			return;
+		if (ret && ret != -EROFS)
+			fprintf(stderr, "recon-fuse: cannot free unlinked inode %u: %s (it stays on "
+				"the orphan list)\n", ino, strerror(-ret));
+		reap_drop_last(r);
 	}
 }
 
@@ -233,9 +247,8 @@ static void reap_some(struct rfs *r)
 {
 	size_t n;
 	if (reap_batch(r, &n)) {
-		r->reaphead += n;
-		if (r->reaphead == r->nreap)
-			r->reaphead = r->nreap = 0;
+		while (n--)
+			reap_drop_last(r);
 	} else if (n) {
 		reap_singly(r, n);
 	} else {
