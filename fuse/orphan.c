@@ -159,11 +159,108 @@ static void reap_first(struct rfs *r)
 		r->reaphead = r->nreap = 0;
 }
 
+/* Inodes one batch frees at most; together they hold no more than a step's
+ * blocks (REAP_STEP_BLOCKS), so a batch keeps the lock no longer than a step
+ * of a big file does. */
+#define REAP_BATCH_MAX 256
+
+/* Can ino join a batch holding *budget blocks so far?  Only an inode the
+ * step frees whole, and only while the open transaction has room left for
+ * it without a commit (so a batch does not span commits in the common case). */
+static bool reap_fits(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t *budget)
+{
+	uint64_t bs = r->fs->blocksize;
+	blk64_t step;
+	if (get_inode(r, ino, in) || in->i_links_count)
+		return false;
+	blk64_t held = ext2fs_get_stat_i_blocks(r->fs, in) / (bs / 512);
+	if (*budget + held > REAP_STEP_BLOCKS)
+		return false;
+	/* room for a step of held blocks (or, with none, for the inode's own
+	 * writes) */
+	if (punch_step(r, 0, NULL, 0, false, &step) || step == 0 || step < held)
+		return false;
+	*budget += held;
+	return true;
+}
+
+/*
+ * The common case, many small unlinked inodes queued: the newest ones (the
+ * queue's tail) freed together in one operation (one savepoint, one
+ * transaction boundary, one lock hold), each off the orphan list in the
+ * transaction that frees it, as reap_step does.  Newest first, as the list
+ * has them from its head: each comes off the head, with no neighbour's
+ * inode to rewrite.  When the batch fails it is undone (a commit inside it
+ * kept what came before the commit); the caller then frees its inodes one
+ * at a time, so the failure is reported for the inode it belongs to.
+ * *tried: how many of the tail's inodes the batch took (0: none, the head
+ * needs a step of its own); true when all of those are freed.
+ */
+static bool reap_batch(struct rfs *r, size_t *tried)
+{
+	size_t avail = r->nreap - r->reaphead;
+	blk64_t budget = 0;
+	struct ext2_inode in;
+	int ret = 0;
+
+	*tried = 0;
+	if (avail < 2 || r->ro || wr_begin(r))
+		return false;
+	while (!ret && *tried < avail && *tried < REAP_BATCH_MAX &&
+	       reap_fits(r, r->reapq[r->nreap - 1 - *tried], &in, &budget)) {
+		ret = orphan_release(r, r->reapq[r->nreap - 1 - *tried], &in);
+		++*tried;
+	}
+	ret = wr_end(r, ret, false);
+	return *tried && !ret;
+}
+
+/* The queue's last inode out of it. */
+static void reap_drop_last(struct rfs *r)
+{
+	if (--r->nreap == r->reaphead)
+		r->reaphead = r->nreap = 0;
+}
+
+/* After a failed batch: its inodes one at a time (those a commit inside the
+ * batch freed already are free in the bitmap: skipped).  Each is one a step
+ * frees whole (reap_fits). */
+static void reap_singly(struct rfs *r, size_t n)
+{
+	for (size_t i = 0; i < n && !r->ro; i++) {
+		ext2_ino_t ino = r->reapq[r->nreap - 1];
+		bool more = false;
+		int ret = 0;
+		if (ext2fs_test_inode_bitmap2(r->fs->inode_map, ino))
+			ret = reap_step(r, ino, &more);
+		if (more)
+			return;
+		if (ret && ret != -EROFS)
+			fprintf(stderr, "recon-fuse: cannot free unlinked inode %u: %s (it stays on "
+				"the orphan list)\n", ino, strerror(-ret));
+		reap_drop_last(r);
+	}
+}
+
+/* Some of the queue's work, with the lock held. */
+static void reap_some(struct rfs *r)
+{
+	size_t n;
+	if (reap_batch(r, &n)) {
+		while (n--)
+			reap_drop_last(r);
+	} else if (n) {
+		reap_singly(r, n);
+	} else {
+		reap_first(r);
+	}
+}
+
 bool rfs_reap(struct rfs *r)
 {
 	lock(r);
 	if (reap_pending(r) && r->fs)
-		reap_first(r);
+		reap_some(r);
 	bool pending = reap_pending(r) && r->fs && !r->ro;
 	unlock(r);
 	/* a mutex is not fair: a request waiting for the lock gets it before
@@ -176,7 +273,7 @@ bool rfs_reap(struct rfs *r)
 void reap_all(struct rfs *r)
 {
 	while (reap_pending(r) && !r->ro)
-		reap_first(r);
+		reap_some(r);
 }
 
 /* *p neither open nor held by the kernel: out of the table, and freed if it

@@ -5,6 +5,7 @@
  */
 #include "rfs.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <time.h>
 
@@ -15,15 +16,39 @@ static pthread_cond_t ticker_cv = PTHREAD_COND_INITIALIZER;
 static atomic_bool ticker_stop;
 static bool reap_kicked;   /* under ticker_mu */
 
+/* How long the reaper lets deletions gather after the first one wakes it:
+ * a burst of them (rm -r, PostMark) is freed in batches (orphan.c's
+ * reap_batch), one wake-up and one operation for many instead of one per
+ * inode.  Short enough that the space comes back as promptly as anyone
+ * can tell (and an allocation that runs short reaps at once, reap_all). */
+#define REAP_GATHER_NS 5000000L
+
 /* Called with the file-system lock held (held_settle): the thread takes
- * ticker_mu only while it does not hold that lock, so no cycle. */
+ * ticker_mu only while it does not hold that lock, so no cycle.  Only the
+ * first kick of a gathering wakes the thread. */
 static void ticker_reap_kick(struct rfs *r)
 {
 	(void)r;
 	pthread_mutex_lock(&ticker_mu);
-	reap_kicked = true;
-	pthread_cond_signal(&ticker_cv);
+	if (!reap_kicked) {
+		reap_kicked = true;
+		pthread_cond_signal(&ticker_cv);
+	}
 	pthread_mutex_unlock(&ticker_mu);
+}
+
+/* now + ns, as pthread_cond_timedwait takes it */
+static struct timespec deadline_in(long long ns)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += (time_t)(ns / 1000000000);
+	ts.tv_nsec += (long)(ns % 1000000000);
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	return ts;
 }
 
 /* Calls the transaction boundary every commit_interval_ms, so a transaction
@@ -37,17 +62,18 @@ static void *ticker_main(void *arg)
 
 	pthread_mutex_lock(&ticker_mu);
 	while (!atomic_load(&ticker_stop)) {
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += ms / 1000;
-		ts.tv_nsec += (long)(ms % 1000) * 1000000;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
-		}
+		struct timespec ts = deadline_in((long long)ms * 1000000);
 		if (!reap_kicked)
 			pthread_cond_timedwait(&ticker_cv, &ticker_mu, &ts);
 		bool reap = reap_kicked;
+		if (reap && !atomic_load(&ticker_stop)) {
+			/* kicks meanwhile do not signal: only stop_ticker ends
+			 * the gathering early */
+			ts = deadline_in(REAP_GATHER_NS);
+			while (!atomic_load(&ticker_stop) &&
+			       pthread_cond_timedwait(&ticker_cv, &ticker_mu, &ts) != ETIMEDOUT)
+				;
+		}
 		reap_kicked = false;
 		if (atomic_load(&ticker_stop))
 			break;
