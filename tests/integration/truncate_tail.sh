@@ -117,9 +117,9 @@ for case in "ext3 1024 fg" "ext3 4096 hk" "ext4 1024 hk" "ext4 4096 fg"; do
 	cut_clean_run "$base" deterministic "$SCRATCH/cut.py"
 	# after each write from the second (the first is the mount's) to
 	# the last but one (a cut after the last is the clean run); CI cuts
-	# after every TRUNCATE_TAIL_EVERY-th (default 3: about 10 per image,
+	# after every TRUNCATE_TAIL_EVERY-th (default 4: about 7 per image,
 	# evenly spread), TRUNCATE_TAIL_EVERY=1 after every one
-	every=${TRUNCATE_TAIL_EVERY:-3}
+	every=${TRUNCATE_TAIL_EVERY:-4}
 	if [ "$every" -le 1 ]; then
 		cut_sweep "$base" $((CUT_WRITES - 1)) deterministic "" "$kind" \
 			"$SCRATCH/cut.py" "$SCRATCH/cut_check.py" 2
