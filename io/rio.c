@@ -805,42 +805,37 @@ void rio_replay_forget(void)
 	pthread_mutex_unlock(&replay_mu);
 }
 
-errcode_t rio_journal_check(ext2_filsys fs, char *msg, size_t msglen)
+/* Open the journal for reading only (its superblock and the journal inode's
+ * map), judge it, and take its recorded error if asked. */
+static errcode_t journal_peek(ext2_filsys fs, char *msg, size_t msglen, int32_t *jerrno)
 {
-	if (msg && msglen)
-		msg[0] = 0;
 	io_channel ch = fs->io;
 	if (!ch || ch->magic != EXT2_ET_MAGIC_IO_CHANNEL || ch->manager != rio_io_manager)
 		return EXT2_ET_MAGIC_IO_CHANNEL;
 	if (!ext2fs_has_feature_journal(fs->super) || fs->super->s_journal_inum == 0)
 		return 0;
-	/* only reads: the journal superblock and the journal inode's map */
 	struct rio_raw_dev ctx;
 	struct jbd_dev jdev;
 	rio_jbd_dev_init(&ctx, &jdev, rio_chan_of(ch), fs->blocksize);
 	struct jbd *j = NULL;
 	errcode_t err = jbd_open(fs, &jdev, &j, msg, msglen);
+	if (!err && jerrno)
+		*jerrno = jbd_errno(j);
 	jbd_close(j);
 	return err;
+}
+
+errcode_t rio_journal_check(ext2_filsys fs, char *msg, size_t msglen)
+{
+	if (msg && msglen)
+		msg[0] = 0;
+	return journal_peek(fs, msg, msglen, NULL);
 }
 
 errcode_t rio_journal_errno(ext2_filsys fs, int32_t *jerrno)
 {
 	*jerrno = 0;
-	io_channel ch = fs->io;
-	if (!ch || ch->magic != EXT2_ET_MAGIC_IO_CHANNEL || ch->manager != rio_io_manager)
-		return EXT2_ET_MAGIC_IO_CHANNEL;
-	if (!ext2fs_has_feature_journal(fs->super) || fs->super->s_journal_inum == 0)
-		return 0;
-	struct rio_raw_dev ctx;
-	struct jbd_dev jdev;
-	rio_jbd_dev_init(&ctx, &jdev, rio_chan_of(ch), fs->blocksize);
-	struct jbd *j = NULL;
-	errcode_t err = jbd_open(fs, &jdev, &j, NULL, 0);
-	if (!err)
-		*jerrno = jbd_errno(j);
-	jbd_close(j);
-	return err;
+	return journal_peek(fs, NULL, 0, jerrno);
 }
 
 errcode_t rio_journal_recover(ext2_filsys fs, unsigned *replayed, char *msg, size_t msglen)
