@@ -42,6 +42,7 @@
 
 #include "fault_inject.h"
 #include "io.h"
+#include "io_test_files.h"
 #include "test_util.h"
 
 int __lsan_do_recoverable_leak_check(void) __attribute__((weak));
@@ -104,26 +105,6 @@ static errcode_t create_file(ext2_filsys fs, const char *name, unsigned nblocks)
 	return err;
 }
 
-static errcode_t remove_file(ext2_filsys fs, const char *name)
-{
-	ext2_ino_t ino;
-	struct ext2_inode inode;
-	errcode_t err = ext2fs_lookup(fs, EXT2_ROOT_INO, name, strlen(name), NULL, &ino);
-
-	err = err ? err : ext2fs_read_inode(fs, ino, &inode);
-	err = err ? err : ext2fs_unlink(fs, EXT2_ROOT_INO, name, ino, 0);
-	err = err ? err : ext2fs_punch(fs, ino, &inode, NULL, 0, ~0ULL);
-	err = err ? err : ext2fs_read_inode(fs, ino, &inode);
-	if (err)
-		return err;
-	inode.i_links_count = 0;
-	inode.i_dtime = 1700000001;
-	err = ext2fs_write_inode(fs, ino, &inode);
-	if (!err)
-		rio_txn_inode_alloc_stats(fs, ino, -1, false);
-	return err;
-}
-
 static bool exists(ext2_filsys fs, const char *name)
 {
 	ext2_ino_t ino;
@@ -182,7 +163,7 @@ static bool mount_ops(ext2_filsys fs, unsigned long n, struct promises *p)
 	if ((err = op_begin(fs, &s)))
 		return false;
 	err = create_file(fs, "c0", 13);
-	err = err ? err : remove_file(fs, "a0");
+	err = err ? err : io_test_remove_file(fs, "a0");
 	p->op_failed = err != 0;
 	if (op_rollback(fs, &s, n))
 		return false;

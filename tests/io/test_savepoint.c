@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "io.h"
+#include "io_test_files.h"
 #include "test_util.h"
 
 static char scratch[64];
@@ -55,26 +56,6 @@ static errcode_t create_file(ext2_filsys fs, const char *name, unsigned nblocks)
 	return err ? err : ext2fs_link(fs, EXT2_ROOT_INO, name, ino, EXT2_FT_REG_FILE);
 }
 
-static errcode_t remove_file(ext2_filsys fs, const char *name)
-{
-	ext2_ino_t ino;
-	struct ext2_inode inode;
-	errcode_t err = ext2fs_lookup(fs, EXT2_ROOT_INO, name, strlen(name), NULL, &ino);
-
-	err = err ? err : ext2fs_read_inode(fs, ino, &inode);
-	err = err ? err : ext2fs_unlink(fs, EXT2_ROOT_INO, name, ino, 0);
-	err = err ? err : ext2fs_punch(fs, ino, &inode, NULL, 0, ~0ULL);
-	err = err ? err : ext2fs_read_inode(fs, ino, &inode);
-	if (err)
-		return err;
-	inode.i_links_count = 0;
-	inode.i_dtime = 1700000001;
-	err = ext2fs_write_inode(fs, ino, &inode);
-	if (!err)
-		rio_txn_inode_alloc_stats(fs, ino, -1, false);
-	return err;
-}
-
 static blk64_t first_block(ext2_filsys fs, const char *name)
 {
 	ext2_ino_t ino;
@@ -107,7 +88,7 @@ int main(void)
 
 	/* the open transaction frees a1's blocks */
 	blk64_t kept = first_block(fs, "a0"), freed = first_block(fs, "a1");
-	TEST_REQUIRE(!remove_file(fs, "a1") && !rio_txn_boundary(fs, false), "a1 removed");
+	TEST_REQUIRE(!io_test_remove_file(fs, "a1") && !rio_txn_boundary(fs, false), "a1 removed");
 
 	/* the operation: a0's block freed and taken back; a1's taken back,
 	 * freed and taken back again (alloc-stats calls as any caller's) */
