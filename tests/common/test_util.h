@@ -4,9 +4,8 @@
  * image.
  *
  * A test counts its failures in its own `int failures` (TEST_CHECK and
- * TEST_REQUIRE expect that name in scope); it decides itself what a failed
- * check does next (go on, return, exit), so a test whose CHECK returns
- * wraps test_report in its own.  Single-threaded use only.
+ * TEST_CHECK_RET and TEST_REQUIRE expect that name in scope): a failed
+ * check goes on, returns -1 or exits.  Single-threaded use only.
  */
 #ifndef RECON_TESTS_TEST_UTIL_H
 #define RECON_TESTS_TEST_UTIL_H
@@ -25,6 +24,17 @@ void test_report(const char *kind, const char *file, int line, const char *cond,
 		if (!(cond)) {                                                   \
 			test_report("FAIL", __FILE__, __LINE__, #cond, __VA_ARGS__); \
 			failures++;                                              \
+		}                                                                \
+	} while (0)
+
+/* A false cond is reported and counted; the calling function returns -1
+ * (for tests whose steps are functions that give up at their first fault). */
+#define TEST_CHECK_RET(cond, ...)                                                \
+	do {                                                                     \
+		if (!(cond)) {                                                   \
+			test_report("FAIL", __FILE__, __LINE__, #cond, __VA_ARGS__); \
+			failures++;                                              \
+			return -1;                                               \
 		}                                                                \
 	} while (0)
 

@@ -22,15 +22,6 @@
 static char scratch[] = "/tmp/dirindex-test.XXXXXX";
 static int failures;
 
-#define CHECK(cond, ...)                                                     \
-	do {                                                                 \
-		if (!(cond)) {                                               \
-			test_report("FAIL", __FILE__, __LINE__, #cond, __VA_ARGS__); \
-			failures++;                                          \
-			return -1;                                           \
-		}                                                            \
-	} while (0)
-
 static double now(void)
 {
 	struct timespec ts;
@@ -179,23 +170,23 @@ static int readdir_all(struct dindex *di, ext2_ino_t dir, const unsigned char *p
 	int calls = 0;
 
 	s.count = calloc(n, 1);
-	CHECK(s.count, "calloc");
+	TEST_CHECK_RET(s.count, "calloc");
 	for (;;) {
 		int rc;
 
 		s.taken = 0;
 		rc = dindex_readdir_batch(di, dir, off, collect, collect_fits, &s);
-		CHECK(rc == 0, "readdir rc %d", rc);
+		TEST_CHECK_RET(rc == 0, "readdir rc %d", rc);
 		if (s.taken == 0)
 			break;
 		off = s.last_next;
 		calls++;
-		CHECK(calls < 10 * n + 10, "readdir does not end");
+		TEST_CHECK_RET(calls < 10 * n + 10, "readdir does not end");
 	}
-	CHECK(s.dots == 1 && s.dotdots == 1 && s.other == 0 && s.bad == 0,
+	TEST_CHECK_RET(s.dots == 1 && s.dotdots == 1 && s.other == 0 && s.bad == 0,
 	      "dots %d dotdots %d other %d bad %d", s.dots, s.dotdots, s.other, s.bad);
 	for (int i = 0; i < n; i++)
-		CHECK(s.count[i] == (present[i] ? 1 : 0), "name %d seen %d times", i, s.count[i]);
+		TEST_CHECK_RET(s.count[i] == (present[i] ? 1 : 0), "name %d seen %d times", i, s.count[i]);
 	free(s.count);
 	return 0;
 }
@@ -217,40 +208,40 @@ static int test_big_dir(const char *img, int with_filetype)
 
 	if (open_fs(img, &fs))
 		return -1;
-	CHECK(make_dir(fs, "big", &dir) == 0 && make_dir(fs, "empty", &empty_dir) == 0, "mkdir");
-	CHECK(make_file(fs, &file) == 0 && make_file(fs, &file2) == 0, "make file");
+	TEST_CHECK_RET(make_dir(fs, "big", &dir) == 0 && make_dir(fs, "empty", &empty_dir) == 0, "mkdir");
+	TEST_CHECK_RET(make_file(fs, &file) == 0 && make_file(fs, &file2) == 0, "make file");
 	di = dindex_new(fs, 4);
-	CHECK(di, "dindex_new");
+	TEST_CHECK_RET(di, "dindex_new");
 	present = calloc(n, 1);
-	CHECK(present, "calloc");
+	TEST_CHECK_RET(present, "calloc");
 
 	t0 = now();
 	for (int i = 0; i < n; i++) {
 		entry_name(name, sizeof(name), i);
 		rc = dindex_add(di, dir, name, strlen(name), file, EXT2_FT_REG_FILE);
-		CHECK(rc == 0, "add %s: %d", name, rc);
+		TEST_CHECK_RET(rc == 0, "add %s: %d", name, rc);
 		present[i] = 1;
 		links++;
 	}
 	printf("  %d adds: %.3f s\n", n, now() - t0);
 	entry_name(name, sizeof(name), 7);
-	CHECK(dindex_add(di, dir, name, strlen(name), file, EXT2_FT_REG_FILE) == -EEXIST, "dup add");
+	TEST_CHECK_RET(dindex_add(di, dir, name, strlen(name), file, EXT2_FT_REG_FILE) == -EEXIST, "dup add");
 
 	t0 = now();
 	for (int i = 0; i < n; i++) {
 		entry_name(name, sizeof(name), i);
 		rc = dindex_lookup(di, dir, name, strlen(name), &ino, &ftype);
-		CHECK(rc == 0 && ino == file && ftype == want_ft,
+		TEST_CHECK_RET(rc == 0 && ino == file && ftype == want_ft,
 		      "lookup %s: rc %d ino %u ft %d", name, rc, ino, ftype);
 	}
 	printf("  %d lookups: %.3f s\n", n, now() - t0);
-	CHECK(dindex_lookup(di, dir, "absent", 6, &ino, &ftype) == -ENOENT, "absent");
-	CHECK(dindex_lookup(di, dir, "..", 2, &ino, &ftype) == 0 && ino == EXT2_ROOT_INO, "..");
+	TEST_CHECK_RET(dindex_lookup(di, dir, "absent", 6, &ino, &ftype) == -ENOENT, "absent");
+	TEST_CHECK_RET(dindex_lookup(di, dir, "..", 2, &ino, &ftype) == 0 && ino == EXT2_ROOT_INO, "..");
 
 	/* The on-disk directory agrees (libext2fs's own linear lookup). */
 	for (int i = 0; i < n; i += 997) {
 		entry_name(name, sizeof(name), i);
-		CHECK(ext2fs_lookup(fs, dir, name, strlen(name), NULL, &ino) == 0 && ino == file,
+		TEST_CHECK_RET(ext2fs_lookup(fs, dir, name, strlen(name), NULL, &ino) == 0 && ino == file,
 		      "ext2fs_lookup %s", name);
 	}
 
@@ -267,16 +258,16 @@ static int test_big_dir(const char *img, int with_filetype)
 	for (int i = 0; i < n; i += 2) {
 		entry_name(name, sizeof(name), i);
 		rc = dindex_remove(di, dir, name, strlen(name));
-		CHECK(rc == 0, "remove %s: %d", name, rc);
+		TEST_CHECK_RET(rc == 0, "remove %s: %d", name, rc);
 		present[i] = 0;
 		links--;
 	}
 	entry_name(name, sizeof(name), 0);
-	CHECK(dindex_remove(di, dir, name, strlen(name)) == -ENOENT, "remove twice");
+	TEST_CHECK_RET(dindex_remove(di, dir, name, strlen(name)) == -ENOENT, "remove twice");
 	for (int i = 0; i < n; i++) {
 		entry_name(name, sizeof(name), i);
 		rc = dindex_lookup(di, dir, name, strlen(name), &ino, &ftype);
-		CHECK(present[i] ? rc == 0 : rc == -ENOENT, "lookup after remove %s: %d", name, rc);
+		TEST_CHECK_RET(present[i] ? rc == 0 : rc == -ENOENT, "lookup after remove %s: %d", name, rc);
 	}
 	if (readdir_all(di, dir, present, n, 13))
 		return -1;
@@ -285,48 +276,48 @@ static int test_big_dir(const char *img, int with_filetype)
 	{
 		struct ext2_inode before, after;
 
-		CHECK(ext2fs_read_inode(fs, dir, &before) == 0, "read inode");
+		TEST_CHECK_RET(ext2fs_read_inode(fs, dir, &before) == 0, "read inode");
 		for (int i = 0; i < n; i += 4) {
 			entry_name(name, sizeof(name), i);
 			rc = dindex_add(di, dir, name, strlen(name), file, EXT2_FT_REG_FILE);
-			CHECK(rc == 0, "re-add %s: %d", name, rc);
+			TEST_CHECK_RET(rc == 0, "re-add %s: %d", name, rc);
 			present[i] = 1;
 			links++;
 		}
-		CHECK(ext2fs_read_inode(fs, dir, &after) == 0, "read inode");
-		CHECK(after.i_size == before.i_size, "grew from %u to %u", before.i_size, after.i_size);
+		TEST_CHECK_RET(ext2fs_read_inode(fs, dir, &after) == 0, "read inode");
+		TEST_CHECK_RET(after.i_size == before.i_size, "grew from %u to %u", before.i_size, after.i_size);
 	}
 
 	/* Replace: names 1 and 3 now point at the second file. */
 	for (int i = 1; i <= 3; i += 2) {
 		entry_name(name, sizeof(name), i);
-		CHECK(dindex_replace(di, dir, name, strlen(name), file2, EXT2_FT_REG_FILE) == 0, "replace");
-		CHECK(dindex_lookup(di, dir, name, strlen(name), &ino, &ftype) == 0 && ino == file2,
+		TEST_CHECK_RET(dindex_replace(di, dir, name, strlen(name), file2, EXT2_FT_REG_FILE) == 0, "replace");
+		TEST_CHECK_RET(dindex_lookup(di, dir, name, strlen(name), &ino, &ftype) == 0 && ino == file2,
 		      "lookup after replace");
-		CHECK(ext2fs_lookup(fs, dir, name, strlen(name), NULL, &ino) == 0 && ino == file2,
+		TEST_CHECK_RET(ext2fs_lookup(fs, dir, name, strlen(name), NULL, &ino) == 0 && ino == file2,
 		      "ext2fs_lookup after replace");
 		links--;
 	}
-	CHECK(dindex_replace(di, dir, "absent", 6, file2, EXT2_FT_REG_FILE) == -ENOENT, "replace absent");
+	TEST_CHECK_RET(dindex_replace(di, dir, "absent", 6, file2, EXT2_FT_REG_FILE) == -ENOENT, "replace absent");
 
-	CHECK(dindex_is_empty(di, dir) == 0, "big not empty");
-	CHECK(dindex_is_empty(di, empty_dir) == 1, "empty is empty");
-	CHECK(dindex_add(di, empty_dir, "x", 1, file2, EXT2_FT_REG_FILE) == 0, "add x");
-	CHECK(dindex_is_empty(di, empty_dir) == 0, "with x not empty");
-	CHECK(dindex_remove(di, empty_dir, "x", 1) == 0, "remove x");
-	CHECK(dindex_is_empty(di, empty_dir) == 1, "empty again");
-	CHECK(dindex_add(di, empty_dir, "", 0, file2, 1) == -EINVAL, "empty name");
+	TEST_CHECK_RET(dindex_is_empty(di, dir) == 0, "big not empty");
+	TEST_CHECK_RET(dindex_is_empty(di, empty_dir) == 1, "empty is empty");
+	TEST_CHECK_RET(dindex_add(di, empty_dir, "x", 1, file2, EXT2_FT_REG_FILE) == 0, "add x");
+	TEST_CHECK_RET(dindex_is_empty(di, empty_dir) == 0, "with x not empty");
+	TEST_CHECK_RET(dindex_remove(di, empty_dir, "x", 1) == 0, "remove x");
+	TEST_CHECK_RET(dindex_is_empty(di, empty_dir) == 1, "empty again");
+	TEST_CHECK_RET(dindex_add(di, empty_dir, "", 0, file2, 1) == -EINVAL, "empty name");
 	memset(name, 'n', 256);
-	CHECK(dindex_add(di, empty_dir, name, 256, file2, 1) == -ENAMETOOLONG, "long name");
-	CHECK(dindex_add(di, empty_dir, name, 255, file2, EXT2_FT_REG_FILE) == 0, "255 name");
-	CHECK(dindex_lookup(di, empty_dir, name, 255, &ino, &ftype) == 0 && ino == file2, "255 lookup");
+	TEST_CHECK_RET(dindex_add(di, empty_dir, name, 256, file2, 1) == -ENAMETOOLONG, "long name");
+	TEST_CHECK_RET(dindex_add(di, empty_dir, name, 255, file2, EXT2_FT_REG_FILE) == 0, "255 name");
+	TEST_CHECK_RET(dindex_lookup(di, empty_dir, name, 255, &ino, &ftype) == 0 && ino == file2, "255 lookup");
 
 	if (readdir_all(di, dir, present, n, 50))
 		return -1;
 	dindex_free(di);
 
-	CHECK(set_links(fs, file, links) == 0 && set_links(fs, file2, 3) == 0, "links");
-	CHECK(ext2fs_close_free(&fs) == 0, "close");
+	TEST_CHECK_RET(set_links(fs, file, links) == 0 && set_links(fs, file2, 3) == 0, "links");
+	TEST_CHECK_RET(ext2fs_close_free(&fs) == 0, "close");
 	free(present);
 	return fsck_clean(img);
 }
@@ -343,25 +334,25 @@ static int test_timing(const char *img)
 	if (open_fs(img, &fs))
 		return -1;
 	di = dindex_new(fs, 4);
-	CHECK(di, "dindex_new");
+	TEST_CHECK_RET(di, "dindex_new");
 	for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
 		ext2_ino_t dir, file;
 		double t0;
 
 		snprintf(name, sizeof(name), "t%d", sizes[k]);
-		CHECK(make_dir(fs, name, &dir) == 0 && make_file(fs, &file) == 0, "setup");
+		TEST_CHECK_RET(make_dir(fs, name, &dir) == 0 && make_file(fs, &file) == 0, "setup");
 		t0 = now();
 		for (int i = 0; i < sizes[k]; i++) {
 			entry_name(name, sizeof(name), i);
-			CHECK(dindex_add(di, dir, name, strlen(name), file, EXT2_FT_REG_FILE) == 0,
+			TEST_CHECK_RET(dindex_add(di, dir, name, strlen(name), file, EXT2_FT_REG_FILE) == 0,
 			      "add");
 		}
 		printf("  timing: %d adds in one directory: %.3f s (%.2f us/add)\n", sizes[k],
 		       now() - t0, (now() - t0) * 1e6 / sizes[k]);
-		CHECK(set_links(fs, file, sizes[k]) == 0, "links");
+		TEST_CHECK_RET(set_links(fs, file, sizes[k]) == 0, "links");
 	}
 	dindex_free(di);
-	CHECK(ext2fs_close_free(&fs) == 0, "close");
+	TEST_CHECK_RET(ext2fs_close_free(&fs) == 0, "close");
 	return fsck_clean(img);
 }
 
@@ -418,22 +409,22 @@ static int keep_through_adds(ext2_filsys fs, struct dindex *di, ext2_ino_t dir, 
 	uint64_t size0;
 	char fill[64];
 
-	CHECK(has_index(fs, dir), "not indexed");
-	CHECK(dindex_remove(di, dir, name, strlen(name)) == 0, "remove %s", name);
-	CHECK(has_index(fs, dir), "a removal cleared the index flag");
-	CHECK(dindex_add(di, dir, name, strlen(name), ino, EXT2_FT_REG_FILE) == 0, "add back %s", name);
-	CHECK(has_index(fs, dir), "an add into a leaf with room cleared the index flag");
-	CHECK(ext2fs_read_inode(fs, dir, &inode) == 0, "read");
+	TEST_CHECK_RET(has_index(fs, dir), "not indexed");
+	TEST_CHECK_RET(dindex_remove(di, dir, name, strlen(name)) == 0, "remove %s", name);
+	TEST_CHECK_RET(has_index(fs, dir), "a removal cleared the index flag");
+	TEST_CHECK_RET(dindex_add(di, dir, name, strlen(name), ino, EXT2_FT_REG_FILE) == 0, "add back %s", name);
+	TEST_CHECK_RET(has_index(fs, dir), "an add into a leaf with room cleared the index flag");
+	TEST_CHECK_RET(ext2fs_read_inode(fs, dir, &inode) == 0, "read");
 	size0 = EXT2_I_SIZE(&inode);
 	for (int n = 0; n < max; n++) {
 		snprintf(fill, sizeof(fill), "fill-%05d-%.*s", n, n % 40, "0123456789012345678901234567890123456789");
-		CHECK(dindex_add(di, dir, fill, strlen(fill), ino, EXT2_FT_REG_FILE) == 0, "add %s", fill);
+		TEST_CHECK_RET(dindex_add(di, dir, fill, strlen(fill), ino, EXT2_FT_REG_FILE) == 0, "add %s", fill);
 	}
-	CHECK(has_index(fs, dir), "%d adds cleared the index", max);
-	CHECK(ext2fs_read_inode(fs, dir, &inode) == 0, "read");
+	TEST_CHECK_RET(has_index(fs, dir), "%d adds cleared the index", max);
+	TEST_CHECK_RET(ext2fs_read_inode(fs, dir, &inode) == 0, "read");
 	for (int i = 0; i < max; i++) {
 		snprintf(fill, sizeof(fill), "fill-%05d-%.*s", i, i % 40, "0123456789012345678901234567890123456789");
-		CHECK(dindex_remove(di, dir, fill, strlen(fill)) == 0, "remove %s", fill);
+		TEST_CHECK_RET(dindex_remove(di, dir, fill, strlen(fill)) == 0, "remove %s", fill);
 	}
 	return (int)((EXT2_I_SIZE(&inode) - size0) / fs->blocksize);
 }
@@ -452,32 +443,32 @@ static int test_htree(const char *img, const char *dirname, int min_names)
 
 	if (open_fs(img, &fs))
 		return -1;
-	CHECK(ext2fs_lookup(fs, EXT2_ROOT_INO, dirname, strlen(dirname), NULL, &dir) == 0,
+	TEST_CHECK_RET(ext2fs_lookup(fs, EXT2_ROOT_INO, dirname, strlen(dirname), NULL, &dir) == 0,
 	      "%s", dirname);
-	CHECK(ext2fs_read_inode(fs, dir, &inode) == 0 && (inode.i_flags & EXT2_INDEX_FL), "is htree");
-	CHECK(ext2fs_dir_iterate2(fs, dir, 0, NULL, collect_disk, &h) == 0, "iterate");
-	CHECK(h.n >= min_names, "only %d names", h.n);
+	TEST_CHECK_RET(ext2fs_read_inode(fs, dir, &inode) == 0 && (inode.i_flags & EXT2_INDEX_FL), "is htree");
+	TEST_CHECK_RET(ext2fs_dir_iterate2(fs, dir, 0, NULL, collect_disk, &h) == 0, "iterate");
+	TEST_CHECK_RET(h.n >= min_names, "only %d names", h.n);
 
 	di = dindex_new(fs, 4);
-	CHECK(di, "dindex_new");
+	TEST_CHECK_RET(di, "dindex_new");
 	t0 = now();
 	for (int i = 0; i < h.n; i++) {
 		rc = dindex_lookup(di, dir, h.names[i], strlen(h.names[i]), &ino, &ftype);
-		CHECK(rc == 0 && ino == h.inos[i], "lookup %s: %d", h.names[i], rc);
+		TEST_CHECK_RET(rc == 0 && ino == h.inos[i], "lookup %s: %d", h.names[i], rc);
 		if (target < 0 && strcmp(h.names[i], ".") && strcmp(h.names[i], "..")) {
 			struct ext2_inode fi;
 
-			CHECK(ext2fs_read_inode(fs, ino, &fi) == 0, "read");
+			TEST_CHECK_RET(ext2fs_read_inode(fs, ino, &fi) == 0, "read");
 			if (LINUX_S_ISREG(fi.i_mode))
 				target = i;
 		}
 	}
 	printf("  htree: %d names, index build + lookups %.3f s\n", h.n, now() - t0);
 	for (int i = 0; i < h.n; i += 499) {
-		CHECK(ext2fs_lookup(fs, dir, h.names[i], strlen(h.names[i]), NULL, &ino) == 0 &&
+		TEST_CHECK_RET(ext2fs_lookup(fs, dir, h.names[i], strlen(h.names[i]), NULL, &ino) == 0 &&
 		      ino == h.inos[i], "ext2fs_lookup %s", h.names[i]);
 	}
-	CHECK(target >= 0, "no regular file in %s", dirname);
+	TEST_CHECK_RET(target >= 0, "no regular file in %s", dirname);
 
 	/* Readdir sees every name exactly once while the htree is intact. */
 	{
@@ -488,31 +479,31 @@ static int test_htree(const char *img, const char *dirname, int min_names)
 
 		for (;;) {
 			s.taken = 0;
-			CHECK(dindex_readdir_batch(di, dir, off, collect, collect_fits, &s) == 0, "readdir");
+			TEST_CHECK_RET(dindex_readdir_batch(di, dir, off, collect, collect_fits, &s) == 0, "readdir");
 			if (!s.taken)
 				break;
 			total += s.taken;
 			off = s.last_next;
 		}
-		CHECK(total == h.n, "readdir %d of %d", total, h.n);
+		TEST_CHECK_RET(total == h.n, "readdir %d of %d", total, h.n);
 		free(dummy);
 	}
 
 	/* Changes that keep the index, adds that split leaves among them. */
 	moved = h.inos[target];
 	rc = keep_through_adds(fs, di, dir, h.names[target], moved, 5000);
-	CHECK(rc > 0, "keep_through_adds: %d new blocks", rc);
+	TEST_CHECK_RET(rc > 0, "keep_through_adds: %d new blocks", rc);
 	printf("  5000 adds kept the index, splitting leaves into %d new blocks\n", rc);
 	/* Rename within the directory: add a new name, remove the old one (the
 	 * file keeps its link count). */
-	CHECK(dindex_add(di, dir, "dirindex-renamed", 16, moved, EXT2_FT_REG_FILE) == 0, "add");
-	CHECK(dindex_remove(di, dir, h.names[target], strlen(h.names[target])) == 0, "remove");
-	CHECK(dindex_lookup(di, dir, "dirindex-renamed", 16, &ino, &ftype) == 0 && ino == moved,
+	TEST_CHECK_RET(dindex_add(di, dir, "dirindex-renamed", 16, moved, EXT2_FT_REG_FILE) == 0, "add");
+	TEST_CHECK_RET(dindex_remove(di, dir, h.names[target], strlen(h.names[target])) == 0, "remove");
+	TEST_CHECK_RET(dindex_lookup(di, dir, "dirindex-renamed", 16, &ino, &ftype) == 0 && ino == moved,
 	      "renamed");
-	CHECK(ext2fs_lookup(fs, dir, "dirindex-renamed", 16, NULL, &ino) == 0 && ino == moved,
+	TEST_CHECK_RET(ext2fs_lookup(fs, dir, "dirindex-renamed", 16, NULL, &ino) == 0 && ino == moved,
 	      "renamed on disk");
 	dindex_free(di);
-	CHECK(ext2fs_close_free(&fs) == 0, "close");
+	TEST_CHECK_RET(ext2fs_close_free(&fs) == 0, "close");
 	free(h.names);
 	free(h.inos);
 	return fsck_clean(img);
@@ -532,15 +523,15 @@ static int poke_stale_tail(ext2_filsys fs, ext2_ino_t dir, blk64_t pblk, bool ro
 	uint16_t limit, count;
 	int poked = 0;
 
-	CHECK(buf, "malloc");
-	CHECK(ext2fs_read_dir_block4(fs, pblk, buf, 0, dir) == 0, "read dx block");
+	TEST_CHECK_RET(buf, "malloc");
+	TEST_CHECK_RET(ext2fs_read_dir_block4(fs, pblk, buf, 0, dir) == 0, "read dx block");
 	/* struct dx_countlimit: after "." and ".." and the root info (32
 	 * bytes) in a root, after the empty entry's header in a node */
 	memcpy(&limit, buf + (root ? 32 : 8), 2);
 	memcpy(&count, buf + (root ? 34 : 10), 2);
 	if (ext2fs_le16_to_cpu(count) < ext2fs_le16_to_cpu(limit)) {
 		memcpy(buf + fs->blocksize - 12, tail, sizeof(tail));
-		CHECK(ext2fs_write_dir_block4(fs, pblk, buf, 0, dir) == 0, "write dx block");
+		TEST_CHECK_RET(ext2fs_write_dir_block4(fs, pblk, buf, 0, dir) == 0, "write dx block");
 		poked = 1;
 	}
 	free(buf);
@@ -583,32 +574,32 @@ static int test_csum_htree(int bs)
 	int ftype, rc, ndx = 0;
 
 	snprintf(img, sizeof(img), "%s/csum-htree.img", scratch);
-	CHECK(run_shell("mke2fs -q -F -t ext4 -O metadata_csum,^has_journal -b %d %s 64M >/dev/null",
+	TEST_CHECK_RET(run_shell("mke2fs -q -F -t ext4 -O metadata_csum,^has_journal -b %d %s 64M >/dev/null",
 		  bs, img) == 0, "mke2fs");
 	if (open_fs(img, &fs))
 		return -1;
-	CHECK(make_dir(fs, "h", &dir) == 0 && make_file(fs, &file) == 0, "setup");
+	TEST_CHECK_RET(make_dir(fs, "h", &dir) == 0 && make_file(fs, &file) == 0, "setup");
 	di = dindex_new(fs, 2);
-	CHECK(di, "dindex_new");
+	TEST_CHECK_RET(di, "dindex_new");
 	for (int i = 0; i < n; i++) {
 		entry_name(name, sizeof(name), i);
-		CHECK(dindex_add(di, dir, name, strlen(name), file, EXT2_FT_REG_FILE) == 0, "add");
+		TEST_CHECK_RET(dindex_add(di, dir, name, strlen(name), file, EXT2_FT_REG_FILE) == 0, "add");
 	}
 	dindex_free(di);
-	CHECK(set_links(fs, file, n) == 0, "links");
-	CHECK(ext2fs_close_free(&fs) == 0, "close");
+	TEST_CHECK_RET(set_links(fs, file, n) == 0, "links");
+	TEST_CHECK_RET(ext2fs_close_free(&fs) == 0, "close");
 	rc = run_shell("e2fsck -fyD %s >%s/fsck-D.out 2>&1", img, scratch);
-	CHECK(rc == 0 || rc == 1, "e2fsck -fyD exit %d", rc);
+	TEST_CHECK_RET(rc == 0 || rc == 1, "e2fsck -fyD exit %d", rc);
 
 	if (open_fs(img, &fs))
 		return -1;
-	CHECK(ext2fs_read_inode(fs, dir, &inode) == 0 && (inode.i_flags & EXT2_INDEX_FL),
+	TEST_CHECK_RET(ext2fs_read_inode(fs, dir, &inode) == 0 && (inode.i_flags & EXT2_INDEX_FL),
 	      "e2fsck -D made no htree");
 	for (blk64_t lblk = 0; lblk < EXT2_I_SIZE(&inode) / fs->blocksize; lblk++) {
 		blk64_t pblk;
 		int dx = is_dx_block(fs, dir, lblk, &pblk);
 
-		CHECK(dx >= 0, "reading block %llu", (unsigned long long)lblk);
+		TEST_CHECK_RET(dx >= 0, "reading block %llu", (unsigned long long)lblk);
 		if (dx) {
 			rc = poke_stale_tail(fs, dir, pblk, lblk == 0);
 			if (rc < 0)
@@ -616,24 +607,24 @@ static int test_csum_htree(int bs)
 			ndx += rc;
 		}
 	}
-	CHECK(ndx > 0, "no dx block to put the bytes in");
-	CHECK(ext2fs_close_free(&fs) == 0, "close");
+	TEST_CHECK_RET(ndx > 0, "no dx block to put the bytes in");
+	TEST_CHECK_RET(ext2fs_close_free(&fs) == 0, "close");
 	if (fsck_clean(img))
 		return -1;
 
 	if (open_fs(img, &fs))
 		return -1;
 	di = dindex_new(fs, 2);
-	CHECK(di, "dindex_new");
+	TEST_CHECK_RET(di, "dindex_new");
 	present = malloc(n);
-	CHECK(present, "malloc");
+	TEST_CHECK_RET(present, "malloc");
 	memset(present, 1, n);
 	for (int i = 0; i < n; i++) {
 		entry_name(name, sizeof(name), i);
 		rc = dindex_lookup(di, dir, name, strlen(name), &ino, &ftype);
-		CHECK(rc == 0 && ino == file, "lookup %s: %d", name, rc);
+		TEST_CHECK_RET(rc == 0 && ino == file, "lookup %s: %d", name, rc);
 	}
-	CHECK(dindex_lookup(di, dir, "..", 2, &ino, &ftype) == 0 && ino == EXT2_ROOT_INO, "..");
+	TEST_CHECK_RET(dindex_lookup(di, dir, "..", 2, &ino, &ftype) == 0 && ino == EXT2_ROOT_INO, "..");
 	if (readdir_all(di, dir, present, n, 64))
 		return -1;
 	printf("  %d-byte blocks: %d dx block(s) with stale tail bytes, %d names found and listed\n",
@@ -641,18 +632,18 @@ static int test_csum_htree(int bs)
 	/* changes that keep the index (e2fsck checks it), adds that split
 	 * leaves among them; the stale bytes are not taken for a tail */
 	entry_name(name, sizeof(name), 7);
-	CHECK(dindex_remove(di, dir, name, strlen(name)) == 0, "remove");
-	CHECK(dindex_add(di, dir, name, strlen(name), file, EXT2_FT_REG_FILE) == 0, "add");
-	CHECK(has_index(fs, dir), "index flag cleared by an add into a leaf with room");
-	CHECK(ext2fs_flush(fs) == 0, "flush");
+	TEST_CHECK_RET(dindex_remove(di, dir, name, strlen(name)) == 0, "remove");
+	TEST_CHECK_RET(dindex_add(di, dir, name, strlen(name), file, EXT2_FT_REG_FILE) == 0, "add");
+	TEST_CHECK_RET(has_index(fs, dir), "index flag cleared by an add into a leaf with room");
+	TEST_CHECK_RET(ext2fs_flush(fs) == 0, "flush");
 	if (fsck_clean(img))
 		return -1;
 	entry_name(name, sizeof(name), 8);
 	rc = keep_through_adds(fs, di, dir, name, file, 3000);
-	CHECK(rc > 0, "keep_through_adds: %d new blocks", rc);
+	TEST_CHECK_RET(rc > 0, "keep_through_adds: %d new blocks", rc);
 	dindex_free(di);
 	free(present);
-	CHECK(ext2fs_close_free(&fs) == 0, "close");
+	TEST_CHECK_RET(ext2fs_close_free(&fs) == 0, "close");
 	return fsck_clean(img) ? -1 : 0;
 }
 
@@ -670,11 +661,11 @@ static int corrupt_and_check(const char *img, int how)
 
 	if (open_fs(img, &fs))
 		return -1;
-	CHECK(ext2fs_lookup(fs, EXT2_ROOT_INO, "c", 1, NULL, &dir) == 0, "c");
-	CHECK(ext2fs_lookup(fs, dir, "f0", 2, NULL, &file) == 0, "f0");
-	CHECK(ext2fs_bmap2(fs, dir, NULL, NULL, 0, 0, NULL, &pblk) == 0, "bmap");
+	TEST_CHECK_RET(ext2fs_lookup(fs, EXT2_ROOT_INO, "c", 1, NULL, &dir) == 0, "c");
+	TEST_CHECK_RET(ext2fs_lookup(fs, dir, "f0", 2, NULL, &file) == 0, "f0");
+	TEST_CHECK_RET(ext2fs_bmap2(fs, dir, NULL, NULL, 0, 0, NULL, &pblk) == 0, "bmap");
 	buf = malloc(fs->blocksize);
-	CHECK(buf && io_channel_read_blk64(fs->io, pblk, 1, buf) == 0, "read");
+	TEST_CHECK_RET(buf && io_channel_read_blk64(fs->io, pblk, 1, buf) == 0, "read");
 	de = (struct ext2_dir_entry *)(buf + 24);       /* the entry after "." and ".." */
 	switch (how) {
 	case 0: de->rec_len = 3; break;                 /* rec_len not a multiple of 4 */
@@ -685,22 +676,22 @@ static int corrupt_and_check(const char *img, int how)
 	default: {
 		struct ext2_inode inode;                /* i_size larger than the blocks */
 
-		CHECK(ext2fs_read_inode(fs, dir, &inode) == 0, "read inode");
+		TEST_CHECK_RET(ext2fs_read_inode(fs, dir, &inode) == 0, "read inode");
 		inode.i_size += fs->blocksize;
-		CHECK(ext2fs_write_inode(fs, dir, &inode) == 0, "write inode");
+		TEST_CHECK_RET(ext2fs_write_inode(fs, dir, &inode) == 0, "write inode");
 	}
 	}
 	if (how < 5)
-		CHECK(io_channel_write_blk64(fs->io, pblk, 1, buf) == 0, "write");
+		TEST_CHECK_RET(io_channel_write_blk64(fs->io, pblk, 1, buf) == 0, "write");
 	free(buf);
 	di = dindex_new(fs, 4);
-	CHECK(di, "dindex_new");
+	TEST_CHECK_RET(di, "dindex_new");
 	rc = dindex_lookup(di, dir, "f1", 2, &ino, &ftype);
-	CHECK(rc == -EIO, "corruption %d: lookup gave %d", how, rc);
+	TEST_CHECK_RET(rc == -EIO, "corruption %d: lookup gave %d", how, rc);
 	rc = dindex_readdir(di, dir, 0, collect, &(struct seen){ .batch = 1000 });
-	CHECK(rc == -EIO, "corruption %d: readdir gave %d", how, rc);
+	TEST_CHECK_RET(rc == -EIO, "corruption %d: readdir gave %d", how, rc);
 	rc = dindex_add(di, dir, "new", 3, file, EXT2_FT_REG_FILE);
-	CHECK(rc == -EIO, "corruption %d: add gave %d", how, rc);
+	TEST_CHECK_RET(rc == -EIO, "corruption %d: add gave %d", how, rc);
 	printf("  corruption %d: lookup, readdir, add give EIO\n", how);
 	dindex_free(di);
 	ext2fs_close_free(&fs);
@@ -715,28 +706,28 @@ static int test_corrupt(const char *base_img)
 	ext2_ino_t dir, file;
 
 	snprintf(img, sizeof(img), "%s/corrupt-base.img", scratch);
-	CHECK(run_shell("cp --sparse=always %s %s", base_img, img) == 0, "cp");
+	TEST_CHECK_RET(run_shell("cp --sparse=always %s %s", base_img, img) == 0, "cp");
 	if (open_fs(img, &fs))
 		return -1;
-	CHECK(make_dir(fs, "c", &dir) == 0 && make_file(fs, &file) == 0, "setup");
+	TEST_CHECK_RET(make_dir(fs, "c", &dir) == 0 && make_file(fs, &file) == 0, "setup");
 	di = dindex_new(fs, 2);
-	CHECK(di, "dindex_new");
+	TEST_CHECK_RET(di, "dindex_new");
 	for (int i = 0; i < 3; i++) {
 		char name[8];
 
 		snprintf(name, sizeof(name), "f%d", i);
-		CHECK(dindex_add(di, dir, name, strlen(name), file, EXT2_FT_REG_FILE) == 0, "add");
+		TEST_CHECK_RET(dindex_add(di, dir, name, strlen(name), file, EXT2_FT_REG_FILE) == 0, "add");
 	}
 	dindex_free(di);
-	CHECK(set_links(fs, file, 3) == 0, "links");
-	CHECK(ext2fs_close_free(&fs) == 0, "close");
+	TEST_CHECK_RET(set_links(fs, file, 3) == 0, "links");
+	TEST_CHECK_RET(ext2fs_close_free(&fs) == 0, "close");
 	if (fsck_clean(img))
 		return -1;
 	for (int how = 0; how <= 5; how++) {
 		char copy[600];
 
 		snprintf(copy, sizeof(copy), "%s/corrupt-%d.img", scratch, how);
-		CHECK(run_shell("cp --sparse=always %s %s", img, copy) == 0, "cp");
+		TEST_CHECK_RET(run_shell("cp --sparse=always %s %s", img, copy) == 0, "cp");
 		if (corrupt_and_check(copy, how))
 			return -1;
 	}
@@ -753,7 +744,7 @@ static int test_corpus_htree(const char *corpus)
 		printf("  %s missing, skipped\n", img);
 		return 0;
 	}
-	CHECK(run_shell("zcat %s > %s/htree.img", img, scratch) == 0, "zcat");
+	TEST_CHECK_RET(run_shell("zcat %s > %s/htree.img", img, scratch) == 0, "zcat");
 	snprintf(img, sizeof(img), "%s/htree.img", scratch);
 	return test_htree(img, "test2", 40000);
 }
@@ -793,10 +784,10 @@ static int test_kernel_htree(void)
 		fprintf(stderr, "umount %s failed\n", mnt);
 		return -1;
 	}
-	CHECK(count == 5000, "kernel created %d files", count);
+	TEST_CHECK_RET(count == 5000, "kernel created %d files", count);
 	if (test_htree(img, "h", 5000))
 		return -1;
-	CHECK(run_shell("mount -o loop,ro %s %s", img, mnt) == 0, "remount");
+	TEST_CHECK_RET(run_shell("mount -o loop,ro %s %s", img, mnt) == 0, "remount");
 	snprintf(path, sizeof(path), "%s/h", mnt);
 	{
 		char cmd[1200];
@@ -815,7 +806,7 @@ static int test_kernel_htree(void)
 			n = -2;
 		run_shell("umount %s", mnt);
 		/* 5,000 files + "." + ".." (one renamed, none lost). */
-		CHECK(n == 5002, "kernel lists %d entries", n);
+		TEST_CHECK_RET(n == 5002, "kernel lists %d entries", n);
 		printf("  kernel reads the changed directory: %d entries\n", n);
 	}
 	return 0;

@@ -22,15 +22,6 @@
 static char scratch[] = "/tmp/dxsplit-test.XXXXXX";
 static int failures;
 
-#define CHECK(cond, ...)                                                     \
-	do {                                                                 \
-		if (!(cond)) {                                               \
-			test_report("FAIL", __FILE__, __LINE__, #cond, __VA_ARGS__); \
-			failures++;                                          \
-			return -1;                                           \
-		}                                                            \
-	} while (0)
-
 /* ---- readdir batches over names: each name's count, the batch limit ---- */
 
 struct reader {
@@ -115,18 +106,18 @@ static int test_cookies(void)
 	int rc, calls;
 
 	printf("hash cookies and collision runs:\n");
-	CHECK(dx_readdir_key(0, 0) == 2 && dx_readdir_key(0, 1) == 2 && dx_readdir_key(0, 3) == 3,
+	TEST_CHECK_RET(dx_readdir_key(0, 0) == 2 && dx_readdir_key(0, 1) == 2 && dx_readdir_key(0, 3) == 3,
 	      "the first names' cookies come after \".\" and \"..\"");
-	CHECK(dx_readdir_key(2, 0) == UINT64_C(1) << 32 && dx_readdir_key(4, 7) == (UINT64_C(2) << 32 | 7),
+	TEST_CHECK_RET(dx_readdir_key(2, 0) == UINT64_C(1) << 32 && dx_readdir_key(4, 7) == (UINT64_C(2) << 32 | 7),
 	      "cookie = (major >> 1) << 32 | minor");
-	CHECK(dx_readdir_key(0xfffffffe, 0xffffffff) == (UINT64_C(1) << 63) - 2,
+	TEST_CHECK_RET(dx_readdir_key(0xfffffffe, 0xffffffff) == (UINT64_C(1) << 63) - 2,
 	      "the last cookie + 1 is a valid off_t");
-	CHECK(dx_readdir_key(0x10, 5) < dx_readdir_key(0x12, 0), "major first, then minor");
+	TEST_CHECK_RET(dx_readdir_key(0x10, 5) < dx_readdir_key(0x12, 0), "major first, then minor");
 
 	f.v = calloc(count + 2, sizeof(*f.v));
 	f.names = calloc(count, sizeof(*f.names));
 	r.seen = calloc(count, 1);
-	CHECK(f.v && f.names && r.seen && absent, "calloc");
+	TEST_CHECK_RET(f.v && f.names && r.seen && absent, "calloc");
 	/* any batch that holds the largest run (3): every name once */
 	for (int batch = 3; batch <= 9; batch++) {
 		fake_build(&f, count, NULL);
@@ -137,14 +128,14 @@ static int test_cookies(void)
 		for (calls = 0;; calls++) {
 			r.taken = 0;
 			rc = dx_order_emit(f.v, f.n, r.next, reader_fill, reader_fits, &r);
-			CHECK(rc == 0, "batch %d: emit %d", batch, rc);
+			TEST_CHECK_RET(rc == 0, "batch %d: emit %d", batch, rc);
 			if (!r.taken)
 				break;
-			CHECK(calls < 2 * count, "batch %d: readdir does not end", batch);
+			TEST_CHECK_RET(calls < 2 * count, "batch %d: readdir does not end", batch);
 		}
-		CHECK(r.dots == 2 && r.other == 0, "batch %d: dots %d other %d", batch, r.dots, r.other);
+		TEST_CHECK_RET(r.dots == 2 && r.other == 0, "batch %d: dots %d other %d", batch, r.dots, r.other);
 		for (int i = 0; i < count; i++)
-			CHECK(r.seen[i] == 1, "batch %d: n%d seen %d times", batch, i, r.seen[i]);
+			TEST_CHECK_RET(r.seen[i] == 1, "batch %d: n%d seen %d times", batch, i, r.seen[i]);
 	}
 	/* a batch smaller than a run: the run is refused whole */
 	r.batch = 2;
@@ -153,24 +144,24 @@ static int test_cookies(void)
 	for (calls = 0; calls < 2 * count && rc == 0; calls++) {
 		r.taken = 0;
 		rc = dx_order_emit(f.v, f.n, r.next, reader_fill, reader_fits, &r);
-		CHECK(rc == 0 || r.taken == 0, "a run was cut: %d taken before %d", r.taken, rc);
+		TEST_CHECK_RET(rc == 0 || r.taken == 0, "a run was cut: %d taken before %d", r.taken, rc);
 		if (!rc && !r.taken)
 			break;
 	}
-	CHECK(rc == -EINVAL, "a buffer too small for a run: %d", rc);
+	TEST_CHECK_RET(rc == -EINVAL, "a buffer too small for a run: %d", rc);
 	/* without fits a run cut short is read again, never skipped */
 	memset(r.seen, 0, count);
 	r.batch = 4;
 	r.next = 0;
 	for (calls = 0;; calls++) {
 		r.taken = 0;
-		CHECK(dx_order_emit(f.v, f.n, r.next, reader_fill, NULL, &r) == 0, "emit");
+		TEST_CHECK_RET(dx_order_emit(f.v, f.n, r.next, reader_fill, NULL, &r) == 0, "emit");
 		if (!r.taken)
 			break;
-		CHECK(calls < 4 * count, "readdir without fits does not end");
+		TEST_CHECK_RET(calls < 4 * count, "readdir without fits does not end");
 	}
 	for (int i = 0; i < count; i++)
-		CHECK(r.seen[i] >= 1, "n%d skipped without fits", i);
+		TEST_CHECK_RET(r.seen[i] >= 1, "n%d skipped without fits", i);
 	printf("  ok\n");
 	free(f.v);
 	free(f.names);
@@ -193,13 +184,13 @@ static int test_cookies_changing(void)
 	f.v = calloc(count + 2, sizeof(*f.v));
 	f.names = calloc(count, sizeof(*f.names));
 	r.seen = calloc(count, 1);
-	CHECK(f.v && f.names && r.seen && absent, "calloc");
+	TEST_CHECK_RET(f.v && f.names && r.seen && absent, "calloc");
 	r.batch = 5;
 	r.next = 0;
 	fake_build(&f, count, absent);
 	for (calls = 0;; calls++) {
 		r.taken = 0;
-		CHECK(dx_order_emit(f.v, f.n, r.next, reader_fill, reader_fits, &r) == 0, "emit");
+		TEST_CHECK_RET(dx_order_emit(f.v, f.n, r.next, reader_fill, reader_fits, &r) == 0, "emit");
 		if (!r.taken)
 			break;
 		/* each call: one name removed (a tombstone), and every
@@ -223,8 +214,8 @@ static int test_cookies_changing(void)
 		for (int c = 0; c <= calls && throughout; c++)
 			if ((c * 37) % count == i || (c % 7 == 6 && (c * 53) % count == i))
 				throughout = false;
-		CHECK(!throughout || r.seen[i] == 1, "n%d present throughout, seen %d times", i, r.seen[i]);
-		CHECK(r.seen[i] <= 1, "n%d seen %d times", i, r.seen[i]);
+		TEST_CHECK_RET(!throughout || r.seen[i] == 1, "n%d present throughout, seen %d times", i, r.seen[i]);
+		TEST_CHECK_RET(r.seen[i] <= 1, "n%d seen %d times", i, r.seen[i]);
 	}
 	printf("  ok\n");
 	free(f.v);
@@ -254,7 +245,7 @@ static int fsck_clean(const char *img)
 {
 	int rc = e2fsck_fn(img, scratch);
 
-	CHECK(rc == 0, "e2fsck -fn %s exit %d", img, rc);
+	TEST_CHECK_RET(rc == 0, "e2fsck -fn %s exit %d", img, rc);
 	printf("  e2fsck -fn: clean\n");
 	return 0;
 }
@@ -287,9 +278,9 @@ static int set_links(ext2_filsys fs, const unsigned char *present, int n)
 
 		for (int i = (int)f * NAMES_PER_FILE; i < n && i < (int)(f + 1) * NAMES_PER_FILE; i++)
 			links += present[i];
-		CHECK(ext2fs_read_inode(fs, files[f], &inode) == 0, "read");
+		TEST_CHECK_RET(ext2fs_read_inode(fs, files[f], &inode) == 0, "read");
 		inode.i_links_count = (__u16)links;
-		CHECK(ext2fs_write_inode(fs, files[f], &inode) == 0, "write");
+		TEST_CHECK_RET(ext2fs_write_inode(fs, files[f], &inode) == 0, "write");
 	}
 	return 0;
 }
@@ -311,7 +302,7 @@ static int add_name(struct dindex *di, ext2_ino_t dir, int i, size_t len)
 	size_t n = name_of(name, i, len);
 	int rc = dindex_add(di, dir, name, n, files[i / NAMES_PER_FILE], EXT2_FT_REG_FILE);
 
-	CHECK(rc == 0, "add %s: %d", name, rc);
+	TEST_CHECK_RET(rc == 0, "add %s: %d", name, rc);
 	return 0;
 }
 
@@ -352,28 +343,28 @@ static int indexed_image(const char *img, int bs, const char *opts, int n, size_
 	struct dindex *di;
 	int rc;
 
-	CHECK(run_shell("mke2fs -q -F -t ext4 -O metadata_csum,^has_journal%s -N 2048 -b %d %s 96M >/dev/null 2>&1",
+	TEST_CHECK_RET(run_shell("mke2fs -q -F -t ext4 -O metadata_csum,^has_journal%s -N 2048 -b %d %s 96M >/dev/null 2>&1",
 			opts, bs, img) == 0, "mke2fs");
 	if (open_fs(img, fs))
 		return -1;
-	CHECK(ext2fs_mkdir(*fs, EXT2_ROOT_INO, 0, "h") == 0 &&
+	TEST_CHECK_RET(ext2fs_mkdir(*fs, EXT2_ROOT_INO, 0, "h") == 0 &&
 	      ext2fs_lookup(*fs, EXT2_ROOT_INO, "h", 1, NULL, dir) == 0 && make_files(*fs) == 0, "setup");
 	di = dindex_new(*fs, 2);
-	CHECK(di && present, "dindex_new");
+	TEST_CHECK_RET(di && present, "dindex_new");
 	for (int i = 0; i < n; i++) {
 		if (add_name(di, *dir, i, len))
 			return -1;
 		present[i] = 1;
 	}
 	dindex_free(di);
-	CHECK(set_links(*fs, present, n) == 0, "links");
+	TEST_CHECK_RET(set_links(*fs, present, n) == 0, "links");
 	free(present);
-	CHECK(ext2fs_close_free(fs) == 0, "close");
+	TEST_CHECK_RET(ext2fs_close_free(fs) == 0, "close");
 	rc = run_shell("e2fsck -fyD %s >%s/fsck-D.out 2>&1", img, scratch);
-	CHECK(rc == 0 || rc == 1, "e2fsck -fyD exit %d", rc);
+	TEST_CHECK_RET(rc == 0 || rc == 1, "e2fsck -fyD exit %d", rc);
 	if (open_fs(img, fs))
 		return -1;
-	CHECK(has_index(*fs, *dir), "e2fsck -D made no htree");
+	TEST_CHECK_RET(has_index(*fs, *dir), "e2fsck -D made no htree");
 	return 0;
 }
 
@@ -385,7 +376,7 @@ static int read_on(struct dindex *di, ext2_ino_t dir, struct reader *r, int call
 
 		r->taken = 0;
 		rc = dindex_readdir_batch(di, dir, r->next, reader_fill, reader_fits, r);
-		CHECK(rc == 0, "readdir %d", rc);
+		TEST_CHECK_RET(rc == 0, "readdir %d", rc);
 		if (!r->taken)
 			return 0;
 	}
@@ -415,17 +406,17 @@ static int test_grow(int bs, int base, int nadd, size_t len)
 	       bs, base, nadd, len);
 	snprintf(img, sizeof(img), "%s/grow.img", scratch);
 	r.seen = calloc(n, 1);
-	CHECK(present && r.seen, "calloc");
+	TEST_CHECK_RET(present && r.seen, "calloc");
 	if (indexed_image(img, bs, "", base, 12, &fs, &dir))
 		return -1;
 	memset(present, 1, base);
 	blocks0 = dir_blocks(fs, dir);
 	lv0 = levels(fs, dir);
 	di = dindex_new(fs, 2);
-	CHECK(di, "dindex_new");
+	TEST_CHECK_RET(di, "dindex_new");
 	if (read_on(di, dir, &r, 3))
 		return -1;
-	CHECK(r.taken == r.batch, "the first batches are full");
+	TEST_CHECK_RET(r.taken == r.batch, "the first batches are full");
 	for (int i = base; i < n; i++) {
 		if (add_name(di, dir, i, len))
 			return -1;
@@ -434,24 +425,24 @@ static int test_grow(int bs, int base, int nadd, size_t len)
 			int gone = i - base;
 			size_t l = name_of(name, gone, 12);
 
-			CHECK(dindex_remove(di, dir, name, l) == 0, "remove %s", name);
+			TEST_CHECK_RET(dindex_remove(di, dir, name, l) == 0, "remove %s", name);
 			present[gone] = 0;
 		}
 		/* read a little on now and then, as a reader does */
 		if (i % 997 == 0 && read_on(di, dir, &r, 1))
 			return -1;
 	}
-	CHECK(has_index(fs, dir), "the adds cleared the index");
+	TEST_CHECK_RET(has_index(fs, dir), "the adds cleared the index");
 	if (read_on(di, dir, &r, 1 << 30))
 		return -1;
 	for (int i = 0; i < base; i++)
-		CHECK(!present[i] || r.seen[i] == 1, "%d present throughout, seen %d times", i, r.seen[i]);
+		TEST_CHECK_RET(!present[i] || r.seen[i] == 1, "%d present throughout, seen %d times", i, r.seen[i]);
 	for (int i = 0; i < n; i++)
-		CHECK(r.seen[i] <= 1, "%d seen %d times", i, r.seen[i]);
-	CHECK(r.dots == 2 && r.other == 0, "dots %d other %d", r.dots, r.other);
+		TEST_CHECK_RET(r.seen[i] <= 1, "%d seen %d times", i, r.seen[i]);
+	TEST_CHECK_RET(r.dots == 2 && r.other == 0, "dots %d other %d", r.dots, r.other);
 	printf("  %u -> %u blocks, indirect_levels %d -> %d; a readdir across it all: each name once\n",
 	       blocks0, dir_blocks(fs, dir), lv0, levels(fs, dir));
-	CHECK(dir_blocks(fs, dir) > 4 * blocks0, "too few splits to tell: %u blocks", dir_blocks(fs, dir));
+	TEST_CHECK_RET(dir_blocks(fs, dir) > 4 * blocks0, "too few splits to tell: %u blocks", dir_blocks(fs, dir));
 	/* from disk again: every name once, each found */
 	dindex_drop_all(di);
 	memset(r.seen, 0, n);
@@ -462,13 +453,13 @@ static int test_grow(int bs, int base, int nadd, size_t len)
 	for (int i = 0; i < n; i++) {
 		size_t l = name_of(name, i, i < base ? 12 : len);
 
-		CHECK(r.seen[i] == present[i], "%s: seen %d times, present %d", name, r.seen[i], present[i]);
-		CHECK(dindex_lookup(di, dir, name, l, &ino, &ftype) == (present[i] ? 0 : -ENOENT),
+		TEST_CHECK_RET(r.seen[i] == present[i], "%s: seen %d times, present %d", name, r.seen[i], present[i]);
+		TEST_CHECK_RET(dindex_lookup(di, dir, name, l, &ino, &ftype) == (present[i] ? 0 : -ENOENT),
 		      "lookup %s", name);
 	}
 	dindex_free(di);
-	CHECK(set_links(fs, present, n) == 0, "links");
-	CHECK(ext2fs_close_free(&fs) == 0, "close");
+	TEST_CHECK_RET(set_links(fs, present, n) == 0, "links");
+	TEST_CHECK_RET(ext2fs_close_free(&fs) == 0, "close");
 	free(present);
 	free(r.seen);
 	return fsck_clean(img);
@@ -493,29 +484,29 @@ static int test_fill(bool large_dir)
 	printf("1024-byte blocks%s: names of %zu bytes until the index is full:\n",
 	       large_dir ? ", large_dir" : "", len);
 	snprintf(img, sizeof(img), "%s/fill.img", scratch);
-	CHECK(present, "calloc");
+	TEST_CHECK_RET(present, "calloc");
 	if (indexed_image(img, 1024, large_dir ? ",large_dir" : "", 50, len, &fs, &dir))
 		return -1;
 	memset(present, 1, 50);
 	n = 50;
 	di = dindex_new(fs, 2);
-	CHECK(di, "dindex_new");
+	TEST_CHECK_RET(di, "dindex_new");
 	while (n < max && has_index(fs, dir) && (lv = levels(fs, dir)) < 2) {
 		if (add_name(di, dir, n, len))
 			return -1;
 		present[n++] = 1;
 	}
 	if (large_dir) {
-		CHECK(has_index(fs, dir) && lv == 2, "%d names: indexed %d, indirect_levels %d", n,
+		TEST_CHECK_RET(has_index(fs, dir) && lv == 2, "%d names: indexed %d, indirect_levels %d", n,
 		      has_index(fs, dir), lv);
 		for (int i = 0; i < 2000; i++, n++) {
 			if (add_name(di, dir, n, len))
 				return -1;
 			present[n] = 1;
 		}
-		CHECK(has_index(fs, dir) && levels(fs, dir) == 2, "three levels hold");
+		TEST_CHECK_RET(has_index(fs, dir) && levels(fs, dir) == 2, "three levels hold");
 	} else {
-		CHECK(!has_index(fs, dir), "%d names and still indexed", n);
+		TEST_CHECK_RET(!has_index(fs, dir), "%d names and still indexed", n);
 	}
 	printf("  %d names, %u blocks: %s\n", n, dir_blocks(fs, dir),
 	       large_dir ? "indirect_levels 2" : "the full index made the directory linear");
@@ -523,11 +514,11 @@ static int test_fill(bool large_dir)
 	for (int i = 0; i < n; i += 7) {
 		size_t l = name_of(name, i, len);
 
-		CHECK(dindex_lookup(di, dir, name, l, &ino, &ftype) == 0, "lookup %s", name);
+		TEST_CHECK_RET(dindex_lookup(di, dir, name, l, &ino, &ftype) == 0, "lookup %s", name);
 	}
 	dindex_free(di);
-	CHECK(set_links(fs, present, n) == 0, "links");
-	CHECK(ext2fs_close_free(&fs) == 0, "close");
+	TEST_CHECK_RET(set_links(fs, present, n) == 0, "links");
+	TEST_CHECK_RET(ext2fs_close_free(&fs) == 0, "close");
 	free(present);
 	return fsck_clean(img);
 }

@@ -22,15 +22,6 @@
 static char scratch[] = "/tmp/inline-test.XXXXXX";
 static int failures;
 
-#define CHECK(cond, ...)                                                     \
-	do {                                                                 \
-		if (!(cond)) {                                               \
-			test_report("FAIL", __FILE__, __LINE__, #cond, __VA_ARGS__); \
-			failures++;                                          \
-			return -1;                                           \
-		}                                                            \
-	} while (0)
-
 /* ---- building inline areas ---- */
 
 /* The test directory's entries: name, position in the area, rec_len.
@@ -77,7 +68,7 @@ static int make_inline(ext2_filsys fs, unsigned mode, const char *area, size_t l
 {
 	struct ext2_inode inode;
 
-	CHECK(ext2fs_new_inode(fs, EXT2_ROOT_INO, mode, NULL, ino) == 0, "new inode");
+	TEST_CHECK_RET(ext2fs_new_inode(fs, EXT2_ROOT_INO, mode, NULL, ino) == 0, "new inode");
 	ext2fs_inode_alloc_stats2(fs, *ino, +1, LINUX_S_ISDIR(mode));
 	memset(&inode, 0, sizeof(inode));
 	inode.i_mode = (uint16_t)mode;
@@ -85,16 +76,16 @@ static int make_inline(ext2_filsys fs, unsigned mode, const char *area, size_t l
 	inode.i_atime = inode.i_ctime = inode.i_mtime = (uint32_t)time(NULL);
 	inode.i_flags = EXT4_INLINE_DATA_FL;
 	inode.i_size = (uint32_t)len;
-	CHECK(ext2fs_write_new_inode(fs, *ino, &inode) == 0, "write inode");
-	CHECK(ext2fs_inline_data_init(fs, *ino) == 0, "inline init");
-	CHECK(ext2fs_inline_data_set(fs, *ino, NULL, (void *)area, len) == 0, "inline set");
+	TEST_CHECK_RET(ext2fs_write_new_inode(fs, *ino, &inode) == 0, "write inode");
+	TEST_CHECK_RET(ext2fs_inline_data_init(fs, *ino) == 0, "inline init");
+	TEST_CHECK_RET(ext2fs_inline_data_set(fs, *ino, NULL, (void *)area, len) == 0, "inline set");
 	return 0;
 }
 
 /* Rewrite an inline directory's area (same length). */
 static int set_area(ext2_filsys fs, ext2_ino_t ino, const char *area, size_t len)
 {
-	CHECK(ext2fs_inline_data_set(fs, ino, NULL, (void *)area, len) == 0, "inline set");
+	TEST_CHECK_RET(ext2fs_inline_data_set(fs, ino, NULL, (void *)area, len) == 0, "inline set");
 	return 0;
 }
 
@@ -152,38 +143,38 @@ static int test_dir(ext2_filsys fs, ext2_ino_t dir, ext2_ino_t empty, ext2_ino_t
 	ext2_ino_t ino;
 	int ftype, rc;
 
-	CHECK(di, "dindex_new");
+	TEST_CHECK_RET(di, "dindex_new");
 	for (size_t i = 0; i < NLAYOUT; i++) {
 		if (!layout[i].name)
 			continue;
 		rc = dindex_lookup(di, dir, layout[i].name, strlen(layout[i].name), &ino, &ftype);
-		CHECK(rc == 0 && ino == file && ftype == EXT2_FT_REG_FILE,
+		TEST_CHECK_RET(rc == 0 && ino == file && ftype == EXT2_FT_REG_FILE,
 		      "lookup %s: rc %d ino %u ft %d", layout[i].name, rc, ino, ftype);
 	}
-	CHECK(dindex_lookup(di, dir, ".", 1, &ino, &ftype) == 0 && ino == dir, ".");
-	CHECK(dindex_lookup(di, dir, "..", 2, &ino, &ftype) == 0 && ino == EXT2_ROOT_INO, "..");
-	CHECK(dindex_lookup(di, dir, "zz", 2, &ino, &ftype) == -ENOENT, "absent");
+	TEST_CHECK_RET(dindex_lookup(di, dir, ".", 1, &ino, &ftype) == 0 && ino == dir, ".");
+	TEST_CHECK_RET(dindex_lookup(di, dir, "..", 2, &ino, &ftype) == 0 && ino == EXT2_ROOT_INO, "..");
+	TEST_CHECK_RET(dindex_lookup(di, dir, "zz", 2, &ino, &ftype) == -ENOENT, "absent");
 	for (int batch = 1; batch <= 9; batch += 8) {
 		size_t want = 0;
 
-		CHECK(list_all(di, dir, batch, &l) == 0, "readdir, batch %d", batch);
-		CHECK(l.n == 8, "readdir, batch %d: %d names", batch, l.n);
-		CHECK(!strcmp(l.names[0], ".") && l.inos[0] == dir, ". first");
-		CHECK(!strcmp(l.names[1], "..") && l.inos[1] == EXT2_ROOT_INO, ".. second");
+		TEST_CHECK_RET(list_all(di, dir, batch, &l) == 0, "readdir, batch %d", batch);
+		TEST_CHECK_RET(l.n == 8, "readdir, batch %d: %d names", batch, l.n);
+		TEST_CHECK_RET(!strcmp(l.names[0], ".") && l.inos[0] == dir, ". first");
+		TEST_CHECK_RET(!strcmp(l.names[1], "..") && l.inos[1] == EXT2_ROOT_INO, ".. second");
 		for (int k = 2; k < l.n; k++, want++) {
 			while (!layout[want].name)
 				want++;
-			CHECK(!strcmp(l.names[k], layout[want].name) && l.inos[k] == file,
+			TEST_CHECK_RET(!strcmp(l.names[k], layout[want].name) && l.inos[k] == file,
 			      "readdir entry %d: %s", k, l.names[k]);
 		}
 	}
-	CHECK(dindex_is_empty(di, dir) == 0, "not empty");
-	CHECK(dindex_add(di, dir, "new", 3, file, EXT2_FT_REG_FILE) == -EOPNOTSUPP, "add");
-	CHECK(dindex_remove(di, dir, "a1", 2) == -EOPNOTSUPP, "remove");
-	CHECK(dindex_replace(di, dir, "a1", 2, dir, EXT2_FT_DIR) == -EOPNOTSUPP, "replace");
+	TEST_CHECK_RET(dindex_is_empty(di, dir) == 0, "not empty");
+	TEST_CHECK_RET(dindex_add(di, dir, "new", 3, file, EXT2_FT_REG_FILE) == -EOPNOTSUPP, "add");
+	TEST_CHECK_RET(dindex_remove(di, dir, "a1", 2) == -EOPNOTSUPP, "remove");
+	TEST_CHECK_RET(dindex_replace(di, dir, "a1", 2, dir, EXT2_FT_DIR) == -EOPNOTSUPP, "replace");
 
-	CHECK(dindex_is_empty(di, empty) == 1, "empty inline directory");
-	CHECK(list_all(di, empty, 5, &l) == 0 && l.n == 2, "empty: %d names", l.n);
+	TEST_CHECK_RET(dindex_is_empty(di, empty) == 1, "empty inline directory");
+	TEST_CHECK_RET(list_all(di, empty, 5, &l) == 0 && l.n == 2, "empty: %d names", l.n);
 	dindex_free(di);
 	printf("  inline directory: lookups, readdir in batches of 1 and 9, changes refused\n");
 	return 0;
@@ -196,20 +187,20 @@ static int test_file(ext2_filsys fs, ext2_ino_t file, const char *data, size_t l
 	char *buf;
 	size_t blen;
 
-	CHECK(ext2fs_read_inode(fs, file, &inode) == 0, "read inode");
-	CHECK(inline_file_read(fs, file, &inode, 0, len, out) == 0 && !memcmp(out, data, len),
+	TEST_CHECK_RET(ext2fs_read_inode(fs, file, &inode) == 0, "read inode");
+	TEST_CHECK_RET(inline_file_read(fs, file, &inode, 0, len, out) == 0 && !memcmp(out, data, len),
 	      "whole file");
-	CHECK(inline_file_read(fs, file, &inode, 57, 10, out) == 0 && !memcmp(out, data + 57, 10),
+	TEST_CHECK_RET(inline_file_read(fs, file, &inode, 57, 10, out) == 0 && !memcmp(out, data + 57, 10),
 	      "across i_block's end");
 	memset(out, 'x', sizeof(out));
-	CHECK(inline_file_read(fs, file, &inode, len - 5, 20, out) == 0 &&
+	TEST_CHECK_RET(inline_file_read(fs, file, &inode, len - 5, 20, out) == 0 &&
 	      !memcmp(out, data + len - 5, 5) && out[5] == 0 && out[19] == 0,
 	      "past the area: zeros");
-	CHECK(inline_load(fs, file, &inode, &buf, &blen) == 0 && blen == len &&
+	TEST_CHECK_RET(inline_load(fs, file, &inode, &buf, &blen) == 0 && blen == len &&
 	      !memcmp(buf, data, len), "load");
 	free(buf);
-	CHECK(ext2fs_read_inode(fs, EXT2_ROOT_INO, &inode) == 0, "read root");
-	CHECK(inline_load(fs, EXT2_ROOT_INO, &inode, &buf, &blen) == -EIO, "not inline");
+	TEST_CHECK_RET(ext2fs_read_inode(fs, EXT2_ROOT_INO, &inode) == 0, "read root");
+	TEST_CHECK_RET(inline_load(fs, EXT2_ROOT_INO, &inode, &buf, &blen) == -EIO, "not inline");
 	printf("  inline file: reads at any offset, zeros past the area\n");
 	return 0;
 }
@@ -243,15 +234,15 @@ static int test_damage(ext2_filsys fs, ext2_ino_t dir, ext2_ino_t file)
 		if (set_area(fs, dir, area, AREA_LEN))
 			return -1;
 		di = dindex_new(fs, 2);
-		CHECK(di, "dindex_new");
+		TEST_CHECK_RET(di, "dindex_new");
 		rc = dindex_lookup(di, dir, "f6", 2, &ino, &ftype);
-		CHECK(rc == -EIO, "%s: lookup gave %d", what[how], rc);
+		TEST_CHECK_RET(rc == -EIO, "%s: lookup gave %d", what[how], rc);
 		dindex_free(di);
 		/* readdir of a fresh index, and of an index built before the damage */
 		di = dindex_new(fs, 2);
-		CHECK(di, "dindex_new");
+		TEST_CHECK_RET(di, "dindex_new");
 		rc = list_all(di, dir, 16, &l);
-		CHECK(rc == -EIO, "%s: readdir gave %d", what[how], rc);
+		TEST_CHECK_RET(rc == -EIO, "%s: readdir gave %d", what[how], rc);
 		dindex_free(di);
 		printf("  %s: EIO\n", what[how]);
 	}
