@@ -201,11 +201,18 @@ one_run() {
 		fail "N=$n ($fired): the workload saw an error other than ENOMEM/EIO (exit $rc)"
 		sed 's/^/    /' "$out"
 	fi
-	# a daemon that exited 3 or aborted left the journal as a power cut
-	# would: recovered first, as any later mount recovers it
-	if dumpe2fs -h "$img" 2>/dev/null | grep -q '^Filesystem features:.*needs_recovery'; then
-		[ "$RECON_STATUS" = 0 ] && fail "N=$n ($fired): a clean unmount left the journal to recover"
-		e2fsck -E journal_only -y "$img" >/dev/null 2>&1
+	# a daemon that exited 3 or aborted left the image as a power cut
+	# would (a journal to replay, orphans to release): recovered first by
+	# our mount, as any later mount recovers it
+	if [ "$RECON_STATUS" = 0 ]; then
+		dumpe2fs -h "$img" 2>/dev/null | grep -q '^Filesystem features:.*needs_recovery' &&
+			fail "N=$n ($fired): a clean unmount left the journal to recover"
+		[ -z "$(first_orphan "$img")" ] || fail "N=$n ($fired): a clean unmount left orphans"
+	elif mount_recon "$img" "$mnt"; then
+		umount_recon "$mnt"
+		[ -z "$(first_orphan "$img")" ] || fail "N=$n ($fired): orphans left after our recovery"
+	else
+		fail "N=$n ($fired): our mount refused the image after the failure"
 	fi
 	fsck_clean "$img" "the image after N=$n ($fired)" || sed 's/^/    /' "$log" | head -30
 	python3 "$SCRATCH/readback.py" "$img" "$SCRATCH/expect.json" \
