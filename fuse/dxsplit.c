@@ -75,8 +75,10 @@ static int leaf_pack(ext2_filsys fs, const char *src, const struct leaf_ent *ent
 	return 0;
 }
 
-/* The named entries of leaf with their hashes, sorted by hash; *n of them. */
-static int leaf_collect(ext2_filsys fs, int version, char *leaf, struct leaf_ent **out, size_t *n)
+/* The named entries of blk but its first skip ones, with their hashes,
+ * sorted by hash; *n of them. */
+static int leaf_collect(ext2_filsys fs, int version, char *blk, unsigned int skip, struct leaf_ent **out,
+			size_t *n)
 {
 	struct leaf_ent *ents = malloc(fs->blocksize / 8 * sizeof(*ents));
 	struct dirblock_cursor c;
@@ -87,10 +89,14 @@ static int leaf_collect(ext2_filsys fs, int version, char *leaf, struct leaf_ent
 	if (!ents)
 		return -ENOMEM;
 	*n = 0;
-	dirblock_cursor_init(&c, fs, leaf);
+	dirblock_cursor_init(&c, fs, blk);
 	while ((rc = dirblock_cursor_next(&c, &e)) == 1) {
 		if (e.ino == 0)
 			continue;
+		if (skip) {
+			skip--;         /* "." and ".." of a block becoming a dx root */
+			continue;
+		}
 		ents[*n].off = e.off;
 		ents[*n].size = dirent_size(e.name_len);
 		if (dx_name_hash(fs, version, e.de->name, e.name_len, &ents[*n].hash, &minor)) {
@@ -108,12 +114,8 @@ static int leaf_collect(ext2_filsys fs, int version, char *leaf, struct leaf_ent
 	return 0;
 }
 
-/* Split the full leaf in leaf: the entries of the upper hashes (about half
- * the bytes) move into fresh, laid out here as a new leaf; both end packed.
- * *split_hash: the hash fresh starts at, bit 0 set when equal hashes
- * continue from leaf into fresh.  -EIO for a block that cannot be parsed,
- * -EAGAIN for one with fewer than two names. */
-static int split_leaf(ext2_filsys fs, int version, char *leaf, char *fresh, uint32_t *split_hash)
+int dx_split_names(ext2_filsys fs, int version, char *src, unsigned int skip, char *lo, char *hi,
+		   uint32_t *split_hash)
 {
 	struct leaf_ent *ents;
 	size_t n, split, move = 0;
@@ -121,7 +123,7 @@ static int split_leaf(ext2_filsys fs, int version, char *leaf, char *fresh, uint
 	char *copy;
 	int rc;
 
-	rc = leaf_collect(fs, version, leaf, &ents, &n);
+	rc = leaf_collect(fs, version, src, skip, &ents, &n);
 	if (rc)
 		return rc;
 	if (n < 2) {
@@ -144,10 +146,10 @@ static int split_leaf(ext2_filsys fs, int version, char *leaf, char *fresh, uint
 		free(ents);
 		return -ENOMEM;
 	}
-	memcpy(copy, leaf, fs->blocksize);
-	rc = leaf_pack(fs, copy, ents + split, n - split, fresh);
+	memcpy(copy, src, fs->blocksize);      /* src may be lo */
+	rc = leaf_pack(fs, copy, ents + split, n - split, hi);
 	if (!rc)
-		rc = leaf_pack(fs, copy, ents, split, leaf);
+		rc = leaf_pack(fs, copy, ents, split, lo);
 	free(copy);
 	free(ents);
 	return rc;
@@ -233,7 +235,7 @@ static int grow_leaf(ext2_filsys fs, const struct dx_blocks *b, const struct dx_
 
 	rc = b->read(b->ctx, p->leaf, leaf);
 	if (!rc)
-		rc = split_leaf(fs, p->version, leaf, fresh, &hash);
+		rc = dx_split_names(fs, p->version, leaf, 0, leaf, fresh, &hash);
 	if (!rc)
 		rc = b->append(b->ctx, fresh, &lblk);
 	if (!rc)
