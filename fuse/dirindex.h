@@ -292,15 +292,15 @@ struct dx_blocks {
 int dx_grow(ext2_filsys fs, const struct dx_blocks *blocks, const struct dx_path *p, char *scratch);
 
 /*
- * The named entries of src but its first skip ones (the "." and ".." of a
- * block becoming a dx root), sorted by their hash in version, split as a
- * full leaf splits: the upper hashes (about half the bytes) packed into hi
- * as a new leaf, the rest into lo (src may be lo).  *split_hash: the hash
- * hi starts at, bit 0 set when equal hashes continue from lo into hi.
- * -EIO for a block that cannot be parsed, -EAGAIN for fewer than two names.
+ * Split the full leaf src as the kernel's ext4 splits one (do_split): its
+ * named entries sorted by hash, the upper hashes, about half the block
+ * weighed by their rec_len, packed into hi as a new leaf in hash order, the
+ * others packed into lo in the order they had (src may be lo).
+ * *split_hash: the hash hi starts at, bit 0 set when equal hashes continue
+ * from lo into hi.  -EIO for a block that cannot be parsed, -EAGAIN for one
+ * with fewer than two names.
  */
-int dx_split_names(ext2_filsys fs, int version, char *src, unsigned int skip, char *lo, char *hi,
-		   uint32_t *split_hash);
+int dx_split_leaf(ext2_filsys fs, int version, char *src, char *lo, char *hi, uint32_t *split_hash);
 
 /* ---- indexing a directory of one block (dxmake.c) ---- */
 
@@ -313,7 +313,7 @@ int dx_default_version(ext2_filsys fs);
  * Index dir, one block, as the kernel's ext4 indexes a directory a new name
  * does not fit: two blocks appended through b (empty, before any name
  * moves), block 0's names but "." and ".." split by hash into them
- * (dx_split_names), block 0 rewritten as the dx root indexing both,
+ * (dx_split_leaf), block 0 rewritten as the dx root indexing both,
  * EXT2_INDEX_FL set.  The caller adds the name through the index.
  * scratch: four blocks.  -EAGAIN with nothing changed when there is nothing
  * to split (fewer than two names) or no default hash; -EIO when block 0

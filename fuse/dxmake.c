@@ -1,11 +1,14 @@
 /*
  * fuse/dxmake.c - indexing a directory of one block, the way the kernel's
  * ext4 indexes one that a new name does not fit (make_indexed_dir): block
- * 0 becomes the dx root and keeps only "." and ".."; its other names,
- * sorted by hash, are split as a full leaf splits (dxsplit.c) across two
- * new leaves, blocks 1 and 2, the upper hashes in block 2; the root holds
- * the two index entries.  The caller then adds the name through the index
- * (dx_probe), as the kernel adds it after its split.
+ * 0 becomes the dx root and keeps only "." and ".."; the entries after
+ * ".." move, as they are, to the start of a new leaf, block 1 (the last
+ * one stretched to the leaf's end), which is split as a full leaf splits
+ * (dxsplit.c) into itself and block 2, the upper hashes in block 2; the
+ * root holds the two index entries.  The caller then adds the name through
+ * the index (dx_probe), as the kernel adds it after its split.  Moving the
+ * entries first matters: the split weighs each by its rec_len, and the
+ * last one's grew by the bytes "." and ".." held.
  *
  * The root: "." (12 bytes) and ".." over the rest of the block, then
  * dx_root_info (reserved_zero 0, hash_version the superblock's default,
@@ -62,17 +65,45 @@ static int find_dots(ext2_filsys fs, char *blk, struct dirent_view dots[2])
 	return 0;
 }
 
+/* Where a leaf's entries end: before its tail under metadata_csum. */
+static unsigned int leaf_end(ext2_filsys fs)
+{
+	if (ext2fs_has_feature_metadata_csum(fs->super))
+		return fs->blocksize - sizeof(struct ext2_dir_entry_tail);
+	return fs->blocksize;
+}
+
+/* The entries of root after "..", moved to the start of leaf as they are,
+ * the last one stretched to the leaf's end.  -EAGAIN if there are none. */
+static int entries_after_dots(ext2_filsys fs, char *root, const struct dirent_view *dotdot, char *leaf)
+{
+	unsigned int start = dotdot->off + dotdot->rec_len, last = 0;
+	struct dirblock_cursor c;
+	struct dirent_view e;
+	int rc;
+
+	dirblock_cursor_init(&c, fs, root);
+	while ((rc = dirblock_cursor_next(&c, &e)) == 1)
+		last = e.off;
+	if (rc < 0)
+		return rc;
+	if (last < start)
+		return -EAGAIN;
+	memset(leaf, 0, fs->blocksize);
+	memcpy(leaf, root + start, c.end - start);
+	if (leaf_end(fs) != fs->blocksize)
+		ext2fs_initialize_dirent_tail(fs, EXT2_DIRENT_TAIL(leaf, fs->blocksize));
+	return ext2fs_set_rec_len(fs, leaf_end(fs) - (last - start), (struct ext2_dir_entry *)(leaf + last - start)) ?
+		       -EIO : 0;
+}
+
 /* An empty leaf: one unused entry over the block (up to its tail). */
 static int leaf_empty(ext2_filsys fs, char *blk)
 {
-	unsigned int end = fs->blocksize;
-
 	memset(blk, 0, fs->blocksize);
-	if (ext2fs_has_feature_metadata_csum(fs->super)) {
-		end -= sizeof(struct ext2_dir_entry_tail);
+	if (leaf_end(fs) != fs->blocksize)
 		ext2fs_initialize_dirent_tail(fs, EXT2_DIRENT_TAIL(blk, fs->blocksize));
-	}
-	return ext2fs_set_rec_len(fs, end, (struct ext2_dir_entry *)blk) ? -EIO : 0;
+	return ext2fs_set_rec_len(fs, leaf_end(fs), (struct ext2_dir_entry *)blk) ? -EIO : 0;
 }
 
 /* The dx root in root (whose "." and ".." are dots): entry 0 to block 1,
@@ -130,7 +161,9 @@ int dx_make_index(ext2_filsys fs, ext2_ino_t dir, const struct dx_blocks *b, cha
 	if (!rc)
 		rc = find_dots(fs, root, dots);
 	if (!rc)
-		rc = dx_split_names(fs, version, root, 2, lo, hi, &split_hash);
+		rc = entries_after_dots(fs, root, &dots[1], lo);
+	if (!rc)
+		rc = dx_split_leaf(fs, version, lo, lo, hi, &split_hash);
 	if (!rc)
 		rc = leaf_empty(fs, empty);
 	/* The two blocks are added empty before any name moves: an allocation
