@@ -19,7 +19,8 @@
  * zeroes; ext2fs_write_dir_block4 fills in the dx tail's checksum, and the
  * leaves' tails (dx_blocks' write).  The kernel leaves the bytes of block
  * 0's old leaf tail in the root's dx tail (dt_reserved); e2fsck -D writes
- * zeroes there, as this does: neither reads them.
+ * zeroes there, as this does: nothing interprets them (the checksum covers
+ * whatever they hold).
  *
  * Readdir positions: the kernel reads a one-block directory on a dir_index
  * file system in hash order already (its readdir takes it for an indexed

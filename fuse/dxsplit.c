@@ -144,7 +144,7 @@ int dx_split_leaf(ext2_filsys fs, int version, char *src, char *lo, char *hi, ui
 		moved_bytes += ents[i].rec_len;
 		move++;
 	}
-	split = i > 0 ? n - move : n / 2;
+	split = i > 0 && move > 0 ? n - move : n / 2;
 	*split_hash = ents[split].hash | (ents[split].hash == ents[split - 1].hash ? 1 : 0);
 	/* the kernel moves the upper entries in hash order and packs the
 	 * others where they were: in block order */

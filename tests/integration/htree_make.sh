@@ -14,6 +14,9 @@
 #     the directory unchanged; with room again it is indexed;
 #  3. the daemon exits 0 with no commit rejected, e2fsck -fn is clean, both
 #     directories are indexed (debugfs), a directory of a few names is not;
+#     d/ is the kernel's block for block: the kernel creating the same names
+#     in a copy of the image makes the same index (debugfs htree: each
+#     block's hash range and entries, their order and rec_len);
 #     the kernel lists exactly the expected names and finds each, then adds
 #     names to the index recon-fuse made, and e2fsck -fn stays clean.
 # Without dir_index (ext3, 1 KiB) a directory stays linear past one block.
@@ -24,18 +27,35 @@ command -v debugfs >/dev/null || skip "no debugfs"
 mnt="$SCRATCH/mnt" kmnt="$SCRATCH/kmnt"
 mkdir -p "$mnt" "$kmnt"
 
+kmount4() { mount -t ext4 -o "loop${3:+,$3}" "$1" "$2" && MOUNTS+=("$2"); }
 iflags() { debugfs -R "stat $2" "$1" 2>/dev/null | sed -n 's/.*Flags: \(0x[0-9a-f]*\).*/\1/p'; }
 has_index() { local f; f=$(iflags "$1" "$2"); [ -n "$f" ] && (( f & 0x1000 )); }
 dir_size() { debugfs -R "stat $2" "$1" 2>/dev/null | sed -n 's/^User:.*Size: *\([0-9]*\).*/\1/p'; }
 # the root's hash version, from debugfs htree
 root_hash() { debugfs -R "htree $2" "$1" 2>/dev/null | sed -n 's/.*Hash Version: *\([0-9]*\).*/\1/p' | head -1; }
+# htree_of IMG DIR: debugfs htree without what differs between two drivers
+# with the same names (inode and physical block numbers, checksums over them)
+htree_of() {
+	debugfs -R "htree $2" "$1" 2>/dev/null | python3 -c '
+import re, sys
+for line in sys.stdin:
+    if "hecksum" in line or not line.strip():
+        continue
+    line = re.sub(r", phys \d+", "", line)
+    ents = re.findall(r"(\d+) (0x[0-9a-f]+-[0-9a-f]+) \((\d+)\) ?(\S*)", line)
+    if not ents:
+        print(line.rstrip())
+    for ino, h, rl, name in ents:
+        print("%s (%s) %s" % (h, rl, name) if ino != "0" else "unused (%s)" % rl)'
+}
 def_hash() {
 	case $(dumpe2fs -h "$1" 2>/dev/null | sed -n 's/^Default directory hash: *//p') in
 	legacy) echo 0 ;; half_md4) echo 1 ;; tea) echo 2 ;; *) echo "?" ;;
 	esac
 }
 
-# grow.py DIR TOTAL OUT: step 1 in DIR; OUT gets the names DIR holds after
+# grow.py DIR TOTAL OUT: step 1 in DIR; OUT gets the names DIR holds after.
+# grow.py DIR TOTAL -: the same names created, nothing else (for the kernel)
 cat >"$SCRATCH/grow.py" <<'EOF2'
 import ctypes, os, sys
 from pylib import Checker
@@ -72,6 +92,10 @@ def name(i):
 def create(i):
     os.close(os.open(os.path.join(d, name(i)), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
 bs = os.statvfs(d).f_bsize
+if out == "-":
+    for i in range(total):
+        create(i)
+    sys.exit(0)
 for i in range(first):
     create(i)
 before = set(os.listdir(d))
@@ -179,8 +203,6 @@ c.ok(sorted(os.listdir(d)) == names + [last], "all its names")
 c.done()
 EOF2
 
-kmount4() { mount -t ext4 -o "loop${3:+,$3}" "$1" "$2" && MOUNTS+=("$2"); }
-
 # kernel_check IMG DIR WANT WHAT: the kernel lists WANT's names in DIR and
 # finds each, then adds 300 names; e2fsck -fn stays clean
 kernel_check() {
@@ -209,6 +231,12 @@ for cfg in ext3:1024 ext3:4096 ext4:1024 ext4:4096; do
 	total=$((bs == 1024 ? 1500 : 3000))
 	mkimg "$img" "$bs" 64M -N 8192
 	mkimg "$small" "$bs" 16M -N 512
+	cp --sparse=always "$img" "$SCRATCH/kernel.img"
+	kmount4 "$SCRATCH/kernel.img" "$kmnt" || { fail "$what: kernel mount of the copy"; continue; }
+	mkdir "$kmnt/d" && python3 "$SCRATCH/grow.py" "$kmnt/d" "$total" - || fail "$what: the kernel's creates"
+	umount "$kmnt"
+	htree_of "$SCRATCH/kernel.img" d >"$SCRATCH/kernel.htree"
+	rm -f "$SCRATCH/kernel.img"
 	mount_recon "$img" "$mnt" checker=on || { fail "$what: mount"; continue; }
 	mkdir "$mnt/few" && touch "$mnt/few/a" "$mnt/few/b" || fail "$what: a small directory"
 	mkdir "$mnt/d" || fail "$what: mkdir"
@@ -221,6 +249,10 @@ for cfg in ext3:1024 ext3:4096 ext4:1024 ext4:4096; do
 	[ "$(root_hash "$img" d)" = "$(def_hash "$img")" ] ||
 		fail "$what: d/'s root hash version $(root_hash "$img" d), the default $(def_hash "$img")"
 	log "$what: $total names, d/ $(( $(dir_size "$img" d) / bs )) blocks"
+	htree_of "$img" d >"$SCRATCH/recon.htree"
+	cmp -s "$SCRATCH/kernel.htree" "$SCRATCH/recon.htree" ||
+		fail "$what: d/'s index differs from the kernel's: $(diff "$SCRATCH/kernel.htree" "$SCRATCH/recon.htree" | head -4)"
+	[ "$(grep -c '^Entry #' "$SCRATCH/recon.htree")" -gt 10 ] || fail "$what: debugfs htree shows no index"
 	kernel_check "$img" d "$SCRATCH/want" "$what"
 
 	mount_recon "$small" "$mnt" checker=on || { fail "$what: mount the small image"; continue; }
