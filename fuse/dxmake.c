@@ -75,7 +75,8 @@ static unsigned int leaf_end(ext2_filsys fs)
 }
 
 /* The entries of root after "..", moved to the start of leaf as they are,
- * the last one stretched to the leaf's end.  -EAGAIN if there are none. */
+ * the last one stretched to the leaf's end.  -EAGAIN if there are none,
+ * -EIO for a block without its tail under metadata_csum. */
 static int entries_after_dots(ext2_filsys fs, char *root, const struct dirent_view *dotdot, char *leaf)
 {
 	unsigned int start = dotdot->off + dotdot->rec_len, last = 0;
@@ -86,8 +87,8 @@ static int entries_after_dots(ext2_filsys fs, char *root, const struct dirent_vi
 	dirblock_cursor_init(&c, fs, root);
 	while ((rc = dirblock_cursor_next(&c, &e)) == 1)
 		last = e.off;
-	if (rc < 0)
-		return rc;
+	if (rc < 0 || c.end != leaf_end(fs))
+		return rc < 0 ? rc : -EIO;
 	if (last < start)
 		return -EAGAIN;
 	memset(leaf, 0, fs->blocksize);

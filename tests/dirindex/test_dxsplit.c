@@ -9,7 +9,8 @@
  * Fresh directories on ext3 and ext4 images become htrees when a name no
  * longer fits their one block (root and two leaves), a readdir begun at one
  * block seeing each name once; with no block or one block free that add
- * gets ENOSPC and leaves a valid linear directory.
+ * gets ENOSPC and leaves a valid linear directory; one whose first entry
+ * is not "." gets EIO, unchanged.
  * Every image must pass e2fsck -fn, which checks the htree (pass 2).
  *
  * Exit 0 pass, 77 skip (no mke2fs/e2fsck), 1 fail.
@@ -681,6 +682,40 @@ static int test_make_enospc(const char *type, int spare)
 	return fsck_clean(img);
 }
 
+/* A full one-block directory whose first entry is not ".": the add that
+ * would index it gets EIO (the root keeps "." and ".." at fixed places, as
+ * the kernel does) and the directory stays as it was. */
+static int test_make_no_dot(void)
+{
+	char img[512], name[300], *buf;
+	struct dindex *di;
+	ext2_filsys fs;
+	ext2_ino_t dir;
+	blk64_t pblk;
+	int n = 0, rc = 0;
+
+	printf("a full one-block directory without \".\" first:\n");
+	snprintf(img, sizeof(img), "%s/nodot.img", scratch);
+	if (fresh_image(img, "ext4", 1024, 8, &fs, &dir))
+		return -1;
+	buf = malloc(fs->blocksize);
+	TEST_CHECK_RET(buf && ext2fs_bmap2(fs, dir, NULL, NULL, 0, 0, NULL, &pblk) == 0 &&
+	      ext2fs_read_dir_block4(fs, pblk, buf, 0, dir) == 0, "read block 0");
+	((struct ext2_dir_entry *)buf)->name[0] = ',';
+	TEST_CHECK_RET(ext2fs_write_dir_block4(fs, pblk, buf, 0, dir) == 0, "write block 0");
+	di = dindex_new(fs, 2);
+	TEST_CHECK_RET(di, "dindex_new");
+	while (n < 200 && !(rc = dindex_add(di, dir, name, name_of(name, n, 100), files[0], EXT2_FT_REG_FILE)))
+		n++;
+	TEST_CHECK_RET(rc == -EIO && dir_blocks(fs, dir) == 1 && !has_index(fs, dir),
+	      "%d names, then %d; %u blocks, indexed %d", n, rc, dir_blocks(fs, dir), has_index(fs, dir));
+	printf("  %d names, then EIO; one block, not indexed\n", n);
+	dindex_free(di);
+	free(buf);
+	ext2fs_close_free(&fs);
+	return 0;
+}
+
 int main(void)
 {
 	if (run_shell("command -v mke2fs >/dev/null && command -v e2fsck >/dev/null") != 0) {
@@ -704,6 +739,7 @@ int main(void)
 	test_make("ext4", 4096);
 	test_make_enospc("ext3", 0);
 	test_make_enospc("ext4", 1);
+	test_make_no_dot();
 	run_shell("rm -rf %s", scratch);
 	printf("%s\n", failures ? "FAILED" : "ok");
 	return failures ? 1 : 0;
