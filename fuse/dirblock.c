@@ -2,8 +2,9 @@
  * fuse/dirblock.c - one directory block: walking its entries (validating
  * each), where they end (a metadata_csum leaf tail), the room an entry or a
  * block offers, and filling in an entry; and the readdir of a linear
- * directory, block by block.  Shared by dirindex.c (the
- * in-memory index and its block edits) and dxwrite.c (htree blocks).
+ * directory, block by block; libext2fs's errors as -errno.  Shared by
+ * dirindex.c (the in-memory index and its block edits) and the htree's
+ * files (dxwrite.c, dxsplit.c, dxmake.c).
  *
  * Errors: 0 or -errno, as declared in dirindex.h.
  */
@@ -11,6 +12,18 @@
 
 #include <errno.h>
 #include <string.h>
+
+int dir_errno(errcode_t err)
+{
+	if (err == EXT2_ET_NO_MEMORY)
+		return -ENOMEM;
+	if (err == EXT2_ET_BLOCK_ALLOC_FAIL || err == EXT2_ET_DIR_NO_SPACE)
+		return -ENOSPC;
+	/* Plain errno values come through from the I/O manager. */
+	if (err > 0 && err < 4096)
+		return -(int)err;
+	return -EIO;
+}
 
 /* Space an entry with a name of len bytes needs: 8-byte header + name,
  * rounded up to 4 bytes, as ext2 lays entries out. */
@@ -93,6 +106,30 @@ int dirblock_cursor_next(struct dirblock_cursor *c, struct dirent_view *e)
 		return -EIO;
 	c->off += rec_len;
 	return 1;
+}
+
+int dirblock_locate(ext2_filsys fs, char *buf, unsigned int off, const char *name, size_t len,
+		    struct dirent_view *found, struct dirent_view *prev, bool *has_prev)
+{
+	struct dirblock_cursor c;
+	struct dirent_view cur;
+	int rc;
+
+	*has_prev = false;
+	dirblock_cursor_init(&c, fs, buf);
+	while ((rc = dirblock_cursor_next(&c, &cur)) == 1) {
+		if (cur.off == off) {
+			if (cur.ino == 0 || cur.name_len != len || memcmp(cur.de->name, name, len))
+				return -EIO;
+			*found = cur;
+			return 0;
+		}
+		if (cur.off > off)
+			break;
+		*prev = cur;
+		*has_prev = true;
+	}
+	return rc < 0 ? rc : -EIO;
 }
 
 /* Largest entry size that fits into one existing entry's space. */

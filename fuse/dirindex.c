@@ -15,8 +15,8 @@
  * invariant and stay in this file; walking one block's entries is
  * dirblock.c's, the htree's blocks (the path to a name's leaf, index
  * blocks rewritten as leaves) dxwrite.c's, splitting them in memory
- * dxsplit.c's, and the hash order of an indexed directory's readdir
- * dxorder.c's.
+ * dxsplit.c's, making a one-block directory's index dxmake.c's, and the
+ * hash order of an indexed directory's readdir dxorder.c's.
  */
 #include "dirindex.h"
 #include "inline.h"
@@ -47,8 +47,11 @@ struct dirix {
 	struct dirix *lru_prev, *lru_next;      /* most recent at lru_head */
 	bool htree;             /* EXT2_INDEX_FL still set on disk */
 	bool inline_dir;        /* entries in the inode (inline.c); read-only */
-	/* An htree this follows (its root's hash version), else -1: then
-	 * adds go by the gap tree and readdir by block and offset. */
+	/* The hash version of readdir's cookies: an htree's this follows (its
+	 * root's), or, for one block on a dir_index file system, the one its
+	 * index will take (dx_default_version: the kernel reads it in hash
+	 * order too); else -1: readdir by block and offset.  Adds go by the
+	 * htree when one is followed, else by the gap tree. */
 	int dx_version;
 	/* Readdir order of an indexed directory: every name sorted by its
 	 * cookie, rebuilt on the first readdir after an add. */
@@ -73,7 +76,7 @@ struct dindex {
 	size_t ndir_buckets;    /* a power of two */
 	struct dirix *lru_head, *lru_tail;
 	char *blockbuf;         /* one directory block, reused by every call */
-	char *splitbuf;         /* two more, for growing an htree */
+	char *splitbuf;         /* four more, for growing or making an htree */
 	/* directories changed since dindex_mark() (an operation's rollback
 	 * forgets them); overflow means "possibly all" */
 	ext2_ino_t changed[8];
@@ -103,18 +106,6 @@ static uint32_t name_hash(const char *name, size_t len)
 		h *= 16777619u;
 	}
 	return h;
-}
-
-static int errcode_to_errno(errcode_t err)
-{
-	if (err == EXT2_ET_NO_MEMORY)
-		return -ENOMEM;
-	if (err == EXT2_ET_BLOCK_ALLOC_FAIL || err == EXT2_ET_DIR_NO_SPACE)
-		return -ENOSPC;
-	/* Plain errno values come through from the I/O manager. */
-	if (err > 0 && err < 4096)
-		return -(int)err;
-	return -EIO;
 }
 
 static bool is_dot_or_dotdot(const char *name, size_t len)
@@ -298,7 +289,7 @@ static int index_block(struct dindex *di, struct dirix *d, uint32_t lblk)
 
 	err = ext2fs_read_dir_block4(fs, d->pblk[lblk], di->blockbuf, 0, d->dir);
 	if (err)
-		return errcode_to_errno(err);
+		return dir_errno(err);
 	dirblock_cursor_init(&c, fs, di->blockbuf);
 	while ((rc = dirblock_cursor_next(&c, &e)) == 1) {
 		unsigned int r = dirent_room(&e);
@@ -359,16 +350,19 @@ static int dirix_build_inline(ext2_filsys fs, ext2_ino_t dir, const struct ext2_
 }
 
 /* An indexed directory whose root this can follow is read in hash order
- * and grown by splits (d->dx_version); any other keeps block order. */
+ * and grown by splits (d->dx_version), and so is one block that can be
+ * indexed; any other keeps block order. */
 static int dirix_dx_version(struct dindex *di, struct dirix *d)
 {
 	errcode_t err;
 
+	if (d->nblocks == 1)
+		d->dx_version = dx_default_version(di->fs);
 	if (!d->htree || !ext2fs_has_feature_dir_index(di->fs->super) || d->nblocks < 2)
 		return 0;
 	err = ext2fs_read_dir_block4(di->fs, d->pblk[0], di->blockbuf, 0, d->dir);
 	if (err)
-		return errcode_to_errno(err);
+		return dir_errno(err);
 	d->dx_version = dx_root_version(di->fs, di->blockbuf);
 	if (d->dx_version < 0)
 		d->dx_version = -1;
@@ -387,7 +381,7 @@ static int dirix_build(struct dindex *di, ext2_ino_t dir, struct dirix **out)
 
 	err = ext2fs_read_inode(fs, dir, &inode);
 	if (err)
-		return errcode_to_errno(err);
+		return dir_errno(err);
 	if (!LINUX_S_ISDIR(inode.i_mode))
 		return -ENOTDIR;
 	if (inode.i_flags & EXT4_INLINE_DATA_FL)
@@ -418,7 +412,7 @@ static int dirix_build(struct dindex *di, ext2_ino_t dir, struct dirix **out)
 	err = ext2fs_block_iterate3(fs, dir, BLOCK_FLAG_READ_ONLY | BLOCK_FLAG_DATA_ONLY,
 				    NULL, map_block, &m);
 	if (err) {
-		rc = errcode_to_errno(err);
+		rc = dir_errno(err);
 		goto fail;
 	}
 	rc = -EIO;
@@ -524,7 +518,7 @@ static int read_into(struct dindex *di, struct dirix *d, uint32_t lblk, char *bu
 {
 	errcode_t err = ext2fs_read_dir_block4(di->fs, d->pblk[lblk], buf, 0, d->dir);
 
-	return err ? errcode_to_errno(err) : 0;
+	return err ? dir_errno(err) : 0;
 }
 
 static int read_block(struct dindex *di, struct dirix *d, uint32_t lblk)
@@ -544,7 +538,7 @@ static int write_buf(struct dindex *di, struct dirix *d, uint32_t lblk, char *bu
 		return rc;
 	err = ext2fs_write_dir_block4(di->fs, d->pblk[lblk], buf, 0, d->dir);
 	if (err)
-		return errcode_to_errno(err);
+		return dir_errno(err);
 	gap_tree_set(&d->gaps, lblk, room);
 	return 0;
 }
@@ -573,13 +567,14 @@ static int prepare_change(struct dindex *di, struct dirix *d)
 		return 0;
 	err = ext2fs_read_inode(di->fs, d->dir, &inode);
 	if (err)
-		return errcode_to_errno(err);
+		return dir_errno(err);
 	inode.i_flags &= ~EXT2_INDEX_FL;
 	err = ext2fs_write_inode(di->fs, d->dir, &inode);
 	if (err)
-		return errcode_to_errno(err);
+		return dir_errno(err);
 	d->htree = false;
-	d->dx_version = -1;
+	if (d->nblocks > 1)
+		d->dx_version = -1;
 	for (uint32_t b = 0; b < d->nblocks && ext2fs_has_feature_metadata_csum(di->fs->super); b++) {
 		rc = read_block(di, d, b);
 		if (!rc)
@@ -661,34 +656,34 @@ static int append_block(struct dindex *di, struct dirix *d, char *buf, uint32_t 
 		return rc;
 	err = ext2fs_read_inode(fs, d->dir, &inode);
 	if (err)
-		return errcode_to_errno(err);
+		return dir_errno(err);
 
 	/* Near the directory's last block, so the directory stays compact. */
 	goal = lblk ? d->pblk[lblk - 1] : ext2fs_find_inode_goal(fs, d->dir, &inode, 0);
 	err = ext2fs_new_block2(fs, goal, NULL, &pblk);
 	if (err)
-		return errcode_to_errno(err);
+		return dir_errno(err);
 	/* Contents first, then the mapping, so the directory never maps a block
 	 * of garbage. */
 	err = ext2fs_write_dir_block4(fs, pblk, buf, 0, d->dir);
 	if (err)
-		return errcode_to_errno(err);
+		return dir_errno(err);
 	/* Mark it used before bmap may allocate indirect or extent blocks. */
 	ext2fs_block_alloc_stats2(fs, pblk, +1);
 	err = ext2fs_bmap2(fs, d->dir, &inode, NULL, BMAP_SET | BMAP_ALLOC, lblk,
 			   NULL, &pblk);
 	if (err) {
 		ext2fs_block_alloc_stats2(fs, pblk, -1);
-		return errcode_to_errno(err);
+		return dir_errno(err);
 	}
 	err = ext2fs_iblk_add_blocks(fs, &inode, 1);
 	if (err)
-		return errcode_to_errno(err);
+		return dir_errno(err);
 	inode.i_size = (__u32)new_size;
 	inode.i_size_high = (__u32)(new_size >> 32);
 	err = ext2fs_write_inode(fs, d->dir, &inode);
 	if (err)
-		return errcode_to_errno(err);
+		return dir_errno(err);
 
 	d->pblk[lblk] = pblk;
 	d->nblocks = lblk + 1;
@@ -719,6 +714,7 @@ static int add_new_block(struct dindex *di, struct dirix *d, const char *name,
 	rc = append_block(di, d, di->blockbuf, &lblk);
 	if (rc)
 		return rc;
+	d->dx_version = -1;     /* linear past one block: readdir by block and offset */
 	return name_insert(d, name, len, lblk, 0, ino, ftype);
 }
 
@@ -778,6 +774,30 @@ static int grow_moved(void *ctx, uint32_t lblk, char *buf)
 	return relocate_names(g->d, lblk, buf);
 }
 
+static struct dx_blocks grow_blocks(struct grow_ctx *g)
+{
+	return (struct dx_blocks){ .ctx = g, .read = grow_read, .write = grow_write, .append = grow_append,
+				   .moved = grow_moved };
+}
+
+/* A one-block directory a name of len bytes does not fit becomes an htree
+ * (dxmake.c), as the kernel's ext4 indexes one, before the add. */
+static int index_if_full(struct dindex *di, struct dirix *d, size_t len)
+{
+	struct grow_ctx g = { .di = di, .d = d };
+	const struct dx_blocks blocks = grow_blocks(&g);
+	int rc;
+
+	if (d->htree || d->inline_dir || d->nblocks != 1 || d->dx_version < 0 ||
+	    gap_tree_room(&d->gaps, 0) >= dirent_size(len))
+		return 0;
+	rc = dx_make_index(di->fs, d->dir, &blocks, di->splitbuf);
+	if (!rc)
+		d->htree = true;
+	/* nothing to split (a block with one name): it grows linear */
+	return rc == -EAGAIN ? 0 : rc;
+}
+
 /* Add to an htree directory, into the leaf the name hashes to, growing
  * the index when that leaf is full.  -EAGAIN when the index cannot take the
  * name (it cannot grow, or cannot be followed: the caller makes the
@@ -786,8 +806,7 @@ static int add_indexed(struct dindex *di, struct dirix *d, const char *name, siz
 		       ext2_ino_t ino, int ftype)
 {
 	struct grow_ctx g = { .di = di, .d = d };
-	const struct dx_blocks blocks = { .ctx = &g, .read = grow_read, .write = grow_write,
-					  .append = grow_append, .moved = grow_moved };
+	const struct dx_blocks blocks = grow_blocks(&g);
 	struct dx_path p;
 	uint32_t off;
 	int rc;
@@ -811,34 +830,6 @@ static int add_indexed(struct dindex *di, struct dirix *d, const char *name, siz
 	return -EAGAIN;
 }
 
-/* Find the entry e points at in blockbuf (already read), and its
- * predecessor in the block (NULL if first).  -EIO if the block no longer
- * matches the index. */
-static int locate(struct dindex *di, const struct dent *e,
-		  struct dirent_view *found, struct dirent_view *prev, bool *has_prev)
-{
-	struct dirblock_cursor c;
-	struct dirent_view cur;
-	int rc;
-
-	*has_prev = false;
-	dirblock_cursor_init(&c, di->fs, di->blockbuf);
-	while ((rc = dirblock_cursor_next(&c, &cur)) == 1) {
-		if (cur.off == e->off) {
-			if (cur.ino == 0 || cur.name_len != e->len ||
-			    memcmp(cur.de->name, e->name, e->len))
-				return -EIO;
-			*found = cur;
-			return 0;
-		}
-		if (cur.off > e->off)
-			break;
-		*prev = cur;
-		*has_prev = true;
-	}
-	return rc < 0 ? rc : -EIO;
-}
-
 /* ---- public API ------------------------------------------------------------ */
 
 struct dindex *dindex_new(ext2_filsys fs, size_t max_dirs)
@@ -854,7 +845,7 @@ struct dindex *dindex_new(ext2_filsys fs, size_t max_dirs)
 		di->ndir_buckets *= 2;
 	di->dir_buckets = calloc(di->ndir_buckets, sizeof(*di->dir_buckets));
 	di->blockbuf = malloc(fs->blocksize);
-	di->splitbuf = malloc(2 * (size_t)fs->blocksize);
+	di->splitbuf = malloc(4 * (size_t)fs->blocksize);
 	if (!di->dir_buckets || !di->blockbuf || !di->splitbuf) {
 		free(di->dir_buckets);
 		free(di->blockbuf);
@@ -1011,7 +1002,9 @@ int dindex_add(struct dindex *di, ext2_ino_t dir, const char *name, size_t len,
 		return rc;
 	if (name_find(d, name, len, name_hash(name, len)))
 		return -EEXIST;
-	rc = add_indexed(di, d, name, len, ino, ftype);
+	rc = index_if_full(di, d, len);
+	if (!rc)
+		rc = add_indexed(di, d, name, len, ino, ftype);
 	if (rc != -EAGAIN)
 		goto out;
 	rc = prepare_change(di, d);
@@ -1054,7 +1047,8 @@ static int find_entry(struct dindex *di, ext2_ino_t dir, const char *name, size_
 	if ((*d)->inline_dir)
 		return -EOPNOTSUPP;
 	rc = read_block(di, *d, (*e)->lblk);
-	return rc ? rc : locate(di, *e, found, prev, has_prev);
+	return rc ? rc : dirblock_locate(di->fs, di->blockbuf, (*e)->off, (*e)->name, (*e)->len, found, prev,
+					 has_prev);
 }
 
 int dindex_remove(struct dindex *di, ext2_ino_t dir, const char *name, size_t len)

@@ -17,9 +17,13 @@
  * follow) clears EXT2_INDEX_FL (the dx blocks then read as ordinary
  * directory blocks; with metadata_csum they are rewritten as empty leaf
  * blocks with a checksum tail, see dx_block_to_leaf), and the directory
- * stays linear from then on.  A linear directory is never indexed here.
+ * stays linear from then on.  A directory of one block on a file system
+ * with dir_index that an add does not fit is indexed first, as the kernel
+ * indexes it (dxmake.c); a linear directory of more blocks stays linear.
  * Splits move entries between blocks, so readdir positions in an indexed
- * directory are hash cookies (see dindex_readdir_batch); in a linear one,
+ * directory, and in one of one block on a dir_index file system (the
+ * kernel reads it in hash order too, and its index keeps that order), are
+ * hash cookies (see dindex_readdir_batch); in a linear one of more blocks,
  * where entries never move, block and offset.  An inline directory
  * (EXT4_INLINE_DATA_FL, read through inline.c) is only read: lookups,
  * readdir and dindex_is_empty work, changes are -EOPNOTSUPP.
@@ -68,7 +72,9 @@ int dindex_is_empty(struct dindex *di, ext2_ino_t dir);
  * across any changes made between calls (telldir/seekdir):
  *  - a linear directory: (logical block << 32) | byte offset in the block
  *    (entries never move between blocks);
- *  - an indexed directory: a hash cookie, "." 0 and ".." 1, then every name
+ *  - an indexed directory, or one of one block on a dir_index file system
+ *    (the kernel's order; it keeps when the directory is indexed): a hash
+ *    cookie, "." 0 and ".." 1, then every name
  *    in the order of its htree hash (major, minor), ((major >> 1) << 32) |
  *    minor, kept within [2, 2^63 - 2]; entries move between leaves when one
  *    splits, their names' hashes stay.  Names whose cookies are equal (a
@@ -139,6 +145,10 @@ void gap_tree_free(struct gap_tree *g);
 
 /* ---- one directory block (dirblock.c) ---- */
 
+/* A libext2fs error as -errno: -ENOMEM, -ENOSPC (no block, no room), a
+ * plain errno the I/O manager passed up, else -EIO. */
+int dir_errno(errcode_t err);
+
 /* One entry as found on disk. */
 struct dirent_view {
 	unsigned int off, rec_len, name_len;
@@ -166,6 +176,13 @@ unsigned int dirent_rec_len_at(ext2_filsys fs, char *buf, unsigned int off);
  * the block's entries) or -EIO (a corrupt entry); 1 with *e filled. */
 void dirblock_cursor_init(struct dirblock_cursor *c, ext2_filsys fs, char *buf);
 int dirblock_cursor_next(struct dirblock_cursor *c, struct dirent_view *e);
+
+/* The entry named name (len bytes) at offset off of buf, into *found, and
+ * the entry before it in the block into *prev (*has_prev false if it is
+ * the first).  -EIO if no such entry is there (the block does not match
+ * the caller's index), or the block is corrupt before it. */
+int dirblock_locate(ext2_filsys fs, char *buf, unsigned int off, const char *name, size_t len,
+		    struct dirent_view *found, struct dirent_view *prev, bool *has_prev);
 
 /* Largest entry size that fits into one existing entry's space, and into
  * the whole block (-EIO if it is corrupt). */
@@ -273,6 +290,38 @@ struct dx_blocks {
  * probe again.
  */
 int dx_grow(ext2_filsys fs, const struct dx_blocks *blocks, const struct dx_path *p, char *scratch);
+
+/*
+ * Split the full leaf src as the kernel's ext4 splits one (do_split): its
+ * named entries sorted by hash, the upper hashes, about half the block
+ * weighed by their rec_len, packed into hi as a new leaf in hash order, the
+ * others packed into lo in the order they had (src may be lo).
+ * *split_hash: the hash hi starts at, bit 0 set when equal hashes continue
+ * from lo into hi.  -EIO for a block that cannot be parsed, -EAGAIN for one
+ * with fewer than two names.
+ */
+int dx_split_leaf(ext2_filsys fs, int version, char *src, char *lo, char *hi, uint32_t *split_hash);
+
+/* ---- indexing a directory of one block (dxmake.c) ---- */
+
+/* The hash version a new index takes, and the readdir order of a one-block
+ * directory: the superblock's default hash, its unsigned-hash flag
+ * applied.  -1 without dir_index, or for a default this cannot hash. */
+int dx_default_version(ext2_filsys fs);
+
+/*
+ * Index dir, one block, as the kernel's ext4 indexes a directory a new name
+ * does not fit: two blocks appended through b (empty, before any name
+ * moves), block 0's names but "." and ".." split by hash into them
+ * (dx_split_leaf), block 0 rewritten as the dx root indexing both,
+ * EXT2_INDEX_FL set.  The caller adds the name through the index.
+ * scratch: four blocks.  -EAGAIN with nothing changed when there is nothing
+ * to split (fewer than two names) or no default hash; -EIO when block 0
+ * does not start with "." and ".."; an allocation's -ENOSPC leaves the
+ * blocks added so far empty (a valid linear directory; the caller's
+ * rollback takes them back).
+ */
+int dx_make_index(ext2_filsys fs, ext2_ino_t dir, const struct dx_blocks *b, char *scratch);
 
 /* ---- hash-ordered readdir (dxorder.c) ---- */
 

@@ -33,6 +33,7 @@ static void st32(char *p, uint32_t v) { memcpy(p, &v, 4); }
 struct leaf_ent {
 	uint32_t hash;
 	unsigned int off, size;         /* where it is, the bytes it needs */
+	unsigned int rec_len;           /* the bytes it holds (the split weighs these) */
 };
 
 static int leaf_ent_cmp(const void *a, const void *b)
@@ -41,6 +42,13 @@ static int leaf_ent_cmp(const void *a, const void *b)
 
 	if (x->hash != y->hash)
 		return x->hash < y->hash ? -1 : 1;
+	return x->off < y->off ? -1 : x->off > y->off;
+}
+
+static int leaf_ent_off_cmp(const void *a, const void *b)
+{
+	const struct leaf_ent *x = a, *y = b;
+
 	return x->off < y->off ? -1 : x->off > y->off;
 }
 
@@ -75,8 +83,8 @@ static int leaf_pack(ext2_filsys fs, const char *src, const struct leaf_ent *ent
 	return 0;
 }
 
-/* The named entries of leaf with their hashes, sorted by hash; *n of them. */
-static int leaf_collect(ext2_filsys fs, int version, char *leaf, struct leaf_ent **out, size_t *n)
+/* The named entries of blk with their hashes, sorted by hash; *n of them. */
+static int leaf_collect(ext2_filsys fs, int version, char *blk, struct leaf_ent **out, size_t *n)
 {
 	struct leaf_ent *ents = malloc(fs->blocksize / 8 * sizeof(*ents));
 	struct dirblock_cursor c;
@@ -87,12 +95,13 @@ static int leaf_collect(ext2_filsys fs, int version, char *leaf, struct leaf_ent
 	if (!ents)
 		return -ENOMEM;
 	*n = 0;
-	dirblock_cursor_init(&c, fs, leaf);
+	dirblock_cursor_init(&c, fs, blk);
 	while ((rc = dirblock_cursor_next(&c, &e)) == 1) {
 		if (e.ino == 0)
 			continue;
 		ents[*n].off = e.off;
 		ents[*n].size = dirent_size(e.name_len);
+		ents[*n].rec_len = e.rec_len;
 		if (dx_name_hash(fs, version, e.de->name, e.name_len, &ents[*n].hash, &minor)) {
 			rc = -EIO;
 			break;
@@ -108,46 +117,47 @@ static int leaf_collect(ext2_filsys fs, int version, char *leaf, struct leaf_ent
 	return 0;
 }
 
-/* Split the full leaf in leaf: the entries of the upper hashes (about half
- * the bytes) move into fresh, laid out here as a new leaf; both end packed.
- * *split_hash: the hash fresh starts at, bit 0 set when equal hashes
- * continue from leaf into fresh.  -EIO for a block that cannot be parsed,
- * -EAGAIN for one with fewer than two names. */
-static int split_leaf(ext2_filsys fs, int version, char *leaf, char *fresh, uint32_t *split_hash)
+int dx_split_leaf(ext2_filsys fs, int version, char *src, char *lo, char *hi, uint32_t *split_hash)
 {
 	struct leaf_ent *ents;
 	size_t n, split, move = 0;
 	unsigned int moved_bytes = 0;
 	char *copy;
+	long i;
 	int rc;
 
-	rc = leaf_collect(fs, version, leaf, &ents, &n);
+	rc = leaf_collect(fs, version, src, &ents, &n);
 	if (rc)
 		return rc;
 	if (n < 2) {
 		free(ents);
 		return -EAGAIN; /* a block one name fills: splitting cannot help */
 	}
-	/* From the top hash down, move entries while the moved ones stay within
+	/* As the kernel's do_split: from the top hash down, move entries while
+	 * the moved ones, weighed by their rec_len (slack included), stay within
 	 * half a block (an entry counts as moved when most of it would land in
-	 * the upper half); if that moves all or nothing, halve by count. */
-	for (size_t i = n; i-- > 0;) {
-		if (moved_bytes + ents[i].size / 2 > fs->blocksize / 2)
+	 * the upper half); if that stops only at the lowest entry or never,
+	 * halve by count. */
+	for (i = (long)n - 1; i >= 0; i--) {
+		if (moved_bytes + ents[i].rec_len / 2 > fs->blocksize / 2)
 			break;
-		moved_bytes += ents[i].size;
+		moved_bytes += ents[i].rec_len;
 		move++;
 	}
-	split = move > 0 && move < n ? n - move : n / 2;
+	split = i > 0 && move > 0 ? n - move : n / 2;
 	*split_hash = ents[split].hash | (ents[split].hash == ents[split - 1].hash ? 1 : 0);
+	/* the kernel moves the upper entries in hash order and packs the
+	 * others where they were: in block order */
+	qsort(ents, split, sizeof(*ents), leaf_ent_off_cmp);
 	copy = malloc(fs->blocksize);
 	if (!copy) {
 		free(ents);
 		return -ENOMEM;
 	}
-	memcpy(copy, leaf, fs->blocksize);
-	rc = leaf_pack(fs, copy, ents + split, n - split, fresh);
+	memcpy(copy, src, fs->blocksize);      /* src may be lo */
+	rc = leaf_pack(fs, copy, ents + split, n - split, hi);
 	if (!rc)
-		rc = leaf_pack(fs, copy, ents, split, leaf);
+		rc = leaf_pack(fs, copy, ents, split, lo);
 	free(copy);
 	free(ents);
 	return rc;
@@ -233,7 +243,7 @@ static int grow_leaf(ext2_filsys fs, const struct dx_blocks *b, const struct dx_
 
 	rc = b->read(b->ctx, p->leaf, leaf);
 	if (!rc)
-		rc = split_leaf(fs, p->version, leaf, fresh, &hash);
+		rc = dx_split_leaf(fs, p->version, leaf, leaf, fresh, &hash);
 	if (!rc)
 		rc = b->append(b->ctx, fresh, &lblk);
 	if (!rc)

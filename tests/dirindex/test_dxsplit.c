@@ -6,6 +6,11 @@
  * splits, index node splits and a new level, with a readdir opened before
  * the changes and finished after them; the index fills up at its depth
  * (the directory turns linear), or with large_dir gets a third level.
+ * Fresh directories on ext3 and ext4 images become htrees when a name no
+ * longer fits their one block (root and two leaves), a readdir begun at one
+ * block seeing each name once; with no block or one block free that add
+ * gets ENOSPC and leaves a valid linear directory; one whose first entry
+ * is not "." gets EIO, unchanged.
  * Every image must pass e2fsck -fn, which checks the htree (pass 2).
  *
  * Exit 0 pass, 77 skip (no mke2fs/e2fsck), 1 fail.
@@ -523,6 +528,194 @@ static int test_fill(bool large_dir)
 	return fsck_clean(img);
 }
 
+/* The files no name points to are freed (e2fsck: an inode in use needs a link). */
+static int free_unlinked_files(ext2_filsys fs)
+{
+	for (size_t f = 0; f < sizeof(files) / sizeof(files[0]); f++) {
+		struct ext2_inode inode;
+
+		TEST_CHECK_RET(ext2fs_read_inode(fs, files[f], &inode) == 0, "read");
+		if (inode.i_links_count)
+			continue;
+		inode.i_dtime = (__u32)time(NULL);
+		TEST_CHECK_RET(ext2fs_write_inode(fs, files[f], &inode) == 0, "write");
+		ext2fs_inode_alloc_stats2(fs, files[f], -1, 0);
+	}
+	return 0;
+}
+
+/* A fresh image (-t type, bs-byte blocks, size MiB) with an empty /h. */
+static int fresh_image(const char *img, const char *type, int bs, int size, ext2_filsys *fs, ext2_ino_t *dir)
+{
+	TEST_CHECK_RET(run_shell("mke2fs -q -F -t %s -N 2048 -b %d %s %dM >/dev/null 2>&1", type, bs, img,
+				 size) == 0, "mke2fs");
+	if (open_fs(img, fs))
+		return -1;
+	TEST_CHECK_RET(ext2fs_mkdir(*fs, EXT2_ROOT_INO, 0, "h") == 0 &&
+	      ext2fs_lookup(*fs, EXT2_ROOT_INO, "h", 1, NULL, dir) == 0 && make_files(*fs) == 0, "setup");
+	return 0;
+}
+
+/*
+ * A fresh directory takes names until it is far past one block: while one
+ * block it is linear, the name that does not fit makes it an htree of
+ * three blocks (root, two leaves) in the superblock's default hash, then it
+ * grows by splits; a readdir begun at one block and finished after returns
+ * each name present throughout once.
+ */
+static int test_make(const char *type, int bs)
+{
+	const int n = 3000;
+	unsigned char *present = calloc(n, 1);
+	struct reader r = { .n = n, .batch = 3 };
+	char img[512], name[300];
+	struct dindex *di;
+	ext2_filsys fs;
+	ext2_ino_t dir, ino;
+	int made = -1, ftype;
+
+	printf("%s, %d-byte blocks: a fresh directory past one block:\n", type, bs);
+	snprintf(img, sizeof(img), "%s/make.img", scratch);
+	r.seen = calloc(n, 1);
+	TEST_CHECK_RET(present && r.seen, "calloc");
+	if (fresh_image(img, type, bs, 64, &fs, &dir))
+		return -1;
+	di = dindex_new(fs, 2);
+	TEST_CHECK_RET(di, "dindex_new");
+	for (int i = 0; i < n; i++) {
+		bool one = dir_blocks(fs, dir) == 1;
+
+		/* every fourth name long, the first few short */
+		if (add_name(di, dir, i, i % 4 == 0 && i > 8 ? 200 + i % 56 : 12))
+			return -1;
+		present[i] = 1;
+		if (i == 8 && read_on(di, dir, &r, 1))
+			return -1;
+		if (one && dir_blocks(fs, dir) > 1) {
+			made = i;
+			TEST_CHECK_RET(dir_blocks(fs, dir) == 3 && has_index(fs, dir) && levels(fs, dir) == 0,
+			      "name %d: %u blocks, indexed %d, levels %d", i, dir_blocks(fs, dir),
+			      has_index(fs, dir), levels(fs, dir));
+		}
+		TEST_CHECK_RET(has_index(fs, dir) == (dir_blocks(fs, dir) > 1), "name %d: indexed %d at %u blocks", i,
+		      has_index(fs, dir), dir_blocks(fs, dir));
+		if (i > 8 && i % 301 == 0 && read_on(di, dir, &r, 1))
+			return -1;
+	}
+	TEST_CHECK_RET(made > 0, "never indexed");
+	if (read_on(di, dir, &r, 1 << 30))
+		return -1;
+	for (int i = 0; i < n; i++)
+		TEST_CHECK_RET(i > 8 ? r.seen[i] <= 1 : r.seen[i] == 1, "n%d seen %d times", i, r.seen[i]);
+	TEST_CHECK_RET(r.dots == 2 && r.other == 0, "dots %d other %d", r.dots, r.other);
+	printf("  indexed at name %d; %d names, %u blocks, indirect_levels %d; a readdir across: each name once\n",
+	       made, n, dir_blocks(fs, dir), levels(fs, dir));
+	dindex_drop_all(di);
+	for (int i = 0; i < n; i++) {
+		size_t l = name_of(name, i, i % 4 == 0 && i > 8 ? 200 + i % 56 : 12);
+
+		TEST_CHECK_RET(dindex_lookup(di, dir, name, l, &ino, &ftype) == 0, "lookup %s", name);
+	}
+	dindex_free(di);
+	TEST_CHECK_RET(set_links(fs, present, n) == 0 && free_unlinked_files(fs) == 0, "links");
+	TEST_CHECK_RET(ext2fs_close_free(&fs) == 0, "close");
+	free(present);
+	free(r.seen);
+	return fsck_clean(img);
+}
+
+/*
+ * A full one-block directory on an image with `spare` blocks free: the
+ * index needs two, so the add fails with ENOSPC, and the directory left
+ * behind (without the rollback the daemon adds) is a valid linear one
+ * holding every name.
+ */
+static int test_make_enospc(const char *type, int spare)
+{
+	unsigned char present[200] = { 0 };
+	blk64_t *held, b = 0;
+	size_t nheld = 0;
+	char img[512], name[300];
+	struct dindex *di;
+	ext2_filsys fs;
+	ext2_ino_t dir, ino;
+	int n = 0, rc = 0, ftype;
+
+	printf("%s, 1024-byte blocks, %d block(s) free: a full one-block directory:\n", type, spare);
+	snprintf(img, sizeof(img), "%s/enospc.img", scratch);
+	if (fresh_image(img, type, 1024, 8, &fs, &dir))
+		return -1;
+	held = malloc(ext2fs_blocks_count(fs->super) * sizeof(*held));
+	TEST_CHECK_RET(held, "malloc");
+	while (ext2fs_free_blocks_count(fs->super) > (blk64_t)spare && !ext2fs_new_block2(fs, b, NULL, &b)) {
+		ext2fs_block_alloc_stats2(fs, b, +1);
+		held[nheld++] = b;
+	}
+	TEST_CHECK_RET(ext2fs_free_blocks_count(fs->super) == (blk64_t)spare, "free blocks %llu",
+	      (unsigned long long)ext2fs_free_blocks_count(fs->super));
+	di = dindex_new(fs, 2);
+	TEST_CHECK_RET(di, "dindex_new");
+	while (n < 200) {
+		size_t l = name_of(name, n, 100);
+
+		rc = dindex_add(di, dir, name, l, files[0], EXT2_FT_REG_FILE);
+		if (rc)
+			break;
+		present[n++] = 1;
+	}
+	TEST_CHECK_RET(rc == -ENOSPC, "%d names, then %d", n, rc);
+	TEST_CHECK_RET(!has_index(fs, dir) && dir_blocks(fs, dir) == 1u + (unsigned)spare,
+	      "indexed %d, %u blocks", has_index(fs, dir), dir_blocks(fs, dir));
+	dindex_drop_all(di);
+	for (int i = 0; i < n; i++) {
+		size_t l = name_of(name, i, 100);
+
+		TEST_CHECK_RET(dindex_lookup(di, dir, name, l, &ino, &ftype) == 0, "lookup %s", name);
+	}
+	printf("  %d names, ENOSPC, %u block(s), not indexed\n", n, dir_blocks(fs, dir));
+	dindex_free(di);
+	while (nheld)
+		ext2fs_block_alloc_stats2(fs, held[--nheld], -1);
+	free(held);
+	TEST_CHECK_RET(set_links(fs, present, n) == 0 && free_unlinked_files(fs) == 0, "links");
+	TEST_CHECK_RET(ext2fs_close_free(&fs) == 0, "close");
+	return fsck_clean(img);
+}
+
+/* A full one-block directory whose first entry is not ".": the add that
+ * would index it gets EIO (the root keeps "." and ".." at fixed places, as
+ * the kernel does) and the directory stays as it was. */
+static int test_make_no_dot(void)
+{
+	char img[512], name[300], *buf;
+	struct dindex *di;
+	ext2_filsys fs;
+	ext2_ino_t dir;
+	blk64_t pblk;
+	int n = 0, rc = 0;
+
+	printf("a full one-block directory without \".\" first:\n");
+	snprintf(img, sizeof(img), "%s/nodot.img", scratch);
+	if (fresh_image(img, "ext4", 1024, 8, &fs, &dir))
+		return -1;
+	buf = malloc(fs->blocksize);
+	TEST_CHECK_RET(buf && ext2fs_bmap2(fs, dir, NULL, NULL, 0, 0, NULL, &pblk) == 0 &&
+	      ext2fs_read_dir_block4(fs, pblk, buf, 0, dir) == 0, "read block 0");
+	((struct ext2_dir_entry *)buf)->name[0] = ',';
+	TEST_CHECK_RET(ext2fs_write_dir_block4(fs, pblk, buf, 0, dir) == 0, "write block 0");
+	di = dindex_new(fs, 2);
+	TEST_CHECK_RET(di, "dindex_new");
+	while (n < 200 && !(rc = dindex_add(di, dir, name, name_of(name, n, 100), files[0], EXT2_FT_REG_FILE)))
+		n++;
+	TEST_CHECK_RET(rc == -EIO && dir_blocks(fs, dir) == 1 && !has_index(fs, dir),
+	      "%d names, then %d; %u blocks, indexed %d", n, rc, dir_blocks(fs, dir), has_index(fs, dir));
+	printf("  %d names, then EIO; one block, not indexed\n", n);
+	dindex_free(di);
+	free(buf);
+	ext2fs_close_free(&fs);
+	return 0;
+}
+
 int main(void)
 {
 	if (run_shell("command -v mke2fs >/dev/null && command -v e2fsck >/dev/null") != 0) {
@@ -540,6 +733,13 @@ int main(void)
 	test_grow(4096, 3000, 20000, 40);
 	test_fill(false);
 	test_fill(true);
+	test_make("ext3", 1024);
+	test_make("ext3", 4096);
+	test_make("ext4", 1024);
+	test_make("ext4", 4096);
+	test_make_enospc("ext3", 0);
+	test_make_enospc("ext4", 1);
+	test_make_no_dot();
 	run_shell("rm -rf %s", scratch);
 	printf("%s\n", failures ? "FAILED" : "ok");
 	return failures ? 1 : 0;

@@ -42,12 +42,6 @@ EXPECTED = {
     "fallocate/mode0-stat": lambda k, o, bs: (
         (k["size"], k["blocks"]) == (0, 0) and (o["size"], o["blocks"]) == (5 * bs, 5 * bs // 512)
         and dict(k, size=0, blocks=0) == dict(o, size=0, blocks=0)),
-    # Directories recon-fuse grows stay linear (fuse/dirindex.h, a design
-    # decision); the kernel's htree leaves split half full, so a large
-    # directory takes more blocks there.  Everything else must agree.
-    "dirs/big-stat": lambda k, o, bs: (
-        dict(k, size=0, blocks=0) == dict(o, size=0, blocks=0) and o["size"] % bs == 0
-        and o["size"] <= k["size"] and o["blocks"] <= k["blocks"]),
     # O_TMPFILE: the FUSE protocol has TMPFILE, but libfuse 3.14 (Debian 12's)
     # has no operation for it, so the kernel's FUSE client answers EOPNOTSUPP.
     "tmpfile/open": lambda k, o, bs: k == "ok" and o == "err:" + errno.errorcode[errno.EOPNOTSUPP],
@@ -67,9 +61,9 @@ EXPECTED = {
 
 # On ext4 (extent-mapped files) the kernel allocates for fallocate as
 # recon-fuse does and frees no index block a punch empties; what stays
-# different is the FUSE client's and the directory layout's.
+# different is the FUSE client's.
 EXPECTED_EXT4 = {step: EXPECTED[step] for step in (
-    "dirs/big-stat", "tmpfile/open", "tmpfile/named", "flags/user-write-imm")}
+    "tmpfile/open", "tmpfile/named", "flags/user-write-imm")}
 EXPECTED_EXT4.update({
     # The kernel converts a small extent-mapped file to a block map when
     # its extents flag is cleared (ext4_ind_migrate); recon-fuse does not
