@@ -458,6 +458,20 @@ undo:
 /* The kernel's reference to a node just made (committed already, so the
  * reply goes out): out of memory it is not counted, and an unlink while the
  * kernel holds it frees it at once, as before lookups were counted. */
+/* make_node, once more after a commit if it ran short of space while freed
+ * blocks waited for their commit (wr_retry_enospc), as ext3 retries. */
+static int make_node_retrying(struct rfs *r, fuse_req_t req, ext2_ino_t dir, const char *name,
+			      unsigned mode, dev_t rdev, const char *link,
+			      struct fuse_entry_param *e, ext2_ino_t *ino)
+{
+	bool retried = false;
+	int ret;
+	do
+		ret = make_node(r, req, dir, name, mode, rdev, link, e, ino);
+	while (wr_retry_enospc(r, ret, &retried));
+	return ret;
+}
+
 static void hold_new(struct rfs *r, ext2_ino_t ino)
 {
 	if (lookup_get(r, ino))
@@ -476,8 +490,8 @@ static void reply_new(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	lock(r);
 	ret = wr_begin(r);
 	if (!ret)
-		ret = wr_end(r, make_node(r, req, to_ext(parent), name, mode, rdev, link, &e, &ino),
-			     false);
+		ret = wr_end(r, make_node_retrying(r, req, to_ext(parent), name, mode, rdev, link, &e,
+						   &ino), false);
 	if (!ret)
 		hold_new(r, ino);
 	unlock(r);
@@ -513,8 +527,9 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 	lock(r);
 	ret = wr_begin(r);
 	if (!ret)
-		ret = wr_end(r, make_node(r, req, to_ext(parent), name,
-					  (mode & 07777) | LINUX_S_IFREG, 0, NULL, &e, &ino), false);
+		ret = wr_end(r, make_node_retrying(r, req, to_ext(parent), name,
+						   (mode & 07777) | LINUX_S_IFREG, 0, NULL, &e, &ino),
+			     false);
 	set_open_mode(fi);
 	if (!ret) {
 		hold_new(r, ino);
@@ -834,11 +849,44 @@ void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t n
 
 	lock(r);
 	ret = wr_begin(r);
-	if (!ret)
-		ret = wr_end(r, do_rename(r, to_ext(parent), name, to_ext(newparent), newname, flags),
-			     false);
+	if (!ret) {
+		bool retried = false;
+		do
+			ret = do_rename(r, to_ext(parent), name, to_ext(newparent), newname, flags);
+		while (wr_retry_enospc(r, ret, &retried));
+		ret = wr_end(r, ret, false);
+	}
 	unlock(r);
 	fuse_reply_err(req, -ret);
+}
+
+/* The body of link(2): dir gains newname for ino (lock held, in an
+ * operation). */
+static int link_name(struct rfs *r, ext2_ino_t ino, ext2_ino_t dir, const char *newname,
+		     struct ext2_inode *in, struct fuse_entry_param *e)
+{
+	int ret = check_new_name(r, dir, newname);
+	if (!ret)
+		ret = get_inode(r, ino, in);
+	if (!ret && LINUX_S_ISDIR(in->i_mode))
+		ret = -EPERM;
+	if (!ret)
+		ret = flags_check_modify(in);   /* may_linkat */
+	if (!ret && in->i_links_count >= LINK_MAX_EXT3)
+		ret = -EMLINK;
+	if (!ret && in->i_links_count == 0)
+		ret = -ENOENT;
+	if (!ret)
+		ret = dindex_add(r->di, dir, newname, strlen(newname), ino, ftype_of(r, in->i_mode));
+	if (!ret) {
+		in->i_links_count++;
+		in->i_ctime = stamp_now(r, ino, T_C);
+		ret = put_inode(r, ino, in);
+		touch_dir(r, dir, 0);
+	}
+	if (!ret)
+		fill_entry(r, ino, in, e);
+	return ret;
 }
 
 void op_link(fuse_req_t req, fuse_ino_t fino, fuse_ino_t newparent, const char *newname)
@@ -853,27 +901,10 @@ void op_link(fuse_req_t req, fuse_ino_t fino, fuse_ino_t newparent, const char *
 	ret = wr_begin(r);
 	if (ret)
 		goto out;
-	ret = check_new_name(r, dir, newname);
-	if (!ret)
-		ret = get_inode(r, ino, &in);
-	if (!ret && LINUX_S_ISDIR(in.i_mode))
-		ret = -EPERM;
-	if (!ret)
-		ret = flags_check_modify(&in);   /* may_linkat */
-	if (!ret && in.i_links_count >= LINK_MAX_EXT3)
-		ret = -EMLINK;
-	if (!ret && in.i_links_count == 0)
-		ret = -ENOENT;
-	if (!ret)
-		ret = dindex_add(r->di, dir, newname, strlen(newname), ino, ftype_of(r, in.i_mode));
-	if (!ret) {
-		in.i_links_count++;
-		in.i_ctime = stamp_now(r, ino, T_C);
-		ret = put_inode(r, ino, &in);
-		touch_dir(r, dir, 0);
-	}
-	if (!ret)
-		fill_entry(r, ino, &in, &e);
+	bool retried = false;
+	do
+		ret = link_name(r, ino, dir, newname, &in, &e);
+	while (wr_retry_enospc(r, ret, &retried));
 	ret = wr_end(r, ret, false);
 	if (!ret)
 		hold_new(r, ino);

@@ -139,46 +139,28 @@ int xattr_feature_on(struct rfs *r)
 	return 0;
 }
 
-void op_setxattr(fuse_req_t req, fuse_ino_t fino, const char *name, const char *value,
-			size_t size, int flags)
+/* The body of setxattr (lock held, in an operation). */
+static int set_xattr(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *name,
+		     const char *value, size_t size, int flags)
 {
-	struct rfs *r = R(req);
-	ext2_ino_t ino = to_ext(fino);
 	struct ext2_xattr_handle *h = NULL;
 	void *old = NULL;
 	size_t oldlen;
-	int ret;
-
-	if (!xattr_name_ok(r, name) || xattr_name_empty(name)) {
-		fuse_reply_err(req, xattr_name_empty(name) ? EINVAL : EOPNOTSUPP);
-		return;
-	}
-	if (strlen(name) > 255 || size > 65536) {
-		fuse_reply_err(req, strlen(name) > 255 ? ERANGE : E2BIG);
-		return;
-	}
-	lock(r);
-	ret = wr_begin(r);
+	int ret = flags_check_modify_ino(r, ino);   /* immutable, append-only */
 	if (ret)
-		goto out;
-	ret = flags_check_modify_ino(r, ino);   /* immutable, append-only */
-	if (ret)
-		goto end;
+		return ret;
 	if (acl_name(name)) {
 		/* an empty ACL (the header alone) removes it, as the kernel's */
 		bool none = size == sizeof(uint32_t);
-		ret = acl_set(r, req, ino, name, none ? NULL : value, size);
-		goto end;
+		return acl_set(r, req, ino, name, none ? NULL : value, size);
 	}
-	if (!ext2fs_has_feature_xattr(r->fs->super) && (flags & XATTR_REPLACE)) {
-		ret = -ENODATA;   /* nothing to replace, and the feature stays off */
-		goto end;
-	}
+	if (!ext2fs_has_feature_xattr(r->fs->super) && (flags & XATTR_REPLACE))
+		return -ENODATA;   /* nothing to replace, and the feature stays off */
 	ret = xattr_feature_on(r);
 	if (!ret)
 		ret = xattr_open(r, ino, &h);
 	if (ret)
-		goto end;
+		return ret;
 	errcode_t e = ext2fs_xattr_get(h, name, &old, &oldlen);
 	if (!e)
 		ext2fs_free_mem(&old);
@@ -197,9 +179,34 @@ void op_setxattr(fuse_req_t req, fuse_ino_t fino, const char *name, const char *
 		ret = xattr_drop_empty_block(r, ino);
 	if (!ret)
 		ret = touch_ctime(r, ino);
-end:
-	ret = wr_end(r, ret, false);
-out:
+	return ret;
+}
+
+void op_setxattr(fuse_req_t req, fuse_ino_t fino, const char *name, const char *value,
+			size_t size, int flags)
+{
+	struct rfs *r = R(req);
+	ext2_ino_t ino = to_ext(fino);
+	int ret;
+
+	if (!xattr_name_ok(r, name) || xattr_name_empty(name)) {
+		fuse_reply_err(req, xattr_name_empty(name) ? EINVAL : EOPNOTSUPP);
+		return;
+	}
+	if (strlen(name) > 255 || size > 65536) {
+		fuse_reply_err(req, strlen(name) > 255 ? ERANGE : E2BIG);
+		return;
+	}
+	lock(r);
+	ret = wr_begin(r);
+	if (!ret) {
+		/* an xattr block may need a block freed by a commit not yet made */
+		bool retried = false;
+		do
+			ret = set_xattr(r, req, ino, name, value, size, flags);
+		while (wr_retry_enospc(r, ret, &retried));
+		ret = wr_end(r, ret, false);
+	}
 	unlock(r);
 	fuse_reply_err(req, -ret);
 }

@@ -2,7 +2,9 @@
 # Freed space is reusable before anyone forces a commit, as on ext3 (an
 # allocation that fails while freed blocks wait for their commit commits and
 # retries): on a 64 MiB image, write 40 MiB, rm, write 40 MiB again, three
-# times, each write whole.  A fallocate that fails after an rm (the indirect
+# times, each write whole; on a full disk, after an rm of small files, a
+# directory of long names, a long symlink, an xattr block and a link.  A
+# fallocate that fails after an rm (the indirect
 # blocks do not fit) is undone in time proportional to what it did, not to
 # the disk: on 64, 128 and 256 MiB images it fails within a bound while a
 # concurrent statvfs keeps being answered; a fallocate that fits once the
@@ -96,6 +98,45 @@ for size in 64M 128M 256M; do
 	fsck_clean "$img" "$size, after the fallocates"
 	rm -f "$img"
 done
+
+# Names and xattrs reuse freed space too: fill the disk, rm small files, then make a
+# directory of long names (new directory blocks), a long symlink and an
+# xattr block, none of which may fail for the frees not yet committed.
+img="$SCRATCH/names.img"
+mkimg "$img" 1024 16M
+mount_recon "$img" "$mnt" || die "mount (names)"
+for i in $(seq 0 19); do head -c 8192 /dev/zero >"$mnt/small$i"; done
+dd if=/dev/zero of="$mnt/fill" bs=1M count=64 status=none 2>/dev/null
+dd if=/dev/zero of="$mnt/fill2" bs=1k count=64k status=none 2>/dev/null   # to the last block
+rm -f "$mnt"/small*
+python3 - "$mnt" <<'EOF2' || fail "names, a symlink and an xattr in freed space"
+import os, sys, time
+from pylib import Checker
+c = Checker("enospc_reuse-names")
+m = sys.argv[1]
+# the 160 blocks come back once the kernel forgets the inodes and the reaper
+# has freed them (in the open transaction: not yet reusable)
+deadline = time.monotonic() + 5
+while os.statvfs(m).f_bfree < 160 and time.monotonic() < deadline:
+    time.sleep(0.01)
+os.mkdir(os.path.join(m, "d"))
+made = 0
+for i in range(400):
+    try:
+        open(os.path.join(m, "d", "%04d-%s" % (i, "n" * 200)), "w").close()
+        made += 1
+    except OSError as e:
+        c.ok(False, "create %d after the rm: %s" % (i, e))
+        break
+c.eq(made, 400, "long names created in freed space")
+c.succeeds(os.symlink, "t" * 900, os.path.join(m, "link"))
+c.succeeds(os.setxattr, os.path.join(m, "d"), "user.big", b"x" * 900)
+c.succeeds(os.link, os.path.join(m, "d", "0000-" + "n" * 200), os.path.join(m, "d", "again-" + "n" * 200))
+c.done()
+EOF2
+umount_recon "$mnt"
+fsck_clean "$img" "names in freed space"
+rm -f "$img"
 
 # A fallocate whose indirect blocks do not fit one transaction (1 KiB blocks,
 # the smallest journal: 1024 blocks) commits midway instead of failing the
