@@ -564,6 +564,12 @@ static void scan_journal_sb(struct scan *s)
 		V(INV_JOURNAL_SB, "journal superblock (block %llu): %s", (unsigned long long)b0, why);
 }
 
+/* Reserved GDT blocks read per call of the scan's resize-inode check: up
+ * to 1,024 blocks follow the descriptors, and a buffer for all of them
+ * would be the mount's largest allocation; runs this long are still read
+ * as a few large reads (past an I/O manager's block cache). */
+#define RGDT_CHUNK_BLOCKS 128u
+
 /* Entry idx of a resize-inode indirect block holding want?  Reports the
  * first difference of the block under what. */
 static bool ptrs_as_expected(struct scan *s, const uint8_t *blk, const uint32_t *want, uint32_t n,
@@ -622,16 +628,14 @@ static void scan_resize_inode(struct scan *s, const struct ext2_inode *in)
 		V(INV_STATIC_FROZEN, "s_reserved_gdt_blocks %u reach past the end of the file system", rgdt);
 		return;
 	}
-	uint32_t *want = malloc((size_t)apb * sizeof(*want)), *copies = NULL;
-	uint8_t *tab = rgdt ? malloc((size_t)rgdt * fs->bs) : NULL;
-	if (!want || (rgdt && !tab)) {
+	uint32_t *want = malloc((size_t)apb * sizeof(*want)), *copies = malloc((size_t)apb * sizeof(*copies));
+	uint32_t chunk = rgdt < RGDT_CHUNK_BLOCKS ? rgdt : RGDT_CHUNK_BLOCKS;
+	uint8_t *tab = chunk ? malloc((size_t)chunk * fs->bs) : NULL;
+	if (!want || !copies || (chunk && !tab)) {
 		s->err = -ENOMEM;
 		goto out;
 	}
 	int r = chk_read_block(fs, dind, s->buf);
-	/* the primary reserved GDT blocks follow the descriptors: one read */
-	if (!r && rgdt)
-		r = fs->read(fs->ctx, first * fs->bs, tab, (size_t)rgdt * fs->bs);
 	if (r) {
 		s->err = r < 0 ? r : -EIO;
 		goto out;
@@ -645,15 +649,21 @@ static void scan_resize_inode(struct scan *s, const struct ext2_inode *in)
 		if (chk_group_has_super(fs, g))
 			want[nbak++] = g;
 	uint64_t owned = 1 + (uint64_t)rgdt * (1 + nbak);
-	copies = malloc((size_t)apb * sizeof(*copies));
-	if (!copies) {
-		s->err = -ENOMEM;
-		goto out;
-	}
+	/* the primary reserved GDT blocks follow the descriptors: read a run
+	 * at a time into one small buffer, not all 4 MiB at once */
 	for (uint32_t i = 0; i < rgdt; i++) {
+		if (i % chunk == 0) {
+			uint32_t run = rgdt - i < chunk ? rgdt - i : chunk;
+			r = fs->read(fs->ctx, (first + i) * fs->bs, tab, (size_t)run * fs->bs);
+			if (r) {
+				s->err = r < 0 ? r : -EIO;
+				goto out;
+			}
+		}
 		for (uint32_t k = 0; k < nbak; k++)
 			copies[k] = (uint32_t)(first + i + (uint64_t)want[k] * fs->bpg);
-		if (!ptrs_as_expected(s, tab + (size_t)i * fs->bs, copies, nbak, "reserved GDT block", first + i))
+		if (!ptrs_as_expected(s, tab + (size_t)(i % chunk) * fs->bs, copies, nbak,
+				      "reserved GDT block", first + i))
 			goto out;
 	}
 	if (!chk_iblocks_ok(fs, in, owned))
