@@ -235,7 +235,9 @@ int chk_scan(struct chk_fs *fs, struct chk_verdict **out);
  * for: a scan found them in the free form and only approved commits wrote
  * the table since (a seal; checker/README.md says what it rests on).
  * chk_scan then reads of such a group's table only the blocks up to its last
- * inode in use, none when it has none.  Copied; NULL: every table is read in
+ * inode in use, none when it has none; with group 0's bit, not the resize
+ * inode's double-indirect and reserved GDT blocks either (no approved commit
+ * writes them: INV_STATIC_FROZEN).  Copied; NULL: every table is read in
  * full.  0, -EINVAL (ngroups is not the image's) or -ENOMEM.
  */
 int chk_set_sealed(struct chk_fs *fs, const uint8_t *bits, uint32_t ngroups);

@@ -8,6 +8,7 @@
 #include "io.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,7 +70,12 @@ static int prepare(struct rfs *r, struct fuse_args *args, int *bdev_claim)
 	*bdev_claim = mountstate_fuseblk_claim(cfg, args);
 	cfg->io.shared_bdev = *bdev_claim >= 0;
 	rio_set_config(&cfg->io);
-	return prepare_fs(r);
+	if (prepare_fs(r))
+		return -1;
+	/* the mount's passes (bitmaps, the check) freed what they read:
+	 * given back, not kept resident for the whole session */
+	(void)malloc_trim(0);
+	return 0;
 }
 
 /* Mount the session and get ready to serve: the channel, what the mount

@@ -303,6 +303,18 @@ static bool c_resize_rgdt_entry(const struct fz_image *im, uint8_t *img)
 	return true;
 }
 
+/* The last reserved GDT block's first entry moved: the scan reads the
+ * blocks a run at a time, and the last run is checked too. */
+static bool c_resize_rgdt_last(const struct fz_image *im, uint8_t *img)
+{
+	struct resize_loc l;
+	if (!resize_loc(im, img, &l))
+		return false;
+	uint8_t *e = img + (size_t)(l.rgdt0 + ld16(img + 1024 + 206) - 1) * im->bs;
+	st32(e, ld32(e) + 1);
+	return true;
+}
+
 /* The resize inode gains a direct pointer (e2fsck: "Resize inode not valid"). */
 static bool c_resize_direct_ptr(const struct fz_image *im, uint8_t *img)
 {
@@ -327,6 +339,7 @@ static const struct pcase cases[] = {
 	{ "sb-quota-inum-root", "INV_SB_FROZEN", "INV_SB_FROZEN", c_sb_quota_inum_root },
 	{ "resize-dind-entry", "INV_STATIC_FROZEN", "INV_STATIC_FROZEN", c_resize_dind_entry },
 	{ "resize-rgdt-entry", "INV_STATIC_FROZEN", "INV_STATIC_FROZEN", c_resize_rgdt_entry },
+	{ "resize-rgdt-last", "INV_STATIC_FROZEN", "INV_STATIC_FROZEN", c_resize_rgdt_last },
 	{ "resize-direct-ptr", "INV_RESERVED_INODES", "INV_STATIC_FROZEN", c_resize_direct_ptr },
 };
 
@@ -555,7 +568,38 @@ int main(int argc, char **argv)
 			kept_flags_case(&im);
 		fz_free(&im);
 	}
-	char cmd[128];
+	/* room to grow past 2^32 blocks: 256 reserved GDT blocks, more than
+	 * the scan reads at once */
+	char cmd[640];
+	if (argc < 2 || !strcmp(argv[1], "resize-rgdt-last")) {
+		struct fz_image im;
+		snprintf(path, sizeof(path), "%s/rgdt.img", dir);
+		snprintf(cmd, sizeof(cmd), "mke2fs -q -F -t ext3 -b 1024 -E resize=4000000000 %s 16M "
+			 ">/dev/null 2>&1", path);
+		if (system(cmd) || fz_load(path, &im)) {
+			FAIL("cannot build the image with 256 reserved GDT blocks");
+		} else {
+			/* as made: consistent, every run compared with its own blocks */
+			struct test_mem m = { im.data, im.size };
+			struct chk_fs *fs;
+			struct chk_verdict *v = NULL;
+			char err[256];
+			if (chk_attach(&fs, test_mem_read, &m, NULL, err, sizeof(err))) {
+				FAIL("256 reserved GDT blocks: cannot attach: %s", err);
+			} else {
+				if (chk_scan(fs, &v) || !chk_verdict_ok(v)) {
+					FAIL("256 reserved GDT blocks: the scan rejects the image as made");
+					dump(v);
+				}
+				chk_verdict_free(v);
+				chk_detach(fs);
+			}
+			for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+				if (!strcmp(cases[i].name, "resize-rgdt-last"))
+					run_case(&im, &cases[i]);
+			fz_free(&im);
+		}
+	}
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	if (system(cmd))
 		fprintf(stderr, "cannot remove %s\n", dir);

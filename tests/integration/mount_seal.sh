@@ -2,7 +2,8 @@
 # The seal of a clean, checked unmount, on a loop device (where the holes of
 # an image file cannot be seen and every inode table would be read):
 #  1. mount, unmount: a seal is written; the next mount reads no table of an
-#     empty group (stats), and the seal is gone while it is mounted;
+#     empty group nor the reserved GDT blocks (stats), and the seal is gone
+#     while it is mounted;
 #  2. the kernel's ext3 mounts the device (its mount count moves), then a free
 #     inode of an empty group is made to look in use: the seal is not used,
 #     the damage is found and the mount is read-only with the invariant named;
@@ -19,6 +20,7 @@ seals="$SCRATCH/seals"
 mkimg "$img" 4096 3G
 groups=$(dumpe2fs -h "$img" 2>/dev/null | awk -F: '/^Inode count/ {i=$2} /^Inodes per group/ {g=$2} END {print i / g}')
 ipg=$(dumpe2fs -h "$img" 2>/dev/null | sed -n 's/^Inodes per group: *//p')
+rgdt=$(dumpe2fs -h "$img" 2>/dev/null | sed -n 's/^Reserved GDT blocks: *//p')
 # not loop_attach: its record of the device would stay in a subshell
 dev=$(losetup --find --show "$img") || die "losetup"
 LOOPS+=("$dev")
@@ -51,6 +53,10 @@ check "second mount read group 0's inodes in use only ($read tables, $bytes byte
 pristine=$(stat_of "$SCRATCH/second.json" base_check_groups_pristine)
 check "second mount: empty groups' bitmaps not read ($pristine)" [ "$pristine" -gt $((groups / 2)) ]
 check "first mount read every bitmap" [ "$(stat_of "$SCRATCH/first.json" base_check_groups_pristine)" -eq 0 ]
+# nor the resize inode's reserved GDT blocks, which no commit writes
+read=$(stat_of "$SCRATCH/second.json" bytes_read)
+check "second mount read less than the $rgdt reserved GDT blocks hold ($read bytes)" \
+	[ "$read" -lt $((rgdt * 4096)) ]
 [ -n "$(seal_file)" ] || fail "no seal after the second clean unmount"
 fsck_clean "$img" "after two sealed sessions"
 
