@@ -674,8 +674,9 @@ int rfs_seal_plan(ext2_filsys fs, struct rfs_seal_plan *p);
  * descriptors and journal (into *out; said why not).  When it does, the
  * groups its descriptors show pristine (only their static blocks and no
  * inode in use) go to io (rio_set_pristine_groups) and into out->pristine,
- * for rfs_read_bitmaps.  The seal is removed either way: it serves one
- * mount. */
+ * for rfs_read_bitmaps.  When none matches and base_check is background,
+ * the same groups go to io as only claimed (rio_set_claimed_groups), verified
+ * later.  The seal is removed either way: it serves one mount. */
 void rfs_seal_take(struct rfs *r, ext2_filsys fs, struct rfs_seal *out);
 /* A read-write mount that does not look for a seal (checker off,
  * rw_unchecked, a journal replayed) removes it all the same, before it

@@ -232,6 +232,17 @@ errcode_t rio_set_sealed_groups(io_channel ch, const uint8_t *bits, uint32_t ngr
  * 0, ENOMEM or EXT2_ET_INVALID_ARGUMENT (a checker attached or begun). */
 errcode_t rio_set_pristine_groups(io_channel ch, const uint8_t *bits, uint32_t ngroups);
 
+/* Groups only claimed pristine (the same bits, no seal: their descriptors
+ * count no inode in use and no block but their static ones): as
+ * rio_set_pristine_groups, their bitmaps and tables unread at mount, but
+ * with the checker on and base_check_background each is left to the
+ * background check (chk_options.pristine_claimed), which verifies both
+ * bitmaps and the table, and checked first by a commit that writes its
+ * bitmaps or table and by a data write to one of its blocks; damage found
+ * fails the file system as a rejected commit does.  Same calls and errors
+ * as rio_set_pristine_groups; the last of the two calls holds. */
+errcode_t rio_set_claimed_groups(io_channel ch, const uint8_t *bits, uint32_t ngroups);
+
 /* After rio_txn_detach: may this session seal the image?  True when the
  * checker was on, the base check of the transactions' checker found the
  * image consistent, including every group it left to the background check
