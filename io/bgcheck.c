@@ -44,8 +44,8 @@ static void base_failed(struct txn_manager *t, uint32_t g, const struct chk_verd
 		fprintf(stderr, "recon-fuse: base check (%s): group %u: %s: %s\n", who, g,
 			x->inv ? x->inv->id : "?", x->detail ? x->detail : "");
 	}
-	fprintf(stderr, "recon-fuse: the image was not consistent when mounted (group %u's free inodes); "
-		"no more writes are taken (unmount and run e2fsck -f)\n", g);
+	fprintf(stderr, "recon-fuse: the image was not consistent when mounted (group %u, checked after "
+		"the mount); no more writes are taken (unmount and run e2fsck -f)\n", g);
 	record_verdict(t, v);
 	t->rc->totals.failed = true;
 }
