@@ -165,8 +165,6 @@ static bool bg_stopped(struct bgcheck *b)
 	return stop;
 }
 
-/* One group's tail read off the lock, judged under it.  0, or the error
- * that ends the pass. */
 /* len bytes at off into buf, read once: kept out of the host's cache (see
  * attach.c's scan). */
 static errcode_t bg_read(struct rio_chan *rc, uint64_t off, uint8_t *buf, size_t len)
