@@ -14,9 +14,11 @@
  * path holds it from bg_gate through chk_check, and again around
  * chk_advance; the background thread holds it while it asks where a tail
  * lies and while chk_check_tail judges what it read, never across its
- * device read.  A tail read off the lock is still the approved state when
- * the lock is taken and the group is still deferred: a commit writes a
- * group's table only after bg_gate has checked (and unmarked) it, under
+ * device read; a data write's thread holds it while it checks a claimed
+ * group (bg_claim_gate), reads included (once per group at most).  A tail
+ * or bitmap pair read off the lock is still the approved state when the
+ * lock is taken and the group is still deferred: a commit writes a group's
+ * table or bitmaps only after bg_gate has checked (and unmarked) it, under
  * the lock; the reads before attach's flush are home.  Damage found either
  * way fails the file system as a rejected commit does (totals.failed: no
  * more writes, no seal), with a log line naming the group and invariant.

@@ -16,7 +16,9 @@
  * Threads of io's own: the commit thread (async_commit) and the background
  * check (base_check_background); they share the checker under one mutex,
  * held by the commit path across the check and again across the advance,
- * and by the background check while it judges one group (io/bgcheck.c).
+ * by the background check while it judges one group (io/bgcheck.c), and
+ * by rio_data_io's caller's thread while it checks a claimed group its data
+ * is about to land in (rio_set_claimed_groups).
  */
 #ifndef RECON_IO_H
 #define RECON_IO_H
