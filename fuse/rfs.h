@@ -185,7 +185,8 @@ int mountstate_remount(int argc, char **argv);
 /* bitmaps.c: fs->block_map and fs->inode_map from the disk, as
  * ext2fs_read_bitmaps() makes them, in time that grows with the groups in
  * use rather than with the disk.  pristine (NULL: none): bit g set for a
- * group a seal vouches holds only its static blocks and no inode in use
+ * group a seal vouches (or, without one, its descriptor claims: io checks
+ * the claim later) holds only its static blocks and no inode in use
  * (rfs_seal_take): its bitmaps are made so, not read.  0 or a libext2fs
  * error (then none). */
 errcode_t rfs_read_bitmaps(ext2_filsys fs, const uint8_t *pristine);
