@@ -69,10 +69,9 @@ void chk_clear_deferred(struct chk_fs *fs)
 
 int chk_claim_groups(struct chk_fs *fs)
 {
-	size_t bytes = (size_t)fs->ngroups / 8 + 1;
-	if (!fs->pristine || !(fs->claimed = malloc(bytes)))
+	if (!fs->pristine || !(fs->claimed = calloc((size_t)fs->ngroups / 8 + 1, 1)))
 		return fs->pristine ? -ENOMEM : 0;
-	memcpy(fs->claimed, fs->pristine, bytes);
+	memcpy(fs->claimed, fs->pristine, ((size_t)fs->ngroups + 7) / 8);
 	fs->nclaimed = 0;
 	for (uint32_t g = 0; g < fs->ngroups; g++)
 		fs->nclaimed += bit_get(fs->claimed, g);
