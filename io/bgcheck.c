@@ -68,8 +68,8 @@ static errcode_t check_group(struct txn_manager *t, uint32_t g, const void *tabl
 	struct chk_verdict *v = NULL;
 	int r = chk_check_tail(t->chk, g, table, bitmaps, &v);
 	if (r < 0) {
-		fprintf(stderr, "recon-fuse: base check (%s): group %u: cannot check its inode table: %s\n", who,
-			g, strerror(-r));
+		fprintf(stderr, "recon-fuse: base check (%s): group %u: cannot check its inode table or "
+			"bitmaps: %s\n", who, g, strerror(-r));
 		return EIO;
 	}
 	claim_done(t, g);
