@@ -250,12 +250,14 @@ static int load_groups(struct chk_fs *fs, char *err, size_t errlen)
 		const uint8_t *d = chk_gd(fs, g);
 		uint64_t bbl = chk_gd_bbitmap(fs, d), ibl = chk_gd_ibitmap(fs, d);
 		if (fs->pristine && bit_get(fs->pristine, g)) {
-			/* what the seal vouches for, as it was at the sealed unmount */
+			/* what the seal vouches for, as it was at the sealed
+			 * unmount, or what the descriptor claims (checked later) */
 			chk_group_static_bits(fs, g, bb);
 			memset(ib, 0, fs->bs);
 			if (chk_group_load(fs, g, bb, ib, scratch))
 				r = fail(err, errlen, -ENOMEM, "out of memory for the shadow state");
 			fs->stats.pristine_groups++;
+			fs->stats.claimed_groups += fs->claimed != NULL;
 			continue;
 		}
 		bool bu = chk_group_block_uninit(fs, g), iu = chk_group_inode_uninit(fs, g);
@@ -412,6 +414,10 @@ int chk_attach(struct chk_fs **out, chk_read_fn read, void *ctx,
 			goto bad;
 		}
 		memcpy(fs->pristine, opt->pristine, ((size_t)fs->ngroups + 7) / 8);
+		if (opt->pristine_claimed && (r = chk_claim_groups(fs))) {
+			r = fail(err, errlen, r, "out of memory");
+			goto bad;
+		}
 	}
 	/* the shadow state is sized by s_blocks_count: a corrupt count must not
 	 * size it beyond the device (its last block must be readable) */
@@ -522,6 +528,7 @@ void chk_detach(struct chk_fs *fs)
 	free(fs->bad_itable);
 	free(fs->sealed);
 	free(fs->pristine);
+	free(fs->claimed);
 	free(fs->deferred);
 	free(fs);
 }

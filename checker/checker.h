@@ -46,6 +46,12 @@ struct chk_options {
 	 * Copied; NULL: every group is read. */
 	const uint8_t *pristine;
 	uint32_t npristine;
+	/* The pristine groups are only claimed (their descriptors count no
+	 * inode and no block but the static ones, no seal vouches): attached
+	 * as above, unread, but each is left deferred by chk_scan (its whole
+	 * table its tail) and chk_check_tail verifies its bitmaps first
+	 * (chk_group_claimed). */
+	bool pristine_claimed;
 	bool   lazy;          /* reserved: build the type/owner map lazily (unused: always full scan) */
 };
 
@@ -283,15 +289,35 @@ int chk_set_deferred(struct chk_fs *fs, const uint8_t *bits, uint32_t ngroups);
  * chk_check_tail wants, for a caller that reads it itself (off the lock). */
 void chk_tail_extent(const struct chk_fs *fs, uint32_t g, uint64_t *offset, size_t *len);
 
+/* Claimed groups (chk_options.pristine_claimed) whose bitmaps are not
+ * verified yet, and whether g is one.  Each is deferred too; besides its
+ * inode table and inode bitmap, a write of its block bitmap relies on the
+ * claim (a block allocated or freed there), so the caller checks the group
+ * before chk_check of a transaction that writes any of the three, and
+ * before file data is written to one of its blocks. */
+uint32_t chk_claimed_count(const struct chk_fs *fs);
+bool chk_group_claimed(const struct chk_fs *fs, uint32_t g);
+
+/* Where claimed group g's two bitmaps lie when the inode bitmap follows
+ * the block bitmap: *offset and *len (two blocks, block bitmap first);
+ * *len 0 when g's claim is verified or they are apart. */
+void chk_claim_extent(const struct chk_fs *fs, uint32_t g, uint64_t *offset, size_t *len);
+
 /*
  * Check deferred group g's tail as chk_scan checks any table: `table` holds
  * the chk_tail_extent bytes read from the approved state (the caller vouches
  * that no approved commit wrote them since the read), or is NULL for the
- * checker to read them through its read callback.  Clears g's mark, whatever
- * the verdict.  0 with *out set (violations listed, records empty; *out NULL
- * when g was not deferred), or -errno (a read's; g stays deferred).
+ * checker to read them through its read callback.  A claimed group's
+ * bitmaps are verified first: exactly the static pattern (its static
+ * blocks set, every other bit of the block bitmap clear; the inode bitmap
+ * clear), padding all set; `bitmaps` holds the chk_claim_extent bytes read
+ * as `table` is, or is NULL for the checker to read them.  Clears g's
+ * marks, whatever the verdict.  0 with *out set (violations listed, records
+ * empty; *out NULL when g was not deferred), or -errno (a read's; g stays
+ * deferred, and claimed).
  */
-int chk_check_tail(struct chk_fs *fs, uint32_t g, const void *table, struct chk_verdict **out);
+int chk_check_tail(struct chk_fs *fs, uint32_t g, const void *table, const void *bitmaps,
+		   struct chk_verdict **out);
 
 struct chk_stats {
 	uint64_t transactions;      /* chk_check calls */
@@ -304,6 +330,7 @@ struct chk_stats {
 	uint64_t scan_tables_sealed;/* groups whose table it read in part or not at all for a seal */
 	uint64_t scan_table_bytes;  /* bytes of inode table chk_scan read */
 	uint64_t pristine_groups;   /* groups whose bitmaps attach took as pristine, unread */
+	uint64_t claimed_groups;    /* of those, the ones only claimed (pristine_claimed) */
 	uint64_t scan_tails_deferred;/* groups whose table tail chk_scan left deferred */
 	uint64_t tails_checked;     /* deferred tails chk_check_tail checked */
 };

@@ -139,6 +139,10 @@ struct chk_fs {
 	chk_zero_fn zero;                /* may be NULL */
 	uint8_t *sealed;                 /* chk_set_sealed's ngroups bits, or NULL */
 	uint8_t *pristine;               /* chk_options.pristine, ngroups bits, or NULL */
+	/* scan_tail.c: pristine groups only claimed (chk_options.pristine_claimed)
+	 * whose bitmaps are not verified yet: ngroups bits, each also deferred */
+	uint8_t *claimed;                /* NULL: none */
+	uint32_t nclaimed;
 	/* scan.c: deferred table tails (chk_set_defer_tails): ngroups bits of
 	 * the groups whose free inodes past the last in use are unchecked */
 	bool defer_tails;
@@ -537,6 +541,9 @@ uint32_t chk_tail_start(const struct chk_fs *fs, uint32_t g);
 bool chk_tail_known_zero(const struct chk_fs *fs, uint32_t g);
 int  chk_mark_deferred(struct chk_fs *fs, uint32_t g);
 void chk_clear_deferred(struct chk_fs *fs);
+/* At attach, chk_options.pristine_claimed: every pristine group claimed.
+ * 0 or -ENOMEM. */
+int  chk_claim_groups(struct chk_fs *fs);
 
 /* ---- diff.c: the analysed transaction ---- */
 struct tblock {                  /* one block the transaction writes */

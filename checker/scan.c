@@ -739,7 +739,12 @@ static int scan_tables(struct scan *s, uint8_t *tab)
 		/* a sealed group's free inodes were verified and only approved
 		 * commits wrote them since: read up to its last inode in use */
 		uint32_t upto = used;
-		if ((fs->sealed && bit_get(fs->sealed, g)) || (fs->pristine && bit_get(fs->pristine, g))) {
+		if (chk_group_claimed(fs, g)) {
+			/* its bitmaps and its whole table: chk_check_tail's */
+			upto = 0;
+			if ((r = chk_mark_deferred(fs, g)))
+				break;
+		} else if ((fs->sealed && bit_get(fs->sealed, g)) || (fs->pristine && bit_get(fs->pristine, g))) {
 			upto = ibits ? (uint32_t)chk_bits_end(ibits, used) : 0;
 			if (upto < used)
 				fs->stats.scan_tables_sealed++;

@@ -90,7 +90,8 @@ static errcode_t read_one(ext2_filsys fs, blk64_t blk, unsigned char *buf, size_
 	return 0;
 }
 
-/* A pristine group's blocks in use: its superblock and descriptor copies,
+/* A pristine group's blocks in use (sealed, or claimed by its descriptor
+ * and checked after the mount): its superblock and descriptor copies,
  * reserved descriptor blocks, bitmaps and inode table. */
 static errcode_t mark_static(ext2_filsys fs, dgrp_t g)
 {

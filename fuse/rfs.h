@@ -185,7 +185,8 @@ int mountstate_remount(int argc, char **argv);
 /* bitmaps.c: fs->block_map and fs->inode_map from the disk, as
  * ext2fs_read_bitmaps() makes them, in time that grows with the groups in
  * use rather than with the disk.  pristine (NULL: none): bit g set for a
- * group a seal vouches holds only its static blocks and no inode in use
+ * group a seal vouches (or, without one, its descriptor claims: io checks
+ * the claim later) holds only its static blocks and no inode in use
  * (rfs_seal_take): its bitmaps are made so, not read.  0 or a libext2fs
  * error (then none). */
 errcode_t rfs_read_bitmaps(ext2_filsys fs, const uint8_t *pristine);
@@ -674,8 +675,9 @@ int rfs_seal_plan(ext2_filsys fs, struct rfs_seal_plan *p);
  * descriptors and journal (into *out; said why not).  When it does, the
  * groups its descriptors show pristine (only their static blocks and no
  * inode in use) go to io (rio_set_pristine_groups) and into out->pristine,
- * for rfs_read_bitmaps.  The seal is removed either way: it serves one
- * mount. */
+ * for rfs_read_bitmaps.  When none matches and base_check is background,
+ * the same groups go to io as only claimed (rio_set_claimed_groups), verified
+ * later.  The seal is removed either way: it serves one mount. */
 void rfs_seal_take(struct rfs *r, ext2_filsys fs, struct rfs_seal *out);
 /* A read-write mount that does not look for a seal (checker off,
  * rw_unchecked, a journal replayed) removes it all the same, before it

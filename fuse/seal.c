@@ -270,6 +270,20 @@ static uint8_t *pristine_groups(ext2_filsys fs)
 	return bits;
 }
 
+/* No seal to use: with the background check, the groups pristine by their
+ * descriptors are only claimed so: their bitmaps are not read now, and io
+ * verifies them, with their tables, before anything relies on them
+ * (checker/README.md, "Claimed groups"). */
+static void claim_pristine(struct rfs *r, ext2_filsys fs, struct rfs_seal *out)
+{
+	if (!r->cfg->io.base_check_background || !(out->pristine = pristine_groups(fs)))
+		return;
+	if (rio_set_claimed_groups(fs->io, out->pristine, fs->group_desc_count)) {
+		free(out->pristine);
+		out->pristine = NULL;
+	}
+}
+
 void rfs_seal_take(struct rfs *r, ext2_filsys fs, struct rfs_seal *out)
 {
 	const char *dev = r->cfg->device, *dir = seal_dir(r->cfg);
@@ -277,11 +291,15 @@ void rfs_seal_take(struct rfs *r, ext2_filsys fs, struct rfs_seal *out)
 	char path[4096], why[160];
 	struct seal_facts sealed, now;
 	memset(out, 0, sizeof(*out));
-	if (!dir || rfs_seal_plan(fs, &p) || seal_path(r->cfg, &p, path, sizeof(path)))
+	if (!dir || rfs_seal_plan(fs, &p) || seal_path(r->cfg, &p, path, sizeof(path))) {
+		claim_pristine(r, fs, out);
 		return;
+	}
 	int e = load_seal(path, &sealed);
-	if (e == -ENOENT)
+	if (e == -ENOENT) {
+		claim_pristine(r, fs, out);
 		return;
+	}
 	const char *bad = e ? "the seal file is not one" : NULL;
 	if (!bad && (e = read_facts(dev, &p, &now)))
 		bad = "cannot read the device's superblock, descriptors or journal";
@@ -295,6 +313,7 @@ void rfs_seal_take(struct rfs *r, ext2_filsys fs, struct rfs_seal *out)
 	if (bad) {
 		fprintf(stderr, "recon-fuse: %s: seal %s not used (%s): every inode table is checked\n",
 			dev, path, bad);
+		claim_pristine(r, fs, out);
 		return;
 	}
 	out->matched = true;

@@ -49,7 +49,8 @@ static errcode_t attach_checker(struct rio_chan *rc, chk_read_fn read, chk_zero_
 {
 	char msg[256] = "";
 	struct chk_options opt = { .cache_bytes = (size_t)rio_cfg.checker_cache_mb << 20,
-				   .zero = zero, .pristine = rc->pristine, .npristine = rc->npristine };
+				   .zero = zero, .pristine = rc->pristine, .npristine = rc->npristine,
+				   .pristine_claimed = rc->pristine_claimed };
 	/* the attach reads every group's bitmaps and the tables in use once */
 	bool fill = rio_cache_set_fill(&rc->cache, false);
 	int ret = chk_attach(out, read, rc, &opt, msg, sizeof(msg));
@@ -122,7 +123,8 @@ static void *prep_main(void *arg)
 	char msg[256];
 	struct chk_options opt = { .cache_bytes = (size_t)rio_cfg.checker_cache_mb << 20,
 				   .zero = prep_zero_cb, .pristine = p->rc->pristine,
-				   .npristine = p->rc->npristine };
+				   .npristine = p->rc->npristine,
+				   .pristine_claimed = p->rc->pristine_claimed };
 	p->ret = chk_attach(&p->chk, prep_read_cb, p->rc, &opt, msg, sizeof(msg));
 	return NULL;
 }
@@ -222,6 +224,7 @@ void rio_txn_free(struct txn_manager *t)
 	pthread_cond_destroy(&t->cv);
 	pthread_rwlock_destroy(&t->chk_lock);
 	pthread_mutex_destroy(&t->chk_use);
+	free(t->claim_open);
 	ovl_clear(t);
 	free(t->ents);
 	free(t->hash);
@@ -478,7 +481,8 @@ static errcode_t scan_report(struct rio_chan *rc, ext2_filsys fs, struct chk_fs 
 	rc->totals.scan_tables_read += after.scan_tables_read - before.scan_tables_read;
 	rc->totals.scan_tables_sealed += after.scan_tables_sealed - before.scan_tables_sealed;
 	rc->totals.scan_table_bytes += after.scan_table_bytes - before.scan_table_bytes;
-	rc->totals.pristine_groups = after.pristine_groups;
+	rc->totals.pristine_groups = after.pristine_groups - after.claimed_groups;
+	rc->totals.claimed_groups = after.claimed_groups;
 	errcode_t err = ret < 0 ? (errcode_t)-ret : 0;
 	size_t n = v ? chk_verdict_nviolations(v) : 0;
 	*clean = !err && v && only_free_counts(v);
@@ -639,7 +643,7 @@ errcode_t rio_set_sealed_groups(io_channel ch, const uint8_t *bits, uint32_t ngr
 	return 0;
 }
 
-errcode_t rio_set_pristine_groups(io_channel ch, const uint8_t *bits, uint32_t ngroups)
+static errcode_t set_pristine(io_channel ch, const uint8_t *bits, uint32_t ngroups, bool claimed)
 {
 	struct rio_chan *rc = ch ? ch->private_data : NULL;
 	if (!rc || rc->txn || rc->prep)
@@ -652,7 +656,18 @@ errcode_t rio_set_pristine_groups(io_channel ch, const uint8_t *bits, uint32_t n
 	free(rc->pristine);
 	rc->pristine = copy;
 	rc->npristine = bits ? ngroups : 0;
+	rc->pristine_claimed = bits && claimed;
 	return 0;
+}
+
+errcode_t rio_set_pristine_groups(io_channel ch, const uint8_t *bits, uint32_t ngroups)
+{
+	return set_pristine(ch, bits, ngroups, false);
+}
+
+errcode_t rio_set_claimed_groups(io_channel ch, const uint8_t *bits, uint32_t ngroups)
+{
+	return set_pristine(ch, bits, ngroups, true);
 }
 
 bool rio_txn_sealable(io_channel ch)

@@ -4,15 +4,21 @@
  * group by group on a thread of the channel's own while the file system
  * serves, and, before a commit that writes a deferred group's inode table
  * or inode bitmap, synchronously in the commit path (bg_gate), so that no
- * verdict relies on a tail not yet checked.
+ * verdict relies on a tail not yet checked.  A claimed group (checker.h:
+ * pristine by its descriptor, its bitmaps unread at mount) is checked the
+ * same way, its two bitmaps read with its table, and also before a commit
+ * writes its block bitmap and before file data is written to one of its
+ * blocks (bg_claim_gate).
  *
  * Locking: t->chk_use makes the checker's users one at a time: the commit
  * path holds it from bg_gate through chk_check, and again around
  * chk_advance; the background thread holds it while it asks where a tail
  * lies and while chk_check_tail judges what it read, never across its
- * device read.  A tail read off the lock is still the approved state when
- * the lock is taken and the group is still deferred: a commit writes a
- * group's table only after bg_gate has checked (and unmarked) it, under
+ * device read; a data write's thread holds it while it checks a claimed
+ * group (bg_claim_gate), reads included (once per group at most).  A tail
+ * or bitmap pair read off the lock is still the approved state when the
+ * lock is taken and the group is still deferred: a commit writes a group's
+ * table or bitmaps only after bg_gate has checked (and unmarked) it, under
  * the lock; the reads before attach's flush are home.  Damage found either
  * way fails the file system as a rejected commit does (totals.failed: no
  * more writes, no seal), with a log line naming the group and invariant.
@@ -40,24 +46,33 @@ static void base_failed(struct txn_manager *t, uint32_t g, const struct chk_verd
 		fprintf(stderr, "recon-fuse: base check (%s): group %u: %s: %s\n", who, g,
 			x->inv ? x->inv->id : "?", x->detail ? x->detail : "");
 	}
-	fprintf(stderr, "recon-fuse: the image was not consistent when mounted (group %u's free inodes); "
-		"no more writes are taken (unmount and run e2fsck -f)\n", g);
+	fprintf(stderr, "recon-fuse: the image was not consistent when mounted (group %u, checked after "
+		"the mount); no more writes are taken (unmount and run e2fsck -f)\n", g);
 	record_verdict(t, v);
 	t->rc->totals.failed = true;
 }
 
-/* chk_check_tail of g with t->chk_use held; table NULL: the checker reads.
- * 0, EROFS (damage: failed) or EIO (could not read: the group stays
- * deferred). */
-static errcode_t check_group(struct txn_manager *t, uint32_t g, const void *table, const char *who)
+/* Claimed group g checked: the data path's mirror forgets it. */
+static void claim_done(struct txn_manager *t, uint32_t g)
+{
+	if (t->claim_open)
+		__atomic_fetch_and(&t->claim_open[g / 8], (uint8_t)~(1u << (g % 8)), __ATOMIC_RELEASE);
+}
+
+/* chk_check_tail of g with t->chk_use held; table and bitmaps NULL: the
+ * checker reads.  0, EROFS (damage: failed) or EIO (could not read: the
+ * group stays deferred). */
+static errcode_t check_group(struct txn_manager *t, uint32_t g, const void *table, const void *bitmaps,
+			     const char *who)
 {
 	struct chk_verdict *v = NULL;
-	int r = chk_check_tail(t->chk, g, table, &v);
+	int r = chk_check_tail(t->chk, g, table, bitmaps, &v);
 	if (r < 0) {
-		fprintf(stderr, "recon-fuse: base check (%s): group %u: cannot check its inode table: %s\n", who,
-			g, strerror(-r));
+		fprintf(stderr, "recon-fuse: base check (%s): group %u: cannot check its inode table or "
+			"bitmaps: %s\n", who, g, strerror(-r));
 		return EIO;
 	}
+	claim_done(t, g);
 	if (!v)
 		return 0;
 	errcode_t err = 0;
@@ -77,15 +92,49 @@ errcode_t bg_gate(struct txn_manager *t, const struct chk_write *w, size_t n)
 		for (uint64_t b = w[i].offset / t->bs; b * t->bs < w[i].offset + w[i].len; b++) {
 			struct chk_block_info bi;
 			chk_block_info(t->chk, b, &bi);
-			if ((strcmp(bi.type, "itable") && strcmp(bi.type, "ibitmap")) ||
+			/* a claimed group's block bitmap changes with any block
+			 * allocated or freed there: the claim is relied on */
+			bool bbitmap = !strcmp(bi.type, "bbitmap") && chk_group_claimed(t->chk, bi.owner);
+			if ((strcmp(bi.type, "itable") && strcmp(bi.type, "ibitmap") && !bbitmap) ||
 			    !chk_group_deferred(t->chk, bi.owner))
 				continue;
-			errcode_t err = check_group(t, bi.owner, NULL, "before a commit");
+			errcode_t err = check_group(t, bi.owner, NULL, NULL, "before a commit");
 			if (err) {
 				t->rc->totals.failed = true;
 				return err;
 			}
 			t->rc->totals.base_commit_done++;
+		}
+	}
+	return 0;
+}
+
+errcode_t bg_claim_gate(struct txn_manager *t, uint64_t blk, uint64_t count)
+{
+	if (!t->claim_open || !count)
+		return 0;
+	uint64_t first = t->fs->super->s_first_data_block, bpg = t->fs->super->s_blocks_per_group;
+	uint32_t ngroups = t->fs->group_desc_count;
+	if (blk + count <= first)
+		return 0;
+	if (blk < first) {
+		count -= first - blk;
+		blk = first;
+	}
+	for (uint64_t g = (blk - first) / bpg; g <= (blk + count - 1 - first) / bpg && g < ngroups; g++) {
+		if (!(__atomic_load_n(&t->claim_open[g / 8], __ATOMIC_ACQUIRE) >> (g % 8) & 1))
+			continue;
+		pthread_mutex_lock(&t->chk_use);
+		errcode_t err = 0;
+		if (chk_group_claimed(t->chk, (uint32_t)g)) {
+			err = check_group(t, (uint32_t)g, NULL, NULL, "before a data write");
+			if (!err)
+				t->rc->totals.base_commit_done++;
+		}
+		pthread_mutex_unlock(&t->chk_use);
+		if (err) {
+			t->rc->totals.failed = true;
+			return err;
 		}
 	}
 	return 0;
@@ -118,40 +167,54 @@ static bool bg_stopped(struct bgcheck *b)
 	return stop;
 }
 
-/* One group's tail read off the lock, judged under it.  0, or the error
- * that ends the pass. */
+/* len bytes at off into buf, read once: kept out of the host's cache (see
+ * attach.c's scan). */
+static errcode_t bg_read(struct rio_chan *rc, uint64_t off, uint8_t *buf, size_t len)
+{
+	errcode_t err = rc->dev.regular ? rio_dev_pread_sparse(&rc->dev, off, buf, len)
+					: rio_dev_pread(&rc->dev, off, buf, len);
+	if (!rc->dev.regular)
+		(void)posix_fadvise(rc->dev.fd, (off_t)off, (off_t)len, POSIX_FADV_DONTNEED);
+	return err;
+}
+
+/* One group's tail (and a claimed group's bitmaps, in one request) read
+ * off the lock, judged under it.  0, or the error that ends the pass. */
 static errcode_t bg_group(struct txn_manager *t, uint32_t g, uint8_t **buf, size_t *cap)
 {
 	struct rio_chan *rc = t->rc;
-	uint64_t off;
-	size_t len;
+	uint64_t off, boff;
+	size_t len, blen;
 	pthread_mutex_lock(&t->chk_use);
+	bool deferred = chk_group_deferred(t->chk, g);
 	chk_tail_extent(t->chk, g, &off, &len);
+	chk_claim_extent(t->chk, g, &boff, &blen);
 	pthread_mutex_unlock(&t->chk_use);
-	if (!len)
+	if (!deferred)
 		return 0;
-	if (len > *cap) {
-		uint8_t *nb = realloc(*buf, len);
+	if (len + blen > *cap) {
+		uint8_t *nb = realloc(*buf, len + blen);
 		if (!nb)
 			return ENOMEM;
 		*buf = nb;
-		*cap = len;
+		*cap = len + blen;
 	}
-	errcode_t err = rc->dev.regular ? rio_dev_pread_sparse(&rc->dev, off, *buf, len)
-					: rio_dev_pread(&rc->dev, off, *buf, len);
-	/* read once: kept out of the host's cache (see attach.c's scan) */
-	if (!rc->dev.regular)
-		(void)posix_fadvise(rc->dev.fd, (off_t)off, (off_t)len, POSIX_FADV_DONTNEED);
+	errcode_t err = len ? bg_read(rc, off, *buf, len) : 0;
+	if (!err && blen)
+		err = rio_dev_pread(&rc->dev, boff, *buf + len, blen);
 	if (err)
 		return err;
 	pthread_mutex_lock(&t->chk_use);
-	uint64_t off2;
-	size_t len2;
+	uint64_t off2, boff2;
+	size_t len2, blen2;
 	chk_tail_extent(t->chk, g, &off2, &len2);
+	chk_claim_extent(t->chk, g, &boff2, &blen2);
 	/* still deferred: what was read is approved (else the checker reads
 	 * it anew, should its extent have moved) */
-	if (len2) {
-		err = check_group(t, g, off2 == off && len2 == len ? *buf : NULL, "background");
+	if (chk_group_deferred(t->chk, g)) {
+		bool same = off2 == off && len2 == len && boff2 == boff && blen2 == blen;
+		err = check_group(t, g, same && len ? *buf : NULL, same && blen ? *buf + len : NULL,
+				  "background");
 		if (!err)
 			rc->totals.base_bg_done++;
 	}
@@ -201,9 +264,30 @@ static void *bg_main(void *arg)
 	return NULL;
 }
 
+/* The claimed groups as bits the data path reads without chk_use. */
+static errcode_t claims_mirror(struct txn_manager *t)
+{
+	uint32_t ngroups = t->fs->group_desc_count;
+	if (t->claim_open || !chk_claimed_count(t->chk))
+		return 0;
+	uint8_t *bits = calloc((size_t)ngroups / 8 + 1, 1);
+	if (!bits)
+		return ENOMEM;
+	for (uint32_t g = 0; g < ngroups; g++)
+		if (chk_group_claimed(t->chk, g))
+			bits[g / 8] |= (uint8_t)(1u << (g % 8));
+	t->claim_open = bits;
+	return 0;
+}
+
 errcode_t bg_start(struct txn_manager *t)
 {
-	if (!t->chk || t->bg || !rio_cfg.base_check_background || !chk_deferred_count(t->chk))
+	if (!t->chk || t->bg)
+		return 0;
+	errcode_t merr = claims_mirror(t);
+	if (merr)
+		return merr;
+	if (!rio_cfg.base_check_background || !chk_deferred_count(t->chk))
 		return 0;
 	struct bgcheck *b = calloc(1, sizeof(*b));
 	if (!b)

@@ -16,7 +16,9 @@
  * Threads of io's own: the commit thread (async_commit) and the background
  * check (base_check_background); they share the checker under one mutex,
  * held by the commit path across the check and again across the advance,
- * and by the background check while it judges one group (io/bgcheck.c).
+ * by the background check while it judges one group (io/bgcheck.c), and
+ * by rio_data_io's caller's thread while it checks a claimed group its data
+ * is about to land in (rio_set_claimed_groups).
  */
 #ifndef RECON_IO_H
 #define RECON_IO_H
@@ -231,6 +233,17 @@ errcode_t rio_set_sealed_groups(io_channel ch, const uint8_t *bits, uint32_t ngr
  * rio_image_check; the caller answers for the seal (fuse/seal.c).  Copied.
  * 0, ENOMEM or EXT2_ET_INVALID_ARGUMENT (a checker attached or begun). */
 errcode_t rio_set_pristine_groups(io_channel ch, const uint8_t *bits, uint32_t ngroups);
+
+/* Groups only claimed pristine (the same bits, no seal: their descriptors
+ * count no inode in use and no block but their static ones): as
+ * rio_set_pristine_groups, their bitmaps and tables unread at mount, but
+ * with the checker on and base_check_background each is left to the
+ * background check (chk_options.pristine_claimed), which verifies both
+ * bitmaps and the table, and checked first by a commit that writes its
+ * bitmaps or table and by a data write to one of its blocks; damage found
+ * fails the file system as a rejected commit does.  Same calls and errors
+ * as rio_set_pristine_groups; the last of the two calls holds. */
+errcode_t rio_set_claimed_groups(io_channel ch, const uint8_t *bits, uint32_t ngroups);
 
 /* After rio_txn_detach: may this session seal the image?  True when the
  * checker was on, the base check of the transactions' checker found the

@@ -151,7 +151,8 @@ struct txn_totals {
 	uint64_t chk_cpu_ns, chk_scan_ns, chk_hits, chk_misses;
 	/* the base check's inode-table reads (chk_stats' scan_table*) */
 	uint64_t scan_tables_read, scan_tables_sealed, scan_table_bytes;
-	uint64_t pristine_groups;  /* groups whose bitmaps the checked attach did not read */
+	uint64_t pristine_groups;  /* groups whose bitmaps the checked attach did not read (a seal's) */
+	uint64_t claimed_groups;   /* groups whose bitmaps it did not read, left to the background check */
 	/* deferred table tails (bgcheck.c): left by the base check, checked by
 	 * the background thread, checked first by a commit, left at detach */
 	uint64_t base_deferred, base_bg_done, base_commit_done, base_pending;
@@ -193,6 +194,7 @@ struct rio_chan {
 	uint32_t nsealed;
 	uint8_t *pristine;          /* rio_set_pristine_groups: npristine bits, or NULL */
 	uint32_t npristine;
+	bool pristine_claimed;      /* rio_set_claimed_groups: pristine only by the descriptors */
 	bool    base_clean;         /* the transactions' checker passed the base check */
 	uint8_t *deferred;          /* the base check's deferred groups (chk_deferred_bits), or NULL */
 	uint32_t ndeferred;         /* bits of it: the group count */

@@ -122,6 +122,12 @@ errcode_t rio_txn_data_guard(struct txn_manager *t, ext2_ino_t ino,
 {
 	if (!t->chk)
 		return 0;   /* checker off: no approved owner map to consult */
+	/* a claimed group's owner map is its claim: checked first */
+	for (unsigned i = 0; i < n; i++) {
+		errcode_t err = bg_claim_gate(t, ext[i].blk, ext[i].count);
+		if (err)
+			return err == EROFS ? EIO : err;
+	}
 	bool bad = false;
 	uint64_t blk = 0;
 	struct chk_block_info info = { 0 };
@@ -351,6 +357,7 @@ errcode_t rio_write_stats(io_channel ch, const char *path)
 	fprintf(f, "  \"base_check_table_bytes\": %" PRIu64 ",\n", tt->scan_table_bytes);
 	fprintf(f, "  \"base_check_groups_pristine\": %" PRIu64 ",\n", tt->pristine_groups);
 	fprintf(f, "  \"base_check_groups_deferred\": %" PRIu64 ",\n", tt->base_deferred);
+	fprintf(f, "  \"base_check_groups_bitmaps_deferred\": %" PRIu64 ",\n", tt->claimed_groups);
 	fprintf(f, "  \"base_check_groups_background_done\": %" PRIu64 ",\n", tt->base_bg_done);
 	fprintf(f, "  \"base_check_groups_commit_done\": %" PRIu64 ",\n", tt->base_commit_done);
 	fprintf(f, "  \"base_check_groups_unchecked\": %" PRIu64 ",\n", tt->base_pending);

@@ -125,6 +125,9 @@ struct txn_manager {
 	 * then chk_advance) and the background check (bgcheck.c) */
 	pthread_mutex_t chk_use;
 	struct bgcheck *bg;          /* the background check's thread, or NULL */
+	/* claimed groups not checked yet (bgcheck.c), ngroups bits read and
+	 * cleared atomically: the data path looks without chk_use; NULL: none */
+	uint8_t *claim_open;
 
 	/* the transaction being committed (at most one) and the commit thread */
 	struct cset *committing;
@@ -231,11 +234,15 @@ struct ovl_ent *committing_find(struct txn_manager *t, uint64_t blk);
  * background (0 or a thread error); bg_stop: stop it and wait (prompt: it
  * stops between groups); bg_gate, in the commit path with chk_use held
  * before chk_check of writes w[0..n): each deferred group whose inode table
- * or inode bitmap they write is checked first; 0, or EROFS / EIO with the
- * file system failed. */
+ * or inode bitmap they write, or a claimed one's block bitmap, is checked
+ * first; 0, or EROFS / EIO with the file system failed. */
 errcode_t bg_start(struct txn_manager *t);
 void bg_stop(struct txn_manager *t);
 errcode_t bg_gate(struct txn_manager *t, const struct chk_write *w, size_t n);
+/* Before file data is written to blocks blk..blk+count-1 (any thread,
+ * chk_use not held): each claimed group among them not yet checked is
+ * checked first (bg_gate's errors). */
+errcode_t bg_claim_gate(struct txn_manager *t, uint64_t blk, uint64_t count);
 
 /* attach.c: a thread of io's own, taking no signals (pthread_create's result) */
 int rio_start_quiet_thread(pthread_t *th, void *(*fn)(void *), void *arg);
