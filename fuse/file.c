@@ -332,6 +332,7 @@ static int mark_written(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, bl
  * Up to 128 KiB of 4 KiB blocks (the kernel's usual WRITE) it is on the
  * stack: no allocation per request. */
 #define WRITE_MAP_HERE 32
+#define WRITE_BOUNCE_HERE (16 << 10)
 struct write_map {
 	blk64_t *phys;
 	bool *unwritten;
@@ -368,7 +369,7 @@ static int do_write(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *d
 {
 	size_t bs = r->fs->blocksize;
 	struct ext2_inode in;
-	char *buf = NULL;
+	char *buf = NULL, *heap = NULL;
 	struct write_map map;
 	blk64_t *phys;
 	bool *unwritten;
@@ -399,8 +400,10 @@ static int do_write(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *d
 	 * straight from the request, no bounce buffer (blocks_io only reads it) */
 	bool whole = off % bs == 0 && size % bs == 0;
 	char *src = whole ? (char *)data : NULL;
+	/* a small write's bounce buffer (tar's 10 KiB) on the stack */
+	char here[WRITE_BOUNCE_HERE] __attribute__((aligned(64)));
 	if (!whole)
-		src = buf = malloc(n * bs);
+		src = buf = n * bs <= sizeof(here) ? here : (heap = malloc(n * bs));
 	bool mapped = write_map_init(&map, n);
 	phys = map.phys;
 	unwritten = map.unwritten;
@@ -455,7 +458,7 @@ static int do_write(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *d
 			ret = pret;
 	}
 out:
-	free(buf);
+	free(heap);
 	write_map_free(&map);
 	return ret;
 }

@@ -552,7 +552,9 @@ errcode_t rio_data_io(io_channel ch, bool write, ext2_ino_t ino, const struct ri
 		if (werr)
 			return werr;
 	}
-	struct dev_req *reqs = calloc(n, sizeof(*reqs));
+	/* a file's write is mostly one extent: no allocation for a few */
+	struct dev_req here[8];
+	struct dev_req *reqs = n <= 8 ? memset(here, 0, sizeof(here)) : calloc(n, sizeof(*reqs));
 	if (!reqs)
 		return ENOMEM;
 	size_t bs = (size_t)ch->block_size;
@@ -574,7 +576,8 @@ errcode_t rio_data_io(io_channel ch, bool write, ext2_ino_t ino, const struct ri
 	if (!err && !write && t)
 		for (unsigned i = 0; i < n; i++)
 			rio_ovl_patch(t, reqs[i].off, reqs[i].len, reqs[i].buf);
-	free(reqs);
+	if (reqs != here)
+		free(reqs);
 	return err;
 }
 
