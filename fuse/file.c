@@ -295,17 +295,43 @@ static unsigned count_new(const blk64_t *phys, const bool *unwritten, unsigned n
 /* The partial first and last blocks of a write: what is there (holes and
  * unwritten blocks read as zeros) around the new bytes, in buf. */
 static int read_edges(struct rfs *r, ext2_ino_t ino, const blk64_t *phys, const bool *unwritten,
-		      unsigned n, off_t off, size_t size, char *buf)
+		      unsigned n, off_t off, size_t size, size_t head, size_t tail, char *buf)
 {
 	size_t bs = r->fs->blocksize;
 	blk64_t none = 0;
 	int ret = 0;
-	if (off % bs)
+	if (off % bs && !head)
 		ret = blocks_io(r, ino, false, unwritten[0] ? &none : &phys[0], 1, buf);
-	if (!ret && (off + size) % bs && (n > 1 || off % bs == 0))
+	if (!ret && (off + size) % bs && !tail && (n > 1 || off % bs == 0 || head))
 		ret = blocks_io(r, ino, false, unwritten[n - 1] ? &none : &phys[n - 1], 1,
 				buf + (n - 1) * bs);
 	return ret;
+}
+
+/* A write's n blocks from buf, except the first `head` bytes of the first
+ * block and the last `tail` bytes of the last, which keep the file's data. */
+static int write_blocks(struct rfs *r, ext2_ino_t ino, const blk64_t *phys, unsigned n,
+			char *buf, size_t head, size_t tail)
+{
+	size_t bs = r->fs->blocksize;
+	if (!head && !tail)
+		return blocks_io(r, ino, true, phys, n, buf);
+	for (unsigned i = 0, j; i < n; i = j) {
+		for (j = i + 1; j < n && phys[j] == phys[i] + (j - i); j++)
+			;
+		size_t skip = i == 0 ? head : 0, keep = j == n ? tail : 0;
+		int ret = 0;
+		if (skip || keep) {
+			struct rio_extent ext = { .blk = phys[i], .count = j - i, .buf = buf + i * bs };
+			if (rio_data_write_range(r->fs->io, ino, &ext, skip, (j - i) * bs - skip - keep))
+				ret = data_io_failed(r, ino, true);
+		} else {
+			ret = blocks_io(r, ino, true, phys + i, j - i, buf + i * bs);
+		}
+		if (ret)
+			return ret;
+	}
+	return 0;
 }
 
 /* After the data is on its blocks: the unwritten ones among them are
@@ -423,8 +449,15 @@ static int do_write(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *d
 	uint64_t isize = EXT2_I_SIZE(&in);
 	if ((uint64_t)off > isize && isize / bs < first && (ret = tail_zero(r, ino, &in, isize)) != 0)
 		goto out;
+	/* a write that starts or ends inside a block with data (an append):
+	 * the block's other bytes stay on the device, neither read nor
+	 * rewritten (unless the gap after an old EOF there must be zeroed) */
+	size_t head = !whole && off % bs && phys[0] && !unwritten[0] &&
+		      !((uint64_t)off > isize && isize / bs == first) ? (size_t)(off % bs) : 0;
+	size_t tail = !whole && (off + size) % bs && phys[n - 1] && !unwritten[n - 1] ?
+		      bs - (off + size) % bs : 0;
 	if (!whole) {
-		ret = read_edges(r, ino, phys, unwritten, n, off, size, buf);
+		ret = read_edges(r, ino, phys, unwritten, n, off, size, head, tail, buf);
 		if (ret)
 			goto out;
 		if ((uint64_t)off > isize && isize / bs == first)
@@ -439,7 +472,7 @@ static int do_write(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *d
 		int pret = put_inode(r, ino, &in);
 		(void)pret;
 	}
-	int ioret = n ? blocks_io(r, ino, true, phys, n, src) : 0;
+	int ioret = n ? write_blocks(r, ino, phys, n, src, head, tail) : 0;
 	if (ioret && !ret)
 		ret = ioret;
 	if (n && !ret && nuw)

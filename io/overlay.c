@@ -304,6 +304,14 @@ void rio_ovl_patch(struct txn_manager *t, uint64_t off, size_t len, void *buf)
 	pthread_mutex_unlock(&t->rc->ovl_lock);
 }
 
+bool rio_ovl_holds(struct txn_manager *t, uint64_t blk)
+{
+	pthread_mutex_lock(&t->rc->ovl_lock);
+	bool held = ovl_find(t, blk) || committing_find(t, blk);
+	pthread_mutex_unlock(&t->rc->ovl_lock);
+	return held;
+}
+
 bool rio_ovl_read_whole(struct txn_manager *t, uint64_t off, size_t len, void *buf)
 {
 	uint64_t bs = t->bs;

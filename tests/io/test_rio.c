@@ -655,6 +655,44 @@ static void whole_block_bases(ext2_filsys fs, const char *path, blk64_t used)
 	CHECK(after.device_writes > before.device_writes, "zeros over old data were dropped as unchanged");
 }
 
+/* rio_data_write_range over file f1's first block: the bytes around the
+ * range keep the file's data without a device read; when the overlay holds
+ * bytes of the block, those are what is kept. */
+static void data_write_range(ext2_filsys fs)
+{
+	unsigned bs = fs->blocksize;
+	unsigned char buf[EXT2_MAX_BLOCK_SIZE], got[EXT2_MAX_BLOCK_SIZE], want[EXT2_MAX_BLOCK_SIZE];
+	ext2_ino_t ino;
+	blk64_t p = 0;
+	CHECK_ERR(ext2fs_lookup(fs, EXT2_ROOT_INO, "f1", 2, NULL, &ino));
+	CHECK_ERR(ext2fs_bmap2(fs, ino, NULL, NULL, 0, 0, NULL, &p));
+	CHECK(p != 0, "f1 has no first block");
+	if (failures)
+		return;
+	struct rio_extent w = { p, 1, want }, b = { p, 1, buf }, g = { p, 1, got };
+	CHECK_ERR(rio_data_io(fs->io, false, ino, &w, 1));
+	memset(buf, 0xEE, bs);
+	memset(buf + 100, 'X', 10);
+	struct rio_stats before, after;
+	CHECK_ERR(rio_get_stats(fs->io, &before));
+	CHECK_ERR(rio_data_write_range(fs->io, ino, &b, 100, 10));
+	CHECK_ERR(rio_get_stats(fs->io, &after));
+	CHECK(after.device_reads == before.device_reads, "a range write read the device");
+	memset(want + 100, 'X', 10);
+	CHECK_ERR(rio_data_io(fs->io, false, ino, &g, 1));
+	CHECK(memcmp(got, want, bs) == 0, "a range write changed the bytes around it");
+	/* the open transaction holds the block (as metadata written there) */
+	memset(want, 0x5A, bs);
+	CHECK_ERR(io_channel_write_blk64(fs->io, p, 1, want));
+	memset(buf, 0xEE, bs);
+	memset(buf + 200, 'Y', 8);
+	CHECK_ERR(rio_data_write_range(fs->io, ino, &b, 200, 8));
+	memset(want + 200, 'Y', 8);
+	CHECK_ERR(rio_data_io(fs->io, false, ino, &g, 1));
+	CHECK(memcmp(got, want, bs) == 0, "a range write kept the device's bytes, not the overlay's");
+	CHECK(rio_data_write_range(fs->io, ino, &b, bs, 1) == EINVAL, "a range past the first block");
+}
+
 static void test_txn(bool journal, bool checker)
 {
 	char path[300];
@@ -738,8 +776,10 @@ static void test_txn(bool journal, bool checker)
 	CHECK(b == freed[0], "freed block not free after commit (%llu vs %llu)",
 	      (unsigned long long)b, (unsigned long long)freed[0]);
 	/* the checker would judge metadata writes to free blocks */
-	if (!checker)
+	if (!checker) {
 		whole_block_bases(fs, path, freed[1]);
+		data_write_range(fs);
+	}
 	/* the freed blocks are free on disk too (e2fsck below) */
 	make_files(fs, "g", 3, 4);
 	CHECK_ERR(ext2fs_mkdir(fs, EXT2_ROOT_INO, 0, "dir"));
