@@ -387,6 +387,30 @@ static void write_map_free(struct write_map *m)
 		free(m->unwritten);
 }
 
+/* The bounce buffer of a write that is not whole blocks: the new bytes, the
+ * gap after an old EOF in the first block zeroed, and around them what the
+ * file holds.  Where a write starts or ends inside a block with data (an
+ * append), the block's other bytes stay on the device, neither read nor
+ * rewritten: *head bytes of the first block, *tail of the last (not the
+ * first block's when its gap must be zeroed). */
+static int fill_bounce(struct rfs *r, ext2_ino_t ino, const struct write_map *m, unsigned n,
+		       off_t off, size_t size, uint64_t isize, const char *data, char *buf,
+		       size_t *head, size_t *tail)
+{
+	size_t bs = r->fs->blocksize;
+	bool gap = (uint64_t)off > isize && isize / bs == (uint64_t)off / bs;
+	*head = off % bs && m->phys[0] && !m->unwritten[0] && !gap ? (size_t)(off % bs) : 0;
+	*tail = (off + size) % bs && m->phys[n - 1] && !m->unwritten[n - 1] ?
+		bs - (off + size) % bs : 0;
+	int ret = read_edges(r, ino, m->phys, m->unwritten, n, off, size, *head, *tail, buf);
+	if (ret)
+		return ret;
+	if (gap)
+		memset(buf + isize % bs, 0, off - isize);
+	memcpy(buf + off % bs, data, size);
+	return 0;
+}
+
 /* *size is cut to what fits below the largest file size (a write that
  * crosses it writes what fits, as the kernel's ext3 does; EFBIG only when
  * nothing does). */
@@ -449,21 +473,10 @@ static int do_write(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *d
 	uint64_t isize = EXT2_I_SIZE(&in);
 	if ((uint64_t)off > isize && isize / bs < first && (ret = tail_zero(r, ino, &in, isize)) != 0)
 		goto out;
-	/* a write that starts or ends inside a block with data (an append):
-	 * the block's other bytes stay on the device, neither read nor
-	 * rewritten (unless the gap after an old EOF there must be zeroed) */
-	size_t head = !whole && off % bs && phys[0] && !unwritten[0] &&
-		      !((uint64_t)off > isize && isize / bs == first) ? (size_t)(off % bs) : 0;
-	size_t tail = !whole && (off + size) % bs && phys[n - 1] && !unwritten[n - 1] ?
-		      bs - (off + size) % bs : 0;
-	if (!whole) {
-		ret = read_edges(r, ino, phys, unwritten, n, off, size, head, tail, buf);
-		if (ret)
-			goto out;
-		if ((uint64_t)off > isize && isize / bs == first)
-			memset(buf + isize % bs, 0, off - isize);
-		memcpy(buf + off % bs, data, size);
-	}
+	size_t head = 0, tail = 0;
+	if (!whole &&
+	    (ret = fill_bounce(r, ino, &map, n, off, size, isize, data, buf, &head, &tail)) != 0)
+		goto out;
 	ret = holes ? bmap_alloc_run(r, ino, &in, first, n, false, phys) : 0;
 	if (ret) {
 		/* nothing written: give back what lies past the end of the file */
