@@ -295,17 +295,43 @@ static unsigned count_new(const blk64_t *phys, const bool *unwritten, unsigned n
 /* The partial first and last blocks of a write: what is there (holes and
  * unwritten blocks read as zeros) around the new bytes, in buf. */
 static int read_edges(struct rfs *r, ext2_ino_t ino, const blk64_t *phys, const bool *unwritten,
-		      unsigned n, off_t off, size_t size, char *buf)
+		      unsigned n, off_t off, size_t size, size_t head, size_t tail, char *buf)
 {
 	size_t bs = r->fs->blocksize;
 	blk64_t none = 0;
 	int ret = 0;
-	if (off % bs)
+	if (off % bs && !head)
 		ret = blocks_io(r, ino, false, unwritten[0] ? &none : &phys[0], 1, buf);
-	if (!ret && (off + size) % bs && (n > 1 || off % bs == 0))
+	if (!ret && (off + size) % bs && !tail && (n > 1 || off % bs == 0 || head))
 		ret = blocks_io(r, ino, false, unwritten[n - 1] ? &none : &phys[n - 1], 1,
 				buf + (n - 1) * bs);
 	return ret;
+}
+
+/* A write's n blocks from buf, except the first `head` bytes of the first
+ * block and the last `tail` bytes of the last, which keep the file's data. */
+static int write_blocks(struct rfs *r, ext2_ino_t ino, const blk64_t *phys, unsigned n,
+			char *buf, size_t head, size_t tail)
+{
+	size_t bs = r->fs->blocksize;
+	if (!head && !tail)
+		return blocks_io(r, ino, true, phys, n, buf);
+	for (unsigned i = 0, j; i < n; i = j) {
+		for (j = i + 1; j < n && phys[j] == phys[i] + (j - i); j++)
+			;
+		size_t skip = i == 0 ? head : 0, keep = j == n ? tail : 0;
+		int ret = 0;
+		if (skip || keep) {
+			struct rio_extent ext = { .blk = phys[i], .count = j - i, .buf = buf + i * bs };
+			if (rio_data_write_range(r->fs->io, ino, &ext, skip, (j - i) * bs - skip - keep))
+				ret = data_io_failed(r, ino, true);
+		} else {
+			ret = blocks_io(r, ino, true, phys + i, j - i, buf + i * bs);
+		}
+		if (ret)
+			return ret;
+	}
+	return 0;
 }
 
 /* After the data is on its blocks: the unwritten ones among them are
@@ -332,6 +358,7 @@ static int mark_written(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, bl
  * Up to 128 KiB of 4 KiB blocks (the kernel's usual WRITE) it is on the
  * stack: no allocation per request. */
 #define WRITE_MAP_HERE 32
+#define WRITE_BOUNCE_HERE (16 << 10)
 struct write_map {
 	blk64_t *phys;
 	bool *unwritten;
@@ -360,6 +387,30 @@ static void write_map_free(struct write_map *m)
 		free(m->unwritten);
 }
 
+/* The bounce buffer of a write that is not whole blocks: the new bytes, the
+ * gap after an old EOF in the first block zeroed, and around them what the
+ * file holds.  Where a write starts or ends inside a block with data (an
+ * append), the block's other bytes stay on the device, neither read nor
+ * rewritten: *head bytes of the first block, *tail of the last (not the
+ * first block's when its gap must be zeroed). */
+static int fill_bounce(struct rfs *r, ext2_ino_t ino, const struct write_map *m, unsigned n,
+		       off_t off, size_t size, uint64_t isize, const char *data, char *buf,
+		       size_t *head, size_t *tail)
+{
+	size_t bs = r->fs->blocksize;
+	bool gap = (uint64_t)off > isize && isize / bs == (uint64_t)off / bs;
+	*head = off % bs && m->phys[0] && !m->unwritten[0] && !gap ? (size_t)(off % bs) : 0;
+	*tail = (off + size) % bs && m->phys[n - 1] && !m->unwritten[n - 1] ?
+		bs - (off + size) % bs : 0;
+	int ret = read_edges(r, ino, m->phys, m->unwritten, n, off, size, *head, *tail, buf);
+	if (ret)
+		return ret;
+	if (gap)
+		memset(buf + isize % bs, 0, off - isize);
+	memcpy(buf + off % bs, data, size);
+	return 0;
+}
+
 /* *size is cut to what fits below the largest file size (a write that
  * crosses it writes what fits, as the kernel's ext3 does; EFBIG only when
  * nothing does). */
@@ -368,7 +419,7 @@ static int do_write(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *d
 {
 	size_t bs = r->fs->blocksize;
 	struct ext2_inode in;
-	char *buf = NULL;
+	char *buf = NULL, *heap = NULL;
 	struct write_map map;
 	blk64_t *phys;
 	bool *unwritten;
@@ -399,8 +450,10 @@ static int do_write(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *d
 	 * straight from the request, no bounce buffer (blocks_io only reads it) */
 	bool whole = off % bs == 0 && size % bs == 0;
 	char *src = whole ? (char *)data : NULL;
+	/* a small write's bounce buffer (tar's 10 KiB) on the stack */
+	char here[WRITE_BOUNCE_HERE] __attribute__((aligned(64)));
 	if (!whole)
-		src = buf = malloc(n * bs);
+		src = buf = n * bs <= sizeof(here) ? here : (heap = malloc(n * bs));
 	bool mapped = write_map_init(&map, n);
 	phys = map.phys;
 	unwritten = map.unwritten;
@@ -420,14 +473,10 @@ static int do_write(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *d
 	uint64_t isize = EXT2_I_SIZE(&in);
 	if ((uint64_t)off > isize && isize / bs < first && (ret = tail_zero(r, ino, &in, isize)) != 0)
 		goto out;
-	if (!whole) {
-		ret = read_edges(r, ino, phys, unwritten, n, off, size, buf);
-		if (ret)
-			goto out;
-		if ((uint64_t)off > isize && isize / bs == first)
-			memset(buf + isize % bs, 0, off - isize);
-		memcpy(buf + off % bs, data, size);
-	}
+	size_t head = 0, tail = 0;
+	if (!whole &&
+	    (ret = fill_bounce(r, ino, &map, n, off, size, isize, data, buf, &head, &tail)) != 0)
+		goto out;
 	ret = holes ? bmap_alloc_run(r, ino, &in, first, n, false, phys) : 0;
 	if (ret) {
 		/* nothing written: give back what lies past the end of the file */
@@ -436,7 +485,7 @@ static int do_write(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *d
 		int pret = put_inode(r, ino, &in);
 		(void)pret;
 	}
-	int ioret = n ? blocks_io(r, ino, true, phys, n, src) : 0;
+	int ioret = n ? write_blocks(r, ino, phys, n, src, head, tail) : 0;
 	if (ioret && !ret)
 		ret = ioret;
 	if (n && !ret && nuw)
@@ -455,7 +504,7 @@ static int do_write(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *d
 			ret = pret;
 	}
 out:
-	free(buf);
+	free(heap);
 	write_map_free(&map);
 	return ret;
 }

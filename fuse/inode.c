@@ -159,14 +159,22 @@ int put_inode(struct rfs *r, ext2_ino_t ino, struct ext2_inode *inode)
 {
 	const struct time_stamp *s = stamp_of(r, ino);
 	if (s && large_inodes(r)) {
-		struct ext2_inode_large big;
-		errcode_t e = ext2fs_read_inode_full(r->fs, ino, (struct ext2_inode *)&big,
-						     sizeof(big));
+		union {
+			struct ext2_inode_large big;
+			char raw[1024];
+		} here;
+		/* the whole on-disk inode: given less, libext2fs reads the
+		 * inode once more itself to fill in the rest */
+		size_t size = EXT2_INODE_SIZE(r->fs->super);
+		if (size > sizeof(here) || size < sizeof(here.big))
+			size = sizeof(here.big);
+		errcode_t e = ext2fs_read_inode_full(r->fs, ino, (struct ext2_inode *)&here.big,
+						     (int)size);
 		if (!e) {
-			memcpy(&big, inode, sizeof(*inode));
-			stamps_apply(r, s, &big);
-			e = ext2fs_write_inode_full(r->fs, ino, (struct ext2_inode *)&big,
-						    sizeof(big));
+			memcpy(&here.big, inode, sizeof(*inode));
+			stamps_apply(r, s, &here.big);
+			e = ext2fs_write_inode_full(r->fs, ino, (struct ext2_inode *)&here.big,
+						    (int)size);
 		}
 		return e ? -errmap(e) : 0;
 	}

@@ -127,6 +127,16 @@ struct rio_extent {
 errcode_t rio_data_io(io_channel ch, bool write, ext2_ino_t ino, const struct rio_extent *ext,
 		      unsigned n);
 
+/* rio_data_io's write of bytes [skip, skip + len) of one extent (buf holds
+ * count blocks; skip < block size, and the range ends in the last block):
+ * the bytes around the range keep the file's data.  They are not read unless
+ * the open or committing transaction holds bytes of the first or last block
+ * (then those blocks are read into buf around the range, which the caller
+ * gives as scratch, and written whole).  A WRITE that starts or ends inside
+ * a block with data (an append) need not read that block first. */
+errcode_t rio_data_write_range(io_channel ch, ext2_ino_t ino, const struct rio_extent *ext,
+			       size_t skip, size_t len);
+
 /* rio_data_io's write of zeros to the extents (their buf is not used),
  * without sending the zeros where the device can zero a range itself
  * (fallocate FALLOC_FL_ZERO_RANGE on an image file or a block device). The

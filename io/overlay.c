@@ -125,7 +125,21 @@ static errcode_t ovl_grow(struct txn_manager *t)
 	return 0;
 }
 
-static errcode_t ovl_get(struct txn_manager *t, uint64_t blk, struct ovl_ent **out)
+/* The base of a block the write covers whole, when neither the cache nor the
+ * image holds it (a hole: a new block of a fresh image), is zeros, known
+ * without reading it.  The read would cost a system call, and on an image
+ * file the host reads ahead around it into large page-cache folios, which
+ * every later small data write into that range then pays to walk. */
+static errcode_t base_read(struct txn_manager *t, uint64_t blk, bool whole, unsigned char *base)
+{
+	if (whole && rio_approved_zero(t->rc, blk * t->bs, t->bs)) {
+		memset(base, 0, t->bs);
+		return 0;
+	}
+	return rio_approved_read(t->rc, blk * t->bs, t->bs, base);
+}
+
+static errcode_t ovl_get(struct txn_manager *t, uint64_t blk, bool whole, struct ovl_ent **out)
 {
 	struct ovl_ent *e = ovl_find(t, blk);
 	if (e) {
@@ -157,7 +171,7 @@ static errcode_t ovl_get(struct txn_manager *t, uint64_t blk, struct ovl_ent **o
 		free(e);
 		return ENOMEM;
 	}
-	errcode_t err = rio_approved_read(t->rc, blk * t->bs, t->bs, e->base);
+	errcode_t err = base_read(t, blk, whole, e->base);
 	if (err) {
 		free(e->data);
 		free(e->base);
@@ -208,7 +222,8 @@ errcode_t rio_ovl_write(struct txn_manager *t, struct rio_chan *rc, uint64_t off
 	for (uint64_t b = off / bs; b <= (off + len - 1) / bs; b++) {
 		struct ovl_ent *e;
 		size_t before = t->nents;
-		err = ovl_get(t, b, &e);
+		uint64_t bstart = b * bs;
+		err = ovl_get(t, b, off <= bstart && off + len >= bstart + bs, &e);
 		if (err)
 			break;
 		if (t->sp_gen) {
@@ -225,7 +240,6 @@ errcode_t rio_ovl_write(struct txn_manager *t, struct rio_chan *rc, uint64_t off
 				}
 			}
 		}
-		uint64_t bstart = b * bs;
 		uint64_t lo, hi;
 		rio_overlap(bstart, bs, off, len, &lo, &hi);
 		memcpy(e->data + (lo - bstart), src + (lo - off), hi - lo);
@@ -288,6 +302,14 @@ void rio_ovl_patch(struct txn_manager *t, uint64_t off, size_t len, void *buf)
 		memcpy(dst + (lo - off), e->data + (lo - bstart), hi - lo);
 	}
 	pthread_mutex_unlock(&t->rc->ovl_lock);
+}
+
+bool rio_ovl_holds(struct txn_manager *t, uint64_t blk)
+{
+	pthread_mutex_lock(&t->rc->ovl_lock);
+	bool held = ovl_find(t, blk) || committing_find(t, blk);
+	pthread_mutex_unlock(&t->rc->ovl_lock);
+	return held;
 }
 
 bool rio_ovl_read_whole(struct txn_manager *t, uint64_t off, size_t len, void *buf)

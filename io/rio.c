@@ -552,7 +552,9 @@ errcode_t rio_data_io(io_channel ch, bool write, ext2_ino_t ino, const struct ri
 		if (werr)
 			return werr;
 	}
-	struct dev_req *reqs = calloc(n, sizeof(*reqs));
+	/* a file's write is mostly one extent: no allocation for a few */
+	struct dev_req here[8];
+	struct dev_req *reqs = n <= 8 ? memset(here, 0, sizeof(here)) : calloc(n, sizeof(*reqs));
 	if (!reqs)
 		return ENOMEM;
 	size_t bs = (size_t)ch->block_size;
@@ -574,7 +576,63 @@ errcode_t rio_data_io(io_channel ch, bool write, ext2_ino_t ino, const struct ri
 	if (!err && !write && t)
 		for (unsigned i = 0; i < n; i++)
 			rio_ovl_patch(t, reqs[i].off, reqs[i].len, reqs[i].buf);
-	free(reqs);
+	if (reqs != here)
+		free(reqs);
+	return err;
+}
+
+/* Block i of ext, as the file's data reads, into its place in ext->buf. */
+static errcode_t read_block_of(io_channel ch, ext2_ino_t ino, const struct rio_extent *ext,
+			       uint32_t i)
+{
+	struct rio_extent one = { .blk = ext->blk + i, .count = 1,
+				  .buf = (unsigned char *)ext->buf + (size_t)i * ch->block_size };
+	return rio_data_io(ch, false, ino, &one, 1);
+}
+
+static bool held_elsewhere(struct rio_chan *rc, uint64_t blk)
+{
+	return (rc->txn && rio_ovl_holds(rc->txn, blk)) ||
+	       (rc->replay && replay_find(rc->replay, blk));
+}
+
+errcode_t rio_data_write_range(io_channel ch, ext2_ino_t ino, const struct rio_extent *ext,
+			       size_t skip, size_t len)
+{
+	if (!ch || ch->magic != EXT2_ET_MAGIC_IO_CHANNEL || ch->manager != rio_io_manager)
+		return EXT2_ET_MAGIC_IO_CHANNEL;
+	struct rio_chan *rc = rio_chan_of(ch);
+	size_t bs = (size_t)ch->block_size, end = skip + len, total = (size_t)ext->count * bs;
+	if (ext->count == 0 || len == 0 || skip >= bs || end > total || end <= total - bs)
+		return EINVAL;
+	uint32_t last = ext->count - 1;
+	bool head = skip > 0, tail = end < total;
+	if ((head && held_elsewhere(rc, ext->blk)) || (tail && held_elsewhere(rc, ext->blk + last))) {
+		/* the device's copy is not the file's there: read-modify-write */
+		unsigned char *b = ext->buf;
+		unsigned char *range = malloc(len);
+		if (!range)
+			return ENOMEM;
+		memcpy(range, b + skip, len);
+		errcode_t err = head ? read_block_of(ch, ino, ext, 0) : 0;
+		if (!err && tail && (last > 0 || !head))
+			err = read_block_of(ch, ino, ext, last);
+		memcpy(b + skip, range, len);
+		free(range);
+		return err ? err : rio_data_io(ch, true, ino, ext, 1);
+	}
+	errcode_t err = data_write_begin(ch, ino, ext, 1);
+	if (err)
+		return err;
+	struct dev_req req = {
+		.write = true,
+		.off = ext->blk * bs + skip,
+		.len = len,
+		.buf = (unsigned char *)ext->buf + skip,
+	};
+	err = rio_dev_submit(&rc->dev, &req, 1);
+	if (!err)
+		rio_dev_data_written(&rc->dev, req.len);
 	return err;
 }
 

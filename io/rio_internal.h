@@ -276,6 +276,8 @@ errcode_t rio_ovl_write(struct txn_manager *t, struct rio_chan *rc, uint64_t off
 /* Copies overlay bytes over buf (buf already holds the approved state).
  * rio_ovl_write/patch and rio_ovl_data_written take ovl_lock themselves. */
 void      rio_ovl_patch(struct txn_manager *t, uint64_t off, size_t len, void *buf);
+/* Block blk has bytes in the overlay or the committing transaction. */
+bool      rio_ovl_holds(struct txn_manager *t, uint64_t blk);
 /* Whole blocks [off, off+len) all held by the overlay (or the committing
  * transaction): copies them into buf and returns true, so that the reader
  * skips the cache (whose copy the patch would overwrite anyway); false
