@@ -699,7 +699,7 @@ static int add_new_block(struct dindex *di, struct dirix *d, const char *name,
 	ext2_filsys fs = di->fs;
 	struct ext2_dir_entry *de = (struct ext2_dir_entry *)di->blockbuf;
 	unsigned int usable = fs->blocksize;
-	uint32_t lblk;
+	uint32_t lblk = 0;
 	int rc;
 
 	memset(di->blockbuf, 0, fs->blocksize);

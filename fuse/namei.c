@@ -483,8 +483,8 @@ static void reply_new(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		      dev_t rdev, const char *link)
 {
 	struct rfs *r = R(req);
-	struct fuse_entry_param e;
-	ext2_ino_t ino;
+	struct fuse_entry_param e = { 0 };
+	ext2_ino_t ino = 0;
 	int ret;
 
 	lock(r);
@@ -520,8 +520,8 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 		      struct fuse_file_info *fi)
 {
 	struct rfs *r = R(req);
-	struct fuse_entry_param e;
-	ext2_ino_t ino;
+	struct fuse_entry_param e = { 0 };
+	ext2_ino_t ino = 0;
 	int ret;
 
 	lock(r);
@@ -893,7 +893,7 @@ void op_link(fuse_req_t req, fuse_ino_t fino, fuse_ino_t newparent, const char *
 {
 	struct rfs *r = R(req);
 	ext2_ino_t ino = to_ext(fino), dir = to_ext(newparent);
-	struct fuse_entry_param e;
+	struct fuse_entry_param e = { 0 };
 	struct ext2_inode in;
 	int ret;
 
