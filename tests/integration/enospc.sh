@@ -36,6 +36,7 @@ while err is None and written < (64 << 20):
     except OSError as e:
         err = e.errno
 c.eq(err, errno.ENOSPC, "the user's write stops with ENOSPC")
+c.eq(os.statvfs(".").f_bavail, 0, "the user's last write took what was left (short count)")
 err = None
 while err is None and written < (64 << 20):   # the last blocks, one at a time
     try:
@@ -71,6 +72,7 @@ while err is None and written < (64 << 20):
 os.close(fd)
 print("root wrote %d KiB into the reserve" % (written >> 10))
 c.eq(err, errno.ENOSPC, "root's write stops with ENOSPC")
+c.eq(os.statvfs(".").f_bfree, 0, "root's last write took the last blocks (short count)")
 c.ok(written >= (16 << 20) // 10 // 2, "root can use the reserved blocks (%d KiB)" % (written >> 10))
 c.ok(os.statvfs(".").f_bfree * bs < (256 << 10), "the reserve is used up (bfree %d)" % os.statvfs(".").f_bfree)
 # remove, commit, and the space is usable again
