@@ -413,9 +413,10 @@ static int fill_bounce(struct rfs *r, ext2_ino_t ino, const struct write_map *m,
 
 /* *size is cut to what fits below the largest file size (a write that
  * crosses it writes what fits, as the kernel's ext3 does; EFBIG only when
- * nothing does). */
+ * nothing does).  A probe allocates what the write needs and stops before
+ * any data is written: the caller undoes it (write_what_fits). */
 static int do_write(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *data,
-		    size_t *sizep, off_t off)
+		    size_t *sizep, off_t off, bool probe)
 {
 	size_t bs = r->fs->blocksize;
 	struct ext2_inode in;
@@ -471,13 +472,20 @@ static int do_write(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *d
 	 * content, zeroed first (in the buffer when the write starts in that
 	 * block; inode.c's tail_zero says why) */
 	uint64_t isize = EXT2_I_SIZE(&in);
-	if ((uint64_t)off > isize && isize / bs < first && (ret = tail_zero(r, ino, &in, isize)) != 0)
+	if (!probe && (uint64_t)off > isize && isize / bs < first &&
+	    (ret = tail_zero(r, ino, &in, isize)) != 0)
 		goto out;
 	size_t head = 0, tail = 0;
-	if (!whole &&
+	if (!whole && !probe &&
 	    (ret = fill_bounce(r, ino, &map, n, off, size, isize, data, buf, &head, &tail)) != 0)
 		goto out;
 	ret = holes ? bmap_alloc_run(r, ino, &in, first, n, false, phys) : 0;
+	if (probe) {
+		/* an unwritten extent split in two or three may need a block */
+		if (!ret && nuw)
+			ret = mark_written(r, ino, &in, first, unwritten, n);
+		goto out;
+	}
 	if (ret) {
 		/* nothing written: give back what lies past the end of the file */
 		bmap_trim_past_eof(r, ino, &in, first, first + n);
@@ -638,6 +646,55 @@ static bool write_needs_invalidation(struct rfs *r, ext2_ino_t ino,
 	return o && o->cached;
 }
 
+/* Bytes of a write from off that end at the end of its k-th block. */
+static size_t leading_part(size_t bs, off_t off, size_t size, uint64_t k)
+{
+	uint64_t len = k * bs - (uint64_t)off % bs;
+	return len < size ? (size_t)len : size;
+}
+
+/*
+ * A write of several blocks that does not fit whole (after the ENOSPC
+ * retry) writes its largest leading part that does, in whole blocks from
+ * off, and *sizep becomes its length, as the kernel's ext3 and ext4 return
+ * a short count.  What fits is found by probes (allocation only, each
+ * undone), since the index or extent blocks a part needs depend on the
+ * file's map; then that part is written for real.  -ENOSPC when not even
+ * the first block's part fits.
+ */
+static int write_what_fits(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *data,
+			   size_t *sizep, off_t off)
+{
+	size_t bs = r->fs->blocksize;
+	uint64_t fits = 0, fails = ((uint64_t)off % bs + *sizep + bs - 1) / bs;
+	int ret;
+
+	if (fails < 2)
+		return -ENOSPC;
+	while (fails - fits > 1) {
+		uint64_t mid = fits + (fails - fits) / 2;
+		size_t len = leading_part(bs, off, *sizep, mid);
+		if ((ret = wr_undo(r)) != 0)
+			return ret;
+		ret = do_write(r, req, ino, data, &len, off, true);
+		if (ret && ret != -ENOSPC)
+			return ret;
+		if (ret)
+			fails = mid;
+		else
+			fits = mid;
+	}
+	if ((ret = wr_undo(r)) != 0 || fits == 0)
+		return ret ? ret : -ENOSPC;
+	size_t len = leading_part(bs, off, *sizep, fits);
+	ret = do_write(r, req, ino, data, &len, off, false);
+	if (!ret)
+		ret = drop_capability(r, ino);
+	if (!ret)
+		*sizep = len;
+	return ret;
+}
+
 void op_write(fuse_req_t req, fuse_ino_t fino, const char *data, size_t size, off_t off,
 		     struct fuse_file_info *fi)
 {
@@ -650,10 +707,12 @@ void op_write(fuse_req_t req, fuse_ino_t fino, const char *data, size_t size, of
 	if (!ret) {
 		bool retried = false;
 		do {
-			ret = do_write(r, req, to_ext(fino), data, &size, off);
+			ret = do_write(r, req, to_ext(fino), data, &size, off, false);
 			if (!ret)
 				ret = drop_capability(r, to_ext(fino));
 		} while (wr_retry_enospc(r, ret, &retried));
+		if (ret == -ENOSPC)
+			ret = write_what_fits(r, req, to_ext(fino), data, &size, off);
 		ret = wr_end(r, ret, false);
 	}
 	if (!ret)

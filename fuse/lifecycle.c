@@ -337,6 +337,23 @@ bool wr_retry_enospc(struct rfs *r, int ret, bool *retried)
 	return wr_begin(r) == 0;
 }
 
+/* Undo what the operation did since its savepoint (none left after
+ * wr_retry_enospc undid it) and set a new one, without a commit: a write
+ * trying shorter lengths.  0; -EROFS (the undo was not exact: read-only
+ * now); -ENOSPC when no savepoint could be set (nothing could be undone). */
+int wr_undo(struct rfs *r)
+{
+	if (r->sp_active && op_rollback(r)) {
+		went_readonly(r);
+		return -EROFS;
+	}
+	if (r->ro)
+		return -EROFS;
+	r->nstamp = 0;
+	op_savepoint(r);
+	return r->sp_active ? 0 : -ENOSPC;
+}
+
 /* Before an operation that will allocate `need` blocks changes anything:
  * when only blocks still waiting for their commit would make them available,
  * commit first (nothing of the operation is in the transaction yet), so the

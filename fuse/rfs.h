@@ -365,6 +365,7 @@ int space_check(struct rfs *r, fuse_req_t req, blk64_t need);
 int wr_begin(struct rfs *r);
 int wr_end(struct rfs *r, int ret, bool force);
 bool wr_retry_enospc(struct rfs *r, int ret, bool *retried);
+int wr_undo(struct rfs *r);
 int wr_room_for(struct rfs *r, blk64_t need);
 int rfs_fsync(struct rfs *r, ext2_ino_t ino);
 
