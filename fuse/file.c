@@ -490,8 +490,7 @@ static int do_write(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *d
 		/* nothing written: give back what lies past the end of the file */
 		bmap_trim_past_eof(r, ino, &in, first, first + n);
 		n = 0;
-		int pret = put_inode(r, ino, &in);
-		(void)pret;
+		(void)put_inode(r, ino, &in);   /* the write's error is the one to report */
 	}
 	int ioret = n ? write_blocks(r, ino, phys, n, src, head, tail) : 0;
 	if (ioret && !ret)
