@@ -7,8 +7,9 @@
 # With the argument ext4 (dir_nlink, indexed directories): files still stop
 # at 65000 links, but a directory takes a 64999th subdirectory and more, its
 # count then 1 (the kernel's ext4 rule, checked on the kernel's driver too),
-# and a rename into it is allowed; the directory (linear, as recon-fuse
-# writes them) takes back its true count once it has 65000 links or fewer.
+# and a rename into it is allowed; an indexed directory keeps the count 1
+# as the kernel's does, a linear one (ext4 without dir_index) takes back its
+# true count once it has 65000 links or fewer.
 . "$(dirname "$0")/lib.sh"
 fs_from_arg "$@"
 need_root
@@ -16,10 +17,15 @@ need_root
 export EMLINK_FS=$FS_TYPE
 img="$SCRATCH/emlink.img"
 mnt="$SCRATCH/mnt"
+# emlink_scenario INDEXED [mke2fs options]: INDEXED 1 when the image has
+# dir_index (the directory of 65000 subdirectories is then an htree, as the
+# kernel makes it), 0 when its directories stay linear
+emlink_scenario() {
+local indexed=$1; shift
 # 1 KiB blocks: 65000 directories take 65000 blocks and inodes
-mkimg "$img" 1024 160M -N 140000
+mkimg "$img" 1024 160M -N 140000 "$@"
 mount_recon "$img" "$mnt" || die "mount"
-timeout -s KILL $((600 * TMUL)) python3 - "$mnt" <<'PY' || fail "EMLINK scenario"
+EMLINK_INDEXED=$indexed timeout -s KILL $((600 * TMUL)) python3 - "$mnt" <<'PY' || fail "EMLINK scenario (indexed: $indexed)"
 import errno, os, sys
 from pylib import Checker
 m = sys.argv[1]
@@ -65,12 +71,16 @@ if os.environ["EMLINK_FS"] == "ext4":
     c.eq(os.stat("dirs").st_nlink, 1, "the count stays 1 after a rename into it")
     c.succeeds(os.rmdir, "dirs/d0")
     c.eq(os.stat("dirs").st_nlink, 1, "the count stays 1 after an rmdir")
-    # recon-fuse's directories are linear: e2fsck wants a linear directory's
-    # true count once it has no more than the maximum
+    # an indexed directory keeps 1, as the kernel's (e2fsck accepts it);
+    # e2fsck wants a linear directory's true count once it has no more
+    # than the maximum
     commit_dirs()
     c.succeeds(os.rmdir, "dirs/d1")
     commit_dirs()   # the checker sees the count come back from 1 on its own
-    c.eq(os.stat("dirs").st_nlink, 65000, "a linear directory back at 65000 links counts them")
+    if os.environ["EMLINK_INDEXED"] == "1":
+        c.eq(os.stat("dirs").st_nlink, 1, "an indexed directory back at 65000 links keeps 1")
+    else:
+        c.eq(os.stat("dirs").st_nlink, 65000, "a linear directory back at 65000 links counts them")
     c.succeeds(os.mkdir, "dirs/again")
     c.eq(os.stat("dirs").st_nlink, 1, "past 65000 links again the count is 1")
     c.done()
@@ -93,6 +103,14 @@ if [ "$FS_TYPE" = ext4 ]; then dirs_nlink=1; else dirs_nlink=65000; fi
 [ "$(stat -c %h "$mnt/dirs")" = "$dirs_nlink" ] ||
 	fail "directory link count after remount: $(stat -c %h "$mnt/dirs"), want $dirs_nlink"
 umount_recon "$mnt"
+if [ "$indexed" = 1 ]; then
+	debugfs -R "htree /dirs" "$img" 2>/dev/null | grep -q "Root node dump" ||
+		fail "the directory of 65000 subdirectories is not indexed"
+fi
+}
+emlink_scenario 1
+# ext4 without dir_index: a linear directory's count comes back
+[ "$FS_TYPE" = ext4 ] && emlink_scenario 0 -O ^dir_index
 
 # the reference: the kernel's ext4 on the same steps of directories
 if [ "$FS_TYPE" = ext4 ]; then
@@ -110,6 +128,9 @@ for i in range(64998):
 c.eq(os.stat("dirs").st_nlink, 65000, "the kernel: 64998 subdirectories")
 c.succeeds(os.mkdir, "dirs/one-more")
 c.eq(os.stat("dirs").st_nlink, 1, "the kernel: past 65000 links the count is 1")
+os.rmdir("dirs/d0")
+os.rmdir("dirs/d1")
+c.eq(os.stat("dirs").st_nlink, 1, "the kernel: an indexed directory back at 65000 links keeps 1")
 c.done()
 PY
 	kumount "$kmnt"
