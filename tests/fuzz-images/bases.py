@@ -12,6 +12,8 @@ what) is the same from run to run on one kernel; a mutant is then named by
   jr1  k1 after a workload under recon-fuse cut by its power-cut fault
        (-o deterministic,fault_crash_after=N): committed transactions in the
        journal that were not checkpointed (needs the recon-fuse binary)
+  kg1  k1's content on 64 MiB, 8 groups, 4 of them empty: a mount with no seal
+       claims those and checks their bitmaps after it serves
 Contents: files in the direct, indirect and double-indirect ranges, a fast and
 a slow symlink, a 400-entry htree directory, hard links, nested directories.
 The ext4 bases e4, e1, ei, ej are bases_ext4.py's; recon-fuse writes all but
@@ -26,13 +28,16 @@ import time
 
 import bases_ext4
 
-BASES = ("k1", "k4", "o1", "kc1", "jr1") + bases_ext4.BASES
+BASES = ("k1", "k4", "o1", "kc1", "jr1", "kg1") + bases_ext4.BASES
 READ_ONLY = ("ei",)
 UUID = "6a3c0e52-1f7b-4c3e-9d2a-5b8e7f1c2d40"
 HASH_SEED = "0b1c2d3e-4f50-4a61-8b72-93a4b5c6d7e8"
 GEOMETRY = {  # base: (block size, inode size, image size)
     "k1": (1024, 128, "16M"),
     "k4": (4096, 256, "160M"),
+    # 8 groups, most of them empty: a mount with no seal takes those as
+    # claimed and checks their bitmaps later (checker/README.md)
+    "kg1": (1024, 128, "64M"),
     "o1": (1024, 128, "16M"),
     "kc1": (1024, 128, "16M"),
     "jr1": (1024, 128, "16M"),

@@ -775,7 +775,7 @@ def main():
     ap.add_argument("--classes", default=",".join(mutate.CLASSES_EXT3),
                     help="for --per-class: CLASS[+csum][@BASE:BASE...],... (default: the ext3 "
                     "classes), or 'ext4': mutate.EXT4_CLASSES")
-    ap.add_argument("--bases", default="k1,k4,o1",
+    ap.add_argument("--bases", default="k1,k4,o1,kg1",
                     help="bases for --per-class of classes without @ (jblk uses kc1 and jr1)")
     ap.add_argument("--seed0", type=int, default=1)
     ap.add_argument("--fuse", default=os.environ.get("RECON_FUSE"), help="the recon-fuse binary")
