@@ -23,48 +23,10 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "io.h"
-#include "test_util.h"
+/* CHECK, CHECK_ERR, scratch, failures, fill, fsck_clean and raw_read */
+#include "rio_test.h"
 
-static char scratch[256];
-static int failures;
-
-#define CHECK(cond, ...) do { \
-	if (!(cond)) { \
-		test_report("FAIL", __FILE__, __LINE__, #cond, __VA_ARGS__); \
-		failures++; \
-		return; \
-	} } while (0)
-#define CHECK_ERR(expr) do { \
-	errcode_t e_ = (expr); \
-	if (e_) { \
-		fprintf(stderr, "FAIL %s:%d: %s: %s\n", __FILE__, __LINE__, #expr, error_message(e_)); \
-		failures++; \
-		return; \
-	} } while (0)
-
-static int fsck_clean(const char *path)
-{
-	return e2fsck_fn(path, scratch) == 0;
-}
-
-static int raw_read(const char *path, uint64_t off, void *buf, size_t len)
-{
-	int fd = open(path, O_RDONLY);
-	if (fd < 0)
-		return -1;
-	ssize_t r = pread(fd, buf, len, (off_t)off);
-	close(fd);
-	return r == (ssize_t)len ? 0 : -1;
-}
-
-static void fill(unsigned char *buf, size_t len, unsigned seed)
-{
-	for (size_t i = 0; i < len; i++)
-		buf[i] = (unsigned char)(seed * 131 + i * 7 + (i >> 9));
-}
-
-static void set_cfg(bool checker, bool async, unsigned max_blocks)
+static void guard_cfg(bool checker, bool async, unsigned max_blocks)
 {
 	struct rio_config cfg = {
 		.block_cache_mb = 8, .quiet = true, .checker = checker, .checker_cache_mb = 16,
@@ -220,7 +182,7 @@ static void test_guard(const char *mkfs)
 	char path[300];
 	snprintf(path, sizeof(path), "%s/guard.img", scratch);
 	make_image_or_skip(path, mkfs, 16384);
-	set_cfg(true, false, 0);
+	guard_cfg(true, false, 0);
 	ext2_filsys fs;
 	CHECK_ERR(open_attached(path, &fs));
 	ext2_ino_t a, b;
@@ -279,7 +241,7 @@ static void test_guard_async(void)
 	char path[300];
 	snprintf(path, sizeof(path), "%s/async.img", scratch);
 	make_image_or_skip(path, "-t ext3 -b 1024", 8192);
-	set_cfg(true, true, 1);
+	guard_cfg(true, true, 1);
 	ext2_filsys fs;
 	CHECK_ERR(open_attached(path, &fs));
 	unsigned nblocks = ext2fs_blocks_count(fs->super);
@@ -358,7 +320,7 @@ static void test_ro_replay(void)
 	CHECK(memcmp(want, disk, 1024) != 0, "block 9000 already holds the data");
 	char sha_before[65], sha_after[65];
 	CHECK(file_sha(path, sha_before) == 0, "sha");
-	set_cfg(false, false, 0);
+	guard_cfg(false, false, 0);
 	ext2_filsys fs;
 	CHECK_ERR(ext2fs_open2(path, NULL, 0, 0, 0, rio_io_manager, &fs));
 	if (!ext2fs_has_feature_journal_needs_recovery(fs->super)) {
