@@ -8,9 +8,10 @@ For each mutant BASE/CLASS[+csum]/SEED[/EDIT] (mutate.py):
      up to 8 MiB, readlink, listxattr/getxattr, statfs) and record checksums;
      the image must be byte-identical afterwards;
   3. a read-write mount (default options): a small workload (mkdir, creates,
-     writes, fsync, rename, unlink of its own files, a create in an existing
-     directory; on the ext4 bases also names added, renamed and removed in
-     the htree directory, a file unlinked while open, fallocate, a punched
+     writes, fsync, rename, unlink of its own files, a new directory grown
+     past one block (indexed), a create in an existing directory; on the
+     ext4 bases also names added, renamed and removed in the htree
+     directory, a file unlinked while open, fallocate, a punched
      hole, a truncated extent tree), unmount.  A refused mount must leave
      the image byte-identical; the bases recon-fuse cannot write
      (bases.READ_ONLY: inline_data) must be refused, and are not given the
@@ -186,6 +187,9 @@ def workload(root, ext4=False):
     attempt(os.unlink, w + "/f2")
     attempt(os.mkdir, w + "/sub")
     write(w + "/sub/g", b"g" * 5000, True)
+    # names past one block of a new directory: it becomes an htree (dir_index)
+    for i in range(60):
+        attempt(os.mknod, "%s/sub/n%02d-%s" % (w, i, "n" * 60))
     for d in ("big", "d", ""):
         if not os.path.isdir(os.path.join(root, d)):
             continue    # a log replayed short of the tree
