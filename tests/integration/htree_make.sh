@@ -57,33 +57,10 @@ def_hash() {
 # grow.py DIR TOTAL OUT: step 1 in DIR; OUT gets the names DIR holds after.
 # grow.py DIR TOTAL -: the same names created, nothing else (for the kernel)
 cat >"$SCRATCH/grow.py" <<'EOF2'
-import ctypes, os, sys
-from pylib import Checker
+import os, sys
+from pylib import Checker, LibcDir
 d, total, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 c = Checker("htree_make grow")
-libc = ctypes.CDLL(None, use_errno=True)
-libc.opendir.restype = ctypes.c_void_p
-libc.opendir.argtypes = [ctypes.c_char_p]
-libc.readdir.restype = ctypes.c_void_p
-libc.readdir.argtypes = [ctypes.c_void_p]
-libc.telldir.restype = ctypes.c_long
-libc.telldir.argtypes = [ctypes.c_void_p]
-libc.seekdir.argtypes = [ctypes.c_void_p, ctypes.c_long]
-libc.closedir.argtypes = [ctypes.c_void_p]
-NAME_OFF = 19          # struct dirent on Linux/glibc: ino 8, off 8, reclen 2, type 1
-def read(dp, n):
-    got = []
-    while n is None or len(got) < n:
-        ctypes.set_errno(0)
-        p = libc.readdir(dp)
-        if not p:
-            if ctypes.get_errno():
-                c.ok(False, "readdir: errno %d" % ctypes.get_errno())
-            break
-        name = ctypes.string_at(p + NAME_OFF).decode()
-        if name not in (".", ".."):
-            got.append(name)
-    return got
 first = 12
 def name(i):
     # past the first, one name in five of 200 to 255 bytes, the others of 10 to 30
@@ -100,20 +77,20 @@ for i in range(first):
     create(i)
 before = set(os.listdir(d))
 c.eq(os.stat(d).st_size, bs, "the directory is one block when the readers open it")
-a, b = libc.opendir(d.encode()), libc.opendir(d.encode())
+a, b = LibcDir(d), LibcDir(d)
 c.ok(a and b, "opendir")
-seen_a = read(a, 3)
-first_b = read(b, 2)
-pos = libc.telldir(b)
-again = read(b, 2)                 # read past pos, to be read again after seekdir
+seen_a = a.read(3)
+first_b = b.read(2)
+pos = b.tell()
+again = b.read(2)                 # read past pos, to be read again after seekdir
 for i in range(first, total):
     create(i)
     if i % 97 == 0:
-        seen_a += read(a, 1)       # a reader going on across the change
+        seen_a += a.read(1)       # a reader going on across the change
 c.ok(os.stat(d).st_size >= 3 * bs, "the directory grew past one block (%d bytes)" % os.stat(d).st_size)
-seen_a += read(a, None)
-libc.seekdir(b, pos)
-rest_b = read(b, None)
+seen_a += a.read(None)
+b.seek(pos)
+rest_b = b.read(None)
 after = set(os.listdir(d))
 for what, names in (("reader", seen_a), ("reader after seekdir", first_b + rest_b)):
     count = {}
@@ -126,8 +103,8 @@ for what, names in (("reader", seen_a), ("reader after seekdir", first_b + rest_
     c.ok(not missing, "%s: %d names present throughout missing, e.g. %s" % (what, len(missing), missing[:3]))
     c.ok(not strange, "%s: names never there: %s" % (what, strange[:3]))
 c.ok(set(again) <= set(rest_b), "names after the telldir position come again after seekdir")
-libc.closedir(a)
-libc.closedir(b)
+a.close()
+b.close()
 c.eq(after, {name(i) for i in range(total)}, "names after the creates")
 for n in after:
     c.ok(os.path.lexists(os.path.join(d, n)), "lookup %s" % n[:12])

@@ -35,41 +35,18 @@ levels() { debugfs -R "htree $2" "$1" 2>/dev/null | sed -n 's/.*Indirect levels:
 # (opendir/readdir/telldir/seekdir of libc, through ctypes); OUT gets the
 # names DIR must hold afterwards
 cat >"$SCRATCH/readers.py" <<'EOF2'
-import ctypes, os, sys
-from pylib import Checker
+import os, sys
+from pylib import Checker, LibcDir
 d, base, add, ln, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 c = Checker("htree_split readers")
-libc = ctypes.CDLL(None, use_errno=True)
-libc.opendir.restype = ctypes.c_void_p
-libc.opendir.argtypes = [ctypes.c_char_p]
-libc.readdir.restype = ctypes.c_void_p
-libc.readdir.argtypes = [ctypes.c_void_p]
-libc.telldir.restype = ctypes.c_long
-libc.telldir.argtypes = [ctypes.c_void_p]
-libc.seekdir.argtypes = [ctypes.c_void_p, ctypes.c_long]
-libc.closedir.argtypes = [ctypes.c_void_p]
-NAME_OFF = 19          # struct dirent on Linux/glibc: ino 8, off 8, reclen 2, type 1
-def read(dp, n):
-    got = []
-    while n is None or len(got) < n:
-        ctypes.set_errno(0)
-        p = libc.readdir(dp)
-        if not p:
-            if ctypes.get_errno():
-                c.ok(False, "readdir: errno %d" % ctypes.get_errno())
-            break
-        name = ctypes.string_at(p + NAME_OFF).decode()
-        if name not in (".", ".."):
-            got.append(name)
-    return got
 def new(i): return ("new%06d-" % i).ljust(ln, "n")
 before = set(os.listdir(d))
-a, b = libc.opendir(d.encode()), libc.opendir(d.encode())
+a, b = LibcDir(d), LibcDir(d)
 c.ok(a and b, "opendir")
-first_a = read(a, 150)
-first_b = read(b, 100)
-pos = libc.telldir(b)
-again = read(b, 300)               # read past pos, to be read again after seekdir
+first_a = a.read(150)
+first_b = b.read(100)
+pos = b.tell()
+again = b.read(300)               # read past pos, to be read again after seekdir
 gone = set(sorted(before)[::3])
 for i in range(add):
     os.close(os.open(os.path.join(d, new(i)), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
@@ -80,9 +57,9 @@ for n in gone:
 gone = set(sorted(before)[::3])
 after = set(os.listdir(d))
 throughout = before - gone
-rest_a = read(a, None)
-libc.seekdir(b, pos)
-rest_b = read(b, None)
+rest_a = a.read(None)
+b.seek(pos)
+rest_b = b.read(None)
 for what, names in (("reader", first_a + rest_a), ("reader after seekdir", first_b + rest_b)):
     seen = {}
     for n in names:
@@ -94,8 +71,8 @@ for what, names in (("reader", first_a + rest_a), ("reader after seekdir", first
     c.ok(not missing, "%s: %d names present throughout missing, e.g. %s" % (what, len(missing), missing[:3]))
     c.ok(not strange, "%s: names never there: %s" % (what, strange[:3]))
 c.ok(set(again) & throughout <= set(rest_b), "names after the telldir position come again after seekdir")
-libc.closedir(a)
-libc.closedir(b)
+a.close()
+b.close()
 c.eq(after, (before - gone) | {new(i) for i in range(add)}, "names after the changes")
 for n in after:
     c.ok(os.path.lexists(os.path.join(d, n)), "lookup %s" % n)

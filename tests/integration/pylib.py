@@ -38,6 +38,60 @@ def fallocate(fd, mode, offset, length):
         raise OSError(e, os.strerror(e))
 
 
+class LibcDir:
+    """A directory read through libc's opendir/readdir/telldir/seekdir, whose
+    positions are the file system's cookies (os.listdir hides them)."""
+    _NAME_OFF = 19   # struct dirent on Linux/glibc: ino 8, off 8, reclen 2, type 1
+    _ready = False
+
+    @classmethod
+    def _prototypes(cls):
+        if cls._ready:
+            return
+        _libc.opendir.restype = ctypes.c_void_p
+        _libc.opendir.argtypes = [ctypes.c_char_p]
+        _libc.readdir.restype = ctypes.c_void_p
+        _libc.readdir.argtypes = [ctypes.c_void_p]
+        _libc.telldir.restype = ctypes.c_long
+        _libc.telldir.argtypes = [ctypes.c_void_p]
+        _libc.seekdir.argtypes = [ctypes.c_void_p, ctypes.c_long]
+        _libc.closedir.argtypes = [ctypes.c_void_p]
+        cls._ready = True
+
+    def __init__(self, path):
+        self._prototypes()
+        self.dp = _libc.opendir(os.fsencode(path))
+        if not self.dp:
+            e = ctypes.get_errno()
+            raise OSError(e, os.strerror(e), path)
+
+    def read(self, n):
+        """Up to N names (None: to the end), "." and ".." left out; a readdir
+        error raises OSError."""
+        got = []
+        while n is None or len(got) < n:
+            ctypes.set_errno(0)
+            p = _libc.readdir(self.dp)
+            if not p:
+                e = ctypes.get_errno()
+                if e:
+                    raise OSError(e, "readdir: " + os.strerror(e))
+                break
+            name = ctypes.string_at(p + self._NAME_OFF).decode()
+            if name not in (".", ".."):
+                got.append(name)
+        return got
+
+    def tell(self):
+        return _libc.telldir(self.dp)
+
+    def seek(self, pos):
+        _libc.seekdir(self.dp, pos)
+
+    def close(self):
+        _libc.closedir(self.dp)
+
+
 FALLOC_FL_KEEP_SIZE = 0x01
 FALLOC_FL_PUNCH_HOLE = 0x02
 FALLOC_FL_COLLAPSE_RANGE = 0x08
