@@ -224,14 +224,24 @@ void chk_cache_free(struct blk_cache *c)
 	chk_u64map_free(&c->index);
 }
 
-int chk_read_block(struct chk_fs *fs, uint64_t blk, void *buf)
+/* The cached copy of blk, made the most recently used (a hit counted), or
+ * NULL (nothing counted).  Valid until the next call that puts or drops. */
+static const uint8_t *cache_hit(struct chk_fs *fs, uint64_t blk)
 {
 	uint32_t s;
-	if (chk_u64map_get(&fs->cache.index, blk, &s)) {
-		memcpy(buf, fs->cache.ents[s].data, fs->bs);
-		lru_unlink(&fs->cache, s);
-		lru_push_head(&fs->cache, s);
-		fs->stats.cache_hits++;
+	if (!chk_u64map_get(&fs->cache.index, blk, &s))
+		return NULL;
+	lru_unlink(&fs->cache, s);
+	lru_push_head(&fs->cache, s);
+	fs->stats.cache_hits++;
+	return fs->cache.ents[s].data;
+}
+
+int chk_read_block(struct chk_fs *fs, uint64_t blk, void *buf)
+{
+	const uint8_t *hit = cache_hit(fs, blk);
+	if (hit) {
+		memcpy(buf, hit, fs->bs);
 		return 0;
 	}
 	fs->stats.cache_misses++;
@@ -286,6 +296,12 @@ int chk_read_inode(struct chk_fs *fs, uint32_t ino, void *buf)
 {
 	uint32_t g = chk_group_of_inode(fs, ino), idx = (ino - 1) % fs->ipg;
 	uint64_t blk = chk_gd_itable(fs, chk_gd(fs, g)) + idx / fs->inodes_per_block;
+	/* a hit copies the inode alone: a transaction reads thousands */
+	const uint8_t *hit = cache_hit(fs, blk);
+	if (hit) {
+		memcpy(buf, hit + (idx % fs->inodes_per_block) * fs->inode_size, fs->inode_size);
+		return 0;
+	}
 	uint8_t *b = malloc(fs->bs);
 	if (!b)
 		return -ENOMEM;
@@ -405,6 +421,60 @@ int chk_record_format(const struct chk_record *r, char *buf, size_t len)
 			(long long)r->old_value, (long long)r->new_value);
 }
 
+char *chk_arena_alloc(struct str_arena *a, size_t n)
+{
+	if (!a->nchunks || a->used + n > a->cap) {
+		size_t cap = n > 16384 ? n : 16384;
+		char **nc = realloc(a->chunks, (a->nchunks + 1) * sizeof(*nc));
+		if (!nc) {
+			a->oom = true;
+			return NULL;
+		}
+		a->chunks = nc;
+		if (!(nc[a->nchunks] = malloc(cap))) {
+			a->oom = true;
+			return NULL;
+		}
+		a->nchunks++;
+		a->used = 0;
+		a->cap = cap;
+	}
+	char *p = a->chunks[a->nchunks - 1] + a->used;
+	a->used += n;
+	return p;
+}
+
+const char *chk_arena_strn(struct str_arena *a, const char *s, size_t n)
+{
+	char *p = chk_arena_alloc(a, n + 1);
+	if (!p)
+		return "?";
+	memcpy(p, s, n);
+	p[n] = 0;
+	return p;
+}
+
+const char *chk_arena_indexed(struct str_arena *a, const char *name, uint32_t i)
+{
+	/* "name[i]" without printf: a transaction makes thousands */
+	char digits[10];
+	size_t nd = 0, nl = strlen(name);
+	do {
+		digits[nd++] = (char)('0' + i % 10);
+		i /= 10;
+	} while (i);
+	char *p = chk_arena_alloc(a, nl + nd + 3);
+	if (!p)
+		return "?";
+	memcpy(p, name, nl);
+	p[nl] = '[';
+	for (size_t k = 0; k < nd; k++)
+		p[nl + 1 + k] = digits[nd - 1 - k];
+	p[nl + 1 + nd] = ']';
+	p[nl + 2 + nd] = 0;
+	return p;
+}
+
 const char *chk_arena_printf(struct str_arena *a, const char *fmt, ...)
 {
 	va_list ap;
@@ -416,26 +486,7 @@ const char *chk_arena_printf(struct str_arena *a, const char *fmt, ...)
 		return "?";
 	if ((size_t)n >= sizeof(tmp))
 		n = sizeof(tmp) - 1;
-	if (!a->nchunks || a->used + (size_t)n + 1 > a->cap) {
-		size_t cap = 16384;
-		char **nc = realloc(a->chunks, (a->nchunks + 1) * sizeof(*nc));
-		if (!nc) {
-			a->oom = true;
-			return "?";
-		}
-		a->chunks = nc;
-		if (!(nc[a->nchunks] = malloc(cap))) {
-			a->oom = true;
-			return "?";
-		}
-		a->nchunks++;
-		a->used = 0;
-		a->cap = cap;
-	}
-	char *p = a->chunks[a->nchunks - 1] + a->used;
-	memcpy(p, tmp, (size_t)n + 1);
-	a->used += (size_t)n + 1;
-	return p;
+	return chk_arena_strn(a, tmp, (size_t)n);
 }
 
 void chk_arena_free(struct str_arena *a)

@@ -489,6 +489,13 @@ struct str_arena {
 };
 const char *chk_arena_printf(struct str_arena *a, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+/* n bytes of the arena for the caller to fill; NULL (and a->oom) when out
+ * of memory */
+char *chk_arena_alloc(struct str_arena *a, size_t n);
+/* a copy of s[0..n) with a NUL; "?" (and a->oom) when out of memory */
+const char *chk_arena_strn(struct str_arena *a, const char *s, size_t n);
+/* "name[i]", as chk_arena_printf("%s[%u]") makes it */
+const char *chk_arena_indexed(struct str_arena *a, const char *name, uint32_t i);
 void chk_arena_free(struct str_arena *a);
 
 struct txn;   /* diff.c: the analysed transaction */
@@ -548,7 +555,8 @@ int  chk_claim_groups(struct chk_fs *fs);
 /* ---- diff.c: the analysed transaction ---- */
 struct tblock {                  /* one block the transaction writes */
 	uint64_t blk;
-	uint8_t *old, *new;          /* approved and proposed contents */
+	uint8_t *old, *new;          /* approved and proposed contents (old: NULL, or in new's
+	                              * allocation) */
 	uint8_t otype;               /* type in the approved map (static or dynamic) */
 	bool changed;
 	bool made_up;                /* old is not the disk's bytes (an UNINIT group's bitmap) */
@@ -568,7 +576,7 @@ struct bchange {                 /* ownership change of one block */
 
 struct ichange {                 /* an inode the transaction touches */
 	uint32_t ino;
-	uint8_t *old, *new;          /* inode_size bytes each */
+	uint8_t *old, *new;          /* inode_size bytes each, in the change's allocation */
 	bool written;                /* its slot differs */
 	bool old_inuse, new_inuse;   /* inode bitmap bit */
 	bool old_live, new_live;     /* in use and links > 0 (its dir entries count) */

@@ -89,24 +89,25 @@ static struct tblock *tb_get(struct chk_fs *fs, struct txn *t, uint64_t blk, boo
 	b->blk = blk;
 	b->otype = blk < fs->blocks_count ? chk_btype(fs, blk) : BT_FREE;
 	bool skip_old = full && (b->otype == BT_FREE || b->otype == BT_DATA);
-	b->old = skip_old ? NULL : malloc(fs->bs);
-	b->new = malloc(fs->bs);
-	if ((!skip_old && !b->old) || !b->new || chk_u64map_put(&t->bidx, blk, (uint32_t)t->nblocks)) {
-		free(b->old);
+	/* one allocation: new, then old (freed with new) */
+	b->new = malloc(skip_old ? fs->bs : 2 * (size_t)fs->bs);
+	b->old = skip_old || !b->new ? NULL : b->new + fs->bs;
+	if (!b->new || chk_u64map_put(&t->bidx, blk, (uint32_t)t->nblocks)) {
 		free(b->new);
 		return NULL;
 	}
 	if (!skip_old) {
 		int r = chk_read_block(fs, blk, b->old);
 		if (r) {
-			free(b->old);
 			free(b->new);
 			chk_u64map_del(&t->bidx, blk);
 			t->err = r;
 			return NULL;
 		}
 		uninit_bitmap_as_approved(fs, b);
-		memcpy(b->new, b->old, fs->bs);
+		/* a whole-block write overwrites all of it at once */
+		if (!full)
+			memcpy(b->new, b->old, fs->bs);
 	}
 	t->nblocks++;
 	return b;
@@ -171,31 +172,35 @@ struct ichange *chk_txn_inode(struct chk_fs *fs, struct txn *t, uint32_t ino)
 	if (!na)
 		goto oom;
 	t->ich = na;
-	struct ichange *ic = calloc(1, sizeof(*ic));
+	/* one allocation: the change, then the old and new inode */
+	struct ichange *ic = calloc(1, sizeof(*ic) + 2 * (size_t)fs->inode_size);
 	if (!ic)
 		goto oom;
 	ic->ino = ino;
-	ic->old = malloc(fs->inode_size);
-	ic->new = malloc(fs->inode_size);
-	if (!ic->old || !ic->new || chk_u64map_put(&t->ichidx, ino, (uint32_t)t->nich)) {
-		free(ic->old);
-		free(ic->new);
+	ic->old = (uint8_t *)(ic + 1);
+	ic->new = ic->old + fs->inode_size;
+	if (chk_u64map_put(&t->ichidx, ino, (uint32_t)t->nich)) {
 		free(ic);
 		goto oom;
 	}
 	/* past a group's initialised inodes a slot holds whatever the disk
 	 * had: it reads as a zeroed inode (e2fsck does not read it) */
 	uint32_t g = chk_group_of_inode(fs, ino), idx = (ino - 1) % fs->ipg;
-	int r = idx < chk_group_used_inodes(fs, g) ? chk_read_inode(fs, ino, ic->old) : 0;
-	if (r)
-		t->err = r;
-	if (r || idx >= chk_group_used_inodes(fs, g))
-		memset(ic->old, 0, fs->inode_size);
 	struct tblock *b = chk_tb_find(t, chk_gd_itable(fs, chk_gd(fs, g)) + idx / fs->inodes_per_block);
+	size_t at = (idx % fs->inodes_per_block) * fs->inode_size;
+	int r = 0;
+	if (idx >= chk_group_used_inodes(fs, g))
+		memset(ic->old, 0, fs->inode_size);
+	else if (b && b->old)   /* the transaction read the table block already */
+		memcpy(ic->old, b->old + at, fs->inode_size);
+	else if ((r = chk_read_inode(fs, ino, ic->old)) != 0) {
+		t->err = r;
+		memset(ic->old, 0, fs->inode_size);
+	}
 	if (idx >= chk_txn_used_inodes(fs, t, g))
 		memset(ic->new, 0, fs->inode_size);
 	else if (b)
-		memcpy(ic->new, b->new + (idx % fs->inodes_per_block) * fs->inode_size, fs->inode_size);
+		memcpy(ic->new, b->new + at, fs->inode_size);
 	else
 		memcpy(ic->new, ic->old, fs->inode_size);
 	ic->written = memcmp(ic->old, ic->new, fs->inode_size) != 0;
@@ -334,10 +339,8 @@ void chk_txn_free(struct txn *t)
 {
 	if (!t)
 		return;
-	for (size_t i = 0; i < t->nblocks; i++) {
-		free(t->blocks[i].old);
-		free(t->blocks[i].new);
-	}
+	for (size_t i = 0; i < t->nblocks; i++)
+		free(t->blocks[i].new);   /* old lies in the same allocation */
 	free(t->blocks);
 	chk_u64map_free(&t->bidx);
 	for (size_t i = 0; i < t->nbch; i++)
@@ -345,10 +348,8 @@ void chk_txn_free(struct txn *t)
 	free(t->bch);
 	chk_u64map_free(&t->bchidx);
 	for (size_t i = 0; i < t->nich; i++) {
-		free(t->ich[i]->old);
-		free(t->ich[i]->new);
 		free(t->ich[i]->recs);
-		free(t->ich[i]);
+		free(t->ich[i]);   /* with its inodes */
 	}
 	free(t->ich);
 	chk_u64map_free(&t->ichidx);
@@ -469,7 +470,7 @@ static bool diff_sb(struct txn *t, const uint8_t *o, const uint8_t *n, bool prim
 			if (!primary && ((f->cls != F_FROZEN && f->cls != F_REVISION) ||
 					 !strcmp(f->name, "s_block_group_nr")))
 				continue;
-			const char *name = f->count > 1 ? chk_arena_printf(&t->v->strings, "%s[%u]", f->name, k) : f->name;
+			const char *name = f->count > 1 ? chk_arena_indexed(&t->v->strings, f->name, k) : f->name;
 			size_t r = chk_verdict_add_record(t->v, CHK_SB, 0, name, get_le(po, f->size), get_le(pn, f->size));
 			if (primary)
 				sb_add_rec(t, r);
@@ -852,7 +853,7 @@ static void diff_ind_block(struct chk_fs *fs, struct txn *t, struct tblock *b, u
 	for (uint32_t i = 0; i < fs->addr_per_block; i++) {
 		if (op[i] == np[i])
 			continue;
-		size_t r = chk_verdict_add_record(t->v, CHK_IND, b->blk, chk_arena_printf(&t->v->strings, "[%u]", i),
+		size_t r = chk_verdict_add_record(t->v, CHK_IND, b->blk, chk_arena_indexed(&t->v->strings, "", i),
 					      op[i], np[i]);
 		chk_ich_add_rec(ic, r);
 		if (op[i]) {

@@ -134,8 +134,7 @@ const char *chk_quote_name(struct txn *t, const char *n, unsigned len)
 		}
 	}
 	q[k++] = '"';
-	q[k] = 0;
-	return chk_arena_printf(&t->v->strings, "%s", q);
+	return chk_arena_strn(&t->v->strings, q, k);
 }
 
 static void entry_effect(struct chk_fs *fs, struct txn *t, uint32_t ino, bool dotname, int d)

@@ -54,10 +54,10 @@ static void htree_records(const struct chk_fs *fs, struct txn *t, uint64_t blk, 
 	uint32_t cnt = nc->count > oc->count ? nc->count : oc->count;
 	for (uint32_t i = 0; i < cnt && off + 8 * (i + 1) <= fs->bs; i++) {
 		if (i > 0 && oe[i].hash != ne[i].hash)
-			chk_verdict_add_record(t->v, CHK_HTREE, blk, chk_arena_printf(&t->v->strings, "hash[%u]", i),
+			chk_verdict_add_record(t->v, CHK_HTREE, blk, chk_arena_indexed(&t->v->strings, "hash", i),
 					   i < oc->count ? oe[i].hash : 0, i < nc->count ? ne[i].hash : 0);
 		if (oe[i].block != ne[i].block)
-			chk_verdict_add_record(t->v, CHK_HTREE, blk, chk_arena_printf(&t->v->strings, "block[%u]", i),
+			chk_verdict_add_record(t->v, CHK_HTREE, blk, chk_arena_indexed(&t->v->strings, "block", i),
 					   i < oc->count ? oe[i].block : 0, i < nc->count ? ne[i].block : 0);
 	}
 }

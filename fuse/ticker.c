@@ -60,6 +60,7 @@ static void *ticker_main(void *arg)
 	struct rfs *r = arg;
 	unsigned ms = r->cfg->io.commit_interval_ms;
 
+	pthread_setname_np(pthread_self(), "recon-ticker");
 	pthread_mutex_lock(&ticker_mu);
 	while (!atomic_load(&ticker_stop)) {
 		struct timespec ts = deadline_in((long long)ms * 1000000);

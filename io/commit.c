@@ -383,6 +383,9 @@ bool cset_done(struct txn_manager *t, struct cset *c)
 void *commit_thread(void *arg)
 {
 	struct txn_manager *t = arg;
+	/* named, so that its CPU can be told from the serving thread's
+	 * (/proc/PID/task/TID/comm, top -H, perf) */
+	pthread_setname_np(pthread_self(), "recon-commit");
 	pthread_mutex_lock(&t->cm);
 	for (;;) {
 		while (!t->queued && !t->stop)
