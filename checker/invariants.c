@@ -720,9 +720,49 @@ static uint32_t dotdot_of(struct chk_fs *fs, struct txn *t, struct ichange *dir)
 	return ino;
 }
 
+/* The key of an entry in directory dir naming ino, for the set below. */
+static uint64_t entry_key(uint32_t dir, uint32_t ino)
+{
+	return (uint64_t)dir << 32 | ino;
+}
+
+static bool is_dot_name(const char *name)
+{
+	return !strcmp(name, ".") || !strcmp(name, "..");
+}
+
+/* Whether the transaction gives directory dir an entry other than "." and
+ * ".." naming ino.  The entries are put in a set at the first call: a
+ * transaction that makes many directories would otherwise scan every
+ * changed entry for each.  (The one key the set cannot hold, all bits set,
+ * is looked for by the scan.) */
+static bool gains_entry(struct txn *t, struct u64map *set, bool *built, uint32_t dir, uint32_t ino)
+{
+	if (entry_key(dir, ino) == UINT64_MAX) {
+		for (size_t j = 0; j < t->ndch; j++)
+			if (t->dch[j].dir == dir && t->dch[j].new_ino == ino && !is_dot_name(t->dch[j].name))
+				return true;
+		return false;
+	}
+	if (!*built) {
+		*built = true;
+		for (size_t j = 0; j < t->ndch; j++) {
+			const struct dchange *e = &t->dch[j];
+			uint64_t k = entry_key(e->dir, e->new_ino);
+			if (!is_dot_name(e->name) && k != UINT64_MAX && chk_u64map_put(set, k, 1)) {
+				t->err = -ENOMEM;
+				return false;
+			}
+		}
+	}
+	return chk_u64map_get(set, entry_key(dir, ino), NULL);
+}
+
 void inv_dir_dotdot_parent(struct chk_fs *fs, struct txn *t, struct chk_verdict *v)
 {
-	for (size_t i = 0; i < t->ndch; i++) {
+	struct u64map entries = { 0 };
+	bool built = false;
+	for (size_t i = 0; i < t->ndch && !t->err; i++) {
 		struct dchange *d = &t->dch[i];
 		if (!strcmp(d->name, ".")) {
 			continue;
@@ -733,10 +773,9 @@ void inv_dir_dotdot_parent(struct chk_fs *fs, struct txn *t, struct chk_verdict 
 					V(INV_DIR_DOTDOT_PARENT, &d->rec, 1, "root's '..' must name the root");
 				continue;
 			}
-			bool found = false;
-			for (size_t j = 0; j < t->ndch && !found; j++)
-				found = t->dch[j].dir == d->new_ino && t->dch[j].new_ino == d->dir &&
-					strcmp(t->dch[j].name, ".") && strcmp(t->dch[j].name, "..");
+			bool found = gains_entry(t, &entries, &built, d->new_ino, d->dir);
+			if (t->err)
+				break;
 			if (!found)
 				V(INV_DIR_DOTDOT_PARENT, &d->rec, 1,
 				  "dir %u: '..' now names %u, which gains no entry naming it", d->dir, d->new_ino);
@@ -751,6 +790,7 @@ void inv_dir_dotdot_parent(struct chk_fs *fs, struct txn *t, struct chk_verdict 
 				  d->dir, dd);
 		}
 	}
+	chk_u64map_free(&entries);
 }
 
 /* A directory moved under a new parent must not become its own ancestor
