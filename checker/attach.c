@@ -518,6 +518,7 @@ void chk_detach(struct chk_fs *fs)
 {
 	if (!fs)
 		return;
+	chk_pool_detach(fs->pool);
 	chk_cache_free(&fs->cache);
 	free(fs->gd);
 	chk_shadow_free(fs);

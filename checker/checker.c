@@ -582,7 +582,10 @@ void chk_verdict_free(struct chk_verdict *v)
 	for (size_t i = 0; i < v->nviols; i++)
 		free((void *)v->viols[i].records);
 	free(v->viols);
-	free(v->recs);
+	if (v->txn)
+		chk_pool_give_recs(v->txn->pool, v->recs, v->caprecs);
+	else
+		free(v->recs);
 	chk_arena_free(&v->strings);
 	if (v->txn)
 		chk_txn_free(v->txn);

@@ -137,6 +137,7 @@ struct blk_cache {
 struct chk_fs {
 	chk_read_fn read;
 	chk_zero_fn zero;                /* may be NULL */
+	struct chk_pool *pool;           /* pool.c; made at the first chk_check, NULL before */
 	uint8_t *sealed;                 /* chk_set_sealed's ngroups bits, or NULL */
 	uint8_t *pristine;               /* chk_options.pristine, ngroups bits, or NULL */
 	/* scan_tail.c: pristine groups only claimed (chk_options.pristine_claimed)
@@ -500,6 +501,26 @@ void chk_arena_free(struct str_arena *a);
 
 struct txn;   /* diff.c: the analysed transaction */
 
+/* pool.c: memory one check hands to the next (block buffers, inode
+ * changes, the record array), shared by a chk_fs and the transactions
+ * that took from it; any thread, its own lock. */
+enum chk_pool_class { CHK_POOL_BLOCK, CHK_POOL_ICHANGE, CHK_POOL_NCLASSES };
+struct chk_pool;
+/* block_size: a CHK_POOL_BLOCK item is two blocks; NULL when out of memory
+ * (then every get is a malloc and every put a free) */
+struct chk_pool *chk_pool_new(size_t block_size, size_t ichange_size);
+struct chk_pool *chk_pool_ref(struct chk_pool *p);
+void chk_pool_unref(struct chk_pool *p);
+/* the chk_fs lets go: nothing is kept any more */
+void chk_pool_detach(struct chk_pool *p);
+/* size bytes (the class's; uninitialised), or NULL; p may be NULL */
+void *chk_pool_get(struct chk_pool *p, enum chk_pool_class c, size_t size);
+/* x back (kept or freed); x may be NULL */
+void chk_pool_put(struct chk_pool *p, enum chk_pool_class c, size_t size, void *x);
+/* a record array and its capacity (*cap 0: none kept) */
+struct chk_record *chk_pool_take_recs(struct chk_pool *p, size_t *cap);
+void chk_pool_give_recs(struct chk_pool *p, struct chk_record *recs, size_t cap);
+
 struct chk_verdict {
 	struct chk_record *recs;
 	size_t nrecs, caprecs;
@@ -610,6 +631,9 @@ struct tproblem {                /* a structural defect found while parsing */
 
 struct txn {
 	struct chk_verdict *v;
+	struct chk_pool *pool;       /* a reference (or NULL): where its buffers come from and go */
+	size_t block_alloc;          /* a tblock's buffer, new and old: 2 blocks */
+	size_t ichange_alloc;        /* an ichange with its two inodes */
 	struct tblock *blocks;
 	size_t nblocks, capblocks;
 	struct u64map bidx;          /* blk -> index in blocks */

@@ -90,16 +90,16 @@ static struct tblock *tb_get(struct chk_fs *fs, struct txn *t, uint64_t blk, boo
 	b->otype = blk < fs->blocks_count ? chk_btype(fs, blk) : BT_FREE;
 	bool skip_old = full && (b->otype == BT_FREE || b->otype == BT_DATA);
 	/* one allocation: new, then old (freed with new) */
-	b->new = malloc(skip_old ? fs->bs : 2 * (size_t)fs->bs);
+	b->new = chk_pool_get(t->pool, CHK_POOL_BLOCK, 2 * (size_t)fs->bs);
 	b->old = skip_old || !b->new ? NULL : b->new + fs->bs;
 	if (!b->new || chk_u64map_put(&t->bidx, blk, (uint32_t)t->nblocks)) {
-		free(b->new);
+		chk_pool_put(t->pool, CHK_POOL_BLOCK, t->block_alloc, b->new);
 		return NULL;
 	}
 	if (!skip_old) {
 		int r = chk_read_block(fs, blk, b->old);
 		if (r) {
-			free(b->new);
+			chk_pool_put(t->pool, CHK_POOL_BLOCK, t->block_alloc, b->new);
 			chk_u64map_del(&t->bidx, blk);
 			t->err = r;
 			return NULL;
@@ -172,15 +172,17 @@ struct ichange *chk_txn_inode(struct chk_fs *fs, struct txn *t, uint32_t ino)
 	if (!na)
 		goto oom;
 	t->ich = na;
-	/* one allocation: the change, then the old and new inode */
-	struct ichange *ic = calloc(1, sizeof(*ic) + 2 * (size_t)fs->inode_size);
+	/* one allocation: the change, then the old and new inode (each set
+	 * in full below) */
+	struct ichange *ic = chk_pool_get(t->pool, CHK_POOL_ICHANGE, sizeof(*ic) + 2 * (size_t)fs->inode_size);
 	if (!ic)
 		goto oom;
+	memset(ic, 0, sizeof(*ic));
 	ic->ino = ino;
 	ic->old = (uint8_t *)(ic + 1);
 	ic->new = ic->old + fs->inode_size;
 	if (chk_u64map_put(&t->ichidx, ino, (uint32_t)t->nich)) {
-		free(ic);
+		chk_pool_put(t->pool, CHK_POOL_ICHANGE, t->ichange_alloc, ic);
 		goto oom;
 	}
 	/* past a group's initialised inodes a slot holds whatever the disk
@@ -339,8 +341,8 @@ void chk_txn_free(struct txn *t)
 {
 	if (!t)
 		return;
-	for (size_t i = 0; i < t->nblocks; i++)
-		free(t->blocks[i].new);   /* old lies in the same allocation */
+	for (size_t i = 0; i < t->nblocks; i++)   /* old lies in new's allocation */
+		chk_pool_put(t->pool, CHK_POOL_BLOCK, t->block_alloc, t->blocks[i].new);
 	free(t->blocks);
 	chk_u64map_free(&t->bidx);
 	for (size_t i = 0; i < t->nbch; i++)
@@ -349,7 +351,7 @@ void chk_txn_free(struct txn *t)
 	chk_u64map_free(&t->bchidx);
 	for (size_t i = 0; i < t->nich; i++) {
 		free(t->ich[i]->recs);
-		free(t->ich[i]);   /* with its inodes */
+		chk_pool_put(t->pool, CHK_POOL_ICHANGE, t->ichange_alloc, t->ich[i]);   /* with its inodes */
 	}
 	free(t->ich);
 	chk_u64map_free(&t->ichidx);
@@ -365,6 +367,7 @@ void chk_txn_free(struct txn *t)
 	chk_u64map_free(&t->orphans);
 	chk_u64map_free(&t->dirblks);
 	free(t->dx);
+	chk_pool_unref(t->pool);
 	free(t);
 }
 
@@ -1049,6 +1052,13 @@ int chk_check(struct chk_fs *fs, const struct chk_write *w, size_t n, struct chk
 	}
 	v->txn = t;
 	t->v = v;
+	t->block_alloc = 2 * (size_t)fs->bs;
+	t->ichange_alloc = sizeof(struct ichange) + 2 * (size_t)fs->inode_size;
+	/* without a pool (out of memory) every buffer is malloc'd and freed */
+	if (!fs->pool)
+		fs->pool = chk_pool_new(fs->bs, t->ichange_alloc);
+	t->pool = chk_pool_ref(fs->pool);
+	v->recs = chk_pool_take_recs(t->pool, &v->caprecs);
 	t->ngdb = fs->gdt_blocks;
 	t->gdb_new = calloc(fs->gdt_blocks ? fs->gdt_blocks : 1, sizeof(*t->gdb_new));
 	if (!t->gdb_new) {
