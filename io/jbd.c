@@ -62,7 +62,14 @@ struct jbd {
 	uint32_t sb_durable;      /* s_start at the last flush */
 	bool sb_unflushed;        /* sb_start written since the last flush */
 	bool failed;              /* an I/O error left the log in an unknown state */
+
+	/* the last transaction's log blocks, kept for the next (up to
+	 * LOGBUF_KEEP_BYTES): a fresh buffer of that size is a page fault
+	 * per block on every commit */
+	unsigned char *logbuf;
+	size_t logbuf_blocks;
 };
+#define LOGBUF_KEEP_BYTES ((size_t)16 << 20)
 
 /* tids wrap: compare as the kernel does */
 static bool tid_gt(uint32_t a, uint32_t b)
@@ -460,6 +467,7 @@ void jbd_close(struct jbd *j)
 		if (err)
 			fprintf(stderr, "recon-fuse: journal: flush at close: %s\n", error_message(err));
 	}
+	free(j->logbuf);
 	free(j->map);
 	free(j->sb);
 	free(j);
@@ -958,6 +966,8 @@ static void build_transaction(const struct jbd *j, unsigned char *buf, uint32_t 
 	const struct jbd_fmt *f = &j->fmt;
 	size_t bs = j->bs, k = 0;   /* k: next block of buf */
 	unsigned rpb = jbd_revokes_per_block(f);
+	/* buf is not zeroed: the revoke and commit blocks zero themselves,
+	 * each descriptor is zeroed below, the logged copies overwrite all */
 	for (size_t i = 0; i < nrevoke; i += rpb, k++)
 		jbd_revoke_put(f, buf + k * bs, tid, revoke + i, nrevoke - i < rpb ? nrevoke - i : rpb);
 	unsigned tpd = jbd_tags_per_descriptor(f);
@@ -965,6 +975,7 @@ static void build_transaction(const struct jbd *j, unsigned char *buf, uint32_t 
 	for (size_t i = 0; i < n; i += tpd) {
 		unsigned char *d = buf + k++ * bs;
 		size_t cnt = n - i < tpd ? n - i : tpd;
+		memset(d, 0, bs);
 		jbd_hdr_put(d, JBD_DESCRIPTOR, tid);
 		unsigned off = JBD_HDR;
 		for (size_t t = 0; t < cnt; t++) {
@@ -991,6 +1002,27 @@ static void build_transaction(const struct jbd *j, unsigned char *buf, uint32_t 
 	struct timespec now = { 0 };
 	clock_gettime(CLOCK_REALTIME, &now);
 	jbd_commit_put(f, buf + k * bs, tid, (uint64_t)now.tv_sec, (uint32_t)now.tv_nsec, crc);
+}
+
+/* Room for `total` log blocks (not zeroed): the kept buffer when it is
+ * large enough, else a new one, kept in its place if not too large. */
+static unsigned char *log_buffer(struct jbd *j, uint64_t total)
+{
+	if (total <= j->logbuf_blocks)
+		return j->logbuf;
+	unsigned char *buf = malloc(total * j->bs);
+	if (buf && total * j->bs <= LOGBUF_KEEP_BYTES) {
+		free(j->logbuf);
+		j->logbuf = buf;
+		j->logbuf_blocks = total;
+	}
+	return buf;
+}
+
+static void log_buffer_done(struct jbd *j, unsigned char *buf)
+{
+	if (buf != j->logbuf)
+		free(buf);
 }
 
 errcode_t jbd_log(struct jbd *j, const uint64_t *blk, const void *const *data, size_t n,
@@ -1022,10 +1054,10 @@ errcode_t jbd_log(struct jbd *j, const uint64_t *blk, const void *const *data, s
 	if (err)
 		return err;
 
-	unsigned char *buf = calloc(total, j->bs);
+	unsigned char *buf = log_buffer(j, total);
 	uint32_t *pos = malloc(total * sizeof(*pos));
 	if (!buf || !pos) {
-		free(buf);
+		log_buffer_done(j, buf);
 		free(pos);
 		return ENOMEM;
 	}
@@ -1053,7 +1085,7 @@ errcode_t jbd_log(struct jbd *j, const uint64_t *blk, const void *const *data, s
 		err = write_log(j, pos + total - 1, 1, commit);
 	if (!err)
 		err = flush(j);
-	free(buf);
+	log_buffer_done(j, buf);
 	free(pos);
 	if (err) {
 		j->failed = true;
