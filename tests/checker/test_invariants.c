@@ -709,6 +709,61 @@ static const struct tcase cases[] = {
 };
 
 /* legitimate transitions, applied in a chain (libext2fs via debugfs) */
+/* Every record and violation of v as text, one a line (malloc'd). */
+static char *verdict_text(const struct chk_verdict *v)
+{
+	size_t cap = 4096, len = 0;
+	char *out = malloc(cap), line[600];
+	for (size_t i = 0; out && i < chk_verdict_nrecords(v) + chk_verdict_nviolations(v); i++) {
+		if (i < chk_verdict_nrecords(v))
+			chk_record_format(chk_verdict_record(v, i), line, sizeof(line));
+		else
+			snprintf(line, sizeof(line), "%s: %s",
+				 chk_verdict_violation(v, i - chk_verdict_nrecords(v))->inv->id,
+				 chk_verdict_violation(v, i - chk_verdict_nrecords(v))->detail);
+		size_t n = strlen(line);
+		if (len + n + 2 > cap && !(out = realloc(out, cap = 2 * (len + n + 2))))
+			break;
+		memcpy(out + len, line, n);
+		len += n;
+		out[len++] = '\n';
+	}
+	if (out)
+		out[len] = 0;
+	return out;
+}
+
+/* A check made with the memory an earlier check on the same chk_fs gave
+ * back must say what a check on a fresh chk_fs says, and a verdict may
+ * outlive its chk_fs.  The checker reuses its buffers from one check to
+ * the next (checker/pool.c): one reused without being set anew would show
+ * here as a record or a violation that differs. */
+static void check_reuse_same(struct chk_fs *fs, struct test_mem *approved, const uint8_t *b, size_t n,
+			     bool partial, const char *step)
+{
+	struct chk_verdict *first = check_pair(fs, approved->p, b, n, partial);
+	chk_verdict_free(first);   /* its memory goes back for the next */
+	struct chk_verdict *again = check_pair(fs, approved->p, b, n, partial);
+	struct chk_fs *fresh;
+	char err[256];
+	if (chk_attach(&fresh, test_mem_read, approved, NULL, err, sizeof(err))) {
+		FAIL("attach for the reuse check: %s", err);
+		chk_verdict_free(again);
+		return;
+	}
+	struct chk_verdict *once = check_pair(fresh, approved->p, b, n, partial);
+	chk_detach(fresh);         /* `once` outlives its chk_fs */
+	char *ta = again ? verdict_text(again) : NULL, *to = once ? verdict_text(once) : NULL;
+	if (!ta || !to || strcmp(ta, to)) {
+		FAIL("step %s: a check with reused memory differs from one on a fresh chk_fs", step);
+		fprintf(stderr, "--- reused:\n%.2000s--- fresh:\n%.2000s", ta ? ta : "", to ? to : "");
+	}
+	free(ta);
+	free(to);
+	chk_verdict_free(again);
+	chk_verdict_free(once);
+}
+
 static const char *const legit[] = {
 	"mkdir d/new\n",
 	"write /etc/hostname d/new/w\n",
@@ -763,6 +818,7 @@ static int run_legit_chain(const char *base, uint32_t bs)
 		size_t n1;
 		uint8_t *b = test_slurp(cur, &n1);
 		struct test_mem mb = { b, n1 };
+		check_reuse_same(fs, &m, b, n0, bs == 4096, legit[i]);
 		struct chk_verdict *v = check_pair(fs, a, b, n0, bs == 4096);
 		bool expect_ok = i + 1 < nlegit;
 		if (v && chk_verdict_ok(v) != expect_ok) {
@@ -796,7 +852,7 @@ static int run_legit_chain(const char *base, uint32_t bs)
 	}
 	struct chk_stats st;
 	chk_get_stats(fs, &st);
-	if (st.transactions != nlegit || st.cache_misses == 0)
+	if (st.transactions != 3 * nlegit || st.cache_misses == 0)
 		FAIL("stats: %llu transactions, %llu misses", (unsigned long long)st.transactions,
 		     (unsigned long long)st.cache_misses);
 	chk_detach(fs);
