@@ -9,7 +9,7 @@
  * a request in an IORING_OP_URING_CMD on /dev/fuse.  A request arrives as a
  * completion; the thread rebuilds the /dev/fuse form of it in front of the
  * payload, hands it to libfuse's ordinary dispatch, and the reply, which
- * libfuse sends through our channel's writev (channel.c), goes back into the
+ * libfuse sends through our channel's writev (transport.c), goes back into the
  * entry with one COMMIT_AND_FETCH that also waits for the next request.  A
  * caller and its server share a CPU: the caller sleeps while the server
  * runs, so a round trip is two context switches on one CPU, without the
