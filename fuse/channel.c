@@ -95,8 +95,7 @@ static enum transport_uring uring_mode(enum fuse_uring_mode m)
 int channel_start(struct rfs *r)
 {
 	struct transport_config tc = {
-		/* polling is for a single worker: with a pool, the one asking
-		 * would hold off the others */
+		/* one worker only: a pool's idle workers would spin side by side */
 		.poll_us = r->cfg->threads <= 1 ? r->cfg->poll_us : 0,
 		.uring = uring_mode(r->cfg->fuse_uring),
 		.on_request = mountstate_request,
