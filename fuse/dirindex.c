@@ -62,6 +62,7 @@ struct dirix {
 	blk64_t *pblk;          /* physical block of each logical block */
 	uint32_t blk_cap;       /* allocated length of pblk */
 	struct gap_tree gaps;   /* the largest entry each block takes */
+	uint32_t *room_first;   /* per block: no entry before it has room */
 	struct dent **buckets;
 	size_t nbuckets;        /* a power of two */
 	size_t nentries;        /* all named entries, "." and ".." included */
@@ -123,6 +124,7 @@ static int dirix_reserve_blocks(struct dirix *d, uint32_t nblocks)
 	if (nblocks > d->blk_cap) {
 		uint32_t cap = d->blk_cap ? d->blk_cap : 8;
 		blk64_t *p;
+		uint32_t *first;
 
 		while (cap < nblocks)
 			cap *= 2;
@@ -130,6 +132,10 @@ static int dirix_reserve_blocks(struct dirix *d, uint32_t nblocks)
 		if (!p)
 			return -ENOMEM;
 		d->pblk = p;
+		first = realloc(d->room_first, cap * sizeof(*first));
+		if (!first)
+			return -ENOMEM;
+		d->room_first = first;
 		d->blk_cap = cap;
 	}
 	return gap_tree_reserve(&d->gaps, nblocks);
@@ -250,6 +256,7 @@ static void dirix_free(struct dirix *d)
 	free(d->buckets);
 	gap_tree_free(&d->gaps);
 	free(d->pblk);
+	free(d->room_first);
 	free(d->ord);
 	free(d);
 }
@@ -283,20 +290,20 @@ static int index_block(struct dindex *di, struct dirix *d, uint32_t lblk)
 	ext2_filsys fs = di->fs;
 	struct dirblock_cursor c;
 	struct dirent_view e;
-	uint32_t room = 0;
+	struct block_room room;
 	errcode_t err;
 	int rc;
 
 	err = ext2fs_read_dir_block4(fs, d->pblk[lblk], di->blockbuf, 0, d->dir);
 	if (err)
 		return dir_errno(err);
+	rc = dirblock_room_from(fs, di->blockbuf, 0, &room);
+	if (rc)
+		return rc;
 	dirblock_cursor_init(&c, fs, di->blockbuf);
 	while ((rc = dirblock_cursor_next(&c, &e)) == 1) {
-		unsigned int r = dirent_room(&e);
 		const char *name = e.de->name;
 
-		if (r > room)
-			room = r;
 		if (e.ino == 0)
 			continue;
 		if (e.name_len > EXT2_NAME_LEN)
@@ -310,7 +317,8 @@ static int index_block(struct dindex *di, struct dirix *d, uint32_t lblk)
 	}
 	if (rc < 0)
 		return rc;
-	gap_tree_set(&d->gaps, lblk, room);
+	gap_tree_set(&d->gaps, lblk, room.max);
+	d->room_first[lblk] = room.first;
 	return 0;
 }
 
@@ -526,27 +534,57 @@ static int read_block(struct dindex *di, struct dirix *d, uint32_t lblk)
 	return read_into(di, d, lblk, di->blockbuf);
 }
 
-/* Write buf as block lblk and refresh its gap in the tree. */
-static int write_buf(struct dindex *di, struct dirix *d, uint32_t lblk, char *buf)
+/* The room block lblk of d has, as the index keeps it. */
+static struct block_room room_of(const struct dirix *d, uint32_t lblk)
 {
-	uint32_t room;
-	errcode_t err;
-	int rc;
+	return (struct block_room){ .max = gap_tree_room(&d->gaps, lblk), .first = d->room_first[lblk] };
+}
 
-	rc = dirblock_max_room(di->fs, buf, &room);
-	if (rc)
-		return rc;
-	err = ext2fs_write_dir_block4(di->fs, d->pblk[lblk], buf, 0, d->dir);
+/* Write buf as block lblk, whose room is *room. */
+static int write_room(struct dindex *di, struct dirix *d, uint32_t lblk, char *buf,
+		      const struct block_room *room)
+{
+	errcode_t err = ext2fs_write_dir_block4(di->fs, d->pblk[lblk], buf, 0, d->dir);
+
 	if (err)
 		return dir_errno(err);
-	gap_tree_set(&d->gaps, lblk, room);
+	gap_tree_set(&d->gaps, lblk, room->max);
+	d->room_first[lblk] = room->first;
 	return 0;
+}
+
+/* Write buf as block lblk and refresh its room from all its entries. */
+static int write_buf(struct dindex *di, struct dirix *d, uint32_t lblk, char *buf)
+{
+	struct block_room room;
+	int rc = dirblock_room_from(di->fs, buf, 0, &room);
+
+	return rc ? rc : write_room(di, d, lblk, buf, &room);
 }
 
 /* Write the block in blockbuf back and refresh its gap in the tree. */
 static int write_block(struct dindex *di, struct dirix *d, uint32_t lblk)
 {
 	return write_buf(di, d, lblk, di->blockbuf);
+}
+
+/* Write the block in blockbuf back after a removal left entry freed (as
+ * it is now) with more room than the removed entry had: the block's room
+ * grows by that entry alone (the others keep theirs). */
+static int write_freed(struct dindex *di, struct dirix *d, uint32_t lblk,
+		       const struct dirent_view *freed)
+{
+	struct block_room room = room_of(d, lblk);
+	unsigned int r = dirent_room(freed);
+
+	/* (a removed entry's space alone takes a name) */
+	if (r < dirent_size(1))
+		return write_block(di, d, lblk);
+	if (r > room.max)
+		room.max = r;
+	if (freed->off < room.first)
+		room.first = freed->off;
+	return write_room(di, d, lblk, di->blockbuf, &room);
 }
 
 /* Before an add that cannot keep an htree valid: make the directory a
@@ -587,49 +625,21 @@ static int prepare_change(struct dindex *di, struct dirix *d)
 	return 0;
 }
 
-/* Put the entry into block lblk (which has room for need bytes). */
+/* Put the entry into block lblk (which has room for it), from the block's
+ * first entry with room on. */
 static int add_to_block(struct dindex *di, struct dirix *d, uint32_t lblk,
 			const char *name, size_t len, ext2_ino_t ino, int ftype,
 			uint32_t *off_out)
 {
-	unsigned int need = dirent_size(len);
-	struct dirblock_cursor c;
-	struct dirent_view e;
-	int rc;
+	struct block_room room = room_of(d, lblk);
+	int rc = read_block(di, d, lblk);
 
-	rc = read_block(di, d, lblk);
-	if (rc)
-		return rc;
-	dirblock_cursor_init(&c, di->fs, di->blockbuf);
-	while ((rc = dirblock_cursor_next(&c, &e)) == 1) {
-		struct ext2_dir_entry *de;
-		unsigned int rec_len;
-
-		if (dirent_room(&e) < need)
-			continue;
-		if (e.ino == 0) {
-			/* Reuse an empty entry, keeping its whole rec_len. */
-			de = e.de;
-			rec_len = e.rec_len;
-			*off_out = e.off;
-		} else {
-			/* Split: the old entry keeps its own size, the new one
-			 * takes the rest. */
-			unsigned int keep = dirent_size(e.name_len);
-
-			if (ext2fs_set_rec_len(di->fs, keep, e.de))
-				return -EIO;
-			de = (struct ext2_dir_entry *)((char *)e.de + keep);
-			rec_len = e.rec_len - keep;
-			*off_out = e.off + keep;
-		}
-		dirent_fill(di->fs, de, name, len, ino, ftype);
-		if (ext2fs_set_rec_len(di->fs, rec_len, de))
-			return -EIO;
-		return write_block(di, d, lblk);
-	}
-	/* The tree said there was room: the block changed under us. */
-	return rc < 0 ? rc : -EIO;
+	if (!rc)
+		rc = dirblock_insert(di->fs, di->blockbuf, &room, name, len, ino, ftype, off_out);
+	/* The index said there was room: the block changed under it. */
+	if (rc == -ENOSPC)
+		rc = -EIO;
+	return rc ? rc : write_room(di, d, lblk, di->blockbuf, &room);
 }
 
 /* Append buf (a directory block's contents) as a new last block; its
@@ -637,7 +647,8 @@ static int add_to_block(struct dindex *di, struct dirix *d, uint32_t lblk,
 static int append_block(struct dindex *di, struct dirix *d, char *buf, uint32_t *lblk_out)
 {
 	ext2_filsys fs = di->fs;
-	uint32_t lblk = d->nblocks, room;
+	uint32_t lblk = d->nblocks;
+	struct block_room room;
 	uint64_t new_size = ((uint64_t)lblk + 1) * fs->blocksize;
 	struct ext2_inode inode;
 	blk64_t goal, pblk;
@@ -649,7 +660,7 @@ static int append_block(struct dindex *di, struct dirix *d, char *buf, uint32_t 
 	if (lblk == UINT32_MAX ||
 	    (!ext2fs_has_feature_largedir(fs->super) && new_size >= (1ULL << 31)))
 		return -EFBIG;
-	rc = dirblock_max_room(fs, buf, &room);
+	rc = dirblock_room_from(fs, buf, 0, &room);
 	if (!rc)
 		rc = dirix_reserve_blocks(d, lblk + 1);
 	if (rc)
@@ -687,7 +698,8 @@ static int append_block(struct dindex *di, struct dirix *d, char *buf, uint32_t 
 
 	d->pblk[lblk] = pblk;
 	d->nblocks = lblk + 1;
-	gap_tree_set(&d->gaps, lblk, room);
+	gap_tree_set(&d->gaps, lblk, room.max);
+	d->room_first[lblk] = room.first;
 	*lblk_out = lblk;
 	return 0;
 }
@@ -1072,14 +1084,17 @@ int dindex_remove(struct dindex *di, ext2_ino_t dir, const char *name, size_t le
 		goto out;
 	if (has_prev) {
 		/* The previous entry takes over the space, as ext2 does. */
-		if (ext2fs_set_rec_len(di->fs, prev.rec_len + found.rec_len, prev.de)) {
+		prev.rec_len += found.rec_len;
+		if (ext2fs_set_rec_len(di->fs, prev.rec_len, prev.de)) {
 			rc = -EIO;
 			goto out;
 		}
+		rc = write_freed(di, d, e->lblk, &prev);
 	} else {
 		found.de->inode = 0;
+		found.ino = 0;
+		rc = write_freed(di, d, e->lblk, &found);
 	}
-	rc = write_block(di, d, e->lblk);
 	if (rc)
 		goto out;
 	name_delete(d, e);
@@ -1092,6 +1107,7 @@ out:
 int dindex_replace(struct dindex *di, ext2_ino_t dir, const char *name, size_t len,
 		   ext2_ino_t ino, int ftype)
 {
+	struct block_room room;
 	struct dx_ord *order;
 	struct dirent_view found, prev;
 	bool has_prev;
@@ -1114,7 +1130,9 @@ int dindex_replace(struct dindex *di, ext2_ino_t dir, const char *name, size_t l
 	if (rc)
 		goto out;
 	dirent_fill(di->fs, found.de, name, len, ino, ftype);
-	rc = write_block(di, d, e->lblk);
+	/* the same name: every entry keeps its room */
+	room = room_of(d, e->lblk);
+	rc = write_room(di, d, e->lblk, di->blockbuf, &room);
 	if (rc)
 		goto out;
 	e->ino = ino;
