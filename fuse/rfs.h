@@ -38,7 +38,9 @@ struct rfs {
 	bool attached;             /* rio_txn_attach done: transactions in use */
 	struct fuse_session *se;
 	struct rfs_uring *uring;   /* FUSE requests over io_uring, when in use */
-	struct open_ino *open_tab[OPEN_TAB_SIZE];
+	struct open_ino *open_tab0[OPEN_TAB_SIZE]; /* the open table's first buckets */
+	struct open_ino **open_tab;   /* its buckets (open_tab0, or more once grown) */
+	size_t open_cap;              /* how many: a power of two */
 	uint64_t max_bytes;        /* largest file size an indirect block map can address */
 	uint64_t max_extent_bytes; /* the same for an extent tree */
 
