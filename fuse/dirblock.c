@@ -167,6 +167,20 @@ int dirblock_room_from(ext2_filsys fs, char *buf, unsigned int from, struct bloc
 	return rc;
 }
 
+bool dirblock_room_freed(struct block_room *r, const struct dirent_view *freed)
+{
+	unsigned int room = dirent_room(freed);
+
+	/* (a removed entry's space alone takes a name: always true) */
+	if (!usable_room(room))
+		return false;
+	if (room > r->max)
+		r->max = room;
+	if (freed->off < r->first)
+		r->first = freed->off;
+	return true;
+}
+
 int dirblock_insert(ext2_filsys fs, char *buf, struct block_room *r, const char *name, size_t len,
 		    ext2_ino_t ino, int ftype, unsigned int *off)
 {

@@ -575,15 +575,9 @@ static int write_freed(struct dindex *di, struct dirix *d, uint32_t lblk,
 		       const struct dirent_view *freed)
 {
 	struct block_room room = room_of(d, lblk);
-	unsigned int r = dirent_room(freed);
 
-	/* (a removed entry's space alone takes a name) */
-	if (r < dirent_size(1))
+	if (!dirblock_room_freed(&room, freed))
 		return write_block(di, d, lblk);
-	if (r > room.max)
-		room.max = r;
-	if (freed->off < room.first)
-		room.first = freed->off;
 	return write_room(di, d, lblk, di->blockbuf, &room);
 }
 

@@ -203,6 +203,11 @@ struct block_room {
  * room in any entry before it) on: the block's room.  -EIO if corrupt. */
 int dirblock_room_from(ext2_filsys fs, char *buf, unsigned int from, struct block_room *r);
 
+/* r after a removal gave entry freed (as it is now) more room than the
+ * removed entry had: only that entry's room changed.  false when r cannot
+ * tell (read the block's room again). */
+bool dirblock_room_freed(struct block_room *r, const struct dirent_view *freed);
+
 /*
  * Put the entry into the first entry of buf with room for it (first fit,
  * as the kernel's ext4 picks: an empty entry taken whole, else the entry
