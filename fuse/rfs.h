@@ -26,7 +26,7 @@ struct open_ino {
 	bool data_err;             /* a write of its data failed: the next fsync says EIO */
 	struct open_ino *next;
 };
-#define OPEN_TAB_SIZE 8192
+#define OPEN_TAB_SIZE 1024
 
 struct rfs {
 	ext2_filsys fs;
