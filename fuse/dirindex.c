@@ -190,8 +190,8 @@ static uint64_t dent_key(const struct dirix *d, const char *name, size_t len)
 	return dx_readdir_key(hash, minor);
 }
 
-/* Insert a name not yet present. */
-static int name_insert(struct dirix *d, const char *name, size_t len,
+/* Insert a name not yet present; key: its dent_key if known (NULL: not). */
+static int name_insert(struct dirix *d, const char *name, size_t len, const uint64_t *key,
 		       uint32_t lblk, uint32_t off, ext2_ino_t ino, int ftype)
 {
 	struct dent *e;
@@ -207,7 +207,7 @@ static int name_insert(struct dirix *d, const char *name, size_t len,
 	if (!e)
 		return -ENOMEM;
 	e->hash = name_hash(name, len);
-	e->key = dent_key(d, name, len);
+	e->key = key ? *key : dent_key(d, name, len);
 	e->lblk = lblk;
 	e->off = off;
 	e->ino = ino;
@@ -311,7 +311,7 @@ static int index_block(struct dindex *di, struct dirix *d, uint32_t lblk)
 		/* Two entries with one name: the index could not stay exact. */
 		if (name_find(d, name, e.name_len, name_hash(name, e.name_len)))
 			return -EIO;
-		rc = name_insert(d, name, e.name_len, lblk, e.off, e.ino, e.ftype);
+		rc = name_insert(d, name, e.name_len, NULL, lblk, e.off, e.ino, e.ftype);
 		if (rc)
 			return rc;
 	}
@@ -332,7 +332,7 @@ static int index_inline_entry(void *ctx, const char *name, size_t len, ext2_ino_
 		return -EIO;
 	if (name_find(d, name, len, name_hash(name, len)))
 		return -EIO;    /* two entries with one name */
-	return name_insert(d, name, len, 0, pos, ino, ftype);
+	return name_insert(d, name, len, NULL, 0, pos, ino, ftype);
 }
 
 /* An inline directory: no blocks, its names at their inline positions. */
@@ -576,9 +576,8 @@ static int write_freed(struct dindex *di, struct dirix *d, uint32_t lblk,
 {
 	struct block_room room = room_of(d, lblk);
 
-	if (!dirblock_room_freed(&room, freed))
-		return write_block(di, d, lblk);
-	return write_room(di, d, lblk, di->blockbuf, &room);
+	return dirblock_room_freed(&room, freed) ? write_room(di, d, lblk, di->blockbuf, &room)
+						 : write_block(di, d, lblk);
 }
 
 /* Before an add that cannot keep an htree valid: make the directory a
@@ -721,7 +720,7 @@ static int add_new_block(struct dindex *di, struct dirix *d, const char *name,
 	if (rc)
 		return rc;
 	d->dx_version = -1;     /* linear past one block: readdir by block and offset */
-	return name_insert(d, name, len, lblk, 0, ino, ftype);
+	return name_insert(d, name, len, NULL, lblk, 0, ino, ftype);
 }
 
 /* After a split: every name in buf (block lblk) is at its new place. */
@@ -827,7 +826,8 @@ static int add_indexed(struct dindex *di, struct dirix *d, const char *name, siz
 			return -EAGAIN;
 		if (gap_tree_room(&d->gaps, p.leaf) >= dirent_size(len)) {
 			rc = add_to_block(di, d, p.leaf, name, len, ino, ftype, &off);
-			return rc ? rc : name_insert(d, name, len, p.leaf, off, ino, ftype);
+			uint64_t key = dx_readdir_key(p.hash, p.minor);   /* its dent_key */
+			return rc ? rc : name_insert(d, name, len, &key, p.leaf, off, ino, ftype);
 		}
 		rc = dx_grow(di->fs, &blocks, &p, di->splitbuf);
 		if (rc)
@@ -1024,7 +1024,7 @@ int dindex_add(struct dindex *di, ext2_ino_t dir, const char *name, size_t len,
 	rc = add_to_block(di, d, (uint32_t)blk, name, len, ino, ftype, &off);
 	if (rc)
 		goto out;
-	rc = name_insert(d, name, len, (uint32_t)blk, off, ino, ftype);
+	rc = name_insert(d, name, len, NULL, (uint32_t)blk, off, ino, ftype);
 out:
 	if (rc)
 		dindex_forget(di, dir);

@@ -7,9 +7,11 @@
  * random adds and removes of names of every length: one through an index
  * kept across all of them, the other through an index dropped before each
  * (built again from the blocks: every block's room read from all its
- * entries).  Their directory blocks must stay byte for byte the same; a
- * linear directory of many blocks, an htree, and metadata_csum leaves with
- * their tails.  Each image passes e2fsck -fn after.
+ * entries).  Their directory blocks must stay byte for byte the same, and
+ * readdir must give the same names at the same positions (an htree's hash
+ * cookies, the kept index's from each add's probe); a linear directory of
+ * many blocks, an htree, and metadata_csum leaves with their tails.  Each
+ * image passes e2fsck -fn after.
  *
  * Usage: test_dirroom.  Exit 0 pass, 77 skip (no mke2fs/e2fsck), 1 fail.
  */
@@ -111,6 +113,48 @@ static int same_blocks(struct side *a, struct side *b, int op)
 	return rc;
 }
 
+/* Readdir's names and positions, one line each. */
+struct listing {
+	char *text;
+	size_t len, cap;
+};
+
+static int list_entry(void *ctx, const char *name, size_t len, ext2_ino_t ino, int ftype,
+		      uint64_t next_off)
+{
+	struct listing *l = ctx;
+
+	(void)ino;
+	(void)ftype;
+	if (l->len + len + 32 > l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 65536;
+		char *t = realloc(l->text, cap);
+
+		if (!t)
+			return 1;
+		l->text = t;
+		l->cap = cap;
+	}
+	l->len += (size_t)sprintf(l->text + l->len, "%.*s %llu\n", (int)len, name,
+				  (unsigned long long)next_off);
+	return 0;
+}
+
+/* The same names at the same readdir positions (an htree's hash cookies:
+ * the kept index's from the add's probe, the rebuilt one's from each name). */
+static void same_readdir(struct side *a, struct side *b)
+{
+	struct listing la = { 0 }, lb = { 0 };
+
+	dindex_drop_all(b->di);
+	TEST_CHECK(dindex_readdir(a->di, a->dir, 0, list_entry, &la) == 0 &&
+		   dindex_readdir(b->di, b->dir, 0, list_entry, &lb) == 0, "readdir");
+	TEST_CHECK(la.len == lb.len && la.len && !memcmp(la.text, lb.text, la.len),
+		   "readdir positions differ between the kept and the rebuilt index");
+	free(la.text);
+	free(lb.text);
+}
+
 static void close_side(struct side *s)
 {
 	dindex_free(s->di);
@@ -152,7 +196,8 @@ static void run_config(const char *opts, unsigned size_kb)
 		n += add;
 		removed += !add;
 	}
-	printf("  %u adds, %u removes: the same blocks\n", n, removed);
+	same_readdir(&a, &b);
+	printf("  %u adds, %u removes: the same blocks and readdir\n", n, removed);
 	/* the file's link count: one per name left, for e2fsck */
 	{
 		struct ext2_inode in;
