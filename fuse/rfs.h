@@ -27,7 +27,7 @@ struct open_ino {
 	bool data_err;             /* a write of its data failed: the next fsync says EIO */
 	struct open_ino *next;
 };
-#define OPEN_TAB_SIZE 8192
+#define OPEN_TAB_SIZE 1024
 
 struct rfs {
 	ext2_filsys fs;
@@ -38,7 +38,9 @@ struct rfs {
 	bool ro;                   /* mounted read-only, or went read-only */
 	bool attached;             /* rio_txn_attach done: transactions in use */
 	struct fuse_session *se;
-	struct open_ino *open_tab[OPEN_TAB_SIZE];
+	struct open_ino *open_tab0[OPEN_TAB_SIZE]; /* the open table's first buckets */
+	struct open_ino **open_tab;   /* its buckets (open_tab0, or more once grown) */
+	size_t open_cap;              /* how many: a power of two */
 	uint64_t max_bytes;        /* largest file size an indirect block map can address */
 	uint64_t max_extent_bytes; /* the same for an extent tree */
 
