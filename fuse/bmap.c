@@ -36,7 +36,8 @@ bool bmap_has_unwritten(const struct ext2_inode *in)
  * A block-mapped file's lookups, each indirect block read once for all the
  * blocks of a run it maps: ext2fs_bmap2 allocates two blocks of buffer and
  * reads the whole chain of indirect blocks for every block it is asked.
- * level[d] holds the indirect block last read at depth d.
+ * level[d] holds the indirect block last read at depth d, held[d] its
+ * number: nothing writes the map while a walk holds it.
  */
 struct ind_walk {
 	blk64_t held[3];
@@ -114,8 +115,6 @@ static int ind_lookup(struct rfs *r, ext2_ino_t ino, const struct ext2_inode *in
 			if (io_channel_read_blk64(fs->io, b, 1, w->level[d]))
 				return report_corruption(ino, "cannot map a block");
 			w->held[d] = b;
-			for (int below = d + 1; below < 3; below++)
-				w->held[below] = 0;
 		}
 		b = ext2fs_le32_to_cpu(w->level[d][idx[d]]);
 	}
