@@ -1,39 +1,49 @@
 /*
  * bench/fuse-null.c - what a FUSE file system costs when the file system
- * itself costs nothing: an in-memory tree served over /dev/fuse by libfuse's
- * low-level API, with the connection recon-fuse asks for (default
- * permissions, POSIX ACLs, READDIRPLUS on every directory read, no writeback
- * cache, FUSE_HANDLE_KILLPRIV_V2 and FUSE_DIRECT_IO_ALLOW_MMAP patched into
- * the INIT reply, direct I/O for write-only and O_DIRECT opens and the page
+ * itself costs nothing: an in-memory tree served by libfuse's low-level API,
+ * with the connection recon-fuse asks for (default permissions, POSIX ACLs,
+ * READDIRPLUS on every directory read, no writeback cache, recon-fuse's
+ * max_background, direct I/O for write-only and O_DIRECT opens and the page
  * cache kept across other opens, 60 s entry and attribute timeouts, FLUSH
  * answered ENOSYS), so that the kernel sends it the same requests: a change
- * to what recon-fuse negotiates (fuse/session.c, fuse/channel.c,
- * set_open_mode in fuse/file.c) belongs here too.  And with its transport:
- * after each reply the one thread
- * keeps asking /dev/fuse for the next request for 50 us before it sleeps
- * (recon-fuse's poll_us), since waking a halted vCPU is the largest cost of
- * a round trip on a virtual machine.  File data is not kept: a read returns
- * zeros up to the size.
- * bench/phases runs it as the driver "fuse-null": the time of a phase on it is
- * the kernel's FUSE client and the round trips alone.
+ * to what recon-fuse negotiates (fuse/session.c, set_open_mode in
+ * fuse/file.c) belongs here too.  And through recon-fuse's own transport,
+ * linked in (fuse/transport.h: transport.c and uring.c): the same INIT reply
+ * patches, the same polling of /dev/fuse after each reply (recon-fuse's
+ * poll_us, 50 us), and with -u the same io_uring queues (one per CPU, its
+ * thread pinned there, 16 entries each), so that the floor over either
+ * transport is that transport doing no work.  File data is not kept: a read
+ * returns zeros up to the size.
+ * bench/phases runs it as the drivers "fuse-null" (/dev/fuse) and
+ * "fuse-null-uring" (-u): the time of a phase on them is the kernel's FUSE
+ * client and the round trips alone.
  *
- * usage: fuse-null [-d] STATE MOUNTPOINT
+ * usage: fuse-null [-d] [-u] STATE MOUNTPOINT
  *
  * -d: libfuse's debug log of every request on stderr (bench/census counts
- * the requests from it).
+ * the requests from it, whichever way they came).
+ * -u: requests over io_uring, as recon-fuse -o fuse_uring=on: refused when
+ * the kernel does not offer it (/sys/module/fuse/parameters/enable_uring N).
+ * $FUSE_NULL_POLL_US: another poll_us (0: never poll, as bench/cpu-per-op
+ * runs it, since polling is CPU time that depends on the machine's load).
  *
  * STATE is a file the tree is loaded from at mount (when it exists) and saved
  * to at unmount, so that phases that remount to start cold find what earlier
- * phases made.  Single-threaded; not for anything but measuring.
+ * phases made.  Over /dev/fuse one thread serves every client, a request at
+ * a time; over io_uring each CPU's queue thread serves its CPU's callers,
+ * and the operations take one lock, as recon-fuse's take its file-system
+ * lock.  Not for anything but measuring.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE          /* O_DIRECT */
+#endif
 #define FUSE_USE_VERSION 34
 #include <fuse_lowlevel.h>
+#include "transport.h"
 
 #include <errno.h>
-#include <poll.h>
 #include <fcntl.h>
-#include <linux/fuse.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -41,7 +51,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -58,6 +67,24 @@ struct node {
 	struct dent *ents;   /* directories */
 	size_t nents, capents;
 };
+
+/* The tree's lock, held by every operation that touches the tree (the
+ * ring's queue threads serve at once): TREE_HELD takes it until the end of
+ * the enclosing block, reply included. */
+static pthread_mutex_t tree_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static pthread_mutex_t *tree_take(void)
+{
+	pthread_mutex_lock(&tree_lock);
+	return &tree_lock;
+}
+
+static void tree_release(pthread_mutex_t **held)
+{
+	pthread_mutex_unlock(*held);
+}
+
+#define TREE_HELD pthread_mutex_t *tree_held_ __attribute__((cleanup(tree_release))) = tree_take()
 
 static struct node *nodes;
 static size_t nnodes, capnodes;
@@ -306,6 +333,7 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	conn->time_gran = 1;
 	conn->max_write = 1 << 20;
 	conn->max_readahead = 1 << 20;
+	conn->max_background = 64;   /* recon-fuse's MAX_BACKGROUND */
 }
 
 static void op_destroy(void *userdata)
@@ -316,6 +344,7 @@ static void op_destroy(void *userdata)
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
+	TREE_HELD;
 	if (!get(parent)) {
 		fuse_reply_err(req, ENOENT);
 		return;
@@ -345,6 +374,7 @@ static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	TREE_HELD;
 	(void)fi;
 	if (!get(ino))
 		fuse_reply_err(req, ENOENT);
@@ -355,6 +385,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		       struct fuse_file_info *fi)
 {
+	TREE_HELD;
 	(void)fi;
 	struct node *n = get(ino);
 	if (!n) {
@@ -386,6 +417,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 static void make(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 		 const char *link, struct fuse_file_info *fi)
 {
+	TREE_HELD;
 	if (!get(parent) || !S_ISDIR(nodes[parent].st.st_mode)) {
 		fuse_reply_err(req, ENOENT);
 		return;
@@ -439,6 +471,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 
 static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 {
+	TREE_HELD;
 	struct node *n = get(ino);
 	if (!n || !n->link)
 		fuse_reply_err(req, EINVAL);
@@ -448,6 +481,7 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 
 static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
 {
+	TREE_HELD;
 	struct node *n = get(ino);
 	if (!n || !get(newparent)) {
 		fuse_reply_err(req, ENOENT);
@@ -466,6 +500,7 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 
 static void remove_name(fuse_req_t req, fuse_ino_t parent, const char *name, bool dir)
 {
+	TREE_HELD;
 	if (!get(parent)) {
 		fuse_reply_err(req, ENOENT);
 		return;
@@ -507,6 +542,7 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 		      const char *newname, unsigned int flags)
 {
+	TREE_HELD;
 	if (flags || !get(parent) || !get(newparent)) {
 		fuse_reply_err(req, flags ? EINVAL : ENOENT);
 		return;
@@ -527,6 +563,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	TREE_HELD;
 	struct node *n = get(ino);
 	if (!n) {
 		fuse_reply_err(req, ENOENT);
@@ -541,6 +578,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
+	TREE_HELD;
 	(void)fi;
 	static char zeros[1 << 20];
 	struct node *n = get(ino);
@@ -559,6 +597,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
 		     struct fuse_file_info *fi)
 {
+	TREE_HELD;
 	(void)buf;
 	(void)fi;
 	struct node *n = get(ino);
@@ -597,6 +636,7 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 
 static void list_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus)
 {
+	TREE_HELD;
 	struct node *d = get(ino);
 	if (!d || !S_ISDIR(d->st.st_mode)) {
 		fuse_reply_err(req, ENOTDIR);
@@ -675,88 +715,6 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 	fuse_reply_statfs(req, &sv);
 }
 
-/* How long a worker spins for the next request: recon-fuse's poll_us
- * default; $FUSE_NULL_POLL_US sets another (0: never spin, as bench/cpu-per-op
- * runs it, since spinning is CPU time that depends on the machine's load). */
-static unsigned poll_us = 50;
-
-static uint64_t now_us(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000u + (uint64_t)t.tv_nsec / 1000u;
-}
-
-/* The INIT flags recon-fuse's channel adds to libfuse's reply (libfuse 3.14
- * cannot ask for them): FUSE_HANDLE_KILLPRIV_V2, and in flags2
- * FUSE_DIRECT_IO_ALLOW_MMAP (protocol 7.39), when the kernel offers them. */
-#define INIT_EXT_FLAG (1u << 30)
-#define DIRECT_IO_ALLOW_MMAP_FLAG2 (1u << (36 - 32))
-static uint64_t init_unique;
-static uint32_t init_offered, init_offered2;
-
-static void note_init(const void *buf, ssize_t n)
-{
-	const struct fuse_in_header *h = buf;
-	if (n < (ssize_t)(sizeof(*h) + offsetof(struct fuse_init_in, flags) + sizeof(uint32_t)) ||
-	    h->opcode != FUSE_INIT)
-		return;
-	const struct fuse_init_in *in = (const void *)(h + 1);
-	init_unique = h->unique;
-	init_offered = in->flags;
-	init_offered2 = (in->flags & INIT_EXT_FLAG) &&
-			n >= (ssize_t)(sizeof(*h) + offsetof(struct fuse_init_in, flags2) +
-				       sizeof(uint32_t)) ? in->flags2 : 0;
-}
-
-static void patch_init_reply(struct iovec *iov, int count)
-{
-	if (!init_unique || count < 2 || iov[0].iov_len < sizeof(struct fuse_out_header))
-		return;
-	const struct fuse_out_header *oh = iov[0].iov_base;
-	if (oh->unique != init_unique || oh->error)
-		return;
-	init_unique = 0;
-	struct fuse_init_out *out = iov[1].iov_base;
-	if (iov[1].iov_len < offsetof(struct fuse_init_out, flags2) + sizeof(uint32_t))
-		return;
-	if (init_offered & FUSE_HANDLE_KILLPRIV_V2)
-		out->flags |= FUSE_HANDLE_KILLPRIV_V2;
-	if ((init_offered & INIT_EXT_FLAG) && (init_offered2 & DIRECT_IO_ALLOW_MMAP_FLAG2)) {
-		out->flags |= INIT_EXT_FLAG;
-		out->flags2 |= DIRECT_IO_ALLOW_MMAP_FLAG2;
-	}
-}
-
-/* The descriptor is non-blocking: spin for poll_us, then sleep in poll().
- * EINTR goes back to libfuse's loop, which checks whether it should exit. */
-static ssize_t poll_read(int fd, void *buf, size_t len, void *userdata)
-{
-	(void)userdata;
-	uint64_t start = now_us();
-	for (;;) {
-		ssize_t n = read(fd, buf, len);
-		if (n >= 0)
-			note_init(buf, n);
-		if (n >= 0 || errno != EAGAIN)
-			return n;
-		if (now_us() - start < poll_us)
-			continue;
-		struct pollfd p = { .fd = fd, .events = POLLIN };
-		if (poll(&p, 1, -1) < 0)
-			return -1;
-	}
-}
-
-static ssize_t plain_writev(int fd, struct iovec *iov, int count, void *userdata)
-{
-	(void)userdata;
-	patch_init_reply(iov, count);
-	return writev(fd, iov, count);
-}
-
-static const struct fuse_custom_io poll_io = { .writev = plain_writev, .read = poll_read };
-
 static const struct fuse_lowlevel_ops ops = {
 	.init = op_init, .destroy = op_destroy, .lookup = op_lookup, .forget = op_forget,
 	.getattr = op_getattr, .setattr = op_setattr, .readlink = op_readlink,
@@ -770,17 +728,35 @@ static const struct fuse_lowlevel_ops ops = {
 
 int main(int argc, char **argv)
 {
-	bool debug = argc == 4 && !strcmp(argv[1], "-d");
-	if (argc != 3 && !debug) {
-		fprintf(stderr, "usage: fuse-null [-d] STATE MOUNTPOINT\n");
+	char *prog = argv[0];
+	bool debug = false, uring = false;
+	int opt;
+	while ((opt = getopt(argc, argv, "du")) != -1) {
+		if (opt == 'd')
+			debug = true;
+		else if (opt == 'u')
+			uring = true;
+		else
+			argc = 0;
+	}
+	if (argc - optind != 2) {
+		fprintf(stderr, "usage: fuse-null [-d] [-u] STATE MOUNTPOINT\n");
 		return 2;
 	}
-	char *prog = argv[0];
-	argv += debug;
-	state_path = argv[1];
+	state_path = argv[optind];
+	const char *mountpoint = argv[optind + 1];
+	const char *why;
+	if (uring && !uring_offered(&why)) {
+		fprintf(stderr, "fuse-null: -u, but %s\n", why);
+		return 1;
+	}
+	struct transport_config tc = {
+		.poll_us = 50,		/* recon-fuse's poll_us default */
+		.uring = uring ? TRANSPORT_URING_ON : TRANSPORT_URING_OFF,
+	};
 	const char *pu = getenv("FUSE_NULL_POLL_US");
 	if (pu && *pu)
-		poll_us = (unsigned)strtoul(pu, NULL, 10);
+		tc.poll_us = (unsigned)strtoul(pu, NULL, 10);
 	hgrow();
 	if (load_state()) {
 		nnodes = 0;
@@ -795,18 +771,21 @@ int main(int argc, char **argv)
 			  debug ? "-d" : NULL, NULL };
 	struct fuse_args args = FUSE_ARGS_INIT(debug ? 4 : 3, fargs);
 	struct fuse_session *se = fuse_session_new(&args, &ops, sizeof(ops), NULL);
-	if (!se || fuse_session_mount(se, argv[2])) {
-		fprintf(stderr, "fuse-null: cannot mount on %s\n", argv[2]);
+	if (!se || fuse_session_mount(se, mountpoint)) {
+		fprintf(stderr, "fuse-null: cannot mount on %s\n", mountpoint);
 		return 1;
 	}
-	int fd = fuse_session_fd(se);
-	if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0 ||
-	    fuse_session_custom_io(se, &poll_io, fd)) {
-		fprintf(stderr, "fuse-null: cannot set up polling on /dev/fuse\n");
+	/* a ring queue that cannot go on ends the session by SIGTERM */
+	if (fuse_set_signal_handlers(se) || transport_start(se, &tc)) {
+		fprintf(stderr, "fuse-null: cannot set up the transport on /dev/fuse\n");
+		fuse_session_unmount(se);
+		fuse_session_destroy(se);
 		return 1;
 	}
 	int ret = fuse_session_loop(se);
+	bool ring_failed = transport_stop();
+	fuse_remove_signal_handlers(se);
 	fuse_session_unmount(se);
 	fuse_session_destroy(se);
-	return ret ? 1 : 0;
+	return ret || ring_failed ? 1 : 0;
 }

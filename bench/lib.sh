@@ -3,7 +3,8 @@
 # mount helpers need root (loop devices, mount, drop_caches).
 #
 # Drivers: "kernel" (ext3 on a loop device), "fuse2fs" (Debian fuse2fs,
-# -o fakeroot), "recon" (recon-fuse).  The FUSE daemons run in the
+# -o fakeroot), "recon" (recon-fuse), "fuse-null" and "fuse-null-uring"
+# (bench/fuse-null.c over /dev/fuse and over io_uring).  The FUSE daemons run in the
 # foreground (-f) as children of this shell, so an unmount can wait for the
 # daemon's exit (the point where its last flush is done).
 #
@@ -55,13 +56,16 @@ bench_find_recon_check() {
 }
 BENCH_NO_RECON_CHECK="recon-check not found: build it (meson setup build && ninja -C build), install it on PATH, or pass --recon-check PATH"
 
-# Compile bench/fuse-null.c (the FUSE floor driver) into DIR and export
-# FUSE_NULL_BIN for bench_mount; needs cc and libfuse3-dev.
+# Compile bench/fuse-null.c (the FUSE floor driver) with recon-fuse's
+# transport (fuse/transport.c, fuse/uring.c) into DIR and export
+# FUSE_NULL_BIN for bench_mount; needs cc, libfuse3-dev and liburing-dev.
 bench_build_fuse_null() {
 	export FUSE_NULL_BIN=$1/fuse-null
 	# shellcheck disable=SC2046
-	cc -O2 -o "$FUSE_NULL_BIN" "$BENCH_DIR/fuse-null.c" $(pkg-config --cflags --libs fuse3) ||
-		bench_die "cannot build bench/fuse-null.c (cc, libfuse3-dev)"
+	cc -O2 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -I"$REPO_DIR/fuse" -o "$FUSE_NULL_BIN" \
+		"$BENCH_DIR/fuse-null.c" "$REPO_DIR/fuse/transport.c" "$REPO_DIR/fuse/uring.c" \
+		$(pkg-config --cflags --libs fuse3 liburing) -lpthread ||
+		bench_die "cannot build bench/fuse-null.c (cc, libfuse3-dev, liburing-dev)"
 }
 
 # The run's scratch directory.  bench_scratch NAME [DIR] sets BENCH_SCRATCH
@@ -174,9 +178,11 @@ bench_mount() {
 	fuse2fs)
 		"${FUSE2FS_BIN:-fuse2fs}" "$dev" "$mnt" -f "${dbg[@]}" -o fakeroot >>"$log" 2>&1 &
 		pid=$! ;;
-	fuse-null)
+	fuse-null|fuse-null-uring)
 		# the image is not read: its tree lives in DEV.null between mounts
-		"$FUSE_NULL_BIN" "${dbg[@]}" "$dev.null" "$mnt" >>"$log" 2>&1 &
+		local ring=()
+		[[ $drv == fuse-null-uring ]] && ring=(-u)
+		"$FUSE_NULL_BIN" "${dbg[@]}" "${ring[@]}" "$dev.null" "$mnt" >>"$log" 2>&1 &
 		pid=$! ;;
 	recon)
 		if [[ -n $opts ]]; then

@@ -35,7 +35,9 @@ ASYNC = {
     "INIT": "`fuse_send_init` sends it by `fuse_simple_background` at mount",
     "NOTIFY_REPLY": "the kernel's answer to a retrieve notification",
 }
-DRIVER_NAME = {"recon": "recon-fuse", "fuse-null": "FUSE floor (fuse-null)", "fuse2fs": "fuse2fs"}
+DRIVER_NAME = {"recon": "recon-fuse", "fuse-null": "FUSE floor (fuse-null)", "fuse2fs": "fuse2fs",
+               "recon-uring": "recon-fuse over io_uring", "recon-devfuse": "recon-fuse, /dev/fuse only",
+               "fuse-null-uring": "FUSE floor over io_uring (fuse-null -u)"}
 REQUEST = re.compile(rb"^unique: (\d+), opcode: ([A-Z_0-9]+) \(\d+\)", re.M)
 FAILED = re.compile(rb"^ +unique: (\d+), error: -\d+", re.M)
 TOP = 8          # opcodes named per cell of the tables

@@ -12,15 +12,19 @@ import sys
 
 def load_census(path):
     """(phase) -> requests per operation, synchronous and asynchronous, of
-    recon-fuse's census (fuse-null asks for the same)."""
-    per_op = collections.defaultdict(float)
-    if not path:
-        return per_op
-    with open(path, newline="") as f:
-        for row in csv.DictReader(f):
-            if row["driver"] == "recon" and row["status"] == "ok":
-                per_op[row["phase"]] += float(row["per_operation"])
-    return per_op
+    recon-fuse's census (fuse-null asks for the same; the transport changes
+    no count, so recon-devfuse's or recon-uring's when the census has no
+    plain recon)."""
+    by_driver = collections.defaultdict(lambda: collections.defaultdict(float))
+    if path:
+        with open(path, newline="") as f:
+            for row in csv.DictReader(f):
+                if row["status"] == "ok":
+                    by_driver[row["driver"]][row["phase"]] += float(row["per_operation"])
+    for d in ("recon", "recon-devfuse", "recon-uring"):
+        if d in by_driver:
+            return by_driver[d]
+    return collections.defaultdict(float)
 
 
 def fmt_range(vals):

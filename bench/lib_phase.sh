@@ -3,9 +3,12 @@
 # bench/phases, bench/census (and bench/overhead) under a timeout in its own
 # process, so a hung file system can be abandoned.  Timing is done by the caller.
 # bench/lib_phase.sh --list - the phases in the order they run, one a line:
-#   NAME COLD UNIT   COLD 1: the caller remounts and drops the caches first;
+#   NAME COLD UNIT [extra]
+#                    COLD 1: the caller remounts and drops the caches first;
 #                    UNIT: what one operation of the phase is (per-operation
-#                    figures); "umount" has no body here: the caller unmounts.
+#                    figures); "extra": not in the callers' default list, run
+#                    when named or with "all"; "umount" has no body here: the
+#                    caller unmounts.
 # Sizes come from the environment (bench/phases sets them; --quick shrinks them):
 #   BENCH_TARBALL, SMALL_FILES, SMALL_DIRS, SEQ_MB, ONEDIR_FILES, PM_FILES, PM_TX
 # With PHASE_OPS=FILE set, the phase writes the number of operations it did to
@@ -20,6 +23,7 @@ phase=$1 mnt=${2:-}
 if [[ $phase == --list ]]; then
 	cat <<'EOF'
 untar 0 file
+untar4 0 file extra
 create_small 0 file
 find_cold 1 entry
 read_cold 1 file
@@ -49,6 +53,20 @@ case $phase in
 untar)
 	[[ -n ${PHASE_OPS:-} ]] && ops "$(tar -tf "$BENCH_TARBALL" | grep -vc '/$')"
 	mkdir -p "$mnt/src" && tar -xf "$BENCH_TARBALL" -C "$mnt/src" && syncfs ;;
+untar4)
+	# Four clients at once: four untars of the tree into four directories,
+	# started together; the phase ends when the last one does.  Its trees
+	# stay (rm then removes them too).
+	[[ -n ${PHASE_OPS:-} ]] && ops "$((4 * $(tar -tf "$BENCH_TARBALL" | grep -vc '/$')))"
+	mkdir -p "$mnt"/untar4-{1..4} || exit 1
+	pids=()
+	for i in 1 2 3 4; do
+		tar -xf "$BENCH_TARBALL" -C "$mnt/untar4-$i" &
+		pids+=($!)
+	done
+	rc=0
+	for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
+	((rc == 0)) && syncfs ;;
 create_small)
 	# Shell builtins only (no fork per file): the time is the file system's.
 	payload=$(printf '%0512d' 0)

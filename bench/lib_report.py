@@ -19,7 +19,8 @@ DRIVER_NAME = {"kernel": "kernel ext3", "fuse2fs": "fuse2fs", "recon": "recon-fu
                "recon-nochk-nojnl": "recon checker+journal off", "recon-uring": "recon over io_uring", "recon-devfuse": "recon /dev/fuse only",
                "recon-base": "recon-fuse, base commit",
                "recon-t2": "recon-fuse, 2 threads", "recon-base-t2": "base commit, 2 threads",
-               "fuse-null": "FUSE floor (fuse-null)"}
+               "fuse-null": "FUSE floor (fuse-null)",
+               "fuse-null-uring": "FUSE floor over io_uring (fuse-null -u)"}
 UNTIMED = ("rtt_us", "peak_rss_mb", "checker_cpu_s")   # per-round figures, not phases
 
 
@@ -104,6 +105,10 @@ def main():
         ratios.append(("base: 2 threads/1", "recon-base-t2", "recon-base"))
     if "recon-devfuse" in drivers and "fuse-null" in drivers:
         ratios.append(("recon dev-fuse/null", "recon-devfuse", "fuse-null"))
+    if "recon-uring" in drivers and "fuse-null-uring" in drivers:
+        ratios.append(("recon io_uring/null io_uring", "recon-uring", "fuse-null-uring"))
+    if "fuse-null-uring" in drivers and "fuse-null" in drivers:
+        ratios.append(("null io_uring/dev-fuse", "fuse-null-uring", "fuse-null"))
     if "recon" not in drivers and "fuse2fs" in drivers and "kernel" in drivers:
         ratios.append(("fuse2fs/kernel", "fuse2fs", "kernel"))
     # what a change costs: recon against another commit's build

@@ -32,18 +32,100 @@ bool bmap_has_unwritten(const struct ext2_inode *in)
 	return is_extent(in);
 }
 
+/*
+ * A block-mapped file's lookups, each indirect block read once for all the
+ * blocks of a run it maps: ext2fs_bmap2 allocates two blocks of buffer and
+ * reads the whole chain of indirect blocks for every block it is asked.
+ * level[d] holds the indirect block last read at depth d, held[d] its
+ * number: nothing writes the map while a walk holds it.
+ */
+struct ind_walk {
+	blk64_t held[3];
+	uint32_t *level[3];
+};
+
+/* The walk's buffers, at its first indirect block: most runs map direct
+ * blocks alone. */
+static bool ind_walk_buffers(struct ind_walk *w, size_t bs)
+{
+	if (w->level[0])
+		return true;
+	char *bufs = malloc(3 * bs);
+	for (int d = 0; bufs && d < 3; d++)
+		w->level[d] = (uint32_t *)(bufs + d * bs);
+	return bufs != NULL;
+}
+
+static void ind_walk_free(struct ind_walk *w)
+{
+	free(w->level[0]);
+}
+
+/* The path to lblk past the direct blocks: how many indirect blocks deep
+ * (1-3) and the index at each; 0 when lblk is a direct block, -1 past the
+ * largest file a block map addresses. */
+static int ind_path(uint64_t apb, blk64_t lblk, unsigned idx[3])
+{
+	if (lblk < EXT2_NDIR_BLOCKS)
+		return 0;
+	lblk -= EXT2_NDIR_BLOCKS;
+	if (lblk < apb) {
+		idx[0] = lblk;
+		return 1;
+	}
+	if ((lblk -= apb) < apb * apb) {
+		idx[0] = lblk / apb;
+		idx[1] = lblk % apb;
+		return 2;
+	}
+	if ((lblk -= apb * apb) < apb * apb * apb) {
+		idx[0] = lblk / (apb * apb);
+		idx[1] = lblk / apb % apb;
+		idx[2] = lblk % apb;
+		return 3;
+	}
+	return -1;
+}
+
+/* The physical block of lblk (0: a hole), reading the indirect blocks on
+ * its path that w does not hold.  Past a direct block, w then holds its
+ * leaf: w->held[depth - 1]. */
+static int ind_lookup(struct rfs *r, ext2_ino_t ino, const struct ext2_inode *in,
+		      struct ind_walk *w, blk64_t lblk, blk64_t *pblk)
+{
+	ext2_filsys fs = r->fs;
+	unsigned idx[3];
+	int depth = ind_path(fs->blocksize / 4, lblk, idx);
+
+	*pblk = 0;
+	if (depth < 0)
+		return report_corruption(ino, "cannot map a block");
+	if (depth == 0) {
+		*pblk = in->i_block[lblk];
+		return check_blk(r, ino, *pblk);
+	}
+	blk64_t b = in->i_block[EXT2_NDIR_BLOCKS + depth - 1];
+	if (b && !ind_walk_buffers(w, fs->blocksize))
+		return -ENOMEM;
+	for (int d = 0; d < depth && b; d++) {
+		if (b < fs->super->s_first_data_block || b >= ext2fs_blocks_count(fs->super))
+			return report_corruption(ino, "cannot map a block");
+		if (w->held[d] != b) {
+			w->held[d] = 0;
+			if (io_channel_read_blk64(fs->io, b, 1, w->level[d]))
+				return report_corruption(ino, "cannot map a block");
+			w->held[d] = b;
+		}
+		b = ext2fs_le32_to_cpu(w->level[d][idx[d]]);
+	}
+	*pblk = b;
+	return check_blk(r, ino, b);
+}
+
 int bmap_block(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t lblk,
 	       blk64_t *pblk)
 {
-	if (is_extent(in))
-		return ext_map_run(r, ino, in, lblk, 1, pblk, NULL);
-	int ret_flags = 0;
-	errcode_t e = ext2fs_bmap2(r->fs, ino, in, NULL, 0, lblk, &ret_flags, pblk);
-	if (e)
-		return report_corruption(ino, "cannot map a block");
-	if (ret_flags & BMAP_RET_UNINIT)
-		*pblk = 0;
-	return check_blk(r, ino, *pblk);
+	return bmap_run(r, ino, in, lblk, 1, pblk, NULL);
 }
 
 int bmap_run(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t first, unsigned n,
@@ -51,32 +133,32 @@ int bmap_run(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t first
 {
 	if (is_extent(in))
 		return ext_map_run(r, ino, in, first, n, phys, unwritten);
-	int ret = 0;
 	if (unwritten)
 		memset(unwritten, 0, n * sizeof(*unwritten));
+	if (in->i_flags & EXT4_INLINE_DATA_FL)
+		return report_corruption(ino, "cannot map a block");
+	struct ind_walk w = { 0 };
+	int ret = 0;
 	for (unsigned i = 0; i < n && !ret; i++)
-		ret = bmap_block(r, ino, in, first + i, &phys[i]);
+		ret = ind_lookup(r, ino, in, &w, first + i, &phys[i]);
+	ind_walk_free(&w);
 	return ret;
 }
 
 /* ---- allocating ---- */
 
-/* Give logical block lblk a new physical block (contents are the caller's). */
-int bmap_alloc(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t lblk,
-	       blk64_t goal, blk64_t *pblk)
+/* A new block for logical block lblk of a block-mapped file, near goal,
+ * counted in in's blocks; the caller maps it. */
+static int ind_new_block(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t lblk,
+			 blk64_t goal, blk64_t *pblk)
 {
 	ext2_filsys fs = r->fs;
-	errcode_t e;
 
-	if (is_extent(in)) {
-		*pblk = 0;
-		return ext_alloc_run(r, ino, in, lblk, 1, goal, false, pblk);
-	}
 	if (!goal || goal >= ext2fs_blocks_count(fs->super))
 		goal = ext2fs_find_inode_goal(fs, ino, in, lblk);
 	if (goal >= ext2fs_blocks_count(fs->super))
 		goal = fs->super->s_first_data_block;
-	e = ext2fs_new_block2(fs, goal, NULL, pblk);
+	errcode_t e = ext2fs_new_block2(fs, goal, NULL, pblk);
 	if (e)
 		return -errmap(e);
 	/* an indirect block map holds 32-bit block numbers (64bit images) */
@@ -84,13 +166,103 @@ int bmap_alloc(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t lbl
 		return -ENOSPC;
 	ext2fs_block_alloc_stats2(fs, *pblk, +1);
 	ext2fs_iblk_add_blocks(fs, in, 1);
-	e = ext2fs_bmap2(fs, ino, in, NULL, BMAP_SET | BMAP_ALLOC, lblk, NULL, pblk);
-	if (e) {
-		ext2fs_block_alloc_stats2(fs, *pblk, -1);
-		ext2fs_iblk_sub_blocks(fs, in, 1);
-		return -errmap(e);
-	}
 	return 0;
+}
+
+/* The leaf indirect block a run of allocations fills: read once, its
+ * pointers set in memory, written once (ext2fs_bmap2 reads and writes it
+ * for every block). */
+struct ind_leaf {
+	struct ind_walk w;
+	blk64_t blk;		/* held in w.level[depth - 1]; 0: none */
+	blk64_t base;		/* the logical block its first pointer maps */
+	int depth;
+	bool dirty;
+};
+
+static int leaf_flush(struct rfs *r, struct ind_leaf *l)
+{
+	errcode_t e = 0;
+	if (l->blk && l->dirty)
+		e = io_channel_write_blk64(r->fs->io, l->blk, 1, l->w.level[l->depth - 1]);
+	l->blk = 0;
+	l->dirty = false;
+	return e ? -errmap(e) : 0;
+}
+
+/* Maps pblk at lblk, whose leaf (depth > 0) is not held, through
+ * ext2fs_bmap2 (which adds the indirect blocks the path lacks); then holds
+ * that leaf for the blocks after it.  A direct block's pointer is set in in
+ * alone, which the caller writes: ext2fs_bmap2 would write the inode (a read
+ * and a write of its inode table block) for each one. */
+static int ind_map_new(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t lblk,
+		       blk64_t pblk, int depth, const unsigned *idx, struct ind_leaf *l)
+{
+	if (depth == 0 && !(in->i_flags & EXT4_INLINE_DATA_FL)) {
+		in->i_block[lblk] = (uint32_t)pblk;
+		return 0;
+	}
+	errcode_t e = ext2fs_bmap2(r->fs, ino, in, NULL, BMAP_SET | BMAP_ALLOC, lblk, NULL, &pblk);
+	if (e)
+		return -errmap(e);
+	if (depth <= 0)
+		return 0;
+	blk64_t mapped;
+	memset(l->w.held, 0, sizeof(l->w.held));
+	int ret = ind_lookup(r, ino, in, &l->w, lblk, &mapped);
+	if (!ret && mapped != pblk)
+		ret = report_corruption(ino, "cannot map a block");
+	if (ret)
+		return ret;
+	l->blk = l->w.held[depth - 1];
+	l->base = lblk - idx[depth - 1];
+	l->depth = depth;
+	return 0;
+}
+
+/* Every hole of phys[0..n) of a block-mapped file, the first near goal. */
+static int ind_alloc_run(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t first,
+			 unsigned n, blk64_t goal, blk64_t *phys)
+{
+	uint64_t apb = r->fs->blocksize / 4;
+	struct ind_leaf l = { .blk = 0 };
+	int ret = 0;
+	for (unsigned i = 0; i < n && !ret; i++) {
+		if (phys[i]) {
+			goal = phys[i] + 1;
+			continue;
+		}
+		blk64_t lblk = first + i;
+		unsigned idx[3];
+		int depth = ind_path(apb, lblk, idx);
+		bool held = l.blk && depth == l.depth && lblk - idx[depth - 1] == l.base;
+		if (!held && (ret = leaf_flush(r, &l)) != 0)
+			break;
+		ret = ind_new_block(r, ino, in, lblk, goal, &phys[i]);
+		if (!ret && held) {
+			l.w.level[depth - 1][idx[depth - 1]] = ext2fs_cpu_to_le32((uint32_t)phys[i]);
+			l.dirty = true;
+		} else if (!ret && (ret = ind_map_new(r, ino, in, lblk, phys[i], depth, idx, &l))) {
+			ext2fs_block_alloc_stats2(r->fs, phys[i], -1);
+			ext2fs_iblk_sub_blocks(r->fs, in, 1);
+		}
+		if (ret)
+			phys[i] = 0;
+		else
+			goal = phys[i] + 1;
+	}
+	int fret = leaf_flush(r, &l);
+	ind_walk_free(&l.w);
+	return ret ? ret : fret;
+}
+
+int bmap_alloc(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t lblk,
+	       blk64_t goal, blk64_t *pblk)
+{
+	*pblk = 0;
+	if (is_extent(in))
+		return ext_alloc_run(r, ino, in, lblk, 1, goal, false, pblk);
+	return ind_alloc_run(r, ino, in, lblk, 1, goal, pblk);
 }
 
 int bmap_alloc_run(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t first,
@@ -98,20 +270,7 @@ int bmap_alloc_run(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t
 {
 	if (is_extent(in))
 		return ext_alloc_run(r, ino, in, first, n, 0, unwritten, phys);
-	blk64_t goal = 0;
-	for (unsigned i = 0; i < n; i++) {
-		if (phys[i]) {
-			goal = phys[i] + 1;
-			continue;
-		}
-		int ret = bmap_alloc(r, ino, in, first + i, goal, &phys[i]);
-		if (ret) {
-			phys[i] = 0;
-			return ret;
-		}
-		goal = phys[i] + 1;
-	}
-	return 0;
+	return ind_alloc_run(r, ino, in, first, n, 0, phys);
 }
 
 int bmap_mark_written(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t lblk,

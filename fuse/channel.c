@@ -1,220 +1,15 @@
 /*
- * fuse/channel.c - the /dev/fuse channel: libfuse's reads and writes of the
- * device, through our own, to patch the INIT reply, to hand requests over to
- * io_uring when the kernel offers it (uring.c), and to poll for the next
- * request instead of sleeping; and its end, served until the threads that
- * write to it are done.
- *
- * The INIT reply also asks for FUSE_HANDLE_KILLPRIV_V2 and
- * FUSE_DIRECT_IO_ALLOW_MMAP when the kernel offers them.
- * libfuse 3.14 (Debian 12) does not forward FUSE_CAP_HANDLE_KILLPRIV*, and
- * without it the kernel asks getxattr("security.capability") before every
- * write(2) and re-reads the mode by GETATTR before every chown; with it the
- * file system marks inodes S_NOSEC after one check and leaves clearing of
- * set-id bits and capabilities to us (op_setattr, do_write, open_truncate
- * and drop_capability do it, as ext3 does).
+ * fuse/channel.c - recon-fuse's FUSE channel: the transport (transport.c,
+ * uring.c) set up from the configuration, libfuse's loop with one thread
+ * or a pool, and its end, served until the threads that write to it are
+ * done.
  */
 #include "rfs.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <linux/fuse.h>
 #include <poll.h>
-#include <signal.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/uio.h>
-#include <time.h>
-#include <unistd.h>
-
-static uint64_t init_unique;	/* the INIT request's id until it is answered */
-static uint32_t init_offered;	/* the kernel's INIT flags (low 32 bits) */
-static uint32_t init_offered2;	/* and the high 32 bits (with FUSE_INIT_EXT) */
-
-/* Protocol 7.42 (Linux 6.14): requests over io_uring (fuse/uring.c). */
-#define INIT_EXT_FLAG (1u << 30)		/* FUSE_INIT_EXT: flags2 is valid */
-#define OVER_IO_URING_FLAG2 (1u << (41 - 32))	/* FUSE_OVER_IO_URING in flags2 */
-/* Protocol 7.39 (Linux 6.6): a shared mmap of a file opened with direct I/O
- * (O_DIRECT and write-only opens, set_open_mode) goes through the page
- * cache, which the kernel keeps coherent with the direct reads and writes;
- * without it such an mmap fails with ENODEV. */
-#define DIRECT_IO_ALLOW_MMAP_FLAG2 (1u << (36 - 32))
-
-static unsigned dev_poll_us;	/* 0: plain blocking reads */
-static bool dev_uring_serving;	/* requests come over io_uring (fuse/uring.c) */
-static struct fuse_session *dev_session;
-static uint64_t dev_replied_at;	/* when the last reply went out (us) */
-static uint64_t dev_gap_avg;	/* moving average of reply-to-next-request gaps (us) */
-
-static uint64_t now_us(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000u + (uint64_t)t.tv_nsec / 1000u;
-}
-
-/* Sleep until a request is ready.  The exit signals (libfuse's handlers
- * end the session) are blocked from the check of the session's state until
- * ppoll() sleeps, so one that lands while we were polling is not missed. */
-static int dev_sleep(int fd)
-{
-	sigset_t exits, old;
-	sigemptyset(&exits);
-	sigaddset(&exits, SIGINT);
-	sigaddset(&exits, SIGTERM);
-	sigaddset(&exits, SIGHUP);
-	pthread_sigmask(SIG_BLOCK, &exits, &old);
-	int ret = 0, err = 0;
-	if (fuse_session_exited(dev_session)) {
-		ret = -1;
-		err = EINTR;
-	} else {
-		struct pollfd p = { .fd = fd, .events = POLLIN };
-		ret = ppoll(&p, 1, NULL, &old);
-		err = errno;
-	}
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	errno = err;
-	return ret < 0 ? -1 : 0;
-}
-
-/*
- * With poll_us (one worker only), the descriptor is non-blocking and the
- * worker keeps asking for the next request for up to poll_us after a reply
- * before it sleeps in poll(): a request that arrives meanwhile costs no
- * wake-up of the daemon, which on a virtual machine is the largest single
- * cost of a FUSE round trip.  It polls only while the recent gaps between a
- * reply and the next request (a moving average, measured whether it polled
- * or slept) are shorter than poll_us: a client that thinks between
- * requests, or a CPU shared with other work, turns polling off by itself.
- * Never returns EAGAIN (libfuse's loop would end on it).
- */
-static ssize_t dev_read_next(int fd, void *buf, size_t len)
-{
-	if (!dev_poll_us)
-		return read(fd, buf, len);
-	uint64_t start = now_us();
-	/* with io_uring serving, only FORGETs and INTERRUPTs come this way */
-	bool spin = dev_gap_avg < dev_poll_us && !dev_uring_serving;
-	ssize_t n;
-	for (;;) {
-		n = read(fd, buf, len);
-		if (n >= 0 || errno != EAGAIN)
-			break;
-		if (spin && now_us() - start < dev_poll_us)
-			continue;
-		spin = false;
-		if (dev_sleep(fd) < 0)
-			return -1;	/* EINTR: libfuse checks for exit */
-	}
-	if (n >= 0 && dev_replied_at) {
-		uint64_t gap = now_us() - dev_replied_at;
-		if (gap > 8 * (uint64_t)dev_poll_us)
-			gap = 8 * (uint64_t)dev_poll_us;
-		dev_gap_avg = (dev_gap_avg * 7 + gap) / 8;
-	}
-	return n;
-}
-
-static ssize_t dev_read(int fd, void *buf, size_t len, void *userdata)
-{
-	(void)userdata;
-	ssize_t n = dev_read_next(fd, buf, len);
-	/* an unmount with requests still queued (thousands of RELEASEs after a
-	 * process closed its files) aborts the request being read: the end of
-	 * the session, as ENODEV is, not a failure */
-	if (n < 0 && errno == ECONNABORTED)
-		errno = ENODEV;
-	const struct fuse_in_header *h = buf;
-	if (n >= (ssize_t)sizeof(*h))
-		mountstate_request(h->opcode, h->nodeid);
-	if (n >= (ssize_t)(sizeof(*h) + offsetof(struct fuse_init_in, flags) + sizeof(uint32_t)) &&
-	    h->opcode == FUSE_INIT) {
-		const struct fuse_init_in *in = (const void *)(h + 1);
-		init_unique = h->unique;
-		init_offered = in->flags;
-		init_offered2 = (in->flags & INIT_EXT_FLAG) &&
-				n >= (ssize_t)(sizeof(*h) + offsetof(struct fuse_init_in, flags2) +
-					       sizeof(uint32_t)) ? in->flags2 : 0;
-	}
-	return n;
-}
-
-/* Answering INIT: ask for requests over io_uring when the kernel offers it
- * and the configuration allows; the queues are ready before the reply goes
- * out (the kernel holds every request from then until they are). */
-static struct rfs_uring *init_uring(struct rfs *r, int fd, struct fuse_init_out *out)
-{
-	if (r->cfg->fuse_uring == FUSE_URING_OFF)
-		return NULL;
-	if (!(init_offered & INIT_EXT_FLAG) || !(init_offered2 & OVER_IO_URING_FLAG2)) {
-		if (r->cfg->fuse_uring == FUSE_URING_ON)
-			fprintf(stderr, "recon-fuse: fuse_uring=on, but the kernel did not offer FUSE "
-				"over io_uring for this mount; serving through /dev/fuse\n");
-		return NULL;
-	}
-	/* the kernel's payload buffers hold its largest request or reply */
-	size_t page = (size_t)sysconf(_SC_PAGESIZE);
-	size_t pages = (out->flags & FUSE_MAX_PAGES) && out->max_pages ? out->max_pages : 32;
-	size_t payload = out->max_write > 8192 ? out->max_write : 8192;
-	if (pages * page > payload)
-		payload = pages * page;
-	struct rfs_uring *u = uring_prepare(r, fd, payload);
-	if (u) {
-		out->flags |= INIT_EXT_FLAG;
-		out->flags2 |= OVER_IO_URING_FLAG2;
-	}
-	return u;
-}
-
-static ssize_t dev_writev(int fd, struct iovec *iov, int count, void *userdata)
-{
-	struct rfs *r = userdata;
-	struct rfs_uring *starting = NULL;
-	ssize_t n;
-
-	if (r->uring && uring_reply(r->uring, iov, count, &n))
-		return n;
-	if (init_unique && count >= 2 && iov[0].iov_len >= sizeof(struct fuse_out_header)) {
-		const struct fuse_out_header *oh = iov[0].iov_base;
-		if (oh->unique == init_unique) {
-			init_unique = 0;
-			struct fuse_init_out *out = iov[1].iov_base;
-			if (oh->error == 0 && (init_offered & FUSE_HANDLE_KILLPRIV_V2) &&
-			    iov[1].iov_len >= offsetof(struct fuse_init_out, flags) + sizeof(uint32_t))
-				out->flags |= FUSE_HANDLE_KILLPRIV_V2;
-			if (oh->error == 0 && iov[1].iov_len >= offsetof(struct fuse_init_out, flags2) +
-								 sizeof(uint32_t)) {
-				if ((init_offered & INIT_EXT_FLAG) &&
-				    (init_offered2 & DIRECT_IO_ALLOW_MMAP_FLAG2)) {
-					out->flags |= INIT_EXT_FLAG;
-					out->flags2 |= DIRECT_IO_ALLOW_MMAP_FLAG2;
-				}
-				starting = init_uring(r, fd, out);
-			}
-		}
-	}
-	n = writev(fd, iov, count);
-	if (starting) {
-		/* replies look for their ring from the moment the queues serve */
-		r->uring = starting;
-		if (uring_start(starting, n >= 0) != 0) {
-			r->uring = NULL;
-		} else {
-			dev_uring_serving = true;
-			if (r->cfg->fuse_uring == FUSE_URING_ON)
-				fprintf(stderr, "recon-fuse: FUSE over io_uring: %u queues\n",
-					uring_queues(starting));
-		}
-	}
-	if (dev_poll_us && count >= 1 && iov[0].iov_len >= sizeof(struct fuse_out_header) &&
-	    ((const struct fuse_out_header *)iov[0].iov_base)->unique)
-		dev_replied_at = now_us();	/* a reply, not a notification */
-	return n;
-}
-
-static const struct fuse_custom_io dev_io = { .writev = dev_writev, .read = dev_read };
 
 /*
  * The loop has ended (signal, fusermount -u, on_violation=stop).  The
@@ -284,15 +79,28 @@ int channel_serve(struct rfs *r)
 	return ret;
 }
 
+static enum transport_uring uring_mode(enum fuse_uring_mode m)
+{
+	switch (m) {
+	case FUSE_URING_ON:
+		return TRANSPORT_URING_ON;
+	case FUSE_URING_OFF:
+		return TRANSPORT_URING_OFF;
+	case FUSE_URING_AUTO:
+		break;
+	}
+	return TRANSPORT_URING_AUTO;
+}
+
 int channel_start(struct rfs *r)
 {
-	if (r->cfg->poll_us && r->cfg->threads <= 1) {
-		int fl = fcntl(fuse_session_fd(r->se), F_GETFL);
-		if (fl >= 0 && fcntl(fuse_session_fd(r->se), F_SETFL, fl | O_NONBLOCK) == 0)
-			dev_poll_us = r->cfg->poll_us;
-		dev_session = r->se;
-	}
-	return fuse_session_custom_io(r->se, &dev_io, fuse_session_fd(r->se)) ? -1 : 0;
+	struct transport_config tc = {
+		/* one worker only: a pool's idle workers would spin side by side */
+		.poll_us = r->cfg->threads <= 1 ? r->cfg->poll_us : 0,
+		.uring = uring_mode(r->cfg->fuse_uring),
+		.on_request = mountstate_request,
+	};
+	return transport_start(r->se, &tc);
 }
 
 bool channel_finish(struct rfs *r)
@@ -300,15 +108,5 @@ bool channel_finish(struct rfs *r)
 	/* the ring serves too while the notifier finishes: a request it waits
 	 * for may come either way */
 	serve_until_notifier_done(r);
-	bool uring_failed = false;
-	if (r->uring) {
-		uint64_t served;
-		dev_uring_serving = false;
-		uring_failed = uring_stop(r->uring, &served) < 0;
-		r->uring = NULL;
-		if (r->cfg->fuse_uring == FUSE_URING_ON)
-			fprintf(stderr, "recon-fuse: FUSE over io_uring: %llu requests served\n",
-				(unsigned long long)served);
-	}
-	return uring_failed;
+	return transport_stop();
 }

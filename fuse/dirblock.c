@@ -140,22 +140,91 @@ unsigned int dirent_room(const struct dirent_view *e)
 	return e->rec_len - dirent_size(e->name_len);
 }
 
-/* Largest insertable entry size in a block; -EIO if corrupt. */
-int dirblock_max_room(ext2_filsys fs, char *buf, uint32_t *room)
+/* Room under the smallest entry a name needs takes no name: none. */
+static unsigned int usable_room(unsigned int room)
+{
+	return room >= dirent_size(1) ? room : 0;
+}
+
+int dirblock_room_from(ext2_filsys fs, char *buf, unsigned int from, struct block_room *r)
 {
 	struct dirblock_cursor c;
 	struct dirent_view e;
 	int rc;
 
-	*room = 0;
 	dirblock_cursor_init(&c, fs, buf);
+	c.off = from;
+	r->max = 0;
+	r->first = c.end;
 	while ((rc = dirblock_cursor_next(&c, &e)) == 1) {
-		unsigned int r = dirent_room(&e);
+		unsigned int room = usable_room(dirent_room(&e));
 
-		if (r > *room)
-			*room = r;
+		if (room && r->first == c.end)
+			r->first = e.off;
+		if (room > r->max)
+			r->max = room;
 	}
 	return rc;
+}
+
+bool dirblock_room_freed(struct block_room *r, const struct dirent_view *freed)
+{
+	unsigned int room = dirent_room(freed);
+
+	/* (a removed entry's space alone takes a name: always true) */
+	if (!usable_room(room))
+		return false;
+	if (room > r->max)
+		r->max = room;
+	if (freed->off < r->first)
+		r->first = freed->off;
+	return true;
+}
+
+int dirblock_insert(ext2_filsys fs, char *buf, struct block_room *r, const char *name, size_t len,
+		    ext2_ino_t ino, int ftype, unsigned int *off)
+{
+	unsigned int need = dirent_size(len), passed = UINT32_MAX, at;
+	struct dirblock_cursor c;
+	struct dirent_view e;
+	int rc;
+
+	dirblock_cursor_init(&c, fs, buf);
+	c.off = r->first;
+	while ((rc = dirblock_cursor_next(&c, &e)) == 1) {
+		struct ext2_dir_entry *de;
+		unsigned int room = dirent_room(&e), rec_len;
+
+		if (room < need) {
+			if (usable_room(room) && passed == UINT32_MAX)
+				passed = e.off;
+			continue;
+		}
+		if (e.ino == 0) {
+			/* Reuse an empty entry, keeping its whole rec_len. */
+			de = e.de;
+			rec_len = e.rec_len;
+			*off = e.off;
+		} else {
+			/* Split: the old entry keeps its own size (no room
+			 * left in it), the new one takes the rest. */
+			unsigned int keep = dirent_size(e.name_len);
+
+			if (ext2fs_set_rec_len(fs, keep, e.de))
+				return -EIO;
+			de = (struct ext2_dir_entry *)((char *)e.de + keep);
+			rec_len = e.rec_len - keep;
+			*off = e.off + keep;
+		}
+		dirent_fill(fs, de, name, len, ino, ftype);
+		if (ext2fs_set_rec_len(fs, rec_len, de))
+			return -EIO;
+		/* Before the new entry (or the first roomy one the walk passed)
+		 * no entry has room: the block's room is what follows it. */
+		at = passed != UINT32_MAX ? passed : *off;
+		return dirblock_room_from(fs, buf, at, r);
+	}
+	return rc < 0 ? rc : -ENOSPC;
 }
 
 void dirent_fill(ext2_filsys fs, struct ext2_dir_entry *de, const char *name,

@@ -62,6 +62,7 @@ struct dirix {
 	blk64_t *pblk;          /* physical block of each logical block */
 	uint32_t blk_cap;       /* allocated length of pblk */
 	struct gap_tree gaps;   /* the largest entry each block takes */
+	uint32_t *room_first;   /* per block: no entry before it has room */
 	struct dent **buckets;
 	size_t nbuckets;        /* a power of two */
 	size_t nentries;        /* all named entries, "." and ".." included */
@@ -123,6 +124,7 @@ static int dirix_reserve_blocks(struct dirix *d, uint32_t nblocks)
 	if (nblocks > d->blk_cap) {
 		uint32_t cap = d->blk_cap ? d->blk_cap : 8;
 		blk64_t *p;
+		uint32_t *first;
 
 		while (cap < nblocks)
 			cap *= 2;
@@ -130,6 +132,10 @@ static int dirix_reserve_blocks(struct dirix *d, uint32_t nblocks)
 		if (!p)
 			return -ENOMEM;
 		d->pblk = p;
+		first = realloc(d->room_first, cap * sizeof(*first));
+		if (!first)
+			return -ENOMEM;
+		d->room_first = first;
 		d->blk_cap = cap;
 	}
 	return gap_tree_reserve(&d->gaps, nblocks);
@@ -184,8 +190,8 @@ static uint64_t dent_key(const struct dirix *d, const char *name, size_t len)
 	return dx_readdir_key(hash, minor);
 }
 
-/* Insert a name not yet present. */
-static int name_insert(struct dirix *d, const char *name, size_t len,
+/* Insert a name not yet present; key: its dent_key if known (NULL: not). */
+static int name_insert(struct dirix *d, const char *name, size_t len, const uint64_t *key,
 		       uint32_t lblk, uint32_t off, ext2_ino_t ino, int ftype)
 {
 	struct dent *e;
@@ -201,7 +207,7 @@ static int name_insert(struct dirix *d, const char *name, size_t len,
 	if (!e)
 		return -ENOMEM;
 	e->hash = name_hash(name, len);
-	e->key = dent_key(d, name, len);
+	e->key = key ? *key : dent_key(d, name, len);
 	e->lblk = lblk;
 	e->off = off;
 	e->ino = ino;
@@ -250,6 +256,7 @@ static void dirix_free(struct dirix *d)
 	free(d->buckets);
 	gap_tree_free(&d->gaps);
 	free(d->pblk);
+	free(d->room_first);
 	free(d->ord);
 	free(d);
 }
@@ -283,20 +290,20 @@ static int index_block(struct dindex *di, struct dirix *d, uint32_t lblk)
 	ext2_filsys fs = di->fs;
 	struct dirblock_cursor c;
 	struct dirent_view e;
-	uint32_t room = 0;
+	struct block_room room;
 	errcode_t err;
 	int rc;
 
 	err = ext2fs_read_dir_block4(fs, d->pblk[lblk], di->blockbuf, 0, d->dir);
 	if (err)
 		return dir_errno(err);
+	rc = dirblock_room_from(fs, di->blockbuf, 0, &room);
+	if (rc)
+		return rc;
 	dirblock_cursor_init(&c, fs, di->blockbuf);
 	while ((rc = dirblock_cursor_next(&c, &e)) == 1) {
-		unsigned int r = dirent_room(&e);
 		const char *name = e.de->name;
 
-		if (r > room)
-			room = r;
 		if (e.ino == 0)
 			continue;
 		if (e.name_len > EXT2_NAME_LEN)
@@ -304,13 +311,14 @@ static int index_block(struct dindex *di, struct dirix *d, uint32_t lblk)
 		/* Two entries with one name: the index could not stay exact. */
 		if (name_find(d, name, e.name_len, name_hash(name, e.name_len)))
 			return -EIO;
-		rc = name_insert(d, name, e.name_len, lblk, e.off, e.ino, e.ftype);
+		rc = name_insert(d, name, e.name_len, NULL, lblk, e.off, e.ino, e.ftype);
 		if (rc)
 			return rc;
 	}
 	if (rc < 0)
 		return rc;
-	gap_tree_set(&d->gaps, lblk, room);
+	gap_tree_set(&d->gaps, lblk, room.max);
+	d->room_first[lblk] = room.first;
 	return 0;
 }
 
@@ -324,7 +332,7 @@ static int index_inline_entry(void *ctx, const char *name, size_t len, ext2_ino_
 		return -EIO;
 	if (name_find(d, name, len, name_hash(name, len)))
 		return -EIO;    /* two entries with one name */
-	return name_insert(d, name, len, 0, pos, ino, ftype);
+	return name_insert(d, name, len, NULL, 0, pos, ino, ftype);
 }
 
 /* An inline directory: no blocks, its names at their inline positions. */
@@ -526,27 +534,50 @@ static int read_block(struct dindex *di, struct dirix *d, uint32_t lblk)
 	return read_into(di, d, lblk, di->blockbuf);
 }
 
-/* Write buf as block lblk and refresh its gap in the tree. */
-static int write_buf(struct dindex *di, struct dirix *d, uint32_t lblk, char *buf)
+/* The room block lblk of d has, as the index keeps it. */
+static struct block_room room_of(const struct dirix *d, uint32_t lblk)
 {
-	uint32_t room;
-	errcode_t err;
-	int rc;
+	return (struct block_room){ .max = gap_tree_room(&d->gaps, lblk), .first = d->room_first[lblk] };
+}
 
-	rc = dirblock_max_room(di->fs, buf, &room);
-	if (rc)
-		return rc;
-	err = ext2fs_write_dir_block4(di->fs, d->pblk[lblk], buf, 0, d->dir);
+/* Write buf as block lblk, whose room is *room. */
+static int write_room(struct dindex *di, struct dirix *d, uint32_t lblk, char *buf,
+		      const struct block_room *room)
+{
+	errcode_t err = ext2fs_write_dir_block4(di->fs, d->pblk[lblk], buf, 0, d->dir);
+
 	if (err)
 		return dir_errno(err);
-	gap_tree_set(&d->gaps, lblk, room);
+	gap_tree_set(&d->gaps, lblk, room->max);
+	d->room_first[lblk] = room->first;
 	return 0;
+}
+
+/* Write buf as block lblk and refresh its room from all its entries. */
+static int write_buf(struct dindex *di, struct dirix *d, uint32_t lblk, char *buf)
+{
+	struct block_room room;
+	int rc = dirblock_room_from(di->fs, buf, 0, &room);
+
+	return rc ? rc : write_room(di, d, lblk, buf, &room);
 }
 
 /* Write the block in blockbuf back and refresh its gap in the tree. */
 static int write_block(struct dindex *di, struct dirix *d, uint32_t lblk)
 {
 	return write_buf(di, d, lblk, di->blockbuf);
+}
+
+/* Write the block in blockbuf back after a removal left entry freed (as
+ * it is now) with more room than the removed entry had: the block's room
+ * grows by that entry alone (the others keep theirs). */
+static int write_freed(struct dindex *di, struct dirix *d, uint32_t lblk,
+		       const struct dirent_view *freed)
+{
+	struct block_room room = room_of(d, lblk);
+
+	return dirblock_room_freed(&room, freed) ? write_room(di, d, lblk, di->blockbuf, &room)
+						 : write_block(di, d, lblk);
 }
 
 /* Before an add that cannot keep an htree valid: make the directory a
@@ -587,49 +618,21 @@ static int prepare_change(struct dindex *di, struct dirix *d)
 	return 0;
 }
 
-/* Put the entry into block lblk (which has room for need bytes). */
+/* Put the entry into block lblk (which has room for it), from the block's
+ * first entry with room on. */
 static int add_to_block(struct dindex *di, struct dirix *d, uint32_t lblk,
 			const char *name, size_t len, ext2_ino_t ino, int ftype,
 			uint32_t *off_out)
 {
-	unsigned int need = dirent_size(len);
-	struct dirblock_cursor c;
-	struct dirent_view e;
-	int rc;
+	struct block_room room = room_of(d, lblk);
+	int rc = read_block(di, d, lblk);
 
-	rc = read_block(di, d, lblk);
-	if (rc)
-		return rc;
-	dirblock_cursor_init(&c, di->fs, di->blockbuf);
-	while ((rc = dirblock_cursor_next(&c, &e)) == 1) {
-		struct ext2_dir_entry *de;
-		unsigned int rec_len;
-
-		if (dirent_room(&e) < need)
-			continue;
-		if (e.ino == 0) {
-			/* Reuse an empty entry, keeping its whole rec_len. */
-			de = e.de;
-			rec_len = e.rec_len;
-			*off_out = e.off;
-		} else {
-			/* Split: the old entry keeps its own size, the new one
-			 * takes the rest. */
-			unsigned int keep = dirent_size(e.name_len);
-
-			if (ext2fs_set_rec_len(di->fs, keep, e.de))
-				return -EIO;
-			de = (struct ext2_dir_entry *)((char *)e.de + keep);
-			rec_len = e.rec_len - keep;
-			*off_out = e.off + keep;
-		}
-		dirent_fill(di->fs, de, name, len, ino, ftype);
-		if (ext2fs_set_rec_len(di->fs, rec_len, de))
-			return -EIO;
-		return write_block(di, d, lblk);
-	}
-	/* The tree said there was room: the block changed under us. */
-	return rc < 0 ? rc : -EIO;
+	if (!rc)
+		rc = dirblock_insert(di->fs, di->blockbuf, &room, name, len, ino, ftype, off_out);
+	/* The index said there was room: the block changed under it. */
+	if (rc == -ENOSPC)
+		rc = -EIO;
+	return rc ? rc : write_room(di, d, lblk, di->blockbuf, &room);
 }
 
 /* Append buf (a directory block's contents) as a new last block; its
@@ -637,7 +640,8 @@ static int add_to_block(struct dindex *di, struct dirix *d, uint32_t lblk,
 static int append_block(struct dindex *di, struct dirix *d, char *buf, uint32_t *lblk_out)
 {
 	ext2_filsys fs = di->fs;
-	uint32_t lblk = d->nblocks, room;
+	uint32_t lblk = d->nblocks;
+	struct block_room room;
 	uint64_t new_size = ((uint64_t)lblk + 1) * fs->blocksize;
 	struct ext2_inode inode;
 	blk64_t goal, pblk;
@@ -649,7 +653,7 @@ static int append_block(struct dindex *di, struct dirix *d, char *buf, uint32_t 
 	if (lblk == UINT32_MAX ||
 	    (!ext2fs_has_feature_largedir(fs->super) && new_size >= (1ULL << 31)))
 		return -EFBIG;
-	rc = dirblock_max_room(fs, buf, &room);
+	rc = dirblock_room_from(fs, buf, 0, &room);
 	if (!rc)
 		rc = dirix_reserve_blocks(d, lblk + 1);
 	if (rc)
@@ -687,7 +691,8 @@ static int append_block(struct dindex *di, struct dirix *d, char *buf, uint32_t 
 
 	d->pblk[lblk] = pblk;
 	d->nblocks = lblk + 1;
-	gap_tree_set(&d->gaps, lblk, room);
+	gap_tree_set(&d->gaps, lblk, room.max);
+	d->room_first[lblk] = room.first;
 	*lblk_out = lblk;
 	return 0;
 }
@@ -715,7 +720,7 @@ static int add_new_block(struct dindex *di, struct dirix *d, const char *name,
 	if (rc)
 		return rc;
 	d->dx_version = -1;     /* linear past one block: readdir by block and offset */
-	return name_insert(d, name, len, lblk, 0, ino, ftype);
+	return name_insert(d, name, len, NULL, lblk, 0, ino, ftype);
 }
 
 /* After a split: every name in buf (block lblk) is at its new place. */
@@ -821,7 +826,8 @@ static int add_indexed(struct dindex *di, struct dirix *d, const char *name, siz
 			return -EAGAIN;
 		if (gap_tree_room(&d->gaps, p.leaf) >= dirent_size(len)) {
 			rc = add_to_block(di, d, p.leaf, name, len, ino, ftype, &off);
-			return rc ? rc : name_insert(d, name, len, p.leaf, off, ino, ftype);
+			uint64_t key = dx_readdir_key(p.hash, p.minor);   /* its dent_key */
+			return rc ? rc : name_insert(d, name, len, &key, p.leaf, off, ino, ftype);
 		}
 		rc = dx_grow(di->fs, &blocks, &p, di->splitbuf);
 		if (rc)
@@ -1018,7 +1024,7 @@ int dindex_add(struct dindex *di, ext2_ino_t dir, const char *name, size_t len,
 	rc = add_to_block(di, d, (uint32_t)blk, name, len, ino, ftype, &off);
 	if (rc)
 		goto out;
-	rc = name_insert(d, name, len, (uint32_t)blk, off, ino, ftype);
+	rc = name_insert(d, name, len, NULL, (uint32_t)blk, off, ino, ftype);
 out:
 	if (rc)
 		dindex_forget(di, dir);
@@ -1072,14 +1078,17 @@ int dindex_remove(struct dindex *di, ext2_ino_t dir, const char *name, size_t le
 		goto out;
 	if (has_prev) {
 		/* The previous entry takes over the space, as ext2 does. */
-		if (ext2fs_set_rec_len(di->fs, prev.rec_len + found.rec_len, prev.de)) {
+		prev.rec_len += found.rec_len;
+		if (ext2fs_set_rec_len(di->fs, prev.rec_len, prev.de)) {
 			rc = -EIO;
 			goto out;
 		}
+		rc = write_freed(di, d, e->lblk, &prev);
 	} else {
 		found.de->inode = 0;
+		found.ino = 0;
+		rc = write_freed(di, d, e->lblk, &found);
 	}
-	rc = write_block(di, d, e->lblk);
 	if (rc)
 		goto out;
 	name_delete(d, e);
@@ -1092,6 +1101,7 @@ out:
 int dindex_replace(struct dindex *di, ext2_ino_t dir, const char *name, size_t len,
 		   ext2_ino_t ino, int ftype)
 {
+	struct block_room room;
 	struct dx_ord *order;
 	struct dirent_view found, prev;
 	bool has_prev;
@@ -1114,7 +1124,9 @@ int dindex_replace(struct dindex *di, ext2_ino_t dir, const char *name, size_t l
 	if (rc)
 		goto out;
 	dirent_fill(di->fs, found.de, name, len, ino, ftype);
-	rc = write_block(di, d, e->lblk);
+	/* the same name: every entry keeps its room */
+	room = room_of(d, e->lblk);
+	rc = write_room(di, d, e->lblk, di->blockbuf, &room);
 	if (rc)
 		goto out;
 	e->ino = ino;

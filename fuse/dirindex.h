@@ -184,10 +184,39 @@ int dirblock_cursor_next(struct dirblock_cursor *c, struct dirent_view *e);
 int dirblock_locate(ext2_filsys fs, char *buf, unsigned int off, const char *name, size_t len,
 		    struct dirent_view *found, struct dirent_view *prev, bool *has_prev);
 
-/* Largest entry size that fits into one existing entry's space, and into
- * the whole block (-EIO if it is corrupt). */
+/* Largest entry size that fits into one existing entry's space. */
 unsigned int dirent_room(const struct dirent_view *e);
-int dirblock_max_room(ext2_filsys fs, char *buf, uint32_t *room);
+
+/*
+ * A block's free room: max, the largest entry it takes, and first, where
+ * the first entry with room for a name starts (the entries' end if none).
+ * Room under dirent_size(1) takes no name and counts as none.  Kept per
+ * block by dirindex.c, so that an add starts at first instead of walking
+ * the block's full entries from its start.
+ */
+struct block_room {
+	uint32_t max;
+	uint32_t first;
+};
+
+/* The room of buf's entries from offset from (an entry's start, with no
+ * room in any entry before it) on: the block's room.  -EIO if corrupt. */
+int dirblock_room_from(ext2_filsys fs, char *buf, unsigned int from, struct block_room *r);
+
+/* r after a removal gave entry freed (as it is now) more room than the
+ * removed entry had: only that entry's room changed.  false when r cannot
+ * tell (read the block's room again). */
+bool dirblock_room_freed(struct block_room *r, const struct dirent_view *freed);
+
+/*
+ * Put the entry into the first entry of buf with room for it (first fit,
+ * as the kernel's ext4 picks: an empty entry taken whole, else the entry
+ * split after its own size), walking from r->first on (r: the block's room
+ * before); r then describes the block after, *off is where the entry went.
+ * -ENOSPC if no entry has room (r was not buf's), -EIO on a corrupt entry.
+ */
+int dirblock_insert(ext2_filsys fs, char *buf, struct block_room *r, const char *name, size_t len,
+		    ext2_ino_t ino, int ftype, unsigned int *off);
 
 /* Name, inode and file type into de (its rec_len untouched). */
 void dirent_fill(ext2_filsys fs, struct ext2_dir_entry *de, const char *name, size_t len,

@@ -26,10 +26,43 @@ static int orphan_list_release(struct rfs *r, unsigned *n);
 
 struct open_ino **open_slot(struct rfs *r, ext2_ino_t ino)
 {
-	struct open_ino **p = &r->open_tab[ino % OPEN_TAB_SIZE];
+	if (!r->open_tab) {
+		r->open_tab = r->open_tab0;
+		r->open_cap = OPEN_TAB_SIZE;
+	}
+	struct open_ino **p = &r->open_tab[ino & (r->open_cap - 1)];
 	while (*p && (*p)->ino != ino)
 		p = &(*p)->next;
 	return p;
+}
+
+/* The kernel holds every inode it has an entry for, tens of thousands after
+ * a large untar or create: before a chain gets long, four times the buckets
+ * (out of memory, the chains just grow).  Only where no caller holds a
+ * slot of the table. */
+static void open_tab_fit(struct rfs *r, ext2_ino_t ino)
+{
+	unsigned chain = 0;
+	(void)open_slot(r, ino);   /* the table set up */
+	for (struct open_ino *o = r->open_tab[ino & (r->open_cap - 1)]; o && chain <= 2; o = o->next)
+		chain++;
+	if (chain <= 2 || r->open_cap >= (size_t)1 << 24)
+		return;
+	size_t cap = r->open_cap * 4;
+	struct open_ino **tab = calloc(cap, sizeof(*tab));
+	if (!tab)
+		return;
+	for (size_t i = 0; i < r->open_cap; i++)
+		while (r->open_tab[i]) {
+			struct open_ino *o = r->open_tab[i];
+			r->open_tab[i] = o->next;
+			o->next = tab[o->ino & (cap - 1)];
+			tab[o->ino & (cap - 1)] = o;
+		}
+	if (r->open_tab != r->open_tab0)
+		free(r->open_tab);
+	r->open_tab = tab;
+	r->open_cap = cap;
 }
 
 /* A write of ino's data failed on the device: what the file holds there is
@@ -300,6 +333,7 @@ int held_settle(struct rfs *r, struct open_ino **p)
  * cannot come first).  -ENOMEM: not counted, the caller fails the reply. */
 int lookup_get(struct rfs *r, ext2_ino_t ino)
 {
+	open_tab_fit(r, ino);
 	struct open_ino **p = open_slot(r, ino);
 	if (!*p) {
 		*p = calloc(1, sizeof(**p));
@@ -341,12 +375,15 @@ void held_release_all(struct rfs *r)
 	free(r->reapq);
 	r->reapq = NULL;
 	r->reaphead = r->nreap = r->capreap = 0;
-	for (unsigned i = 0; i < OPEN_TAB_SIZE; i++)
+	for (size_t i = 0; r->open_tab && i < r->open_cap; i++)
 		while (r->open_tab[i]) {
 			struct open_ino *o = r->open_tab[i];
 			r->open_tab[i] = o->next;
 			free(o);
 		}
+	if (r->open_tab != r->open_tab0)
+		free(r->open_tab);
+	r->open_tab = NULL;
 	if (!r->ro && r->attached && orphans_pending(r) && !wr_begin(r)) {
 		unsigned n = 0;
 		int ret = wr_end(r, orphan_list_release(r, &n), false);

@@ -7,6 +7,7 @@
 
 #include "config.h"
 #include "dirindex.h"
+#include "transport.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -26,7 +27,7 @@ struct open_ino {
 	bool data_err;             /* a write of its data failed: the next fsync says EIO */
 	struct open_ino *next;
 };
-#define OPEN_TAB_SIZE 8192
+#define OPEN_TAB_SIZE 1024
 
 struct rfs {
 	ext2_filsys fs;
@@ -37,8 +38,9 @@ struct rfs {
 	bool ro;                   /* mounted read-only, or went read-only */
 	bool attached;             /* rio_txn_attach done: transactions in use */
 	struct fuse_session *se;
-	struct rfs_uring *uring;   /* FUSE requests over io_uring, when in use */
-	struct open_ino *open_tab[OPEN_TAB_SIZE];
+	struct open_ino *open_tab0[OPEN_TAB_SIZE]; /* the open table's first buckets */
+	struct open_ino **open_tab;   /* its buckets (open_tab0, or more once grown) */
+	size_t open_cap;              /* how many: a power of two */
 	uint64_t max_bytes;        /* largest file size an indirect block map can address */
 	uint64_t max_extent_bytes; /* the same for an extent tree */
 
@@ -105,8 +107,6 @@ struct rfs {
 	bool map_root;
 	uint32_t map_uid, map_gid;
 };
-
-struct rfs_uring;
 
 /* Exit status of the daemon when on_violation=stop unmounted it. */
 #define RFS_EXIT_STOPPED 2
@@ -296,11 +296,11 @@ void rfs_unmount(struct rfs *r);
 void start_ticker(struct rfs *r);
 void stop_ticker(struct rfs *r);
 
-/* channel.c: the /dev/fuse channel.  channel_start, once r->se is mounted:
- * libfuse reads and writes the device through the channel, which patches
- * the INIT reply, hands requests over to io_uring when the kernel offers
- * it and fuse_uring allows (uring.c), and with poll_us and one thread polls
- * for the next request before it sleeps; 0, or -1 (the caller says so).
+/* channel.c: the FUSE channel.  channel_start, once r->se is mounted:
+ * libfuse reads and writes the device through the transport (transport.h),
+ * which patches the INIT reply, hands requests over to io_uring when the
+ * kernel offers it and fuse_uring allows, and with poll_us and one thread
+ * polls for the next request before it sleeps; 0, or -1 (the caller says so).
  * channel_finish, after the session loop and before fuse_session_unmount:
  * keeps answering requests until the cache-invalidation and direct-write
  * reply threads, which write to the channel, are done, joins them, and
@@ -628,29 +628,6 @@ void op_ioctl(fuse_req_t req, fuse_ino_t fino, unsigned int cmd, void *arg,
 	      struct fuse_file_info *fi, unsigned flags, const void *in_buf,
 	      size_t in_bufsz, size_t out_bufsz);
 
-/* uring.c: FUSE requests over io_uring (the kernel's FUSE_OVER_IO_URING).
- * channel.c calls these: uring_prepare while answering INIT, when the
- * kernel offers the transport (NULL, after saying why, if it cannot be set
- * up: the reply then does not ask for it); uring_start once the reply is
- * written (init_sent) or failed (everything undone, -ECANCELED); uring_reply
- * for every message libfuse sends (true when the reply belongs to a request
- * that came over the ring and went back through it; *res is then writev's
- * result); uring_stop after the session loop ends and before the session is
- * unmounted or destroyed (counts the requests served; -EIO if a queue failed
- * and ended the session, 0 otherwise). */
-struct rfs_uring *uring_prepare(struct rfs *r, int devfd, size_t max_payload);
-int uring_start(struct rfs_uring *u, bool init_sent);
-bool uring_reply(struct rfs_uring *u, const struct iovec *iov, int count, ssize_t *res);
-/* May the request this thread serves keep its reply for later?  Always
- * through /dev/fuse; over the ring only while the thread's queue keeps
- * another entry free for requests (a held entry must not be the one that a
- * request the later reply waits for needs). */
-bool uring_may_hold_reply(void);
-int uring_stop(struct rfs_uring *u, uint64_t *served);
-unsigned uring_queues(const struct rfs_uring *u);
-/* Whether the kernel offers the transport to new mounts (its fuse module's
- * enable_uring parameter); if not, *why says so for a message. */
-bool uring_offered(const char **why);
 
 /* ---- the seal of a clean, checked unmount (seal.c) ---- */
 /* Where a file system's seal lives and what of it is read: taken while

@@ -24,7 +24,7 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	 * and mtime by GETATTR on reads to notice changes made elsewhere. */
 	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
 	/* FUSE_HANDLE_KILLPRIV_V2 is asked for in the INIT reply itself (see
-	 * dev_writev in channel.c: libfuse 3.14 cannot forward it). */
+	 * dev_writev in transport.c: libfuse 3.14 cannot forward it). */
 	/* No writeback cache: with it the kernel acknowledges write(2) from its
 	 * page cache and keeps i_size itself, so ENOSPC and EFBIG would surface
 	 * at fsync or close instead of at the write, as ext3 reports them

@@ -9,7 +9,7 @@
  * a request in an IORING_OP_URING_CMD on /dev/fuse.  A request arrives as a
  * completion; the thread rebuilds the /dev/fuse form of it in front of the
  * payload, hands it to libfuse's ordinary dispatch, and the reply, which
- * libfuse sends through our channel's writev (channel.c), goes back into the
+ * libfuse sends through our channel's writev (transport.c), goes back into the
  * entry with one COMMIT_AND_FETCH that also waits for the next request.  A
  * caller and its server share a CPU: the caller sleeps while the server
  * runs, so a round trip is two context switches on one CPU, without the
@@ -17,9 +17,11 @@
  *
  * The INIT exchange, FORGETs, INTERRUPTs and notifications stay on
  * /dev/fuse (the kernel sends and accepts them only there), so the channel's
- * read loop keeps running.  All operations still take the one file-system lock.
+ * read loop keeps running.  Nothing here knows the file system: requests go
+ * to the session's operations, which recon-fuse serves under its one
+ * file-system lock (transport.h).
  */
-#include "rfs.h"
+#include "transport.h"
 
 #include <errno.h>
 #include <linux/fuse.h>
@@ -106,7 +108,8 @@ struct server {
 };
 
 struct rfs_uring {
-	struct rfs *r;
+	struct fuse_session *se;
+	void (*on_request)(uint32_t opcode, uint64_t nodeid);
 	int devfd;
 	size_t payload;			/* payload buffer size */
 	size_t map_len;			/* one entry's mapping: FRONT + payload + slack */
@@ -145,7 +148,7 @@ static void give_up(struct server *s, int err)
 	snprintf(why, sizeof(why), "queue %u cannot go on (%s); unmounting", s->qid, strerror(-err));
 	say(u, "%s", why);
 	atomic_store(&u->failed, true);
-	fuse_session_exit(u->r->se);
+	fuse_session_exit(u->se);
 	kill(getpid(), SIGTERM);	/* wakes the /dev/fuse loop */
 }
 
@@ -370,9 +373,10 @@ static void serve_request(struct server *s, struct entry *e)
 	struct fuse_buf fb = { .size = in.len, .mem = start };
 	atomic_store(&e->unique, in.unique);
 	atomic_fetch_add(&u->served, 1);
-	mountstate_request(in.opcode, in.nodeid);
+	if (u->on_request)
+		u->on_request(in.opcode, in.nodeid);
 	current_entry = e;
-	fuse_session_process_buf(u->r->se, &fb);
+	fuse_session_process_buf(u->se, &fb);
 	current_entry = NULL;
 	if ((in.opcode == FUSE_FORGET || in.opcode == FUSE_BATCH_FORGET) &&
 	    atomic_load(&e->unique) == in.unique) {
@@ -594,7 +598,8 @@ static int setup_server(struct rfs_uring *u, struct server *s)
 	return 0;
 }
 
-struct rfs_uring *uring_prepare(struct rfs *r, int devfd, size_t max_payload)
+struct rfs_uring *uring_prepare(struct fuse_session *se, int devfd, size_t max_payload,
+				void (*on_request)(uint32_t opcode, uint64_t nodeid))
 {
 	int nq = possible_cpus();
 	if (nq <= 0) {
@@ -605,7 +610,8 @@ struct rfs_uring *uring_prepare(struct rfs *r, int devfd, size_t max_payload)
 	struct rfs_uring *u = calloc(1, sizeof(*u));
 	if (!u)
 		return NULL;
-	u->r = r;
+	u->se = se;
+	u->on_request = on_request;
 	u->devfd = devfd;
 	u->payload = max_payload;
 	u->map_len = FRONT + max_payload + 8;
