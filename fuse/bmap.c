@@ -489,6 +489,21 @@ errcode_t bmap_end(ext2_filsys fs, ext2_ino_t ino, const struct ext2_inode *in, 
 	return e;
 }
 
+/* No block is mapped and none holds the map: every i_block word zero, or an
+ * extent tree that is a root without entries.  A punch would free nothing and
+ * only write the inode as it is (libext2fs's punch ends with a write). */
+static bool maps_nothing(const struct ext2_inode *in)
+{
+	if (is_extent(in)) {
+		const struct ext3_extent_header *h = (const void *)in->i_block;
+		return ext2fs_le16_to_cpu(h->eh_entries) == 0 && ext2fs_le16_to_cpu(h->eh_depth) == 0;
+	}
+	for (int i = 0; i < EXT2_N_BLOCKS; i++)
+		if (in->i_block[i])
+			return false;
+	return true;
+}
+
 /* Everything mapped from logical block start on. */
 static errcode_t punch_to_end(ext2_filsys fs, ext2_ino_t ino, struct ext2_inode *in,
 			      blk64_t start)
@@ -522,7 +537,7 @@ int punch_from(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, blk64_t kee
 
 	if (!ext2fs_inode_has_valid_blocks2(fs, in))
 		return 0;
-	for (;;) {
+	while (!maps_nothing(in)) {
 		blk64_t end, step;
 		if ((e = bmap_end(fs, ino, in, &end)) != 0)
 			break;
