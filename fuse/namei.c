@@ -573,10 +573,14 @@ void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 		ret = flags_check_modify(&in);
 	if (!ret)
 		ret = dindex_remove(r->di, dir, name, strlen(name));
-	if (!ret) {
-		touch_dir(r, dir, 0);
+	/* the victim's inode first, while libext2fs's one-block buffer of the
+	 * inode table still holds the block its read brought in; the
+	 * directory's after (every switch of that buffer to another block
+	 * copies 4 KiB out of the overlay) */
+	if (!ret)
 		ret = drop_link(r, ino, &in);
-	}
+	if (!ret)
+		touch_dir(r, dir, 0);
 end:
 	ret = wr_end(r, ret, false);
 out:
@@ -621,12 +625,14 @@ void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (!ret)
 		ret = dindex_remove(r->di, dir, name, strlen(name));
 	if (!ret) {
-		touch_dir(r, dir, -1);
 		/* as the kernel's ext3: a removed directory still open reads as
-		 * size 0 until its last close frees it */
+		 * size 0 until its last close frees it; its inode before the
+		 * parent's, as in unlink */
 		in.i_size = 0;
 		ret = drop_link(r, ino, &in);
 	}
+	if (!ret)
+		touch_dir(r, dir, -1);
 end:
 	ret = wr_end(r, ret, false);
 out:
