@@ -75,6 +75,18 @@ int get_inode(struct rfs *r, ext2_ino_t ino, struct ext2_inode *inode)
 	return e ? -errmap(e) : 0;
 }
 
+/* get_inode with the large inode's fields (i_extra_isize 0 and the rest
+ * zero where the file system's inodes are 128 bytes). */
+static int get_inode_large(struct rfs *r, ext2_ino_t ino, struct ext2_inode_large *big)
+{
+	if (ino < 1 || ino > r->fs->super->s_inodes_count)
+		return report_corruption(ino, "inode number out of range");
+	if (EXT2_INODE_SIZE(r->fs->super) < sizeof(*big))
+		memset(big, 0, sizeof(*big));
+	errcode_t e = ext2fs_read_inode_full(r->fs, ino, (struct ext2_inode *)big, sizeof(*big));
+	return e ? -errmap(e) : 0;
+}
+
 /* ---- nanosecond timestamps ----
  * On inodes larger than 128 bytes the kernel keeps i_{a,m,c,cr}time_extra:
  * two epoch bits (seconds past 2038) and the nanoseconds shifted left by 2.
@@ -271,7 +283,29 @@ uint32_t map_gid(const struct rfs *r, uint32_t gid)
 	return gid == 0 ? r->map_gid : gid == r->map_gid ? 0 : gid;
 }
 
-static void fill_stat(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, struct stat *st)
+/* ino's extra time words into st, from big when the caller read them (its
+ * i_extra_isize 0 on small inodes), else read here. */
+static void fill_stat_extra(struct rfs *r, ext2_ino_t ino, const struct ext2_inode_large *big,
+			    struct stat *st)
+{
+	struct ext2_inode_large here;
+	if (!large_inodes(r))
+		return;
+	if (!big) {
+		if (ext2fs_read_inode_full(r->fs, ino, (struct ext2_inode *)&here, sizeof(here)))
+			return;
+		big = &here;
+	}
+	if (big->i_extra_isize >= 8)
+		decode_extra(big->i_ctime_extra, &st->st_ctim.tv_sec, &st->st_ctim.tv_nsec);
+	if (big->i_extra_isize >= 12)
+		decode_extra(big->i_mtime_extra, &st->st_mtim.tv_sec, &st->st_mtim.tv_nsec);
+	if (big->i_extra_isize >= 16)
+		decode_extra(big->i_atime_extra, &st->st_atim.tv_sec, &st->st_atim.tv_nsec);
+}
+
+static void fill_stat_of(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in,
+			 const struct ext2_inode_large *big, struct stat *st)
 {
 	memset(st, 0, sizeof(*st));
 	st->st_ino = ino;
@@ -290,17 +324,7 @@ static void fill_stat(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, stru
 	st->st_atime = (int32_t)in->i_atime;
 	st->st_mtime = (int32_t)in->i_mtime;
 	st->st_ctime = (int32_t)in->i_ctime;
-	if (large_inodes(r)) {
-		struct ext2_inode_large big;
-		if (!ext2fs_read_inode_full(r->fs, ino, (struct ext2_inode *)&big, sizeof(big))) {
-			if (big.i_extra_isize >= 8)
-				decode_extra(big.i_ctime_extra, &st->st_ctim.tv_sec, &st->st_ctim.tv_nsec);
-			if (big.i_extra_isize >= 12)
-				decode_extra(big.i_mtime_extra, &st->st_mtim.tv_sec, &st->st_mtim.tv_nsec);
-			if (big.i_extra_isize >= 16)
-				decode_extra(big.i_atime_extra, &st->st_atim.tv_sec, &st->st_atim.tv_nsec);
-		}
-	}
+	fill_stat_extra(r, ino, big, st);
 	if (LINUX_S_ISCHR(in->i_mode) || LINUX_S_ISBLK(in->i_mode)) {
 		if (in->i_block[0]) {
 			st->st_rdev = makedev((in->i_block[0] >> 8) & 255, in->i_block[0] & 255);
@@ -309,6 +333,11 @@ static void fill_stat(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, stru
 			st->st_rdev = makedev((d & 0xfff00) >> 8, (d & 0xff) | ((d >> 12) & 0xfff00));
 		}
 	}
+}
+
+static void fill_stat(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, struct stat *st)
+{
+	fill_stat_of(r, ino, in, NULL, st);
 }
 
 void fill_entry(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in,
@@ -329,19 +358,21 @@ void fill_entry(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in,
 void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct rfs *r = R(req);
-	struct ext2_inode in;
+	struct ext2_inode_large big;
+	struct ext2_inode *in = (struct ext2_inode *)&big;
 	struct stat st;
 	int ret;
 
 	(void)fi;
 	lock(r);
-	ret = get_inode(r, to_ext(ino), &in);
+	/* the whole inode at once: its times' extra words too */
+	ret = get_inode_large(r, to_ext(ino), &big);
 	/* freed (a dentry the kernel kept of discarded state, or a race with
 	 * unlink): gone, not a file of mode 0 */
-	if (!ret && in.i_links_count == 0 && !*open_slot(r, to_ext(ino)))
+	if (!ret && in->i_links_count == 0 && !*open_slot(r, to_ext(ino)))
 		ret = -ENOENT;
 	if (!ret)
-		fill_stat(r, to_ext(ino), &in, &st);
+		fill_stat_of(r, to_ext(ino), in, &big, &st);
 	unlock(r);
 	if (ret)
 		fuse_reply_err(req, -ret);
