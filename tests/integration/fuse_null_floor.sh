@@ -15,17 +15,8 @@
 need_root
 FUSE_NULL=$(dirname "$RECON_FUSE")/fuse-null
 [ -x "$FUSE_NULL" ] || die "fuse-null not built: $FUSE_NULL"
-param=/sys/module/fuse/parameters/enable_uring
-[ -e "$param" ] || skip "this kernel has no FUSE over io_uring ($param missing)"
-
-# The parameter is global: tests that set it take this lock, and put back the
-# value they found.
-exec 8>/tmp/recon-fuse-enable-uring.lock
-flock -w $((600 * TMUL)) 8 || skip "another test holds $param"
-saved=$(cat "$param")
-restore_param() { echo "$saved" >"$param" 2>/dev/null; }
-trap 'restore_param; cleanup' EXIT
-echo Y >"$param" 2>/dev/null && [ "$(cat "$param")" = Y ] || skip "cannot set $param to Y"
+take_uring_param
+param=$URING_PARAM
 
 mnt=$SCRATCH/mnt
 # the tree: 2,000 files of assorted sizes in 20 directories, and some
@@ -122,5 +113,5 @@ cmp -s "$SCRATCH/recon.req" "$SCRATCH/null.req" ||
 	fail "fuse-null is no longer asked what recon-fuse is (make bench/fuse-null.c ask for what" \
 	     "recon-fuse negotiates): $(diff "$SCRATCH/recon.req" "$SCRATCH/null.req" | grep '^[<>]' | tr '\n' ' ')"
 log "synchronous requests of one untar: $(tr '\n' ' ' <"$SCRATCH/recon.req")"
-restore_param
+restore_uring_param
 finish

@@ -13,18 +13,8 @@
 # cannot be set (a kernel without FUSE over io_uring, or not root).
 . "$(dirname "$0")/lib.sh"
 need_root
-param=/sys/module/fuse/parameters/enable_uring
-[ -e "$param" ] || skip "this kernel has no FUSE over io_uring ($param missing)"
-
-# The parameter is global: tests that set it take this lock, and put back the
-# value they found.
-exec 8>/tmp/recon-fuse-enable-uring.lock
-flock -w $((600 * TMUL)) 8 || skip "another test holds $param"
-saved=$(cat "$param")
-restore_param() { echo "$saved" >"$param" 2>/dev/null; }
-trap 'restore_param; cleanup' EXIT
-set_param() { echo "$1" >"$param" 2>/dev/null && [ "$(cat "$param")" = "$1" ]; }
-set_param Y || skip "cannot set $param to Y"
+take_uring_param
+param=$URING_PARAM
 
 ncpu=$(nproc)
 img="$SCRATCH/uring.img" mnt="$SCRATCH/mnt"
@@ -206,7 +196,7 @@ umount_recon "$mnt"
 	fail "io_uring instances: auto $auto_fds, off $off_fds (expected $ncpu more with auto)"
 
 log "with the parameter N: on refuses, auto serves through /dev/fuse"
-set_param N || fail "cannot set $param back to N"
+set_uring_param N || fail "cannot set $param back to N"
 if mount_recon "$img" "$mnt" fuse_uring=on 2>/dev/null; then
 	fail "fuse_uring=on mounted although the kernel does not offer it"
 	umount_recon "$mnt"
@@ -220,5 +210,5 @@ touch "$mnt/probe3"
 umount_recon "$mnt"
 fsck_clean "$img" "after the auto/off mounts"
 
-restore_param
+restore_uring_param
 finish

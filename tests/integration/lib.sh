@@ -379,6 +379,21 @@ cut_sweep() {
 	rm -f "$img" "$kimg"
 }
 
+# The fuse module's enable_uring parameter is global: a test that sets it
+# takes this lock, sets it to Y, and puts back the value it found at exit
+# (restore_uring_param, or the exit trap).  Skips (77) when it cannot.
+URING_PARAM=/sys/module/fuse/parameters/enable_uring
+set_uring_param() { echo "$1" >"$URING_PARAM" 2>/dev/null && [ "$(cat "$URING_PARAM")" = "$1" ]; }
+restore_uring_param() { echo "$URING_PARAM_SAVED" >"$URING_PARAM" 2>/dev/null; }
+take_uring_param() {
+	[ -e "$URING_PARAM" ] || skip "this kernel has no FUSE over io_uring ($URING_PARAM missing)"
+	exec 8>/tmp/recon-fuse-enable-uring.lock
+	flock -w $((600 * TMUL)) 8 || skip "another test holds $URING_PARAM"
+	URING_PARAM_SAVED=$(cat "$URING_PARAM")
+	trap 'restore_uring_param; cleanup' EXIT
+	set_uring_param Y || skip "cannot set $URING_PARAM to Y"
+}
+
 cleanup() {
 	local m p l
 	for m in "${MOUNTS[@]}"; do
