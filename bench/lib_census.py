@@ -10,13 +10,13 @@ synchronous and asynchronous, and the opcodes), OUT.csv (every count) and the
 figure OUT.png (synchronous requests per operation, stacked by opcode).
 Positional arguments are phase=label pairs, in order.
 """
-import argparse
 import csv
 import os
 import re
 import sys
 
 import lib_plot
+import lib_report
 
 # Requests whose caller does not wait for the reply.  Every other request is
 # sent by fuse_simple_request, which sleeps until the daemon answers.  READ
@@ -84,19 +84,7 @@ def per_op(cell, which):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--segments", required=True)
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--machine")
-    ap.add_argument("--drivers", required=True)
-    ap.add_argument("labels", nargs="*")
-    a = ap.parse_args()
-    order, label = [], {}
-    for pl in a.labels:
-        p, _, text = pl.partition("=")
-        order.append(p)
-        label[p] = text
-    drivers = a.drivers.split(",")
+    a, order, label, drivers = lib_report.report_args("--segments")
 
     logs, cells = {}, {}
     with open(a.segments, newline="") as f:

@@ -28,21 +28,27 @@ def fmt(v):
     return f"{v:.2f}" if v < 100 else f"{v:.0f}"
 
 
-def main():
+def report_args(source_flag):
+    """The command line both reports share: SOURCE_FLAG (the input file),
+    --out, --machine, --drivers, then phase=label pairs in order. Returns the
+    arguments, the phases in order, their labels and the drivers."""
     ap = argparse.ArgumentParser()
-    ap.add_argument("--raw", required=True)
+    ap.add_argument(source_flag, required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--machine")
     ap.add_argument("--drivers", required=True)
     ap.add_argument("labels", nargs="*")
     a = ap.parse_args()
-
     order, label = [], {}
     for pl in a.labels:
-        p, _, l = pl.partition("=")
-        order.append(p)
-        label[p] = l
-    drivers = a.drivers.split(",")
+        phase, _, text = pl.partition("=")
+        order.append(phase)
+        label[phase] = text
+    return a, order, label, a.drivers.split(",")
+
+
+def main():
+    a, order, label, drivers = report_args("--raw")
 
     rows = list(csv.DictReader(open(a.raw)))
     present = {r["phase"] for r in rows}
