@@ -70,6 +70,16 @@ wait_log() {
 	return 1
 }
 
+# After a refused commit: unmount, and the image must be byte for byte what it
+# was at before.img, with no seal written.
+expect_untouched() {
+	umount_recon "$mnt" 3
+	detach
+	changed=$(changed_blocks "$SCRATCH/before.img" "$img")
+	[ -z "$changed" ] || fail "$1: a refused write reached the disk (blocks $changed)"
+	[ -z "$(seal_file)" ] || fail "$1: a seal was written after damage was found"
+}
+
 # 1. damage past group 0's last inode in use; the thread held back, so only
 #    the commit's own check of group 0 can find it
 fresh
@@ -84,11 +94,7 @@ wfsync "$mnt/new" &&
 grep -q "base check (before a commit): group 0: INV_FREE_INODE_FORM: inode 40" "$RECON_LOG" ||
 	fail "held: the damage not named before the commit: $(head -5 "$RECON_LOG")"
 wfsync "$mnt/again" && fail "held: a later create went through"
-umount_recon "$mnt" 3
-detach
-changed=$(changed_blocks "$SCRATCH/before.img" "$img")
-[ -z "$changed" ] || fail "held: the refused commit reached the disk (blocks $changed)"
-[ -z "$(seal_file)" ] || fail "held: a seal was written after damage was found"
+expect_untouched held
 
 # 2. damage in the last group: found by the thread, then no commit goes through
 fresh
@@ -101,11 +107,7 @@ wait_log "base check (background): group $((n - 1)): INV_FREE_INODE_FORM: inode 
 	fail "far: the background check did not name the damage: $(head -5 "$RECON_LOG")"
 cp --sparse=always "$img" "$SCRATCH/before.img"
 wfsync "$mnt/new" && fail "far: a create went through after the damage was found"
-umount_recon "$mnt" 3
-detach
-changed=$(changed_blocks "$SCRATCH/before.img" "$img")
-[ -z "$changed" ] || fail "far: a write reached the disk after the damage was found (blocks $changed)"
-[ -z "$(seal_file)" ] || fail "far: a seal was written after damage was found"
+expect_untouched far
 
 # 3. no damage: the check completes, the clean unmount seals
 fresh
