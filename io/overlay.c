@@ -225,7 +225,8 @@ errcode_t rio_ovl_write(struct txn_manager *t, struct rio_chan *rc, uint64_t off
 		struct ovl_ent *e;
 		size_t before = t->nents;
 		uint64_t bstart = b * bs;
-		err = ovl_get(t, b, off <= bstart && off + len >= bstart + bs, &e);
+		bool whole = off <= bstart && off + len >= bstart + bs;
+		err = ovl_get(t, b, whole, &e);
 		if (err)
 			break;
 		if (t->sp_gen) {
@@ -234,7 +235,14 @@ errcode_t rio_ovl_write(struct txn_manager *t, struct rio_chan *rc, uint64_t off
 			} else if (e->created_gen != t->sp_gen && e->undo_gen != t->sp_gen) {
 				if (!e->undo)
 					e->undo = malloc(bs);
-				if (e->undo) {
+				if (e->undo && whole) {
+					/* the write replaces all of data: the old
+					 * buffer becomes the undo copy as it is */
+					unsigned char *old = e->data;
+					e->data = e->undo;
+					e->undo = old;
+					e->undo_gen = t->sp_gen;
+				} else if (e->undo) {
 					memcpy(e->undo, e->data, bs);
 					e->undo_gen = t->sp_gen;
 				} else {

@@ -154,6 +154,33 @@ static void overlay_mixed_reads(ext2_filsys fs)
 	CHECK_ERR(rio_txn_rollback(fs->io));
 	CHECK_ERR(io_channel_read_blk64(fs->io, b, 3, got));
 	CHECK(memcmp(got, old, 3 * (size_t)bs) == 0, "the rolled-back write still read");
+
+	/* a block the overlay held before the savepoint: a write of part of it
+	 * and a whole-block write are each undone to what it held */
+	unsigned char other[EXT2_MAX_BLOCK_SIZE];
+	CHECK_ERR(io_channel_write_blk64(fs->io, b + 1, 1, mark));
+	CHECK_ERR(rio_txn_savepoint(fs->io));
+	memset(other, 0x3C, bs);
+	CHECK_ERR(io_channel_write_byte(fs->io, (unsigned long)((b + 1) * bs + 50), 16, other));
+	memcpy(want, mark, bs);
+	memset(want + 50, 0x3C, 16);
+	CHECK_ERR(io_channel_read_blk64(fs->io, b + 1, 1, got));
+	CHECK(memcmp(got, want, bs) == 0, "a write of 16 bytes into a held block lost the rest of it");
+	CHECK_ERR(rio_txn_rollback(fs->io));
+	CHECK_ERR(io_channel_read_blk64(fs->io, b + 1, 1, got));
+	CHECK(memcmp(got, mark, bs) == 0, "a write of part of a held block rolled back");
+	CHECK_ERR(rio_txn_savepoint(fs->io));
+	memset(other, 0x77, bs);
+	CHECK_ERR(io_channel_write_blk64(fs->io, b + 1, 1, other));
+	CHECK_ERR(io_channel_write_byte(fs->io, (unsigned long)((b + 1) * bs + 8), 4, mark));
+	memset(other + 8, 0xA5, 4);
+	CHECK_ERR(io_channel_read_blk64(fs->io, b + 1, 1, got));
+	CHECK(memcmp(got, other, bs) == 0, "two writes of a held block under one savepoint");
+	CHECK_ERR(rio_txn_rollback(fs->io));
+	CHECK_ERR(io_channel_read_blk64(fs->io, b + 1, 1, got));
+	CHECK(memcmp(got, mark, bs) == 0, "a whole-block write of a held block rolled back");
+	/* the block as it was: an unchanged rewrite, dropped at the commit */
+	CHECK_ERR(io_channel_write_blk64(fs->io, b + 1, 1, old + bs));
 }
 
 void test_txn(bool journal, bool checker)
