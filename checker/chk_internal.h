@@ -115,6 +115,8 @@ struct u64map {
 /* put: 0, or -ENOMEM when a new key needs room (an existing key cannot fail) */
 int   chk_u64map_put(struct u64map *m, uint64_t key, uint32_t val);
 bool  chk_u64map_get(const struct u64map *m, uint64_t key, uint32_t *val);
+/* room for n keys without growing: 0, or -ENOMEM (the map unchanged) */
+int   chk_u64map_reserve(struct u64map *m, size_t n);
 void  chk_u64map_del(struct u64map *m, uint64_t key);
 void  chk_u64map_free(struct u64map *m);
 

@@ -1039,6 +1039,10 @@ static void classify_and_diff(struct chk_fs *fs, struct txn *t)
 	free(bufs);
 }
 
+/* At most this many written blocks are made room for up front (a
+ * transaction the journal can hold is far smaller); past it the map grows. */
+#define WRITTEN_RESERVE_MAX ((size_t)1 << 20)
+
 int chk_check(struct chk_fs *fs, const struct chk_write *w, size_t n, struct chk_verdict **out)
 {
 	uint64_t t0 = chk_thread_ns();
@@ -1066,6 +1070,14 @@ int chk_check(struct chk_fs *fs, const struct chk_write *w, size_t n, struct chk
 		return -ENOMEM;
 	}
 	uint64_t dev_bytes = (uint64_t)fs->blocks_count * fs->bs;
+	/* the map of written blocks sized once for all of them, rather than
+	 * doubled (and rehashed) through every size on the way */
+	uint64_t nblk = 0;
+	for (size_t i = 0; i < n && nblk < WRITTEN_RESERVE_MAX; i++)
+		if (w[i].len && w[i].offset <= dev_bytes && w[i].len <= dev_bytes - w[i].offset)
+			nblk += (w[i].offset + w[i].len - 1) / fs->bs - w[i].offset / fs->bs + 1;
+	if (chk_u64map_reserve(&t->bidx, nblk < WRITTEN_RESERVE_MAX ? (size_t)nblk : WRITTEN_RESERVE_MAX))
+		t->err = -ENOMEM;
 	for (size_t i = 0; i < n && !t->err; i++) {
 		if (!w[i].len)
 			continue;

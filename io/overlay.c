@@ -182,7 +182,9 @@ static errcode_t ovl_get(struct txn_manager *t, uint64_t blk, bool whole, struct
 	struct ovl_ent *ce = committing_find(t, blk);
 	if (ce)
 		memcpy(e->base, ce->data, t->bs);
-	memcpy(e->data, e->base, t->bs);
+	/* a whole-block write overwrites all of data next */
+	if (!whole)
+		memcpy(e->data, e->base, t->bs);
 	size_t s = bs_slot(blk, t->nhash);
 	e->hnext = t->hash[s];
 	t->hash[s] = e;
@@ -223,7 +225,8 @@ errcode_t rio_ovl_write(struct txn_manager *t, struct rio_chan *rc, uint64_t off
 		struct ovl_ent *e;
 		size_t before = t->nents;
 		uint64_t bstart = b * bs;
-		err = ovl_get(t, b, off <= bstart && off + len >= bstart + bs, &e);
+		bool whole = off <= bstart && off + len >= bstart + bs;
+		err = ovl_get(t, b, whole, &e);
 		if (err)
 			break;
 		if (t->sp_gen) {
@@ -232,7 +235,14 @@ errcode_t rio_ovl_write(struct txn_manager *t, struct rio_chan *rc, uint64_t off
 			} else if (e->created_gen != t->sp_gen && e->undo_gen != t->sp_gen) {
 				if (!e->undo)
 					e->undo = malloc(bs);
-				if (e->undo) {
+				if (e->undo && whole) {
+					/* the write replaces all of data: the old
+					 * buffer becomes the undo copy as it is */
+					unsigned char *old = e->data;
+					e->data = e->undo;
+					e->undo = old;
+					e->undo_gen = t->sp_gen;
+				} else if (e->undo) {
 					memcpy(e->undo, e->data, bs);
 					e->undo_gen = t->sp_gen;
 				} else {
@@ -312,26 +322,28 @@ bool rio_ovl_holds(struct txn_manager *t, uint64_t blk)
 	return held;
 }
 
-bool rio_ovl_read_whole(struct txn_manager *t, uint64_t off, size_t len, void *buf)
+enum rio_ovl_held rio_ovl_read_whole(struct txn_manager *t, uint64_t off, size_t len, void *buf)
 {
 	uint64_t bs = t->bs;
 	if (len == 0 || off % bs || len % bs)
-		return false;
+		return RIO_OVL_SOME;
 	unsigned char *dst = buf;
-	bool all = true;
+	bool some = false, missing = false;
 	pthread_mutex_lock(&t->rc->ovl_lock);
-	for (uint64_t b = off / bs; b < (off + len) / bs; b++) {
+	for (uint64_t b = off / bs; b < (off + len) / bs && !(some && missing); b++) {
 		struct ovl_ent *e = ovl_find(t, b);
 		if (!e)
 			e = committing_find(t, b);
 		if (!e) {
-			all = false;
-			break;
+			missing = true;
+			continue;
 		}
-		memcpy(dst + (b * bs - off), e->data, bs);
+		some = true;
+		if (!missing)
+			memcpy(dst + (b * bs - off), e->data, bs);
 	}
 	pthread_mutex_unlock(&t->rc->ovl_lock);
-	return all;
+	return !missing ? RIO_OVL_ALL : some ? RIO_OVL_SOME : RIO_OVL_NONE;
 }
 
 /* ---- committed-data rule ---- */

@@ -197,12 +197,13 @@ errcode_t rio_meta_read(struct rio_chan *rc, uint64_t off, size_t len, void *buf
 {
 	/* libext2fs re-reads the indirect blocks and bitmaps it is changing
 	 * (bmap per file block): served from the overlay alone */
-	if (rc->txn && rio_ovl_read_whole(rc->txn, off, len, buf))
+	enum rio_ovl_held held = rc->txn ? rio_ovl_read_whole(rc->txn, off, len, buf) : RIO_OVL_NONE;
+	if (held == RIO_OVL_ALL)
 		return 0;
 	errcode_t err = rio_cache_read(&rc->cache, &rc->dev, off, len, buf);
 	if (!err && rc->replay)
 		replay_patch(rc->replay, off, len, buf);
-	if (!err && rc->txn)
+	if (!err && held == RIO_OVL_SOME)
 		rio_ovl_patch(rc->txn, off, len, buf);
 	return err;
 }

@@ -278,11 +278,16 @@ errcode_t rio_ovl_write(struct txn_manager *t, struct rio_chan *rc, uint64_t off
 void      rio_ovl_patch(struct txn_manager *t, uint64_t off, size_t len, void *buf);
 /* Block blk has bytes in the overlay or the committing transaction. */
 bool      rio_ovl_holds(struct txn_manager *t, uint64_t blk);
-/* Whole blocks [off, off+len) all held by the overlay (or the committing
- * transaction): copies them into buf and returns true, so that the reader
- * skips the cache (whose copy the patch would overwrite anyway); false
- * (buf partly written) otherwise. */
-bool      rio_ovl_read_whole(struct txn_manager *t, uint64_t off, size_t len, void *buf);
+/* How much of a read the overlay (or the committing transaction) holds.
+ * RIO_OVL_ALL: whole blocks [off, off+len), all held, copied into buf, so
+ * that the reader skips the cache (whose copy the patch would overwrite
+ * anyway); RIO_OVL_NONE: whole blocks, none held: the cache's copy is the
+ * block, no patch follows (only the file-system thread adds blocks to
+ * either, and it is the one reading); RIO_OVL_SOME otherwise (or a read
+ * of part of a block): buf partly written, the reader patches after the
+ * cache. */
+enum rio_ovl_held { RIO_OVL_NONE, RIO_OVL_SOME, RIO_OVL_ALL };
+enum rio_ovl_held rio_ovl_read_whole(struct txn_manager *t, uint64_t off, size_t len, void *buf);
 /* File data was written over [off, off+len): those blocks are data now and
  * any overlay copy (e.g. the zeroes libext2fs writes into a block it has
  * just allocated) must never be written home over it. */

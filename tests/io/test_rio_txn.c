@@ -119,6 +119,70 @@ static void data_write_range(ext2_filsys fs)
 	CHECK(rio_data_write_range(fs->io, ino, &b, bs, 1) == EINVAL, "a range past the first block");
 }
 
+/* A metadata read of several blocks, some held by the open transaction and
+ * some not: each block comes from where it lives, whichever comes first in
+ * the range, and a block the overlay does not hold reads as the device has
+ * it; a write of part of a block keeps the rest.  Written under a
+ * savepoint and rolled back: the overlay holds block b + 1 alone until the
+ * last write (three unused inode table blocks at the end of group 0). */
+static void overlay_mixed_reads(ext2_filsys fs)
+{
+	unsigned bs = fs->blocksize;
+	blk64_t b = ext2fs_inode_table_loc(fs, 0) + fs->inode_blocks_per_group - 3;
+	unsigned char old[3 * EXT2_MAX_BLOCK_SIZE], mark[EXT2_MAX_BLOCK_SIZE], got[3 * EXT2_MAX_BLOCK_SIZE];
+	CHECK_ERR(io_channel_read_blk64(fs->io, b, 3, old));
+	memset(mark, 0xA5, bs);
+	CHECK_ERR(rio_txn_savepoint(fs->io));
+	CHECK_ERR(io_channel_write_blk64(fs->io, b + 1, 1, mark));
+	unsigned char want[3 * EXT2_MAX_BLOCK_SIZE];
+	memcpy(want, old, 3 * (size_t)bs);
+	memcpy(want + bs, mark, bs);
+	/* not held first, then held; held first, then not; all three; none */
+	CHECK_ERR(io_channel_read_blk64(fs->io, b, 2, got));
+	CHECK(memcmp(got, want, 2 * (size_t)bs) == 0, "a read of a free then a held block");
+	CHECK_ERR(io_channel_read_blk64(fs->io, b + 1, 2, got));
+	CHECK(memcmp(got, want + bs, 2 * (size_t)bs) == 0, "a read of a held then a free block");
+	CHECK_ERR(io_channel_read_blk64(fs->io, b, 3, got));
+	CHECK(memcmp(got, want, 3 * (size_t)bs) == 0, "a read of three blocks, the middle held");
+	CHECK_ERR(io_channel_read_blk64(fs->io, b + 2, 1, got));
+	CHECK(memcmp(got, old + 2 * bs, bs) == 0, "a read of a block not held");
+	/* a write of part of a block keeps the rest of it */
+	CHECK_ERR(io_channel_write_byte(fs->io, (unsigned long)((b + 2) * bs + 100), 16, mark));
+	memset(want + 2 * bs + 100, 0xA5, 16);
+	CHECK_ERR(io_channel_read_blk64(fs->io, b + 2, 1, got));
+	CHECK(memcmp(got, want + 2 * bs, bs) == 0, "a write of 16 bytes lost the rest of its block");
+	CHECK_ERR(rio_txn_rollback(fs->io));
+	CHECK_ERR(io_channel_read_blk64(fs->io, b, 3, got));
+	CHECK(memcmp(got, old, 3 * (size_t)bs) == 0, "the rolled-back write still read");
+
+	/* a block the overlay held before the savepoint: a write of part of it
+	 * and a whole-block write are each undone to what it held */
+	unsigned char other[EXT2_MAX_BLOCK_SIZE];
+	CHECK_ERR(io_channel_write_blk64(fs->io, b + 1, 1, mark));
+	CHECK_ERR(rio_txn_savepoint(fs->io));
+	memset(other, 0x3C, bs);
+	CHECK_ERR(io_channel_write_byte(fs->io, (unsigned long)((b + 1) * bs + 50), 16, other));
+	memcpy(want, mark, bs);
+	memset(want + 50, 0x3C, 16);
+	CHECK_ERR(io_channel_read_blk64(fs->io, b + 1, 1, got));
+	CHECK(memcmp(got, want, bs) == 0, "a write of 16 bytes into a held block lost the rest of it");
+	CHECK_ERR(rio_txn_rollback(fs->io));
+	CHECK_ERR(io_channel_read_blk64(fs->io, b + 1, 1, got));
+	CHECK(memcmp(got, mark, bs) == 0, "a write of part of a held block rolled back");
+	CHECK_ERR(rio_txn_savepoint(fs->io));
+	memset(other, 0x77, bs);
+	CHECK_ERR(io_channel_write_blk64(fs->io, b + 1, 1, other));
+	CHECK_ERR(io_channel_write_byte(fs->io, (unsigned long)((b + 1) * bs + 8), 4, mark));
+	memset(other + 8, 0xA5, 4);
+	CHECK_ERR(io_channel_read_blk64(fs->io, b + 1, 1, got));
+	CHECK(memcmp(got, other, bs) == 0, "two writes of a held block under one savepoint");
+	CHECK_ERR(rio_txn_rollback(fs->io));
+	CHECK_ERR(io_channel_read_blk64(fs->io, b + 1, 1, got));
+	CHECK(memcmp(got, mark, bs) == 0, "a whole-block write of a held block rolled back");
+	/* the block as it was: an unchanged rewrite, dropped at the commit */
+	CHECK_ERR(io_channel_write_blk64(fs->io, b + 1, 1, old + bs));
+}
+
 void test_txn(bool journal, bool checker)
 {
 	char path[300];
@@ -206,6 +270,7 @@ void test_txn(bool journal, bool checker)
 		whole_block_bases(fs, path, freed[1]);
 		data_write_range(fs);
 	}
+	overlay_mixed_reads(fs);
 	/* the freed blocks are free on disk too (e2fsck below) */
 	make_files(fs, "g", 3, 4);
 	CHECK_ERR(ext2fs_mkdir(fs, EXT2_ROOT_INO, 0, "dir"));
