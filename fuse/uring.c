@@ -658,7 +658,9 @@ static int setup_server(struct rfs_uring *u, struct server *s)
 
 	/* This thread is the ring's only submitter, and it waits in
 	 * io_uring_enter whenever it is idle: the kernel may defer the
-	 * completions' task work to that wait instead of interrupting it. */
+	 * completions' task work to that wait instead of interrupting it,
+	 * and flags the work it holds, so that a polling thread enters the
+	 * kernel for it only when there is some. */
 	memset(&p, 0, sizeof(p));
 	p.flags = IORING_SETUP_SQE128 | IORING_SETUP_CQSIZE | IORING_SETUP_SINGLE_ISSUER |
 		  IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_TASKRUN_FLAG;
