@@ -9,10 +9,10 @@
  * to what recon-fuse negotiates (fuse/session.c, set_open_mode in
  * fuse/file.c) belongs here too.  And through recon-fuse's own transport,
  * linked in (fuse/transport.h: transport.c and uring.c): the same INIT reply
- * patches, the same polling of /dev/fuse after each reply (recon-fuse's
- * poll_us, 50 us), and with -u the same io_uring queues (one per CPU, its
- * thread pinned there, 16 entries each), so that the floor over either
- * transport is that transport doing no work.  File data is not kept: a read
+ * patches, the same polling after each reply (recon-fuse's poll_us, 50 us:
+ * of /dev/fuse, or of each queue's ring), and with -u the same io_uring
+ * queues (one per CPU, its thread pinned there, 16 entries each), so that
+ * the floor over either transport is that transport doing no work.  File data is not kept: a read
  * returns zeros up to the size.
  * bench/phases runs it as the drivers "fuse-null" (/dev/fuse) and
  * "fuse-null-uring" (-u): the time of a phase on them is the kernel's FUSE

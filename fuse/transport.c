@@ -162,7 +162,7 @@ static struct rfs_uring *init_uring(int fd, struct fuse_init_out *out)
 	size_t payload = out->max_write > 8192 ? out->max_write : 8192;
 	if (pages * page > payload)
 		payload = pages * page;
-	struct rfs_uring *u = uring_prepare(dev_session, fd, payload, dev_cfg.on_request);
+	struct rfs_uring *u = uring_prepare(dev_session, fd, payload, dev_cfg.poll_us, dev_cfg.on_request);
 	if (u) {
 		out->flags |= INIT_EXT_FLAG;
 		out->flags2 |= OVER_IO_URING_FLAG2;

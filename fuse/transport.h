@@ -10,7 +10,7 @@
  * FUSE_HANDLE_KILLPRIV_V2 and FUSE_DIRECT_IO_ALLOW_MMAP when the kernel
  * offers them, which libfuse 3.14 cannot), asks for requests over io_uring
  * when the kernel offers it and the caller allows, and with poll_us polls
- * /dev/fuse for the next request before sleeping.
+ * for the next request before sleeping (/dev/fuse, or each CPU's ring).
  *
  * Errors: transport_start returns -1 (the caller says so); the ring's own
  * troubles are said on stderr, and one that ends the session makes
@@ -43,7 +43,8 @@ enum transport_uring {
 struct transport_config {
 	/* after a reply, keep asking /dev/fuse for the next request this many
 	 * microseconds before sleeping (0: plain blocking reads); only for a
-	 * session served by one thread */
+	 * session served by one thread.  Over io_uring, the queue threads
+	 * poll their rings after a reply instead (uring.c) */
 	unsigned poll_us;
 	enum transport_uring uring;
 	/* called before each request is served, by the thread that serves it,
@@ -62,7 +63,7 @@ bool transport_stop(void);
 /* uring.c: FUSE requests over io_uring (the kernel's FUSE_OVER_IO_URING).
  * transport.c calls these: uring_prepare while answering INIT, when the
  * kernel offers the transport (NULL, after saying why, if it cannot be set
- * up: the reply then does not ask for it); uring_start once the reply is
+ * up: the reply then does not ask for it; poll_us as transport_config's); uring_start once the reply is
  * written (init_sent) or failed (everything undone, -ECANCELED); uring_reply
  * for every message libfuse sends (true when the reply belongs to a request
  * that came over the ring and went back through it; *res is then writev's
@@ -71,7 +72,7 @@ bool transport_stop(void);
  * and ended the session, 0 otherwise). */
 struct rfs_uring;
 struct rfs_uring *uring_prepare(struct fuse_session *se, int devfd, size_t max_payload,
-				void (*on_request)(uint32_t opcode, uint64_t nodeid));
+				unsigned poll_us, void (*on_request)(uint32_t opcode, uint64_t nodeid));
 int uring_start(struct rfs_uring *u, bool init_sent);
 bool uring_reply(struct rfs_uring *u, const struct iovec *iov, int count, ssize_t *res);
 /* May the request this thread serves keep its reply for later?  Always

@@ -13,7 +13,9 @@
  * entry with one COMMIT_AND_FETCH that also waits for the next request.  A
  * caller and its server share a CPU: the caller sleeps while the server
  * runs, so a round trip is two context switches on one CPU, without the
- * cross-CPU wake-up of the /dev/fuse read loop.
+ * cross-CPU wake-up of the /dev/fuse read loop.  With poll_us, a thread
+ * polls its ring for a while after each commit, so that the caller stays on
+ * that CPU (spin_for_request).
  *
  * The INIT exchange, FORGETs, INTERRUPTs and notifications stay on
  * /dev/fuse (the kernel sends and accepts them only there), so the channel's
@@ -36,6 +38,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 /*
@@ -104,6 +107,7 @@ struct server {
 	struct entry ent[QUEUE_DEPTH];
 	unsigned live;			/* entries not dead */
 	bool served_any;		/* the kernel's ring is in use */
+	bool commit_queued;		/* a COMMIT_AND_FETCH waits to be submitted */
 	pthread_mutex_t pending_mu;	/* replies from other threads */
 };
 
@@ -115,6 +119,13 @@ struct rfs_uring {
 	size_t map_len;			/* one entry's mapping: FRONT + payload + slack */
 	unsigned nq;
 	struct server *srv;
+	/* polling after a commit (see spin_for_request); times in us, from
+	 * every queue, read and written without a lock: they steer a
+	 * heuristic, and a lost update only shifts it a little */
+	unsigned poll_us;		/* 0: never poll */
+	_Atomic uint64_t last_request;	/* when a request last arrived */
+	_Atomic uint64_t last_commit;	/* when a reply last went in */
+	_Atomic uint64_t gap_avg;	/* moving average of commit-to-next-request gaps */
 
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
@@ -128,6 +139,13 @@ struct rfs_uring {
 };
 
 static _Thread_local struct entry *current_entry;
+
+static uint64_t now_us(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000u + (uint64_t)t.tv_nsec / 1000u;
+}
 
 static void say(struct rfs_uring *u, const char *fmt, const char *detail)
 {
@@ -233,6 +251,8 @@ static void queue_cmd(struct server *s, struct entry *e, uint32_t op)
 	}
 	prep_cmd(s, sqe, e, op);
 	e->last_op = op;
+	if (op == URING_CMD_COMMIT_AND_FETCH)
+		s->commit_queued = true;
 }
 
 static void arm_wakeup(struct server *s)
@@ -431,6 +451,71 @@ static void entry_failed(struct server *s, struct entry *e, uint32_t op, int err
 	 * back to /dev/fuse for the whole connection */
 }
 
+/*
+ * Polling after a commit.  The kernel queues a request on the queue of the
+ * CPU its caller runs on, and the commit that answers the caller wakes it
+ * while this thread still runs: the scheduler then moves the caller to an
+ * idle CPU if there is one, its next request lands on that CPU's queue, and
+ * every request wakes a sleeping thread on a CPU that was idle (on a virtual
+ * machine an interrupt to a halted CPU) and finds the file system's lock and
+ * state in the other CPU's cache.  So while the ring is busy, a queue thread
+ * that has just committed keeps its CPU busy: it polls its completion queue
+ * (no system call unless the kernel has work for it) as long as any queue
+ * got a request in the last poll_us, and at least poll_us.  With every CPU
+ * that serves busy, a woken caller stays where it was, on its server's CPU.
+ * Between polls it yields, so that a caller woken onto this CPU runs at once
+ * (even a niced one; the wake-up alone would not preempt a spinning thread
+ * of higher weight).  It polls only while the ring's recent gaps between a
+ * commit and the next request (a moving average, measured whether it polled
+ * or slept) are shorter than poll_us: a client that thinks between requests,
+ * or a CPU shared with other work, turns it off by itself.
+ */
+static void note_request(struct rfs_uring *u)
+{
+	if (!u->poll_us)
+		return;
+	uint64_t now = now_us(), lc = atomic_load_explicit(&u->last_commit, memory_order_relaxed);
+	atomic_store_explicit(&u->last_request, now, memory_order_relaxed);
+	if (!lc)
+		return;
+	uint64_t gap = now > lc ? now - lc : 0, cap = 8 * (uint64_t)u->poll_us;
+	uint64_t avg = atomic_load_explicit(&u->gap_avg, memory_order_relaxed);
+	atomic_store_explicit(&u->gap_avg, (avg * 7 + (gap < cap ? gap : cap)) / 8,
+			      memory_order_relaxed);
+}
+
+/* Whether a completion is ready, asking the kernel for its deferred work
+ * only when it says it has some (IORING_SQ_TASKRUN). */
+static bool cqe_ready(struct server *s)
+{
+	if (io_uring_cq_ready(&s->ring))
+		return true;
+	if (IO_URING_READ_ONCE(*s->ring.sq.kflags) & IORING_SQ_TASKRUN) {
+		(void)io_uring_get_events(&s->ring);
+		return io_uring_cq_ready(&s->ring) > 0;
+	}
+	return false;
+}
+
+/* After a commit: true when a completion is ready, false when the thread
+ * should sleep for one. */
+static bool spin_for_request(struct server *s)
+{
+	struct rfs_uring *u = s->u;
+	uint64_t start = now_us();
+	for (;;) {
+		if (cqe_ready(s))
+			return true;
+		if (atomic_load(&u->stop))
+			return false;
+		uint64_t now = now_us();
+		if (now - start >= u->poll_us &&
+		    now - atomic_load_explicit(&u->last_request, memory_order_relaxed) >= u->poll_us)
+			return false;
+		sched_yield();
+	}
+}
+
 static void handle_cqe(struct server *s, struct io_uring_cqe *cqe)
 {
 	if (cqe->user_data == EVENT_TAG) {
@@ -461,6 +546,7 @@ static void handle_cqe(struct server *s, struct io_uring_cqe *cqe)
 	}
 	e->retries = 0;
 	s->served_any = true;
+	note_request(s->u);
 	if (atomic_load(&s->u->stop)) {
 		/* no new work while stopping: the kernel ends the request when
 		 * the ring goes away */
@@ -481,6 +567,9 @@ static void *server_main(void *arg)
 	CPU_ZERO(&set);
 	CPU_SET(s->qid, &set);
 	(void)sched_setaffinity(0, sizeof(set), &set);
+	char name[16];
+	snprintf(name, sizeof(name), "uring-q%u", s->qid);
+	(void)pthread_setname_np(pthread_self(), name);
 
 	/* the ring is this thread's alone (it is its only submitter) */
 	int err = setup_server(u, s);
@@ -501,7 +590,22 @@ static void *server_main(void *arg)
 		queue_cmd(s, &s->ent[i], URING_CMD_REGISTER);
 	arm_wakeup(s);
 	while (!atomic_load(&u->stop)) {
-		int ret = io_uring_submit_and_wait(&s->ring, 1);
+		int ret;
+		bool spin = false;
+		if (s->commit_queued) {
+			/* the commit goes in at the start of the call below */
+			s->commit_queued = false;
+			atomic_store_explicit(&u->last_commit, now_us(), memory_order_relaxed);
+			spin = u->poll_us &&
+			       atomic_load_explicit(&u->gap_avg, memory_order_relaxed) < u->poll_us;
+		}
+		if (spin) {
+			ret = io_uring_submit(&s->ring);
+			if (ret >= 0 && !spin_for_request(s))
+				ret = io_uring_submit_and_wait(&s->ring, 1);
+		} else {
+			ret = io_uring_submit_and_wait(&s->ring, 1);
+		}
 		if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY) {
 			give_up(s, ret);
 			break;
@@ -554,10 +658,12 @@ static int setup_server(struct rfs_uring *u, struct server *s)
 
 	/* This thread is the ring's only submitter, and it waits in
 	 * io_uring_enter whenever it is idle: the kernel may defer the
-	 * completions' task work to that wait instead of interrupting it. */
+	 * completions' task work to that wait instead of interrupting it,
+	 * and flags the work it holds, so that a polling thread enters the
+	 * kernel for it only when there is some. */
 	memset(&p, 0, sizeof(p));
 	p.flags = IORING_SETUP_SQE128 | IORING_SETUP_CQSIZE | IORING_SETUP_SINGLE_ISSUER |
-		  IORING_SETUP_DEFER_TASKRUN;
+		  IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_TASKRUN_FLAG;
 	p.cq_entries = 4 * (QUEUE_DEPTH + 1);
 	ret = io_uring_queue_init_params(QUEUE_DEPTH + 1, &s->ring, &p);
 	if (ret == -EINVAL) {
@@ -599,7 +705,7 @@ static int setup_server(struct rfs_uring *u, struct server *s)
 }
 
 struct rfs_uring *uring_prepare(struct fuse_session *se, int devfd, size_t max_payload,
-				void (*on_request)(uint32_t opcode, uint64_t nodeid))
+				unsigned poll_us, void (*on_request)(uint32_t opcode, uint64_t nodeid))
 {
 	int nq = possible_cpus();
 	if (nq <= 0) {
@@ -614,6 +720,7 @@ struct rfs_uring *uring_prepare(struct fuse_session *se, int devfd, size_t max_p
 	u->on_request = on_request;
 	u->devfd = devfd;
 	u->payload = max_payload;
+	u->poll_us = poll_us;
 	u->map_len = FRONT + max_payload + 8;
 	pthread_mutex_init(&u->mu, NULL);
 	pthread_cond_init(&u->cv, NULL);
