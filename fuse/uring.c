@@ -81,6 +81,10 @@ _Static_assert(sizeof(struct uring_cmd_req) <= 80, "command area of an SQE128");
  * request is contiguous without copying its payload. */
 #define FRONT 256
 #define MAX_QUEUES 1024
+/* Threads that may poll at once.  Two keep a caller and its server on one
+ * CPU of a two-CPU machine; on a larger one polling threads cannot cover
+ * every idle CPU anyway, and the cap bounds what polling burns there. */
+#define MAX_POLLERS 2
 #define EVENT_TAG ((uint64_t)1)	/* user_data of the wake-up poll */
 
 struct entry {
@@ -126,6 +130,7 @@ struct rfs_uring {
 	_Atomic uint64_t last_request;	/* when a request last arrived */
 	_Atomic uint64_t last_commit;	/* when a reply last went in */
 	_Atomic uint64_t gap_avg;	/* moving average of commit-to-next-request gaps */
+	_Atomic unsigned pollers;	/* threads polling now, at most MAX_POLLERS */
 
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
@@ -599,11 +604,15 @@ static void *server_main(void *arg)
 			spin = u->poll_us &&
 			       atomic_load_explicit(&u->gap_avg, memory_order_relaxed) < u->poll_us;
 		}
-		if (spin) {
+		if (spin && atomic_fetch_add(&u->pollers, 1) < MAX_POLLERS) {
 			ret = io_uring_submit(&s->ring);
-			if (ret >= 0 && !spin_for_request(s))
+			bool ready = ret >= 0 && spin_for_request(s);
+			atomic_fetch_sub(&u->pollers, 1);
+			if (ret >= 0 && !ready)
 				ret = io_uring_submit_and_wait(&s->ring, 1);
 		} else {
+			if (spin)
+				atomic_fetch_sub(&u->pollers, 1);
 			ret = io_uring_submit_and_wait(&s->ring, 1);
 		}
 		if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY) {
