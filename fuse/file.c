@@ -411,6 +411,24 @@ static int fill_bounce(struct rfs *r, ext2_ino_t ino, const struct write_map *m,
 	return 0;
 }
 
+/* The inode after a write's data (ret: its outcome so far) up to end:
+ * the size when it grew, the times, set-id bits a user's write clears;
+ * written once.  The first error wins. */
+static int write_inode_after(struct rfs *r, fuse_req_t req, ext2_ino_t ino, union inode_buf *ib,
+			     uint64_t end, int ret)
+{
+	struct ext2_inode *in = &ib->small;
+	if (end > EXT2_I_SIZE(in) && !ret)
+		ext2fs_inode_size_set(r->fs, in, end);
+	in->i_mtime = in->i_ctime = stamp_now(r, ino, T_M | T_C);
+	if (fuse_req_ctx(req)->uid != 0 && (in->i_mode & setid_bits_to_kill(req, in))) {
+		in->i_mode &= ~setid_bits_to_kill(req, in);
+		attr_changed(r, ino);
+	}
+	int pret = put_inode_buf(r, ino, ib);
+	return ret ? ret : pret;
+}
+
 /* *size is cut to what fits below the largest file size (a write that
  * crosses it writes what fits, as the kernel's ext3 does; EFBIG only when
  * nothing does).  A probe allocates what the write needs and stops before
@@ -419,7 +437,9 @@ static int do_write(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *d
 		    size_t *sizep, off_t off, bool probe)
 {
 	size_t bs = r->fs->blocksize;
-	struct ext2_inode in;
+	/* read once, written once (put_inode would read it again) */
+	union inode_buf ib;
+	struct ext2_inode *in = &ib.small;
 	char *buf = NULL, *heap = NULL;
 	struct write_map map;
 	blk64_t *phys;
@@ -428,21 +448,21 @@ static int do_write(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *d
 
 	if (off < 0)
 		return -EINVAL;
-	ret = get_inode(r, ino, &in);
+	ret = get_inode_buf(r, ino, &ib);
 	if (ret)
 		return ret;
-	uint64_t max = bmap_file_max(r, &in);
+	uint64_t max = bmap_file_max(r, in);
 	if ((uint64_t)off > max || ((uint64_t)off == max && *sizep))
 		return -EFBIG;
 	if ((uint64_t)off + *sizep > max)
 		*sizep = max - off;
 	size_t size = *sizep;
-	if (LINUX_S_ISDIR(in.i_mode))
+	if (LINUX_S_ISDIR(in->i_mode))
 		return -EISDIR;
-	ret = flags_check_write(&in, off);
+	ret = flags_check_write(in, off);
 	if (ret)
 		return ret;
-	flags_sync_inode(r, &in);
+	flags_sync_inode(r, in);
 	if (size == 0)
 		return 0;
 	blk64_t first = off / bs, last = (off + size - 1) / bs;
@@ -462,7 +482,7 @@ static int do_write(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *d
 		ret = -ENOMEM;
 		goto out;
 	}
-	ret = bmap_run(r, ino, &in, first, n, phys, unwritten);
+	ret = bmap_run(r, ino, in, first, n, phys, unwritten);
 	if (ret)
 		goto out;
 	unsigned nuw, holes = count_new(phys, unwritten, n, &nuw);
@@ -471,45 +491,34 @@ static int do_write(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *d
 	/* a write past an EOF inside a block: the old tail becomes file
 	 * content, zeroed first (in the buffer when the write starts in that
 	 * block; inode.c's tail_zero says why) */
-	uint64_t isize = EXT2_I_SIZE(&in);
+	uint64_t isize = EXT2_I_SIZE(in);
 	if (!probe && (uint64_t)off > isize && isize / bs < first &&
-	    (ret = tail_zero(r, ino, &in, isize)) != 0)
+	    (ret = tail_zero(r, ino, in, isize)) != 0)
 		goto out;
 	size_t head = 0, tail = 0;
 	if (!whole && !probe &&
 	    (ret = fill_bounce(r, ino, &map, n, off, size, isize, data, buf, &head, &tail)) != 0)
 		goto out;
-	ret = holes ? bmap_alloc_run(r, ino, &in, first, n, false, phys) : 0;
+	ret = holes ? bmap_alloc_run(r, ino, in, first, n, false, phys) : 0;
 	if (probe) {
 		/* an unwritten extent split in two or three may need a block */
 		if (!ret && nuw)
-			ret = mark_written(r, ino, &in, first, unwritten, n);
+			ret = mark_written(r, ino, in, first, unwritten, n);
 		goto out;
 	}
 	if (ret) {
 		/* nothing written: give back what lies past the end of the file */
-		bmap_trim_past_eof(r, ino, &in, first, first + n);
+		bmap_trim_past_eof(r, ino, in, first, first + n);
 		n = 0;
-		(void)put_inode(r, ino, &in);   /* the write's error is the one to report */
+		(void)put_inode_buf(r, ino, &ib);   /* the write's error is the one to report */
 	}
 	int ioret = n ? write_blocks(r, ino, phys, n, src, head, tail) : 0;
 	if (ioret && !ret)
 		ret = ioret;
 	if (n && !ret && nuw)
-		ret = mark_written(r, ino, &in, first, unwritten, n);
-	if (n) {
-		uint64_t end = (uint64_t)off + size;
-		if (end > EXT2_I_SIZE(&in) && !ret)
-			ext2fs_inode_size_set(r->fs, &in, end);
-		in.i_mtime = in.i_ctime = stamp_now(r, ino, T_M | T_C);
-		if (fuse_req_ctx(req)->uid != 0 && (in.i_mode & setid_bits_to_kill(req, &in))) {
-			in.i_mode &= ~setid_bits_to_kill(req, &in);
-			attr_changed(r, ino);
-		}
-		int pret = put_inode(r, ino, &in);
-		if (!ret)
-			ret = pret;
-	}
+		ret = mark_written(r, ino, in, first, unwritten, n);
+	if (n)
+		ret = write_inode_after(r, req, ino, &ib, (uint64_t)off + size, ret);
 out:
 	free(heap);
 	write_map_free(&map);

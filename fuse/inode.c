@@ -194,6 +194,42 @@ int put_inode(struct rfs *r, ext2_ino_t ino, struct ext2_inode *inode)
 	return e ? -errmap(e) : 0;
 }
 
+/* How many of an inode's bytes a union inode_buf carries; 0 where it
+ * cannot carry them all (inodes past 1 KiB, or an inode size smaller than
+ * struct ext2_inode_large's on a large-inode file system). */
+static size_t inode_buf_size(struct rfs *r)
+{
+	size_t size = EXT2_INODE_SIZE(r->fs->super);
+	if (!large_inodes(r))
+		return sizeof(struct ext2_inode);
+	return size < sizeof(struct ext2_inode_large) || size > sizeof(union inode_buf) ? 0 : size;
+}
+
+int get_inode_buf(struct rfs *r, ext2_ino_t ino, union inode_buf *b)
+{
+	size_t size = inode_buf_size(r);
+	if (!size)
+		return get_inode_large(r, ino, &b->big);
+	if (ino < 1 || ino > r->fs->super->s_inodes_count)
+		return report_corruption(ino, "inode number out of range");
+	if (size < sizeof(b->big))
+		memset(&b->big, 0, sizeof(b->big));   /* i_extra_isize 0 */
+	errcode_t e = ext2fs_read_inode_full(r->fs, ino, &b->small, (int)size);
+	return e ? -errmap(e) : 0;
+}
+
+int put_inode_buf(struct rfs *r, ext2_ino_t ino, union inode_buf *b)
+{
+	size_t size = inode_buf_size(r);
+	const struct time_stamp *s = stamp_of(r, ino);
+	if (s && large_inodes(r))
+		stamps_apply(r, s, &b->big);
+	if (!size || !large_inodes(r))
+		return put_inode(r, ino, &b->small);
+	errcode_t e = ext2fs_write_inode_full(r->fs, ino, &b->small, (int)size);
+	return e ? -errmap(e) : 0;
+}
+
 /* A new inode's first write, laid out as ext2fs_write_new_inode lays it
  * (the whole inode from zero, so nothing of a freed inode's extra space
  * survives; i_extra_isize covering struct ext2_inode_large), with the
@@ -580,7 +616,8 @@ void op_setattr(fuse_req_t req, fuse_ino_t fino, struct stat *attr, int to_set,
 {
 	struct rfs *r = R(req);
 	ext2_ino_t ino = to_ext(fino);
-	struct ext2_inode in;
+	union inode_buf b;
+	struct ext2_inode *in = &b.small;
 	struct stat st;
 	time_t now = time(NULL);
 	int ret;
@@ -591,12 +628,12 @@ void op_setattr(fuse_req_t req, fuse_ino_t fino, struct stat *attr, int to_set,
 	if (ret)
 		goto out;
 	now = r->now.tv_sec;
-	ret = get_inode(r, ino, &in);
+	ret = get_inode_buf(r, ino, &b);
 	if (!ret)
-		ret = flags_check_setattr(&in, to_set);   /* immutable, append-only */
+		ret = flags_check_setattr(in, to_set);   /* immutable, append-only */
 	if (ret)
 		goto end;
-	flags_sync_inode(r, &in);
+	flags_sync_inode(r, in);
 	/* Set-id bits (FUSE_CAP_HANDLE_KILLPRIV: the kernel leaves this to us):
 	 * chown drops set-user-id and group-executable set-group-id on
 	 * non-directories for anyone, truncation for callers other than root;
@@ -606,47 +643,47 @@ void op_setattr(fuse_req_t req, fuse_ino_t fino, struct stat *attr, int to_set,
 	 * request of the kernel's own: both drop the bits as chown does */
 	bool chown = (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) ||
 		     !(to_set & ~FUSE_SET_ATTR_CTIME);
-	if (!(to_set & FUSE_SET_ATTR_MODE) && !LINUX_S_ISDIR(in.i_mode) &&
+	if (!(to_set & FUSE_SET_ATTR_MODE) && !LINUX_S_ISDIR(in->i_mode) &&
 	    (chown ||
 	     ((to_set & FUSE_SET_ATTR_SIZE) && fuse_req_ctx(req)->uid != 0)))
-		in.i_mode &= ~setid_bits_to_kill(req, &in);
+		in->i_mode &= ~setid_bits_to_kill(req, in);
 	if (to_set & FUSE_SET_ATTR_MODE)
-		in.i_mode = (in.i_mode & LINUX_S_IFMT) | (attr->st_mode & 07777);
+		in->i_mode = (in->i_mode & LINUX_S_IFMT) | (attr->st_mode & 07777);
 	if (to_set & FUSE_SET_ATTR_UID) {
 		uint32_t uid = map_uid(r, attr->st_uid);
-		in.i_uid = uid & 0xffff;
-		ext2fs_set_i_uid_high(in, uid >> 16);
+		in->i_uid = uid & 0xffff;
+		ext2fs_set_i_uid_high(*in, uid >> 16);
 	}
 	if (to_set & FUSE_SET_ATTR_GID) {
 		uint32_t gid = map_gid(r, attr->st_gid);
-		in.i_gid = gid & 0xffff;
-		ext2fs_set_i_gid_high(in, gid >> 16);
+		in->i_gid = gid & 0xffff;
+		ext2fs_set_i_gid_high(*in, gid >> 16);
 	}
 	if (to_set & FUSE_SET_ATTR_SIZE) {
-		if (LINUX_S_ISDIR(in.i_mode)) {
+		if (LINUX_S_ISDIR(in->i_mode)) {
 			ret = -EISDIR;
 			goto end;
 		}
-		if (!LINUX_S_ISREG(in.i_mode)) {
+		if (!LINUX_S_ISREG(in->i_mode)) {
 			ret = -EINVAL;
 			goto end;
 		}
-		if ((uint64_t)attr->st_size > EXT2_I_SIZE(&in) &&
+		if ((uint64_t)attr->st_size > EXT2_I_SIZE(in) &&
 		    (ret = space_check(r, req, 0)) != 0 && 0)
 			goto end;
-		ret = do_truncate(r, ino, &in, attr->st_size);
+		ret = do_truncate(r, ino, in, attr->st_size);
 		if (ret)
 			goto end;
-		in.i_mtime = now;
+		in->i_mtime = now;
 	}
-	setattr_times(r, ino, &in, attr, to_set, now);
-	ret = put_inode(r, ino, &in);
+	setattr_times(r, ino, in, attr, to_set, now);
+	ret = put_inode_buf(r, ino, &b);
 	/* a chmod rewrites the access ACL's entries (the kernel forgets its
 	 * cached ACL after every SETATTR) */
-	if (!ret && (to_set & FUSE_SET_ATTR_MODE) && !(ret = acl_chmod(r, ino, in.i_mode)))
-		ret = get_inode(r, ino, &in);
+	if (!ret && (to_set & FUSE_SET_ATTR_MODE) && !(ret = acl_chmod(r, ino, in->i_mode)))
+		ret = get_inode_buf(r, ino, &b);
 	if (!ret)
-		fill_stat(r, ino, &in, &st);
+		fill_stat_of(r, ino, in, &b.big, &st);
 end:
 	ret = wr_end(r, ret, false);
 out:

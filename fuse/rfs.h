@@ -386,6 +386,20 @@ void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void op_setattr(fuse_req_t req, fuse_ino_t fino, struct stat *attr, int to_set,
 		       struct fuse_file_info *fi);
 int put_inode(struct rfs *r, ext2_ino_t ino, struct ext2_inode *inode);
+/* An inode with every byte the table holds of it (inodes of up to 1 KiB):
+ * an operation that reads an inode, changes it and writes it back reads it
+ * once this way, where put_inode must read it again for the bytes past the
+ * first 128.  Past i_extra_isize the bytes are in-inode extended
+ * attributes: nothing may change those between get_inode_buf and
+ * put_inode_buf (re-read after an xattr change). */
+union inode_buf {
+	struct ext2_inode small;
+	struct ext2_inode_large big;
+	char raw[1024];
+};
+int get_inode_buf(struct rfs *r, ext2_ino_t ino, union inode_buf *b);
+/* Writes b with the operation's time stamps, which it also puts into b. */
+int put_inode_buf(struct rfs *r, ext2_ino_t ino, union inode_buf *b);
 int put_new_inode(struct rfs *r, ext2_ino_t ino, struct ext2_inode *inode);
 uint16_t setid_bits_to_kill(fuse_req_t req, const struct ext2_inode *in);
 void attr_changed(struct rfs *r, ext2_ino_t ino);
