@@ -434,7 +434,7 @@ static int write_inode_after(struct rfs *r, fuse_req_t req, ext2_ino_t ino, unio
  * nothing does).  A probe allocates what the write needs and stops before
  * any data is written: the caller undoes it (write_what_fits). */
 static int do_write(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *data,
-		    size_t *sizep, off_t off, bool probe)
+		    size_t *sizep, off_t off, bool probe, bool *no_xattrs)
 {
 	size_t bs = r->fs->blocksize;
 	/* read once, written once (put_inode would read it again) */
@@ -448,9 +448,12 @@ static int do_write(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const char *d
 
 	if (off < 0)
 		return -EINVAL;
+	*no_xattrs = false;
 	ret = get_inode_buf(r, ino, &ib);
 	if (ret)
 		return ret;
+	/* the write adds none: drop_capability need not read the inode again */
+	*no_xattrs = inode_buf_has_no_xattrs(r, &ib);
 	uint64_t max = bmap_file_max(r, in);
 	if ((uint64_t)off > max || ((uint64_t)off == max && *sizep))
 		return -EFBIG;
@@ -675,6 +678,7 @@ static int write_what_fits(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const 
 {
 	size_t bs = r->fs->blocksize;
 	uint64_t fits = 0, fails = ((uint64_t)off % bs + *sizep + bs - 1) / bs;
+	bool no_xattrs;
 	int ret;
 
 	if (fails < 2)
@@ -684,7 +688,7 @@ static int write_what_fits(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const 
 		size_t len = leading_part(bs, off, *sizep, mid);
 		if ((ret = wr_undo(r)) != 0)
 			return ret;
-		ret = do_write(r, req, ino, data, &len, off, true);
+		ret = do_write(r, req, ino, data, &len, off, true, &no_xattrs);
 		if (ret && ret != -ENOSPC)
 			return ret;
 		if (ret)
@@ -695,8 +699,8 @@ static int write_what_fits(struct rfs *r, fuse_req_t req, ext2_ino_t ino, const 
 	if ((ret = wr_undo(r)) != 0 || fits == 0)
 		return ret ? ret : -ENOSPC;
 	size_t len = leading_part(bs, off, *sizep, fits);
-	ret = do_write(r, req, ino, data, &len, off, false);
-	if (!ret)
+	ret = do_write(r, req, ino, data, &len, off, false, &no_xattrs);
+	if (!ret && !no_xattrs)
 		ret = drop_capability(r, ino);
 	if (!ret)
 		*sizep = len;
@@ -715,8 +719,9 @@ void op_write(fuse_req_t req, fuse_ino_t fino, const char *data, size_t size, of
 	if (!ret) {
 		bool retried = false;
 		do {
-			ret = do_write(r, req, to_ext(fino), data, &size, off, false);
-			if (!ret)
+			bool no_xattrs;
+			ret = do_write(r, req, to_ext(fino), data, &size, off, false, &no_xattrs);
+			if (!ret && !no_xattrs)
 				ret = drop_capability(r, to_ext(fino));
 		} while (wr_retry_enospc(r, ret, &retried));
 		if (ret == -ENOSPC)

@@ -371,13 +371,8 @@ static void fill_stat_of(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in,
 	}
 }
 
-static void fill_stat(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, struct stat *st)
-{
-	fill_stat_of(r, ino, in, NULL, st);
-}
-
-void fill_entry(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in,
-		       struct fuse_entry_param *e)
+static void fill_entry_of(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in,
+			  const struct ext2_inode_large *big, struct fuse_entry_param *e)
 {
 	memset(e, 0, sizeof(*e));
 	if (r->known && ino <= r->fs->super->s_inodes_count)
@@ -386,9 +381,21 @@ void fill_entry(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in,
 	/* the kernel made the root inode with generation 0 and takes any
 	 * other as a stale inode */
 	e->generation = ino == EXT2_ROOT_INO ? 0 : in->i_generation;
-	fill_stat(r, ino, in, &e->attr);
+	fill_stat_of(r, ino, in, big, &e->attr);
 	e->attr_timeout = TIMEOUT;
 	e->entry_timeout = TIMEOUT;
+}
+
+void fill_entry(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in,
+		struct fuse_entry_param *e)
+{
+	fill_entry_of(r, ino, in, NULL, e);
+}
+
+void fill_entry_buf(struct rfs *r, ext2_ino_t ino, union inode_buf *b,
+		    struct fuse_entry_param *e)
+{
+	fill_entry_of(r, ino, &b->small, &b->big, e);
 }
 
 void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

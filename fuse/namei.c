@@ -35,7 +35,9 @@ void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct rfs *r = R(req);
 	struct fuse_entry_param e;
-	struct ext2_inode in;
+	/* read whole once: the reply's times need the bytes past 128 */
+	union inode_buf b;
+	struct ext2_inode *in = &b.small;
 	ext2_ino_t ino;
 	int ft, ret;
 
@@ -50,18 +52,18 @@ void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	 * different generation (ESTALE) */
 	if (!strcmp(name, ".")) {
 		ino = to_ext(parent);
-		ret = get_inode(r, ino, &in);
-		if (!ret && in.i_links_count == 0 && !*open_slot(r, ino))
+		ret = get_inode_buf(r, ino, &b);
+		if (!ret && in->i_links_count == 0 && !*open_slot(r, ino))
 			ret = -ESTALE;
 	} else {
 		ret = dindex_lookup(r->di, to_ext(parent), name, strlen(name), &ino, &ft);
 		if (!ret)
-			ret = get_inode(r, ino, &in);
+			ret = get_inode_buf(r, ino, &b);
 	}
 	if (!ret)
 		ret = lookup_get(r, ino);
 	if (!ret)
-		fill_entry(r, ino, &in, &e);
+		fill_entry_buf(r, ino, &b, &e);
 	unlock(r);
 	if (ret)
 		fuse_reply_err(req, -ret);

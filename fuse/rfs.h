@@ -400,6 +400,10 @@ union inode_buf {
 int get_inode_buf(struct rfs *r, ext2_ino_t ino, union inode_buf *b);
 /* Writes b with the operation's time stamps, which it also puts into b. */
 int put_inode_buf(struct rfs *r, ext2_ino_t ino, union inode_buf *b);
+/* fill_entry of an inode read with get_inode_buf: its times' extra words
+ * from b, not read again */
+void fill_entry_buf(struct rfs *r, ext2_ino_t ino, union inode_buf *b,
+		    struct fuse_entry_param *e);
 int put_new_inode(struct rfs *r, ext2_ino_t ino, struct ext2_inode *inode);
 uint16_t setid_bits_to_kill(fuse_req_t req, const struct ext2_inode *in);
 void attr_changed(struct rfs *r, ext2_ino_t ino);
@@ -605,6 +609,8 @@ void op_setxattr(fuse_req_t req, fuse_ino_t fino, const char *name, const char *
 			size_t size, int flags);
 int xattr_drop_empty_block(struct rfs *r, ext2_ino_t ino);
 bool has_no_xattrs(struct rfs *r, ext2_ino_t ino);
+/* has_no_xattrs of an inode the caller has read whole */
+bool inode_buf_has_no_xattrs(struct rfs *r, const union inode_buf *b);
 /* ext_attr on (a revision-0 superblock upgraded first) before an attribute
  * is stored, in the caller's transaction; 0 or -EOPNOTSUPP. */
 int xattr_feature_on(struct rfs *r);

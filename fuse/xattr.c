@@ -219,26 +219,30 @@ void op_setxattr(fuse_req_t req, fuse_ino_t fino, const char *name, const char *
  * marks inodes S_NOSEC), so this answer must not parse xattrs. */
 bool has_no_xattrs(struct rfs *r, ext2_ino_t ino)
 {
-	union {
-		struct ext2_inode_large large;
-		char raw[1024];
-	} u;
+	union inode_buf b;
+
+	if (!ext2fs_has_feature_xattr(r->fs->super))
+		return true;
+	if (EXT2_INODE_SIZE(r->fs->super) > sizeof(b) || get_inode_buf(r, ino, &b))
+		return false;
+	return inode_buf_has_no_xattrs(r, &b);
+}
+
+bool inode_buf_has_no_xattrs(struct rfs *r, const union inode_buf *b)
+{
 	unsigned isize = EXT2_INODE_SIZE(r->fs->super);
 
 	if (!ext2fs_has_feature_xattr(r->fs->super))
 		return true;
-	if (isize > sizeof(u) || ino < 1 || ino > r->fs->super->s_inodes_count ||
-	    ext2fs_read_inode_full(r->fs, ino, (struct ext2_inode *)&u.large, isize))
-		return false;
-	if (ext2fs_file_acl_block(r->fs, (struct ext2_inode *)&u.large))
+	if (isize > sizeof(*b) || ext2fs_file_acl_block(r->fs, &b->small))
 		return false;
 	if (isize <= EXT2_GOOD_OLD_INODE_SIZE)
 		return true;
-	unsigned hdr = EXT2_GOOD_OLD_INODE_SIZE + u.large.i_extra_isize;
+	unsigned hdr = EXT2_GOOD_OLD_INODE_SIZE + b->big.i_extra_isize;
 	if (hdr + sizeof(uint32_t) > isize)
 		return true;
 	uint32_t magic;
-	memcpy(&magic, u.raw + hdr, sizeof(magic));
+	memcpy(&magic, b->raw + hdr, sizeof(magic));
 	return ext2fs_le32_to_cpu(magic) != EXT2_EXT_ATTR_MAGIC;
 }
 
