@@ -392,6 +392,25 @@ void fill_entry(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in,
 	fill_entry_of(r, ino, in, NULL, e);
 }
 
+void fill_entry_new(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in,
+		    struct fuse_entry_param *e)
+{
+	const struct time_stamp *s = stamp_of(r, ino);
+	struct ext2_inode_large big;
+
+	if (!large_inodes(r) || !inode_buf_size(r)) {
+		fill_entry_of(r, ino, in, NULL, e);
+		return;
+	}
+	/* as put_new_inode lays it out: i_extra_isize past the crtime */
+	memset(&big, 0, sizeof(big));
+	memcpy(&big, in, sizeof(*in));
+	big.i_extra_isize = sizeof(big) - EXT2_GOOD_OLD_INODE_SIZE;
+	if (s)
+		stamps_apply(r, s, &big);
+	fill_entry_of(r, ino, in, &big, e);
+}
+
 void fill_entry_buf(struct rfs *r, ext2_ino_t ino, union inode_buf *b,
 		    struct fuse_entry_param *e)
 {

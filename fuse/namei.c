@@ -319,13 +319,14 @@ static uint16_t dir_links_after(struct rfs *r, ext2_ino_t dir, const struct ext2
 
 static void touch_dir(struct rfs *r, ext2_ino_t dir, int links_delta)
 {
-	struct ext2_inode din;
-	if (get_inode(r, dir, &din))
+	union inode_buf b;   /* read whole once: put_inode would read it again */
+	struct ext2_inode *din = &b.small;
+	if (get_inode_buf(r, dir, &b))
 		return;
-	flags_sync_dir(r, &din);
-	din.i_mtime = din.i_ctime = stamp_now(r, dir, T_M | T_C);
-	din.i_links_count = dir_links_after(r, dir, &din, links_delta);
-	(void)put_inode(r, dir, &din);
+	flags_sync_dir(r, din);
+	din->i_mtime = din->i_ctime = stamp_now(r, dir, T_M | T_C);
+	din->i_links_count = dir_links_after(r, dir, din, links_delta);
+	(void)put_inode_buf(r, dir, &b);
 }
 
 /* What a new node needs before anything is allocated: a name free to
@@ -447,7 +448,7 @@ static int make_node(struct rfs *r, fuse_req_t req, ext2_ino_t dir, const char *
 		goto undo;
 	acl_new_free(&acls);
 	touch_dir(r, dir, isdir ? 1 : 0);
-	fill_entry(r, ino, &in, e);
+	fill_entry_new(r, ino, &in, e);
 	*out_ino = ino;
 	return 0;
 undo:

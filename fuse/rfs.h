@@ -378,6 +378,10 @@ int do_truncate(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, uint64_t s
  * commit (inode.c says why). */
 int tail_zero(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in, uint64_t size);
 int errmap(errcode_t e);
+/* fill_entry of an inode this operation made: its times' extra words are
+ * the operation's stamps (put_new_inode wrote them), not read back */
+void fill_entry_new(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in,
+		    struct fuse_entry_param *e);
 void fill_entry(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in,
 		       struct fuse_entry_param *e);
 int ftype_of(struct rfs *r, unsigned mode);
