@@ -705,8 +705,10 @@ void op_setattr(fuse_req_t req, fuse_ino_t fino, struct stat *attr, int to_set,
 	setattr_times(r, ino, in, attr, to_set, now);
 	ret = put_inode_buf(r, ino, &b);
 	/* a chmod rewrites the access ACL's entries (the kernel forgets its
-	 * cached ACL after every SETATTR) */
-	if (!ret && (to_set & FUSE_SET_ATTR_MODE) && !(ret = acl_chmod(r, ino, in->i_mode)))
+	 * cached ACL after every SETATTR); an inode with no attributes at all
+	 * (b as read, its attribute bytes untouched) has none to rewrite */
+	if (!ret && (to_set & FUSE_SET_ATTR_MODE) && !inode_buf_has_no_xattrs(r, &b) &&
+	    !(ret = acl_chmod(r, ino, in->i_mode)))
 		ret = get_inode_buf(r, ino, &b);
 	if (!ret)
 		fill_stat_of(r, ino, in, &b.big, &st);
