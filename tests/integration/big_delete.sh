@@ -8,7 +8,8 @@
 # processing; e2fsck -fn is clean after each.  1 KiB blocks (four times the
 # blocks of 4 KiB ones per byte).
 # Environment: BIG_DELETE_GIB (default 4): the file's size; BIG_DELETE_BAR
-# (default 0.5 s; freeing 4 GiB at once stalled requests over 1 s).
+# (default 0.5 s; freeing 4 GiB at once stalled requests over 1 s), or a
+# third of the delete's time when that is longer (a loaded machine).
 # With the argument ext4: mkfs.ext4's defaults, the file fallocated as
 # unwritten extents of 32767 blocks (2 GiB by default, for CI's time).
 . "$(dirname "$0")/lib.sh"
@@ -56,8 +57,12 @@ th.join()
 print("freed %d blocks in %.2f s; slowest statvfs %.3f s, write+fsync %.3f s"
       % (size, took, worst["statvfs"], worst["write+fsync"]))
 c.ok(os.statvfs(".").f_bfree >= before + size * 99 // 100, "the space came back (%.1f s)" % took)
+# Freed at once, one request waits for nearly the whole delete; freed a
+# group at a time, none waits for more than a step.  On a loaded machine
+# every step is slower, so a third of the delete's time also passes.
+limit = max(bar, took / 3)
 for name, w in worst.items():
-    c.ok(w < bar, "the slowest %s during the delete took %.3f s (bar %.2f s)" % (name, w, bar))
+    c.ok(w < limit, "the slowest %s during the delete took %.3f s (bar %.2f s)" % (name, w, limit))
 c.eq(open("small", "rb").read(), pattern("small", 3000), "the small file reads back")
 c.done()
 EOF
