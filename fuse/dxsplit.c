@@ -138,7 +138,7 @@ static int leaf_collect(ext2_filsys fs, int version, char *blk, struct leaf_ent 
 	*n = 0;
 	dirblock_cursor_init(&c, fs, blk);
 	while ((rc = dirblock_cursor_next(&c, &e)) == 1) {
-		if (e.ino == 0 || e.name_len == 0)     /* the kernel maps only these */
+		if (e.ino == 0 || e.name_len == 0)     /* do_split weighs named entries only */
 			continue;
 		ents[*n].off = e.off;
 		ents[*n].size = dirent_size(e.name_len);
@@ -178,9 +178,9 @@ int dx_split_leaf(ext2_filsys fs, int version, char *src, char *lo, char *hi, ui
 	 * the moved ones, weighed by their rec_len (slack included), stay within
 	 * half a block, an entry counting as moved when no more than half of it
 	 * would pass that mark.  Where that stops, the lower entries stay, even
-	 * when it stops at the lowest (kernels since 2025: older ones halved by
-	 * count then, a split the new name may not fit after); only when every
-	 * entry would move is the leaf halved by count. */
+	 * when it stops at the lowest (as current kernels do; older ones halved
+	 * by count there, which could leave the new name no room); only when
+	 * every entry would move is the leaf halved by count. */
 	for (i = (long)n - 1; i >= 0; i--) {
 		if (moved_bytes + ents[i].rec_len / 2 > fs->blocksize / 2)
 			break;
