@@ -322,9 +322,10 @@ int dx_grow(ext2_filsys fs, const struct dx_blocks *blocks, const struct dx_path
 
 /*
  * Split the full leaf src as the kernel's ext4 splits one (do_split): its
- * named entries sorted by hash, the upper hashes, about half the block
- * weighed by their rec_len, packed into hi as a new leaf in hash order, the
- * others packed into lo in the order they had (src may be lo).
+ * named entries sorted by hash (equal hashes in the kernel's order), the
+ * upper hashes, up to half the block weighed by their rec_len, packed into
+ * hi as a new leaf in that order, the others packed into lo in the order
+ * they had (src may be lo).
  * *split_hash: the hash hi starts at, bit 0 set when equal hashes continue
  * from lo into hi.  -EIO for a block that cannot be parsed, -EAGAIN for one
  * with fewer than two names.

@@ -21,6 +21,7 @@
 #include "dirindex.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,13 +37,52 @@ struct leaf_ent {
 	unsigned int rec_len;           /* the bytes it holds (the split weighs these) */
 };
 
-static int leaf_ent_cmp(const void *a, const void *b)
+/*
+ * Sort ents by hash into the order the kernel's do_split sees them in, equal
+ * hashes included: it lists a leaf's entries last to first (dx_make_map
+ * fills its map from the end) and sorts that list by hash alone, with a comb
+ * sort (gap shrunk by 10/13 while over 2, a gap of 9 or 10 made 11) and
+ * then exchange passes until one swaps nothing.  Neither step is stable, so
+ * which of several entries of equal hash land above a split, and their order
+ * in the new leaf, follow from this exact sequence of swaps.
+ */
+static void leaf_ent_sort(struct leaf_ent *ents, size_t n)
 {
-	const struct leaf_ent *x = a, *y = b;
+	size_t gap = n, i;
+	bool swapped;
 
-	if (x->hash != y->hash)
-		return x->hash < y->hash ? -1 : 1;
-	return x->off < y->off ? -1 : x->off > y->off;
+	for (i = 0; i < n / 2; i++) {           /* block order reversed */
+		struct leaf_ent t = ents[i];
+
+		ents[i] = ents[n - 1 - i];
+		ents[n - 1 - i] = t;
+	}
+	while (gap > 2) {
+		gap = gap * 10 / 13;
+		if (gap == 9 || gap == 10)
+			gap = 11;
+		/* pairs (hi - gap, hi), hi walked down from the top */
+		for (size_t hi = n - 1; hi >= gap; hi--) {
+			if (ents[hi].hash < ents[hi - gap].hash) {
+				struct leaf_ent t = ents[hi];
+
+				ents[hi] = ents[hi - gap];
+				ents[hi - gap] = t;
+			}
+		}
+	}
+	do {
+		swapped = false;
+		for (i = n; i-- > 1;) {         /* neighbours, from the top down */
+			if (ents[i].hash < ents[i - 1].hash) {
+				struct leaf_ent t = ents[i];
+
+				ents[i] = ents[i - 1];
+				ents[i - 1] = t;
+				swapped = true;
+			}
+		}
+	} while (swapped);
 }
 
 static int leaf_ent_off_cmp(const void *a, const void *b)
@@ -83,7 +123,8 @@ static int leaf_pack(ext2_filsys fs, const char *src, const struct leaf_ent *ent
 	return 0;
 }
 
-/* The named entries of blk with their hashes, sorted by hash; *n of them. */
+/* The named entries of blk with their hashes, sorted by hash as the kernel
+ * sorts them; *n of them. */
 static int leaf_collect(ext2_filsys fs, int version, char *blk, struct leaf_ent **out, size_t *n)
 {
 	struct leaf_ent *ents = malloc(fs->blocksize / 8 * sizeof(*ents));
@@ -97,7 +138,7 @@ static int leaf_collect(ext2_filsys fs, int version, char *blk, struct leaf_ent 
 	*n = 0;
 	dirblock_cursor_init(&c, fs, blk);
 	while ((rc = dirblock_cursor_next(&c, &e)) == 1) {
-		if (e.ino == 0)
+		if (e.ino == 0 || e.name_len == 0)     /* do_split weighs named entries only */
 			continue;
 		ents[*n].off = e.off;
 		ents[*n].size = dirent_size(e.name_len);
@@ -112,7 +153,7 @@ static int leaf_collect(ext2_filsys fs, int version, char *blk, struct leaf_ent 
 		free(ents);
 		return rc;
 	}
-	qsort(ents, *n, sizeof(*ents), leaf_ent_cmp);
+	leaf_ent_sort(ents, *n);
 	*out = ents;
 	return 0;
 }
@@ -135,16 +176,22 @@ int dx_split_leaf(ext2_filsys fs, int version, char *src, char *lo, char *hi, ui
 	}
 	/* As the kernel's do_split: from the top hash down, move entries while
 	 * the moved ones, weighed by their rec_len (slack included), stay within
-	 * half a block (an entry counts as moved when most of it would land in
-	 * the upper half); if that stops only at the lowest entry or never,
-	 * halve by count. */
+	 * half a block, an entry counting as moved when no more than half of it
+	 * would pass that mark.  Where that stops, the lower entries stay, even
+	 * when it stops at the lowest (as current kernels do; older ones halved
+	 * by count there, which could leave the new name no room); only when
+	 * every entry would move is the leaf halved by count. */
 	for (i = (long)n - 1; i >= 0; i--) {
 		if (moved_bytes + ents[i].rec_len / 2 > fs->blocksize / 2)
 			break;
 		moved_bytes += ents[i].rec_len;
 		move++;
 	}
-	split = i > 0 && move > 0 ? n - move : n / 2;
+	split = i >= 0 ? n - move : n / 2;
+	if (split == 0 || split >= n) {  /* cannot be: the top entry (a block at most) moves, n > 1 */
+		free(ents);
+		return -EIO;
+	}
 	*split_hash = ents[split].hash | (ents[split].hash == ents[split - 1].hash ? 1 : 0);
 	/* the kernel moves the upper entries in hash order and packs the
 	 * others where they were: in block order */
