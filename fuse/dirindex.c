@@ -16,7 +16,8 @@
  * dirblock.c's, the htree's blocks (the path to a name's leaf, index
  * blocks rewritten as leaves) dxwrite.c's, splitting them in memory
  * dxsplit.c's, making a one-block directory's index dxmake.c's, and the
- * hash order of an indexed directory's readdir dxorder.c's.
+ * hash order of an indexed directory's readdir dxorder.c's, and the
+ * record of names added since the caller last cleared it addednames.c's.
  */
 #include "dirindex.h"
 #include "inline.h"
@@ -84,16 +85,8 @@ struct dindex {
 	unsigned nchanged;
 	bool changed_overflow;
 	/* names added or repointed since dindex_clear_added() */
-	struct added_name *added;
-	size_t nadded, capadded;
+	struct added_names added;
 };
-
-struct added_name {
-	ext2_ino_t dir;
-	char *name;
-};
-
-#define ADDED_MAX 65536
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -873,8 +866,7 @@ void dindex_free(struct dindex *di)
 	if (!di)
 		return;
 	dindex_drop_all(di);
-	dindex_clear_added(di);
-	free(di->added);
+	added_names_free(&di->added);
 	free(di->dir_buckets);
 	free(di->blockbuf);
 	free(di->splitbuf);
@@ -892,34 +884,14 @@ static void note_changed(struct dindex *di, ext2_ino_t dir)
 		di->changed_overflow = true;
 }
 
-static void note_added(struct dindex *di, ext2_ino_t dir, const char *name, size_t len)
-{
-	if (di->nadded == di->capadded) {
-		size_t cap = di->capadded ? di->capadded * 2 : 64;
-		struct added_name *n = cap <= ADDED_MAX ? realloc(di->added, cap * sizeof(*n)) : NULL;
-		if (!n)
-			return;   /* the caller's fallback: the kernel's entry timeouts */
-		di->added = n;
-		di->capadded = cap;
-	}
-	char *copy = strndup(name, len);
-	if (!copy)
-		return;
-	di->added[di->nadded++] = (struct added_name){ .dir = dir, .name = copy };
-}
-
 void dindex_clear_added(struct dindex *di)
 {
-	for (size_t i = 0; i < di->nadded; i++)
-		free(di->added[i].name);
-	di->nadded = 0;
+	added_names_clear(&di->added);
 }
 
 bool dindex_added_names(struct dindex *di, dindex_name_fn fn, void *ctx)
 {
-	for (size_t i = 0; i < di->nadded; i++)
-		fn(ctx, di->added[i].dir, di->added[i].name);
-	return di->nadded < ADDED_MAX;
+	return added_names_each(&di->added, fn, ctx);
 }
 
 void dindex_mark(struct dindex *di)
@@ -995,7 +967,7 @@ int dindex_add(struct dindex *di, ext2_ino_t dir, const char *name, size_t len,
 	int rc;
 
 	note_changed(di, dir);
-	note_added(di, dir, name, len);
+	added_names_note(&di->added, dir, name, len);
 	rc = check_name(len);
 	if (rc)
 		return rc;
@@ -1110,7 +1082,7 @@ int dindex_replace(struct dindex *di, ext2_ino_t dir, const char *name, size_t l
 	int rc;
 
 	note_changed(di, dir);
-	note_added(di, dir, name, len);
+	added_names_note(&di->added, dir, name, len);
 	rc = check_name(len);
 	if (rc)
 		return rc == -EINVAL ? -ENOENT : rc;

@@ -125,6 +125,22 @@ typedef void (*dindex_name_fn)(void *ctx, ext2_ino_t dir, const char *name);
 bool dindex_added_names(struct dindex *di, dindex_name_fn fn, void *ctx);
 void dindex_clear_added(struct dindex *di);
 
+/* ---- the record dindex_added_names reads (addednames.c) ---- */
+
+/* Names added or repointed, each with its directory; zero-initialised is
+ * empty.  Past 65,536 names, or out of memory, a note is dropped and
+ * added_names_each returns false. */
+struct added_name;
+struct added_names {
+	struct added_name *v;
+	size_t n, cap;
+};
+void added_names_note(struct added_names *a, ext2_ino_t dir, const char *name, size_t len);
+bool added_names_each(const struct added_names *a, dindex_name_fn fn, void *ctx);
+/* forget the names, keep the room for them */
+void added_names_clear(struct added_names *a);
+void added_names_free(struct added_names *a);
+
 /* ---- free space per block (gaptree.c) ---- */
 
 /* A max-tree over a directory's blocks: leaf i (at cap + i) is the largest
