@@ -779,34 +779,45 @@ static struct dx_blocks grow_blocks(struct grow_ctx *g)
 }
 
 /* A one-block directory a name of len bytes does not fit becomes an htree
- * (dxmake.c), as the kernel's ext4 indexes one, before the add. */
-static int index_if_full(struct dindex *di, struct dirix *d, size_t len)
+ * (dxmake.c), as the kernel's ext4 indexes one, before the add; *split:
+ * its two leaves. */
+static int index_if_full(struct dindex *di, struct dirix *d, size_t len, struct dx_split *split)
 {
 	struct grow_ctx g = { .di = di, .d = d };
 	const struct dx_blocks blocks = grow_blocks(&g);
 	int rc;
 
+	*split = (struct dx_split){ .leaf = false };
 	if (d->htree || d->inline_dir || d->nblocks != 1 || d->dx_version < 0 ||
 	    gap_tree_room(&d->gaps, 0) >= dirent_size(len))
 		return 0;
-	rc = dx_make_index(di->fs, d->dir, &blocks, di->splitbuf);
+	rc = dx_make_index(di->fs, d->dir, &blocks, di->splitbuf, split);
 	if (!rc)
 		d->htree = true;
 	/* nothing to split (a block with one name): it grows linear */
 	return rc == -EAGAIN ? 0 : rc;
 }
 
+/* The leaf the name of hash goes into just after split, as the kernel's
+ * do_split picks it: the upper one from the split's hash on, a continued
+ * one included. */
+static uint32_t split_side(const struct dx_split *split, uint32_t hash)
+{
+	return hash >= (split->hash & ~1u) ? split->hi : split->lo;
+}
+
 /* Add to an htree directory, into the leaf the name hashes to, growing
- * the index when that leaf is full.  -EAGAIN when the index cannot take the
+ * the index when that leaf is full (*split: the leaves of a split just
+ * made, whose side the name takes).  -EAGAIN when the index cannot take the
  * name (it cannot grow, or cannot be followed: the caller makes the
  * directory linear), and for a directory without an htree this follows. */
 static int add_indexed(struct dindex *di, struct dirix *d, const char *name, size_t len,
-		       ext2_ino_t ino, int ftype)
+		       ext2_ino_t ino, int ftype, struct dx_split *split)
 {
 	struct grow_ctx g = { .di = di, .d = d };
 	const struct dx_blocks blocks = grow_blocks(&g);
 	struct dx_path p;
-	uint32_t off;
+	uint32_t off, leaf;
 	int rc;
 
 	if (!d->htree || d->inline_dir || d->dx_version < 0)
@@ -817,12 +828,15 @@ static int add_indexed(struct dindex *di, struct dirix *d, const char *name, siz
 		if (dx_probe(di->fs, d->dir, d->pblk, d->nblocks, di->blockbuf, name, len, &p) ||
 		    p.version != d->dx_version)
 			return -EAGAIN;
-		if (gap_tree_room(&d->gaps, p.leaf) >= dirent_size(len)) {
-			rc = add_to_block(di, d, p.leaf, name, len, ino, ftype, &off);
+		leaf = p.leaf;
+		if (split->leaf && gap_tree_room(&d->gaps, split_side(split, p.hash)) >= dirent_size(len))
+			leaf = split_side(split, p.hash);
+		if (gap_tree_room(&d->gaps, leaf) >= dirent_size(len)) {
+			rc = add_to_block(di, d, leaf, name, len, ino, ftype, &off);
 			uint64_t key = dx_readdir_key(p.hash, p.minor);   /* its dent_key */
-			return rc ? rc : name_insert(d, name, len, &key, p.leaf, off, ino, ftype);
+			return rc ? rc : name_insert(d, name, len, &key, leaf, off, ino, ftype);
 		}
-		rc = dx_grow(di->fs, &blocks, &p, di->splitbuf);
+		rc = dx_grow(di->fs, &blocks, &p, di->splitbuf, split);
 		if (rc)
 			return rc;
 	}
@@ -961,6 +975,7 @@ int dindex_lookup(struct dindex *di, ext2_ino_t dir, const char *name, size_t le
 int dindex_add(struct dindex *di, ext2_ino_t dir, const char *name, size_t len,
 	       ext2_ino_t ino, int ftype)
 {
+	struct dx_split split;
 	struct dirix *d;
 	uint32_t off;
 	int64_t blk;
@@ -980,9 +995,9 @@ int dindex_add(struct dindex *di, ext2_ino_t dir, const char *name, size_t len,
 		return rc;
 	if (name_find(d, name, len, name_hash(name, len)))
 		return -EEXIST;
-	rc = index_if_full(di, d, len);
+	rc = index_if_full(di, d, len, &split);
 	if (!rc)
-		rc = add_indexed(di, d, name, len, ino, ftype);
+		rc = add_indexed(di, d, name, len, ino, ftype, &split);
 	if (rc != -EAGAIN)
 		goto out;
 	rc = prepare_change(di, d);

@@ -321,6 +321,17 @@ struct dx_blocks {
 	int (*moved)(void *ctx, uint32_t lblk, char *buf);
 };
 
+/* A leaf split's two leaves.  The name whose add caused it goes into hi
+ * when its hash is at or above hash with bit 0 cleared (a hash that
+ * continues across the split goes up), else into lo, as the kernel's
+ * do_split picks the block before the add; a new probe would send a
+ * continued hash down. */
+struct dx_split {
+	bool leaf;              /* false: no leaf was split (an index node was, or a level added) */
+	uint32_t lo, hi;        /* logical blocks: the leaf split, the new leaf after it */
+	uint32_t hash;          /* hi's index hash (bit 0 set: continued) */
+};
+
 /*
  * Make room on path p (dx_probe's), whose leaf is full, as the kernel's
  * ext4 does: if the leaf's parent has room, split the leaf (its entries
@@ -331,10 +342,11 @@ struct dx_blocks {
  * (the root's entries move to a new node under it).  -EAGAIN when the
  * index is as deep as the file system allows (two levels, three with
  * large_dir) and full, or the leaf holds fewer than two names (nothing to
- * split).  scratch: two blocks.  The path is stale after:
- * probe again.
+ * split).  scratch: two blocks.  *split: the leaves of a leaf split.  The
+ * path is stale after: probe again.
  */
-int dx_grow(ext2_filsys fs, const struct dx_blocks *blocks, const struct dx_path *p, char *scratch);
+int dx_grow(ext2_filsys fs, const struct dx_blocks *blocks, const struct dx_path *p, char *scratch,
+	    struct dx_split *split);
 
 /*
  * Split the full leaf src as the kernel's ext4 splits one (do_split): its
@@ -360,14 +372,16 @@ int dx_default_version(ext2_filsys fs);
  * does not fit: two blocks appended through b (empty, before any name
  * moves), block 0's names but "." and ".." split by hash into them
  * (dx_split_leaf), block 0 rewritten as the dx root indexing both,
- * EXT2_INDEX_FL set.  The caller adds the name through the index.
+ * EXT2_INDEX_FL set.  The caller adds the name through the index, into
+ * the leaf *split picks (leaf false when nothing changed).
  * scratch: four blocks.  -EAGAIN with nothing changed when there is nothing
  * to split (fewer than two names) or no default hash; -EIO when block 0
  * does not start with "." and ".."; an allocation's -ENOSPC leaves the
  * blocks added so far empty (a valid linear directory; the caller's
  * rollback takes them back).
  */
-int dx_make_index(ext2_filsys fs, ext2_ino_t dir, const struct dx_blocks *b, char *scratch);
+int dx_make_index(ext2_filsys fs, ext2_ino_t dir, const struct dx_blocks *b, char *scratch,
+		  struct dx_split *split);
 
 /* ---- hash-ordered readdir (dxorder.c) ---- */
 

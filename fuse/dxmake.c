@@ -149,7 +149,8 @@ static int set_index_flag(ext2_filsys fs, ext2_ino_t dir)
 	return err ? dir_errno(err) : 0;
 }
 
-int dx_make_index(ext2_filsys fs, ext2_ino_t dir, const struct dx_blocks *b, char *scratch)
+int dx_make_index(ext2_filsys fs, ext2_ino_t dir, const struct dx_blocks *b, char *scratch,
+		  struct dx_split *split)
 {
 	char *root = scratch, *lo = root + fs->blocksize, *hi = lo + fs->blocksize, *empty = hi + fs->blocksize;
 	int version = dx_default_version(fs);
@@ -157,6 +158,7 @@ int dx_make_index(ext2_filsys fs, ext2_ino_t dir, const struct dx_blocks *b, cha
 	uint32_t split_hash, lblk[2] = { 0, 0 };
 	int rc;
 
+	*split = (struct dx_split){ .leaf = false };
 	if (version < 0)
 		return -EAGAIN;
 	rc = b->read(b->ctx, 0, root);
@@ -186,5 +188,9 @@ int dx_make_index(ext2_filsys fs, ext2_ino_t dir, const struct dx_blocks *b, cha
 		rc = root_init(fs, root, dots, split_hash);
 	if (!rc)
 		rc = b->write(b->ctx, 0, root);
-	return rc ? rc : set_index_flag(fs, dir);
+	if (!rc)
+		rc = set_index_flag(fs, dir);
+	if (!rc)
+		*split = (struct dx_split){ .leaf = true, .lo = 1, .hi = 2, .hash = split_hash };
+	return rc;
 }

@@ -281,7 +281,8 @@ static void level_root(char *root, const struct dx_frame *f, uint32_t lblk)
 }
 
 /* The leaf on path p is full, its parent has room. */
-static int grow_leaf(ext2_filsys fs, const struct dx_blocks *b, const struct dx_path *p, char *scratch)
+static int grow_leaf(ext2_filsys fs, const struct dx_blocks *b, const struct dx_path *p, char *scratch,
+		     struct dx_split *split)
 {
 	const struct dx_frame *parent = &p->f[p->levels];
 	char *leaf = scratch, *fresh = scratch + fs->blocksize;
@@ -304,10 +305,14 @@ static int grow_leaf(ext2_filsys fs, const struct dx_blocks *b, const struct dx_
 	if (rc)
 		return rc;
 	insert_entry(leaf, parent, hash, lblk);
-	return b->write(b->ctx, parent->lblk, leaf);
+	rc = b->write(b->ctx, parent->lblk, leaf);
+	if (!rc)
+		*split = (struct dx_split){ .leaf = true, .lo = p->leaf, .hi = lblk, .hash = hash };
+	return rc;
 }
 
-int dx_grow(ext2_filsys fs, const struct dx_blocks *b, const struct dx_path *p, char *scratch)
+int dx_grow(ext2_filsys fs, const struct dx_blocks *b, const struct dx_path *p, char *scratch,
+	    struct dx_split *split)
 {
 	unsigned int max_levels = ext2fs_has_feature_largedir(fs->super) ? 2 : 1;
 	char *node = scratch, *fresh = scratch + fs->blocksize;
@@ -315,8 +320,9 @@ int dx_grow(ext2_filsys fs, const struct dx_blocks *b, const struct dx_path *p, 
 	uint32_t hash, lblk;
 	int rc;
 
+	*split = (struct dx_split){ .leaf = false };
 	if (p->f[i].count < p->f[i].limit)
-		return grow_leaf(fs, b, p, scratch);
+		return grow_leaf(fs, b, p, scratch, split);
 	while (i > 0 && p->f[i - 1].count >= p->f[i - 1].limit)
 		i--;
 	if (i == 0 && p->levels >= max_levels)

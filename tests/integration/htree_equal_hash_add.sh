@@ -1,13 +1,12 @@
 #!/bin/bash
-# Known gap: the name that makes a leaf split goes where the kernel's ext4
-# puts it when its hash equals the hash the split falls on and that hash
-# continues across the split (bit 0 set in the new index entry).  The
-# kernel adds the name to the upper leaf (do_split: a hash at or above the
-# split's goes up); recon-fuse probes the index again after the split
-# (fuse/dirindex.c), and the continued entry's hash, one above the name's,
-# sends it to the lower leaf.  Both layouts are valid (e2fsck is clean, a
-# lookup walks on across a continued hash); htree_make's comparison wants
-# the kernel's.
+# The name that makes a leaf split goes where the kernel's ext4 puts it
+# when its hash equals the hash the split falls on and that hash continues
+# across the split (bit 0 set in the new index entry): into the upper leaf
+# (do_split: a hash at or above the split's goes up), although a probe of
+# the new index, whose entry is one above the name's hash, would send it
+# to the lower one.  Both layouts are valid (e2fsck is clean, a lookup
+# walks on across a continued hash); htree_make's comparison wants the
+# kernel's.
 # Images: ext3 and ext4 (metadata_csum), 1 KiB blocks, the legacy hash
 # (tune2fs -E hash_alg=legacy).  Through the kernel on a copy and through
 # recon-fuse, a fresh d/ gets names that fill its one block exactly: two
