@@ -18,6 +18,11 @@
 #  - the three names have hash H and the index is H + 1 (the premise);
 #  - d/ is the kernel's block for block (debugfs htree);
 #  - e2fsck -fn is clean, the kernel finds each name.
+# The same for a leaf split in an htree already there: e/ is indexed by
+# 25 names of hashes below H / 2, which are then removed (two empty
+# leaves, the upper from a hash below H / 2 on); the upper leaf then gets
+# the names as d/'s block did (filling a whole leaf), and tQdHC splits it,
+# into a new block 3 with index hash H + 1.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/htree_lib.sh"
 need_root
@@ -26,8 +31,9 @@ command -v debugfs >/dev/null || skip "no debugfs"
 mnt="$SCRATCH/mnt" kmnt="$SCRATCH/kmnt"
 mkdir -p "$mnt" "$kmnt"
 
-# names.py ROOM OUT: the names in the order they are created; ROOM: the
-# bytes block 0 has for names after "." and ".."
+# names.py ROOM LEAF DIR: the names in the order they are created, for
+# d/ into DIR/d, for e/ DIR/e1 (created, then removed) and DIR/e2; ROOM:
+# the bytes block 0 has for names after "." and "..", LEAF a leaf's
 cat >"$SCRATCH/names.py" <<'EOF2'
 import sys
 
@@ -57,58 +63,83 @@ def fill(names, want, keep):
             fill.used.add(name)
 fill.used = set()
 
-room, out = int(sys.argv[1]), sys.argv[2]
+room, leaf, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 triple = ["tahRI", "tPSS9", "tQdHC"]
 H = legacy(triple[0])
 if any(legacy(n) != H for n in triple):
     sys.exit("names.py: the three names do not share a hash")
-above, below = [], []
-fill(above, 500, lambda h: h > H)
-fill(below, room - 500 - size(triple[0]) - size(triple[1]), lambda h: h < H)
-names = above[::2] + [triple[0]] + below[:-1] + [triple[1]] + above[1::2]
-names += [below[-1], triple[2]]   # block 0's last name (its slack) stays low
-with open(out, "w") as f:
-    f.write("".join(n + "\n" for n in names))
+
+def block(room, low):
+    """names filling room bytes around the pair, the third last"""
+    above, below = [], []
+    fill(above, 500, lambda h: h > H)
+    fill(below, room - 500 - size(triple[0]) - size(triple[1]), lambda h: low < h < H)
+    names = above[::2] + [triple[0]] + below[:-1] + [triple[1]] + above[1::2]
+    # d/'s block 0: its last name (the slack it gets as a leaf) stays low
+    return names + [below[-1], triple[2]]
+
+def write(name, names):
+    with open(out + "/" + name, "w") as f:
+        f.write("".join(n + "\n" for n in names))
+
+write("d", block(room, 0))
+first = []
+fill(first, 25 * 48, lambda h: h < H // 2)
+write("e1", first)
+write("e2", block(leaf, H // 2))
 EOF2
 cat >"$SCRATCH/create.py" <<'EOF2'
 import os, sys
 for n in open(sys.argv[2]).read().split():
     os.close(os.open(os.path.join(sys.argv[1], n), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
 EOF2
+# populate DIR: d/ and e/ under DIR, as the header says
+populate() {
+	mkdir "$1/d" && python3 "$SCRATCH/create.py" "$1/d" "$SCRATCH/d" &&
+		mkdir "$1/e" && python3 "$SCRATCH/create.py" "$1/e" "$SCRATCH/e1" &&
+		(cd "$1/e" && xargs rm <"$SCRATCH/e1") && python3 "$SCRATCH/create.py" "$1/e" "$SCRATCH/e2"
+}
 
 for FS_TYPE in ext3 ext4; do
 	img="$SCRATCH/eq.img" what="$FS_TYPE, 1024-byte blocks, legacy hash"
-	room=$((1024 - 24))                           # after "." and ".."
-	[ "$FS_TYPE" = ext4 ] && room=$((room - 12))  # the leaf's checksum tail
-	python3 "$SCRATCH/names.py" "$room" "$SCRATCH/names" || die "names.py"
-	sort "$SCRATCH/names" >"$SCRATCH/want"
+	room=$((1024 - 24)) leaf=1024   # block 0's after "." and "..", a leaf's
+	# less the leaf's checksum tail
+	[ "$FS_TYPE" = ext4 ] && room=$((room - 12)) leaf=$((leaf - 12))
+	python3 "$SCRATCH/names.py" "$room" "$leaf" "$SCRATCH" || die "names.py"
 	mkimg "$img" 1024 16M -N 1024
 	tune2fs -E hash_alg=legacy "$img" >/dev/null 2>&1 || die "tune2fs -E hash_alg=legacy"
 	cp --sparse=always "$img" "$SCRATCH/kernel.img"
 	kmount4 "$SCRATCH/kernel.img" "$kmnt" || { fail "$what: kernel mount of the copy"; continue; }
-	mkdir "$kmnt/d" && python3 "$SCRATCH/create.py" "$kmnt/d" "$SCRATCH/names" ||
-		fail "$what: the kernel's creates"
+	populate "$kmnt" || fail "$what: the kernel's creates"
 	umount "$kmnt"
-	htree_of "$SCRATCH/kernel.img" d >"$SCRATCH/kernel.htree"
+	for d in d e; do htree_of "$SCRATCH/kernel.img" $d >"$SCRATCH/kernel.$d.htree"; done
 	rm -f "$SCRATCH/kernel.img"
 
 	mount_recon "$img" "$mnt" checker=on || { fail "$what: mount"; continue; }
-	mkdir "$mnt/d" && python3 "$SCRATCH/create.py" "$mnt/d" "$SCRATCH/names" || fail "$what: creates"
+	populate "$mnt" || fail "$what: creates"
 	umount_recon "$mnt" || fail "$what: unmount"
 	grep -qi "rejected" "$RECON_LOG" && { fail "$what: the checker objected"; sed 's/^/    /' "$RECON_LOG" | head -20; }
 	fsck_clean "$img" "$what"
-	htree_of "$img" d >"$SCRATCH/recon.htree"
-	h=$(sed -n 's/^\(0x[0-9a-f]*\)-.* tQdHC$/\1/p' "$SCRATCH/kernel.htree")
-	[ -n "$h" ] && [ "$(grep -c "^$h-.* t\(ahRI\|PSS9\|QdHC\)$" "$SCRATCH/kernel.htree")" = 3 ] ||
-		fail "$what: the kernel's d/ does not hold the three names of one hash"
-	grep -q "^Entry #1: Hash $(printf '0x%08x' $((h + 1))) (\*\*), block 2$" "$SCRATCH/kernel.htree" ||
-		fail "$what: the kernel's split is not at the three names' hash, continued"
-	cmp -s "$SCRATCH/kernel.htree" "$SCRATCH/recon.htree" ||
-		fail "$what: d/'s index differs from the kernel's: $(diff "$SCRATCH/kernel.htree" "$SCRATCH/recon.htree" | head -6)"
-
 	kmount4 "$img" "$kmnt" ro || { fail "$what: kernel mount"; continue; }
-	ls -1 "$kmnt/d" | sort | cmp -s - "$SCRATCH/want" || fail "$what: the kernel lists other names in d/"
-	while read -r n; do [ -e "$kmnt/d/$n" ] || fail "$what: the kernel cannot look up $n"; done <"$SCRATCH/want"
+	# d/: the split that indexes it, entry 1 to block 2; e/: a split of
+	# leaf 2, entry 2 to block 3
+	for d in d e; do
+		entry=1 blk=2
+		[ $d = e ] && entry=2 blk=3
+		kh="$SCRATCH/kernel.$d.htree"
+		htree_of "$img" $d >"$SCRATCH/recon.$d.htree"
+		h=$(sed -n 's/^\(0x[0-9a-f]*\)-.* tQdHC$/\1/p' "$kh")
+		[ -n "$h" ] && [ "$(grep -c "^$h-.* t\(ahRI\|PSS9\|QdHC\)$" "$kh")" = 3 ] ||
+			fail "$what: the kernel's $d/ does not hold the three names of one hash"
+		grep -q "^Entry #$entry: Hash $(printf '0x%08x' $((h + 1))) (\*\*), block $blk$" "$kh" ||
+			fail "$what: the kernel's split of $d/ is not at the three names' hash, continued"
+		cmp -s "$kh" "$SCRATCH/recon.$d.htree" ||
+			fail "$what: $d/'s index differs from the kernel's: $(diff "$kh" "$SCRATCH/recon.$d.htree" | head -6)"
+		want="$SCRATCH/d"
+		[ $d = e ] && want="$SCRATCH/e2"
+		ls -1 "$kmnt/$d" | sort | cmp -s - <(sort "$want") || fail "$what: the kernel lists other names in $d/"
+		while read -r n; do [ -e "$kmnt/$d/$n" ] || fail "$what: the kernel cannot look up $d/$n"; done <"$want"
+	done
 	umount "$kmnt"
 	rm -f "$img"
 done
