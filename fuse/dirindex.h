@@ -10,7 +10,8 @@
  * On disk the result stays a valid ext2/ext3/ext4 directory for the kernel
  * and e2fsck.  A directory with an htree (EXT2_INDEX_FL, on a file system
  * with dir_index) keeps it: an add goes into the leaf its name hashes to
- * (dx_probe); a full leaf is split as the kernel splits it, a full index
+ * (dx_probe; after the split it causes, the leaf the kernel picks, see
+ * struct dx_split); a full leaf is split as the kernel splits it, a full index
  * node split or a level added (dxsplit.c), within the depth the kernel
  * allows (two index levels, three with large_dir).  Only an add the index
  * cannot take (already at that depth and full, or an index this cannot
