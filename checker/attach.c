@@ -137,12 +137,13 @@ static int parse_super(struct chk_fs *fs, char *err, size_t errlen)
 	/* 64 KiB blocks encode rec_len 65536 apart: not modelled */
 	if (fs->bs > 32768)
 		return fail(err, errlen, -EINVAL, "block size %u not supported (1 KiB to 32 KiB)", fs->bs);
-	uint32_t words[3] = { 0, 0, 0 };
-	if (sb->s_rev_level) {
-		words[CHK_COMPAT] = sb->s_feature_compat;
-		words[CHK_RO_COMPAT] = sb->s_feature_ro_compat;
-		words[CHK_INCOMPAT] = sb->s_feature_incompat;
-	}
+	/* A revision-0 superblock's feature words count too: the kernel (with a
+	 * warning) and libext2fs honour them; only the geometry fields below
+	 * take revision 0's fixed values. */
+	uint32_t words[3];
+	words[CHK_COMPAT] = sb->s_feature_compat;
+	words[CHK_RO_COMPAT] = sb->s_feature_ro_compat;
+	words[CHK_INCOMPAT] = sb->s_feature_incompat;
 	char fbuf[64];
 	const char *missing = chk_feature_missing(words, CHK_NEED_MODELLED, fbuf, sizeof(fbuf));
 	if (missing)

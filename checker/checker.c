@@ -299,13 +299,13 @@ uint32_t chk_group_of_inode(const struct chk_fs *fs, uint32_t ino)
 
 uint64_t chk_sb_blocks_count(const struct ext2_super_block *sb)
 {
-	bool wide = sb->s_rev_level && (sb->s_feature_incompat & EXT4_FEATURE_INCOMPAT_64BIT);
+	bool wide = sb->s_feature_incompat & EXT4_FEATURE_INCOMPAT_64BIT;
 	return sb->s_blocks_count | (wide ? (uint64_t)sb->s_blocks_count_hi << 32 : 0);
 }
 
 uint64_t chk_sb_free_blocks(const struct ext2_super_block *sb)
 {
-	bool wide = sb->s_rev_level && (sb->s_feature_incompat & EXT4_FEATURE_INCOMPAT_64BIT);
+	bool wide = sb->s_feature_incompat & EXT4_FEATURE_INCOMPAT_64BIT;
 	return sb->s_free_blocks_count | (wide ? (uint64_t)sb->s_free_blocks_hi << 32 : 0);
 }
 

@@ -14,6 +14,9 @@
 
 #include "chk_internal.h"
 
+/* A dx entry's block number: its top four bits are not part of it. */
+#define DX_BLOCK_MASK 0x0fffffffu
+
 /* ------------------------------------------------------------ htree */
 
 uint32_t chk_dx_limit(const struct chk_fs *fs, uint32_t off)
@@ -139,9 +142,9 @@ static void dx_walk_node(struct dxwalk *w, uint32_t node_lblk, uint64_t node_pbl
 		if (i >= 1 && ((h & ~1u) < (lo & ~1u) || (h & ~1u) > hi))
 			dx_problem(w, node_pblk, INV_HTREE_HASH_ORDER, "block %u: hash[%u] 0x%x outside its parent's range [0x%x, 0x%x]",
 				   node_lblk, i, h, lo, hi);
-		/* the kernel masks the block with 0x00ffffff, e2fsck with 0x0fffffff:
-		 * any high bit is corruption */
-		uint32_t lb = e[i].block;
+		/* the kernel and e2fsck both read the block under DX_BLOCK_MASK
+		 * and pass an image with the top bits set: they are not corruption */
+		uint32_t lb = e[i].block & DX_BLOCK_MASK;
 		if (lb == 0 || lb >= w->dir_blocks) {
 			dx_problem(w, node_pblk, INV_HTREE_BLOCKS, "block %u: entry %u names block %u (%s)", node_lblk, i, lb,
 				   lb == 0 ? "the root" : "past the directory's end");
@@ -153,7 +156,7 @@ static void dx_walk_node(struct dxwalk *w, uint32_t node_lblk, uint64_t node_pbl
 			continue;
 		}
 		bit_put(w->seen, lb, true);
-		bool entry_new = !oe || i >= ocl->count || ocl->count > limit || oe[i].block != lb;
+		bool entry_new = !oe || i >= ocl->count || ocl->count > limit || (oe[i].block & DX_BLOCK_MASK) != lb;
 		if (level == 0 && !w->deep && !entry_new)
 			continue;                /* an unchanged leaf reference: leaves checked when written */
 		uint64_t pb = chk_txn_bmap(fs, w->t, w->in, lb);
@@ -294,7 +297,7 @@ static bool dx_collect(struct chk_fs *fs, struct txn *t, const struct ext2_inode
 	bool ok = true;
 	for (uint32_t i = 0; i < cl->count && ok; i++) {
 		uint32_t elo = i ? e[i].hash : lo, ehi = i + 1 < cl->count ? e[i + 1].hash : hi;
-		uint32_t lb = e[i].block & 0x0fffffff;
+		uint32_t lb = e[i].block & DX_BLOCK_MASK;
 		if (levels == 0) {
 			dx_add_range(t, lb, elo, ehi, cap);
 			continue;
@@ -437,7 +440,7 @@ static void check_leaves_under(struct chk_fs *fs, struct txn *t, uint32_t dir, c
 		const struct ext2_dx_countlimit *cc = (const void *)(copy + 8);
 		const struct ext2_dx_entry *ce = (const void *)(copy + 8);
 		for (uint32_t k = 0; k < cc->count && k < (fs->bs - 8) / 8 && !t->err; k++)
-			check_leaves_under(fs, t, dir, in, ce[k].block & 0x0fffffff, levels - 1);
+			check_leaves_under(fs, t, dir, in, ce[k].block & DX_BLOCK_MASK, levels - 1);
 	} else if (d) {
 		check_leaf_lblk(fs, t, dir, in, lb);
 	}
@@ -458,7 +461,7 @@ static void check_changed_leaves(struct chk_fs *fs, struct txn *t, uint32_t dir,
 		bool same = i < oc->count && oe[i].block == ne[i].block && (i == 0 || oe[i].hash == ne[i].hash) &&
 			    (i + 1 >= nc->count || (i + 1 < oc->count && oe[i + 1].hash == ne[i + 1].hash));
 		if (!same)
-			check_leaves_under(fs, t, dir, in, ne[i].block & 0x0fffffff, levels);
+			check_leaves_under(fs, t, dir, in, ne[i].block & DX_BLOCK_MASK, levels);
 	}
 }
 

@@ -20,9 +20,8 @@
 int chk_layout_parse(struct chk_fs *fs, char *err, size_t errlen)
 {
 	const struct ext2_super_block *sb = fs->sb;
-	bool dynamic = sb->s_rev_level != 0;
-	fs->meta_bg = dynamic && (sb->s_feature_incompat & EXT2_FEATURE_INCOMPAT_META_BG);
-	fs->sparse_super2 = dynamic && (sb->s_feature_compat & EXT4_FEATURE_COMPAT_SPARSE_SUPER2);
+	fs->meta_bg = sb->s_feature_incompat & EXT2_FEATURE_INCOMPAT_META_BG;
+	fs->sparse_super2 = sb->s_feature_compat & EXT4_FEATURE_COMPAT_SPARSE_SUPER2;
 	fs->first_meta_bg = fs->meta_bg ? sb->s_first_meta_bg : 0;
 	fs->backup_bgs[0] = fs->sparse_super2 ? sb->s_backup_bgs[0] : 0;
 	fs->backup_bgs[1] = fs->sparse_super2 ? sb->s_backup_bgs[1] : 0;

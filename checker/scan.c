@@ -659,7 +659,7 @@ static void scan_resize_inode(struct scan *s, const struct ext2_inode *in)
 	struct chk_verdict *v = s->v;
 	const struct ext2_super_block *sb = fs->sb;
 	uint32_t apb = fs->addr_per_block, dind = in->i_block[EXT2_DIND_BLOCK];
-	bool feature = sb->s_rev_level && (sb->s_feature_compat & EXT2_FEATURE_COMPAT_RESIZE_INODE);
+	bool feature = sb->s_feature_compat & EXT2_FEATURE_COMPAT_RESIZE_INODE;
 	bool other = false;
 	for (int i = 0; i < EXT2_N_BLOCKS; i++)
 		other |= i != EXT2_DIND_BLOCK && in->i_block[i];
