@@ -17,11 +17,6 @@
 #    the kernel lists exactly the names and finds each.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/htree_lib.sh"
-need_root
-need_kernel_ext4
-command -v debugfs >/dev/null || skip "no debugfs"
-mnt="$SCRATCH/mnt" kmnt="$SCRATCH/kmnt"
-mkdir -p "$mnt" "$kmnt"
 
 # names.py OUT: the names, one a line, in the order they are created
 cat >"$SCRATCH/names.py" <<'EOF2'

@@ -25,11 +25,6 @@
 # into a new block 3 with index hash H + 1.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/htree_lib.sh"
-need_root
-need_kernel_ext4
-command -v debugfs >/dev/null || skip "no debugfs"
-mnt="$SCRATCH/mnt" kmnt="$SCRATCH/kmnt"
-mkdir -p "$mnt" "$kmnt"
 
 # names.py ROOM LEAF DIR: the names in the order they are created, for
 # d/ into DIR/d, for e/ DIR/e1 (created, then removed) and DIR/e2; ROOM:

@@ -1,5 +1,12 @@
 # tests/integration/htree_lib.sh - helpers of the htree scenarios that
 # compare recon-fuse's indexes with the kernel's.  Sourced after lib.sh.
+# Each needs root, the kernel's ext4 and debugfs, and has a mount point for
+# recon-fuse ($mnt) and one for the kernel ($kmnt).
+need_root
+need_kernel_ext4
+command -v debugfs >/dev/null || skip "no debugfs"
+mnt="$SCRATCH/mnt" kmnt="$SCRATCH/kmnt"
+mkdir -p "$mnt" "$kmnt"
 
 # kmount4 IMG DIR [OPTS]: the kernel's ext4 driver, unmounted at exit
 kmount4() { mount -t ext4 -o "loop${3:+,$3}" "$1" "$2" && MOUNTS+=("$2"); }

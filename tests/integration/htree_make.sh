@@ -22,11 +22,6 @@
 # Without dir_index (ext3, 1 KiB) a directory stays linear past one block.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/htree_lib.sh"
-need_root
-need_kernel_ext4
-command -v debugfs >/dev/null || skip "no debugfs"
-mnt="$SCRATCH/mnt" kmnt="$SCRATCH/kmnt"
-mkdir -p "$mnt" "$kmnt"
 
 iflags() { debugfs -R "stat $2" "$1" 2>/dev/null | sed -n 's/.*Flags: \(0x[0-9a-f]*\).*/\1/p'; }
 has_index() { local f; f=$(iflags "$1" "$2"); [ -n "$f" ] && (( f & 0x1000 )); }
