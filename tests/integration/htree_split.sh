@@ -16,13 +16,7 @@
 #     finds each by lookup; then the kernel adds names and e2fsck -fn stays
 #     clean.
 . "$(dirname "$0")/lib.sh"
-need_root
-need_kernel_ext4
-command -v debugfs >/dev/null || skip "no debugfs"
-mnt="$SCRATCH/mnt" kmnt="$SCRATCH/kmnt"
-mkdir -p "$mnt" "$kmnt"
-
-kmount4() { mount -t ext4 -o "loop${3:+,$3}" "$1" "$2" && MOUNTS+=("$2"); }
+. "$(dirname "$0")/htree_lib.sh"
 has_index() {
 	local f
 	f=$(debugfs -R "stat $2" "$1" 2>/dev/null | sed -n 's/.*Flags: \(0x[0-9a-f]*\).*/\1/p')
