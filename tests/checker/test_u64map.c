@@ -15,15 +15,10 @@
 #include <string.h>
 
 #include "chk_internal.h"
+#include "seeded_rng.h"
 
 static uint64_t rng;
-static uint64_t rnd(void)
-{
-	uint64_t z = (rng += 0x9E3779B97F4A7C15ull);
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-	return z ^ (z >> 31);
-}
+static uint64_t rnd(void) { return seeded_next(&rng); }
 
 #define NKEYS 6000
 

@@ -47,6 +47,8 @@
 #include <unistd.h>
 #include <linux/falloc.h>
 
+#include "seeded_rng.h"
+
 #define CHUNK     (64u << 10)
 #define MAXFILES  8
 #define TAIL      48          /* op log lines kept for a failure report */
@@ -83,13 +85,7 @@ static uint8_t *buf, *buf2;
 static uint64_t rng_state;
 static uint64_t cur_op;
 
-static uint64_t rnd(void)   /* splitmix64: the run is a function of the seed */
-{
-	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
+static uint64_t rnd(void) { return seeded_next(&rng_state); }
 static uint64_t rnd_below(uint64_t n) { return n ? rnd() % n : 0; }
 
 /* the byte a write of op n puts at file offset o: never all zeros per op */

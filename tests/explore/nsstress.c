@@ -44,6 +44,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "seeded_rng.h"
+
 #define MAGIC  0x5453534eu     /* "NSST" */
 #define HDR    32
 #define MAXLEN (300u << 10)    /* past 12 blocks of 4 KiB: some files reach indirect blocks */
@@ -56,13 +58,7 @@ static FILE *outf;
 static const char *root;
 static uint32_t next_fid;
 
-static uint64_t rnd(void)
-{
-	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
+static uint64_t rnd(void) { return seeded_next(&rng_state); }
 static uint32_t rnd_below(uint32_t n) { return n ? (uint32_t)(rnd() % n) : 0; }
 
 static void __attribute__((noreturn, format(printf, 1, 2))) failure(const char *fmt, ...)

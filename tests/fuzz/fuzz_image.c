@@ -16,6 +16,7 @@
 #include <ext2fs/ext2fs.h>
 
 #include "fuzz_image.h"
+#include "seeded_rng.h"
 
 const char *const fz_class_name[FC_NCLASSES] = {
 	"flip", "dirent", "htree", "xattr", "ind", "inode", "sb", "gdt", "jsb", "extent", "bgd64", "csumflip"
@@ -310,15 +311,8 @@ void fz_free(struct fz_image *im)
 
 /* ------------------------------------------------------------ mutations */
 
-static uint64_t next(uint64_t *s);
+static uint64_t next(uint64_t *s) { return seeded_next(s); }
 uint64_t fz_next(uint64_t *s) { return next(s); }
-static uint64_t next(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-	return z ^ (z >> 31);
-}
 static uint32_t below(uint64_t *s, uint32_t n) { return n ? (uint32_t)(next(s) % n) : 0; }
 uint32_t fz_below(uint64_t *s, uint32_t n) { return below(s, n); }
 
