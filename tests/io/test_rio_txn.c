@@ -119,6 +119,17 @@ static void data_write_range(ext2_filsys fs)
 	CHECK(rio_data_write_range(fs->io, ino, &b, bs, 1) == EINVAL, "a range past the first block");
 }
 
+/* Blocks [b, b + n) read through the channel hold want; else `what` fails. */
+static void expect_blocks(ext2_filsys fs, blk64_t b, unsigned n, const void *want, const char *what)
+{
+	unsigned char got[3 * EXT2_MAX_BLOCK_SIZE];
+	if (n > 3 || io_channel_read_blk64(fs->io, b, (int)n, got)) {
+		CHECK(0, "%s: the read failed", what);
+		return;
+	}
+	CHECK(memcmp(got, want, (size_t)n * fs->blocksize) == 0, "%s", what);
+}
+
 /* A metadata read of several blocks, some held by the open transaction and
  * some not: each block comes from where it lives, whichever comes first in
  * the range, and a block the overlay does not hold reads as the device has
@@ -129,7 +140,7 @@ static void overlay_mixed_reads(ext2_filsys fs)
 {
 	unsigned bs = fs->blocksize;
 	blk64_t b = ext2fs_inode_table_loc(fs, 0) + fs->inode_blocks_per_group - 3;
-	unsigned char old[3 * EXT2_MAX_BLOCK_SIZE], mark[EXT2_MAX_BLOCK_SIZE], got[3 * EXT2_MAX_BLOCK_SIZE];
+	unsigned char old[3 * EXT2_MAX_BLOCK_SIZE], mark[EXT2_MAX_BLOCK_SIZE];
 	CHECK_ERR(io_channel_read_blk64(fs->io, b, 3, old));
 	memset(mark, 0xA5, bs);
 	CHECK_ERR(rio_txn_savepoint(fs->io));
@@ -138,22 +149,16 @@ static void overlay_mixed_reads(ext2_filsys fs)
 	memcpy(want, old, 3 * (size_t)bs);
 	memcpy(want + bs, mark, bs);
 	/* not held first, then held; held first, then not; all three; none */
-	CHECK_ERR(io_channel_read_blk64(fs->io, b, 2, got));
-	CHECK(memcmp(got, want, 2 * (size_t)bs) == 0, "a read of a free then a held block");
-	CHECK_ERR(io_channel_read_blk64(fs->io, b + 1, 2, got));
-	CHECK(memcmp(got, want + bs, 2 * (size_t)bs) == 0, "a read of a held then a free block");
-	CHECK_ERR(io_channel_read_blk64(fs->io, b, 3, got));
-	CHECK(memcmp(got, want, 3 * (size_t)bs) == 0, "a read of three blocks, the middle held");
-	CHECK_ERR(io_channel_read_blk64(fs->io, b + 2, 1, got));
-	CHECK(memcmp(got, old + 2 * bs, bs) == 0, "a read of a block not held");
+	expect_blocks(fs, b, 2, want, "a read of a free then a held block");
+	expect_blocks(fs, b + 1, 2, want + bs, "a read of a held then a free block");
+	expect_blocks(fs, b, 3, want, "a read of three blocks, the middle held");
+	expect_blocks(fs, b + 2, 1, old + 2 * bs, "a read of a block not held");
 	/* a write of part of a block keeps the rest of it */
 	CHECK_ERR(io_channel_write_byte(fs->io, (unsigned long)((b + 2) * bs + 100), 16, mark));
 	memset(want + 2 * bs + 100, 0xA5, 16);
-	CHECK_ERR(io_channel_read_blk64(fs->io, b + 2, 1, got));
-	CHECK(memcmp(got, want + 2 * bs, bs) == 0, "a write of 16 bytes lost the rest of its block");
+	expect_blocks(fs, b + 2, 1, want + 2 * bs, "a write of 16 bytes lost the rest of its block");
 	CHECK_ERR(rio_txn_rollback(fs->io));
-	CHECK_ERR(io_channel_read_blk64(fs->io, b, 3, got));
-	CHECK(memcmp(got, old, 3 * (size_t)bs) == 0, "the rolled-back write still read");
+	expect_blocks(fs, b, 3, old, "the rolled-back write still read");
 
 	/* a block the overlay held before the savepoint: a write of part of it
 	 * and a whole-block write are each undone to what it held */
@@ -164,21 +169,17 @@ static void overlay_mixed_reads(ext2_filsys fs)
 	CHECK_ERR(io_channel_write_byte(fs->io, (unsigned long)((b + 1) * bs + 50), 16, other));
 	memcpy(want, mark, bs);
 	memset(want + 50, 0x3C, 16);
-	CHECK_ERR(io_channel_read_blk64(fs->io, b + 1, 1, got));
-	CHECK(memcmp(got, want, bs) == 0, "a write of 16 bytes into a held block lost the rest of it");
+	expect_blocks(fs, b + 1, 1, want, "a write of 16 bytes into a held block lost the rest of it");
 	CHECK_ERR(rio_txn_rollback(fs->io));
-	CHECK_ERR(io_channel_read_blk64(fs->io, b + 1, 1, got));
-	CHECK(memcmp(got, mark, bs) == 0, "a write of part of a held block rolled back");
+	expect_blocks(fs, b + 1, 1, mark, "a write of part of a held block rolled back");
 	CHECK_ERR(rio_txn_savepoint(fs->io));
 	memset(other, 0x77, bs);
 	CHECK_ERR(io_channel_write_blk64(fs->io, b + 1, 1, other));
 	CHECK_ERR(io_channel_write_byte(fs->io, (unsigned long)((b + 1) * bs + 8), 4, mark));
 	memset(other + 8, 0xA5, 4);
-	CHECK_ERR(io_channel_read_blk64(fs->io, b + 1, 1, got));
-	CHECK(memcmp(got, other, bs) == 0, "two writes of a held block under one savepoint");
+	expect_blocks(fs, b + 1, 1, other, "two writes of a held block under one savepoint");
 	CHECK_ERR(rio_txn_rollback(fs->io));
-	CHECK_ERR(io_channel_read_blk64(fs->io, b + 1, 1, got));
-	CHECK(memcmp(got, mark, bs) == 0, "a whole-block write of a held block rolled back");
+	expect_blocks(fs, b + 1, 1, mark, "a whole-block write of a held block rolled back");
 	/* the block as it was: an unchanged rewrite, dropped at the commit */
 	CHECK_ERR(io_channel_write_blk64(fs->io, b + 1, 1, old + bs));
 }
