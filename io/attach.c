@@ -225,6 +225,7 @@ void rio_txn_free(struct txn_manager *t)
 	pthread_rwlock_destroy(&t->chk_lock);
 	pthread_mutex_destroy(&t->chk_use);
 	free(t->claim_open);
+	free(t->gate);
 	ovl_clear(t);
 	free(t->ents);
 	free(t->hash);
@@ -281,6 +282,11 @@ static errcode_t txn_new(ext2_filsys fs, struct rio_chan *rc, struct txn_manager
 	pthread_mutex_init(&t->chk_use, NULL);
 	t->rng = rio_cfg.fault_seed * 0xD1B54A32D192ED03ull + 0x8CB92BA72F3D8DD7ull;
 	t->tid_open = 1;
+	const char *gate = getenv("RECON_COMMIT_GATE");
+	if (gate && *gate && !(t->gate = strdup(gate))) {
+		rio_txn_free(t);
+		return ENOMEM;
+	}
 	errcode_t err = fault_corrupt_parse(t, rio_cfg.fault_corrupt);
 	if (err) {
 		fprintf(stderr, "recon-fuse: bad fault_corrupt '%s'\n", rio_cfg.fault_corrupt);

@@ -13,9 +13,11 @@
  * current or the previous transaction.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "txn_internal.h"
 
 /* ---- commit ---- */
@@ -380,6 +382,38 @@ bool cset_done(struct txn_manager *t, struct cset *c)
 	return d;
 }
 
+/* The test gate (RECON_COMMIT_GATE): a commit held while its file exists,
+ * so that a test can look at the mount while one is in flight. */
+static void commit_gate(struct txn_manager *t)
+{
+	if (!t->gate || access(t->gate, F_OK))
+		return;
+	size_t len = strlen(t->gate) + sizeof(".held");
+	char *held = malloc(len);
+	if (held) {
+		snprintf(held, len, "%s.held", t->gate);
+		int fd = open(held, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+		if (fd >= 0)
+			close(fd);
+	}
+	while (!access(t->gate, F_OK))
+		usleep(10000);
+	if (held)
+		unlink(held);
+	free(held);
+}
+
+/* Run one closed transaction; one with no block only makes the data
+ * written before it durable. */
+static errcode_t run_commit(struct txn_manager *t, struct cset *c)
+{
+	commit_gate(t);
+	t->rc->totals.commits++;
+	if (c->n == 0)
+		return rio_dev_flush(&t->rc->dev);
+	return run_cset(t, c);
+}
+
 void *commit_thread(void *arg)
 {
 	struct txn_manager *t = arg;
@@ -395,14 +429,33 @@ void *commit_thread(void *arg)
 		struct cset *c = t->queued;
 		t->queued = NULL;
 		pthread_mutex_unlock(&t->cm);
-		errcode_t err = run_cset(t, c);
+		errcode_t err = run_commit(t, c);
 		pthread_mutex_lock(&t->cm);
 		c->result = err;
 		c->done = true;
 		pthread_cond_broadcast(&t->cv);
+		void (*hook)(void *, uint64_t, bool) = t->done_hook;
+		void *harg = t->done_arg;
+		if (hook) {
+			/* c stays until the file-system thread retires it,
+			 * which may happen as soon as cm is let go */
+			uint64_t tid = c->tid;
+			pthread_mutex_unlock(&t->cm);
+			hook(harg, tid, !err);
+			pthread_mutex_lock(&t->cm);
+		}
 	}
 	pthread_mutex_unlock(&t->cm);
 	return NULL;
+}
+
+static void queue_cset(struct txn_manager *t, struct cset *c)
+{
+	t->committing = c;
+	pthread_mutex_lock(&t->cm);
+	t->queued = c;
+	pthread_cond_broadcast(&t->cv);
+	pthread_mutex_unlock(&t->cm);
 }
 
 /* Commit the open transaction.  Waits for the one in flight first (one
@@ -426,23 +479,57 @@ errcode_t txn_commit(struct txn_manager *t, bool wait)
 		 * durable; then the open transaction counts as committed */
 		if (!wait)
 			return 0;
+		rc->totals.commits++;
 		err = rio_dev_flush(&rc->dev);
 		if (!err)
 			t->tid_durable = t->tid_open++;
 		return err;
 	}
-	t->committing = c;
 	if (t->thread_running && !wait) {
-		pthread_mutex_lock(&t->cm);
-		t->queued = c;
-		pthread_cond_broadcast(&t->cv);
-		pthread_mutex_unlock(&t->cm);
+		queue_cset(t, c);
 		return 0;
 	}
-	err = run_cset(t, c);
+	t->committing = c;
+	err = run_commit(t, c);
 	pthread_mutex_lock(&t->cm);
 	c->result = err;
 	c->done = true;
 	pthread_mutex_unlock(&t->cm);
 	return retire(t);
+}
+
+errcode_t txn_commit_begin(struct txn_manager *t, uint64_t *tid)
+{
+	struct rio_chan *rc = t->rc;
+	if (t->committing) {
+		if (!cset_done(t, t->committing)) {
+			/* data written meanwhile may have missed its flush: the
+			 * open transaction's commit covers it, once this one is
+			 * done */
+			*tid = t->tid_open;
+			return 0;
+		}
+		errcode_t err = retire(t);
+		if (err)
+			return err;
+	}
+	struct cset *c;
+	pthread_mutex_lock(&rc->ovl_lock);
+	errcode_t err = prepare(t, &c);
+	if (!err && !c) {
+		/* no block changed: a commit of none flushes the data */
+		c = calloc(1, sizeof(*c));
+		if (c)
+			c->tid = t->tid_open++;
+		else {
+			discard(t);
+			err = ENOMEM;
+		}
+	}
+	pthread_mutex_unlock(&rc->ovl_lock);
+	if (err)
+		return err;
+	*tid = c->tid;
+	queue_cset(t, c);
+	return 0;
 }

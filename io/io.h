@@ -54,7 +54,11 @@ struct rio_config {
 	enum rio_on_violation on_violation;
 	bool     journal;                 /* log through the ext3 journal (else checked write-in-place) */
 	bool     async_commit;            /* check and log transaction N on a commit thread while N+1
-					   * builds (off = commit in rio_txn_boundary; deterministic) */
+					   * builds (off = commit in rio_txn_boundary; deterministic).
+					   * With RECON_COMMIT_GATE=PATH in the environment at
+					   * rio_txn_attach (tests), each commit waits while PATH
+					   * exists, having created PATH.held: a commit held in
+					   * flight */
 	bool     base_check_background;   /* a read-write mount's base check leaves the free inodes
 					   * past each group's last in use to a background thread
 					   * (checked before any commit relies on them; off: all read
@@ -329,6 +333,33 @@ errcode_t rio_txn_rollback(io_channel ch);
  * disk (a commit flushes the device, data first).  After a failure *durable
  * stops: what a later id held was discarded.  0 and 0 before attach. */
 void rio_txn_ids(io_channel ch, uint64_t *open, uint64_t *durable);
+
+/* Commits for a caller that waits for durability without the lock (an
+ * fsync answered later; a group commit for those that arrive together).
+ * rio_txn_commit_begin: every write made so far, file data included, is
+ * durable once transaction *tid is (rio_txn_ids's durable reaching it).
+ * When no commit is in flight the open transaction is closed and handed to
+ * the commit thread, even an empty one (its commit flushes the device for
+ * the data); while one is, nothing is closed: data written during that
+ * commit may have missed its flush, so *tid is the open transaction, whose
+ * commit the caller asks for with another call once that one finished.
+ * Never waits.  0; EXT2_ET_OP_NOT_SUPPORTED without a commit thread
+ * (async_commit off: the caller commits with rio_txn_boundary); else
+ * rio_txn_settle's errors.
+ * rio_txn_settle: retires a commit that finished (never waits): 0, or the
+ * failure as rio_txn_boundary returns it (EROFS, EIO, ...; the open
+ * transaction discarded).
+ * rio_txn_set_commit_hook: fn(arg, tid, durable) is called by the commit
+ * thread after each commit it ran finished, with no lock of io held:
+ * durable says transaction tid, and with it every one before, is on disk
+ * (false: rejected or failed; rio_txn_settle reports it).  fn must not wait
+ * for the file-system lock (its holder may be waiting for the commit
+ * thread).  NULL: none.
+ * All three under the file-system lock. */
+errcode_t rio_txn_commit_begin(io_channel ch, uint64_t *tid);
+errcode_t rio_txn_settle(io_channel ch);
+void rio_txn_set_commit_hook(io_channel ch, void (*fn)(void *arg, uint64_t tid, bool durable),
+			     void *arg);
 
 /* Blocks freed by transactions that are not yet durable: held back from
  * reuse until their commit.  An allocation that fails while this is non-zero

@@ -192,17 +192,13 @@ errcode_t rio_txn_data_guard(struct txn_manager *t, ext2_ino_t ino,
 
 /* ---- public calls ---- */
 
-errcode_t rio_txn_boundary(ext2_filsys fs, bool force)
+/* A commit that finished in the background is retired; then the file
+ * system's state: 0, or (everything open discarded) EIO after a device
+ * failure, else the failed commit's error or EROFS. */
+static errcode_t settle(struct rio_chan *rc, struct txn_manager *t)
 {
-	struct rio_chan *rc = chan_of_fs(fs);
-	if (!rc)
-		return EXT2_ET_MAGIC_IO_CHANNEL;
-	struct txn_manager *t = rc->txn;
-	if (!t)
-		return EXT2_ET_INVALID_ARGUMENT;
 	if (rio_dev_crashed(&rc->dev))
 		rc->totals.io_failed = true;
-	/* a commit that finished in the background: retire it now */
 	errcode_t err = 0;
 	if (t->committing && cset_done(t, t->committing))
 		err = retire(t);
@@ -213,6 +209,56 @@ errcode_t rio_txn_boundary(ext2_filsys fs, bool force)
 		pthread_mutex_unlock(&rc->ovl_lock);
 		return rc->totals.io_failed ? EIO : err ? err : EROFS;
 	}
+	return 0;
+}
+
+static struct txn_manager *txn_of(io_channel ch)
+{
+	if (!ch || ch->magic != EXT2_ET_MAGIC_IO_CHANNEL || ch->manager != rio_io_manager)
+		return NULL;
+	return rio_chan_of(ch)->txn;
+}
+
+errcode_t rio_txn_settle(io_channel ch)
+{
+	struct txn_manager *t = txn_of(ch);
+	return t ? settle(t->rc, t) : EXT2_ET_INVALID_ARGUMENT;
+}
+
+errcode_t rio_txn_commit_begin(io_channel ch, uint64_t *tid)
+{
+	struct txn_manager *t = txn_of(ch);
+	if (!t)
+		return EXT2_ET_INVALID_ARGUMENT;
+	if (!t->thread_running)
+		return EXT2_ET_OP_NOT_SUPPORTED;
+	errcode_t err = settle(t->rc, t);
+	return err ? err : txn_commit_begin(t, tid);
+}
+
+void rio_txn_set_commit_hook(io_channel ch, void (*fn)(void *arg, uint64_t tid, bool durable),
+			     void *arg)
+{
+	struct txn_manager *t = txn_of(ch);
+	if (!t)
+		return;
+	pthread_mutex_lock(&t->cm);
+	t->done_hook = fn;
+	t->done_arg = arg;
+	pthread_mutex_unlock(&t->cm);
+}
+
+errcode_t rio_txn_boundary(ext2_filsys fs, bool force)
+{
+	struct rio_chan *rc = chan_of_fs(fs);
+	if (!rc)
+		return EXT2_ET_MAGIC_IO_CHANNEL;
+	struct txn_manager *t = rc->txn;
+	if (!t)
+		return EXT2_ET_INVALID_ARGUMENT;
+	errcode_t err = settle(rc, t);
+	if (err)
+		return err;
 	if (!force) {
 		bool old = t->opened_ns && rio_cfg.commit_interval_ms &&
 			   now_ns() - t->opened_ns > (uint64_t)rio_cfg.commit_interval_ms * 1000000ull;
@@ -221,6 +267,10 @@ errcode_t rio_txn_boundary(ext2_filsys fs, bool force)
 		if (!old && !big)
 			return 0;
 		if (t->nents == 0 && !state)
+			return 0;
+		/* an age limit does not wait for the commit in flight: the
+		 * next boundary after it commits this one */
+		if (!big && t->committing && !cset_done(t, t->committing))
 			return 0;
 	}
 	return txn_commit(t, force);
@@ -323,6 +373,7 @@ errcode_t rio_write_stats(io_channel ch, const char *path)
 	if (!f)
 		return errno;
 	fprintf(f, "{\n  \"transactions\": %" PRIu64 ",\n", tt->transactions);
+	fprintf(f, "  \"commits\": %" PRIu64 ",\n", tt->commits);
 	fprintf(f, "  \"device_writes\": %" PRIu64 ",\n  \"device_reads\": %" PRIu64 ",\n",
 		st.device_writes, st.device_reads);
 	fprintf(f, "  \"bytes_written\": %" PRIu64 ",\n  \"bytes_read\": %" PRIu64 ",\n",

@@ -136,6 +136,13 @@ struct txn_manager {
 	struct cset *queued;
 	bool stop, thread_running;
 	pthread_t thread;
+	/* called by the commit thread after each commit it ran finished (set
+	 * under cm, called without it) */
+	void (*done_hook)(void *arg, uint64_t tid, bool durable);
+	void *done_arg;
+	/* RECON_COMMIT_GATE (tests): while this file exists each commit waits
+	 * before its check, having made PATH.held (NULL: no gate) */
+	char *gate;
 
 	/* the savepoint of the operation in progress (0 = none), per channel:
 	 * one operation at a time, as the caller's file-system lock makes
@@ -221,6 +228,10 @@ void block_stats_range_cb(ext2_filsys fs, blk64_t blk, blk_t num, int inuse);
  * commit_thread: the commit thread's body; committing_find: a block of the
  * committing transaction (ovl_lock held). */
 errcode_t txn_commit(struct txn_manager *t, bool wait);
+/* txn_commit_begin: the open transaction to the commit thread unless one
+ * is still in flight (then nothing is closed); *tid is the transaction
+ * whose durability covers every write made so far.  The commit thread runs. */
+errcode_t txn_commit_begin(struct txn_manager *t, uint64_t *tid);
 errcode_t retire(struct txn_manager *t);
 void discard(struct txn_manager *t);
 bool cset_done(struct txn_manager *t, struct cset *c);

@@ -66,6 +66,7 @@ void test_early_attach(void);
 void test_rollback(bool journal);
 void test_txn_ids(void);
 void test_txn_flush(void);
+void test_txn_commit_begin(void);
 
 /* test_rio_crash.c: power cuts and injected corruption */
 void test_crash(bool no_uring);

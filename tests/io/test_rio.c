@@ -17,7 +17,7 @@ int main(int argc, char **argv)
 {
 	if (argc != 2) {
 		fprintf(stderr, "usage: test_rio channel|fallback|nocache|blockdev|eviction|sparse|fs|fs-fallback|crash|crash-fs|"
-			"journal-recover|txn-inplace|txn-journal|txn-checker|txn-async|txn-ids|txn-rollback|txn-flush|early-attach|crash-sweep|crash-sweep-full|corrupt|corrupt-ext2|corrupt-log\n");
+			"journal-recover|txn-inplace|txn-journal|txn-checker|txn-async|txn-ids|txn-begin|txn-rollback|txn-flush|early-attach|crash-sweep|crash-sweep-full|corrupt|corrupt-ext2|corrupt-log\n");
 		return 2;
 	}
 	snprintf(scratch, sizeof(scratch), "/tmp/rio-test-%s-XXXXXX", argv[1]);
@@ -74,6 +74,8 @@ int main(int argc, char **argv)
 			test_async_small(false);
 	} else if (!strcmp(t, "txn-ids")) {
 		test_txn_ids();
+	} else if (!strcmp(t, "txn-begin")) {
+		test_txn_commit_begin();
 	} else if (!strcmp(t, "txn-rollback")) {
 		test_rollback(true);
 		if (!failures)

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -610,4 +611,127 @@ void test_txn_flush(void)
 	CHECK(waitpid(pid, &st, 0) == pid, "waitpid");
 	CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT,
 	      "an unmarked inode bitmap change was not caught (status %d)", st);
+}
+
+/* ---- commits asked for without waiting (fsync answered later) ---- */
+
+static atomic_uint commits_done;
+
+static _Atomic uint64_t last_durable;
+
+static void count_commit(void *arg, uint64_t tid, bool durable)
+{
+	(void)arg;
+	if (durable)
+		atomic_store(&last_durable, tid);
+	atomic_fetch_add(&commits_done, 1);
+}
+
+/* Up to 20 s for the hook to have counted n commits. */
+static bool wait_commits(unsigned n)
+{
+	for (int i = 0; i < 2000 && atomic_load(&commits_done) < n; i++)
+		usleep(10000);
+	return atomic_load(&commits_done) >= n;
+}
+
+/* Blocks taken (owned by no inode: given back before the end). */
+static blk64_t taken[100];
+static int ntaken;
+
+static void take_blocks(ext2_filsys fs, int n)
+{
+	blk64_t b, goal = fs->super->s_first_data_block;
+	for (int i = 0; i < n && ntaken < 100; i++) {
+		CHECK_ERR(ext2fs_new_block2(fs, goal, NULL, &b));
+		ext2fs_block_alloc_stats2(fs, b, +1);
+		taken[ntaken++] = b;
+		goal = b + 1;
+	}
+}
+
+static void check_ids(ext2_filsys fs, uint64_t want_open, uint64_t want_durable, const char *when)
+{
+	uint64_t open, durable;
+	rio_txn_ids(fs->io, &open, &durable);
+	CHECK(open == want_open && durable == want_durable, "ids %s: %llu %llu, want %llu %llu\n",
+	      when, (unsigned long long)open, (unsigned long long)durable,
+	      (unsigned long long)want_open, (unsigned long long)want_durable);
+}
+
+/* rio_txn_commit_begin hands the open transaction to the commit thread and
+ * returns; while that commit is held in flight (RECON_COMMIT_GATE) a second
+ * call closes nothing and names the open transaction, which the call after
+ * the first commit finished hands over; the hook counts each commit; an
+ * empty transaction commits too (a flush); without a commit thread the
+ * call refuses. */
+void test_txn_commit_begin(void)
+{
+	char img[300], gate[300], held[310];
+	snprintf(img, sizeof(img), "%s/begin.img", scratch);
+	snprintf(gate, sizeof(gate), "%s/gate", scratch);
+	snprintf(held, sizeof(held), "%s.held", gate);
+	make_image_or_skip(img, "-t ext3 -b 1024", 32768);
+	uint64_t tid = 0;
+	ext2_filsys fs;
+
+	g_async = false;
+	set_txn_cfg(false, true, 0, 0, NULL);
+	CHECK_ERR(ext2fs_open2(img, NULL, EXT2_FLAG_RW, 0, 0, rio_io_manager, &fs));
+	CHECK_ERR(ext2fs_read_bitmaps(fs));
+	CHECK_ERR(rio_txn_attach(fs));
+	CHECK(rio_txn_commit_begin(fs->io, &tid) == EXT2_ET_OP_NOT_SUPPORTED,
+	      "without a commit thread the call refuses\n");
+	CHECK_ERR(rio_txn_detach(fs));
+	CHECK_ERR(ext2fs_close2(fs, 0));
+
+	g_async = true;
+	set_txn_cfg(false, true, 0, 0, NULL);
+	setenv("RECON_COMMIT_GATE", gate, 1);
+	CHECK_ERR(ext2fs_open2(img, NULL, EXT2_FLAG_RW, 0, 0, rio_io_manager, &fs));
+	CHECK_ERR(ext2fs_read_bitmaps(fs));
+	CHECK_ERR(rio_txn_attach(fs));
+	unsetenv("RECON_COMMIT_GATE");
+	rio_txn_set_commit_hook(fs->io, count_commit, NULL);
+	int fd = open(gate, O_WRONLY | O_CREAT, 0644);
+	CHECK(fd >= 0, "gate\n");
+	close(fd);
+
+	take_blocks(fs, 50);
+	CHECK_ERR(rio_txn_commit_begin(fs->io, &tid));
+	CHECK(tid == 1, "first commit's id %llu\n", (unsigned long long)tid);
+	for (int i = 0; i < 2000 && access(held, F_OK); i++)
+		usleep(10000);
+	CHECK(!access(held, F_OK), "the commit reaches the gate\n");
+	take_blocks(fs, 50);
+	CHECK_ERR(rio_txn_commit_begin(fs->io, &tid));
+	CHECK(tid == 2, "id while one is in flight %llu, want the open one\n",
+	      (unsigned long long)tid);
+	CHECK_ERR(rio_txn_settle(fs->io));
+	check_ids(fs, 2, 0, "while the first is held");
+	CHECK(atomic_load(&commits_done) == 0, "no commit finished while held\n");
+
+	unlink(gate);
+	CHECK(wait_commits(1), "the hook sees the first commit\n");
+	CHECK(atomic_load(&last_durable) == 1, "the hook's durable id %llu\n",
+	      (unsigned long long)atomic_load(&last_durable));
+	CHECK_ERR(rio_txn_settle(fs->io));
+	check_ids(fs, 2, 1, "after the first");
+	CHECK_ERR(rio_txn_commit_begin(fs->io, &tid));
+	CHECK(tid == 2, "second commit's id %llu\n", (unsigned long long)tid);
+	CHECK(wait_commits(2), "the hook sees the second commit\n");
+	CHECK_ERR(rio_txn_settle(fs->io));
+	check_ids(fs, 3, 2, "after the second");
+	CHECK_ERR(rio_txn_commit_begin(fs->io, &tid));
+	CHECK(tid == 3, "an empty transaction commits too: id %llu\n", (unsigned long long)tid);
+	CHECK(wait_commits(3), "the hook sees the empty commit\n");
+	CHECK(atomic_load(&last_durable) == 3, "the hook's durable id %llu\n",
+	      (unsigned long long)atomic_load(&last_durable));
+	CHECK_ERR(rio_txn_settle(fs->io));
+	check_ids(fs, 4, 3, "after the empty one");
+	while (ntaken)
+		ext2fs_block_alloc_stats2(fs, taken[--ntaken], -1);
+	CHECK_ERR(rio_txn_detach(fs));
+	CHECK_ERR(ext2fs_close2(fs, 0));
+	CHECK(fsck_clean(img), "e2fsck after the commit-begin scenario");
 }
