@@ -13,7 +13,9 @@
 
 /*
  * The loop has ended (signal, fusermount -u, on_violation=stop).  The
- * cache-invalidation thread writes to the channel: it must be joined before
+ * cache-invalidation thread writes to the channel, as do the threads that
+ * answer direct writes and fsyncs (the last answers every fsync that still
+ * waits, after a commit): it must be joined before
  * fuse_session_unmount closes the descriptor (a later open may reuse the
  * number).  It stops after the notification in progress, which may wait for
  * a lock held by a request the loop has not answered: keep answering
@@ -27,7 +29,8 @@ static void serve_until_notifier_done(struct rfs *r)
 
 	rfs_stop_notifier(r);
 	direct_write_replies_stop();
-	while (rfs_notifier_busy(r) || direct_write_replies_busy()) {
+	fsync_replies_stop();
+	while (rfs_notifier_busy(r) || direct_write_replies_busy() || fsync_replies_busy()) {
 		struct pollfd p = { .fd = fd, .events = POLLIN };
 		int n = poll(&p, 1, 20);
 		if (n < 0 && errno != EINTR)
@@ -46,6 +49,7 @@ static void serve_until_notifier_done(struct rfs *r)
 	free(buf.mem);
 	rfs_join_notifier(r);
 	direct_write_replies_join();
+	fsync_replies_join();
 }
 
 /*

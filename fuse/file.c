@@ -788,6 +788,10 @@ void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_inf
 	(void)datasync;
 	(void)fi;
 	lock(r);
+	if (fsync_defer(r, req, to_ext(ino))) {
+		unlock(r);
+		return;   /* answered once durable (fsyncwait.c) */
+	}
 	ret = rfs_fsync(r, to_ext(ino));
 	unlock(r);
 	fuse_reply_err(req, -ret);

@@ -377,7 +377,8 @@ int wr_room_for(struct rfs *r, blk64_t need)
 	return 0;
 }
 
-/* fsync and fsyncdir: commit (data first, then the metadata); after a failure
+/* fsync and fsyncdir served on the caller's thread (fsyncwait.c answers the
+ * others later): commit (data first, then the metadata); after a failure
  * 0 only if every change of ino reached the disk. */
 int rfs_fsync(struct rfs *r, ext2_ino_t ino)
 {
@@ -394,6 +395,66 @@ int rfs_fsync(struct rfs *r, ext2_ino_t ino)
 			return ret ? ret : data_err ? -EIO : 0;
 	}
 	ret = lost_changes(r, ino);
+	return ret ? ret : data_err ? -EIO : 0;
+}
+
+/* ---- fsync answered later (fsyncwait.c holds the waiters) ---- */
+
+bool rfs_fsync_begin(struct rfs *r, ext2_ino_t ino, uint64_t *tid, bool *data_err, bool *later)
+{
+	uint64_t open, durable;
+
+	if (!r->fs || !r->attached || r->ro)
+		return false;
+	/* a failure found here is rfs_fsync's to report, as before */
+	if (rio_txn_commit_begin(r->fs->io, tid))
+		return false;
+	rio_txn_ids(r->fs->io, &open, &durable);
+	*later = *tid >= open;   /* the open transaction: not handed over yet */
+	*data_err = data_error_take(r, ino);
+	return true;
+}
+
+int rfs_fsync_progress(struct rfs *r, bool final, uint64_t *durable)
+{
+	uint64_t open;
+	int ret = 0;
+
+	*durable = 0;
+	if (!r->fs)
+		return -EIO;
+	if (!r->ro) {
+		errcode_t e = final ? rio_txn_boundary(r->fs, true) : rio_txn_settle(r->fs->io);
+		if (e == EROFS || rio_txn_failed(r->fs->io))
+			went_readonly(r);
+		else if (e)
+			ret = -errmap(e);
+		else if (final)
+			dindex_clear_added(r->di);
+	}
+	rio_txn_ids(r->fs->io, &open, durable);
+	return r->ro ? -EROFS : ret;
+}
+
+bool rfs_fsync_commit(struct rfs *r)
+{
+	uint64_t tid;
+
+	if (!r->fs || r->ro)
+		return false;
+	errcode_t e = rio_txn_commit_begin(r->fs->io, &tid);
+	if (e && (e == EROFS || rio_txn_failed(r->fs->io)))
+		went_readonly(r);
+	return !e;
+}
+
+int rfs_fsync_verdict(struct rfs *r, ext2_ino_t ino, bool data_err, int failure)
+{
+	if (!r->fs)
+		return -EIO;
+	if (!r->ro)
+		return failure;
+	int ret = lost_changes(r, ino);
 	return ret ? ret : data_err ? -EIO : 0;
 }
 

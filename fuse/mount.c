@@ -556,6 +556,8 @@ void rfs_unmount(struct rfs *r)
 	/* unlinked inodes only the kernel held are freed; files still open
 	 * (lazy unmount) stay on the orphan list for the next mount */
 	held_release_all(r);
+	/* fsyncs still waiting are answered before the last commit */
+	fsync_drain(r);
 	bool attached = r->attached;
 	/* after a turn to read-only nothing more commits: what was not durable
 	 * then is discarded, and the exit status says so */

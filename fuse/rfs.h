@@ -368,6 +368,39 @@ bool wr_retry_enospc(struct rfs *r, int ret, bool *retried);
 int wr_undo(struct rfs *r);
 int wr_room_for(struct rfs *r, blk64_t need);
 int rfs_fsync(struct rfs *r, ext2_ino_t ino);
+/* fsync answered once durable (fsyncwait.c keeps the waiters), lock held.
+ * rfs_fsync_begin: the commit asked for; true when the fsync of ino is to
+ * be answered once transaction *tid is durable (*data_err: a failed data
+ * write to report, taken here as rfs_fsync takes it; *later: *tid is the
+ * open transaction, to be asked for once the commit in flight is done
+ * (rfs_fsync_commit), not one handed over here), false when rfs_fsync
+ * must serve it (not attached, read-only, no commit thread, a failure to
+ * report).  rfs_fsync_progress: retires a finished commit (final: commits
+ * everything at once and waits); *durable is the durable id; 0, or -errno for
+ * the waiters not durable yet (the file system failed or is read-only:
+ * rfs_fsync_verdict gives each its answer).  rfs_fsync_commit: asks for the
+ * open transaction's commit (nothing when one is still in flight); false
+ * when it could not (a failure, which turns the file system read-only; or
+ * no commit thread).
+ * rfs_fsync_verdict: the answer of an fsync of ino that is not durable,
+ * given progress's failure: what rfs_fsync answers after a failure. */
+bool rfs_fsync_begin(struct rfs *r, ext2_ino_t ino, uint64_t *tid, bool *data_err, bool *later);
+int rfs_fsync_progress(struct rfs *r, bool final, uint64_t *durable);
+bool rfs_fsync_commit(struct rfs *r);
+int rfs_fsync_verdict(struct rfs *r, ext2_ino_t ino, bool data_err, int failure);
+/* fsyncwait.c: fsync_defer (lock held): true when req, an fsync of ino,
+ * will be answered once what it covers is durable, from another thread
+ * (the serving thread and the lock go on meanwhile; fsyncs that arrive
+ * during one commit share the next); false when the caller serves it
+ * (rfs_fsync).  fsync_drain (lock held; the unmount, before the last
+ * commit): every waiter answered at once, after a commit of everything.
+ * At the end of the session, as the direct-write replies: stop (the
+ * thread answers what waits and ends), busy, join. */
+bool fsync_defer(struct rfs *r, fuse_req_t req, ext2_ino_t ino);
+void fsync_drain(struct rfs *r);
+void fsync_replies_stop(void);
+bool fsync_replies_busy(void);
+void fsync_replies_join(void);
 
 /* inode.c */
 /* A corrupt object found on disk: said once per inode; returns -EIO. */
