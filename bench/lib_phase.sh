@@ -10,7 +10,8 @@
 #                    when named or with "all"; "umount" has no body here: the
 #                    caller unmounts.
 # Sizes come from the environment (bench/phases sets them; --quick shrinks them):
-#   BENCH_TARBALL, SMALL_FILES, SMALL_DIRS, SEQ_MB, ONEDIR_FILES, PM_FILES, PM_TX
+#   BENCH_TARBALL, SMALL_FILES, SMALL_DIRS, SEQ_MB, ONEDIR_FILES, PM_FILES, PM_TX,
+#   FSYNC_N (default 300)
 # With PHASE_OPS=FILE set, the phase writes the number of operations it did to
 # FILE (bench/census); the phases whose count depends on the tree get it from
 # their own output, so counting asks the file system nothing more.
@@ -24,6 +25,8 @@ if [[ $phase == --list ]]; then
 	cat <<'EOF'
 untar 0 file
 untar4 0 file extra
+fsync1 0 fsync extra
+fsync4 0 fsync extra
 create_small 0 file
 find_cold 1 entry
 read_cold 1 file
@@ -39,6 +42,16 @@ EOF
 fi
 
 syncfs() { sync -f "$mnt"; }
+# appender FILE N: N times, append 4 KiB to FILE and fsync it (one process)
+appender() {
+	python3 -c 'import os, sys
+fd = os.open(sys.argv[1], os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o644)
+buf = b"f" * 4096
+for _ in range(int(sys.argv[2])):
+    os.write(fd, buf)
+    os.fsync(fd)
+os.close(fd)' "$1" "$2"
+}
 ops() { [[ -z ${PHASE_OPS:-} ]] || echo "$1" > "$PHASE_OPS"; }
 # The number of lines (or, with -z, of NUL-terminated names) in FILE, as the
 # phase's operation count; FILE goes.
@@ -67,6 +80,25 @@ untar4)
 	rc=0
 	for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
 	((rc == 0)) && syncfs ;;
+fsync1)
+	# One client appending 4 KiB and fsyncing its file 4 x FSYNC_N times:
+	# the work fsync4 shares among four.
+	n=${FSYNC_N:-300}
+	ops $((4 * n))
+	appender "$mnt/fsync1" $((4 * n)) ;;
+fsync4)
+	# Four clients at once, one mount, each appending 4 KiB and fsyncing
+	# its own file FSYNC_N times; the phase ends when the last one does.
+	n=${FSYNC_N:-300}
+	ops $((4 * n))
+	pids=()
+	for i in 1 2 3 4; do
+		appender "$mnt/fsync4-$i" "$n" &
+		pids+=($!)
+	done
+	rc=0
+	for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
+	exit $rc ;;
 create_small)
 	# Shell builtins only (no fork per file): the time is the file system's.
 	payload=$(printf '%0512d' 0)
