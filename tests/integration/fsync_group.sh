@@ -5,9 +5,11 @@
 # other clients' lookups, reads, creates and readdirs are answered; it
 # returns 0 once the gate opens.  Four clients that fsync while a commit is
 # held share the next commit: fewer commits (stats "commits") than the
-# same four fsyncs one after another.  Four clients appending and fsyncing
-# 50 times each, then kill -9 of the daemon: everything they fsynced reads
-# back after the journal's replay, and e2fsck -fn is clean.
+# same four fsyncs one after another.  A daemon told to stop (SIGTERM)
+# while an fsync waits answers it after its last commit, exits 0, and the
+# file reads back.  Four clients appending and fsyncing 50 times each, then
+# kill -9 of the daemon: everything they fsynced reads back after the
+# journal's replay, and e2fsck -fn is clean.
 # Argument: devfuse (default) or uring (FUSE over io_uring; skipped, 77,
 # when the kernel cannot offer it).
 . "$(dirname "$0")/lib.sh"
@@ -109,9 +111,32 @@ apart=$(stat_of "$SCRATCH/apart.json" commits)
 log "commits: four fsyncs together $together, one after another $apart"
 [ "$((together + 2))" -le "$apart" ] ||
 	fail "four fsyncs during a commit took $together commits, one after another $apart"
+# 3. a daemon told to stop answers the fsync that waits: after its last
+# commit, which is then durable
+mount_recon "$img" "$mnt" "$opts" || die "mount for the stop"
+touch "$gate"
+python3 "$SCRATCH/fsyncer.py" "$mnt/S" 1 S &
+waiter=$!
+if wait_for "the fsync's commit reaches the gate" test -e "$gate.held"; then
+	kill -TERM "$RECON_PID"
+	sleep 0.5   # the daemon's loop ends; the fsync still waits for its commit
+	kill -0 "$waiter" 2>/dev/null ||
+		fail "fsync returned while its commit was held, at the stop"
+fi
+rm -f "$gate"
+wait "$waiter" || fail "fsync waiting at the stop: status $?"
+wait_daemon "$RECON_PID" $((60 * TMUL)) || fail "daemon told to stop: status $RECON_STATUS"
+RECON_PID=
+fusermount3 -uz "$mnt" 2>/dev/null
+mount_recon "$img" "$mnt" "$opts" || die "mount after the stop"
+python3 -c 'import sys
+from pylib import pattern
+sys.exit(open(sys.argv[1], "rb").read() != pattern("S.0", 4096))' "$mnt/S" ||
+	fail "the file fsynced at the stop does not read back"
+umount_recon "$mnt"
 unset RECON_COMMIT_GATE
 
-# 3. what was fsynced survives kill -9 of the daemon
+# 4. what was fsynced survives kill -9 of the daemon
 mount_recon "$img" "$mnt" "$opts" || die "mount for the kill"
 pids=()
 for i in 1 2 3 4; do
