@@ -2,7 +2,8 @@
 # binaries, the scratch directory, mounts, timing.  Sourced, not run.  The
 # mount helpers need root (loop devices, mount, drop_caches).
 #
-# Drivers: "kernel" (ext3 on a loop device), "fuse2fs" (Debian fuse2fs,
+# Drivers: "kernel" (ext3 on a loop device), "tmpfs" (the kernel's tmpfs:
+# no device), "fuse2fs" (Debian fuse2fs,
 # -o fakeroot), "recon" (recon-fuse), "fuse-null" and "fuse-null-uring"
 # (bench/fuse-null.c over /dev/fuse and over io_uring).  The FUSE daemons run in the
 # foreground (-f) as children of this shell, so an unmount can wait for the
@@ -117,12 +118,12 @@ bench_plot() {
 	/usr/bin/python3 "$BENCH_DIR/lib_plot.py" "$@" || bench_log "no figure drawn (bench/lib_plot.py $1 failed)"
 }
 
-# Fresh sparse image of SIZE (e.g. 2G) formatted ext3.
+# Fresh sparse image of SIZE (e.g. 2G) formatted FSTYPE (default ext3).
 bench_mkimg() {
-	local img=$1 size=${2:-2G}
+	local img=$1 size=${2:-2G} fstype=${3:-ext3}
 	rm -f "$img"
 	truncate -s "$size" "$img" || return 1
-	mke2fs -q -t ext3 -F "$img" >/dev/null 2>&1 || { bench_log "mke2fs failed on $img"; return 1; }
+	mke2fs -q -t "$fstype" -F "$img" >/dev/null 2>&1 || { bench_log "mke2fs failed on $img"; return 1; }
 }
 
 bench_loop_attach() { # IMG -> prints /dev/loopN
@@ -163,7 +164,7 @@ bench_drop_caches() {
 
 # bench_mount DRIVER DEV MNT [RECON_OPTS]
 # DEV is a loop device for "kernel" (mounted as $BENCH_KERNEL_FS, default
-# ext3); an image or a block device for FUSE.
+# ext3); the size (e.g. 2G) for "tmpfs"; an image or a block device for FUSE.
 # Daemon output goes to $BENCH_DAEMON_LOG (default $BENCH_SCRATCH/daemon.log);
 # with BENCH_DAEMON_DEBUG=1 the FUSE daemons run with -d, libfuse's log of
 # every request (bench/census counts them).
@@ -175,6 +176,8 @@ bench_mount() {
 	case $drv in
 	kernel)
 		mount -t "${BENCH_KERNEL_FS:-ext3}" "$dev" "$mnt" || return 1 ;;
+	tmpfs)
+		mount -t tmpfs -o "size=$dev" tmpfs "$mnt" || return 1 ;;
 	fuse2fs)
 		"${FUSE2FS_BIN:-fuse2fs}" "$dev" "$mnt" -f "${dbg[@]}" -o fakeroot >>"$log" 2>&1 &
 		pid=$! ;;

@@ -14,10 +14,13 @@
 #   FSYNC_N (default 300)
 # With PHASE_OPS=FILE set, the phase writes the number of operations it did to
 # FILE (bench/census); the phases whose count depends on the tree get it from
-# their own output, so counting asks the file system nothing more.
-# Writing phases end with syncfs of the mount (sync -f), which for FUSE
-# pushes the kernel's dirty pages to the daemon and asks for its flush where
-# the kernel sends one; the daemon's own final flush is timed by "umount".
+# their own output, so counting asks the file system nothing more; the untars
+# take the tarball's file count from BENCH_TAR_FILES when the caller has it
+# (counting the tarball takes time inside the phase).
+# Writing phases end with syncfs of the mount (sync -f; PHASE_SYNC below),
+# which for FUSE pushes the kernel's dirty pages to the daemon and asks for
+# its flush where the kernel sends one; the daemon's own final flush is timed
+# by "umount".
 set -u
 phase=$1 mnt=${2:-}
 
@@ -41,7 +44,15 @@ EOF
 	exit 0
 fi
 
-syncfs() { sync -f "$mnt"; }
+# With PHASE_SYNC=FILE set, syncfs writes the microseconds it took to FILE:
+# the part of the phase spent waiting for the file system's writeback (the
+# kernel's ext3 writes its journal and data there; FUSE does not pass a
+# syncfs on to the daemon).
+syncfs() {
+	local t0=$EPOCHREALTIME
+	sync -f "$mnt" || return
+	[[ -z ${PHASE_SYNC:-} ]] || echo $(( ${EPOCHREALTIME/./} - ${t0/./} )) > "$PHASE_SYNC"
+}
 # appender FILE N: N times, append 4 KiB to FILE and fsync it (one process)
 appender() {
 	python3 -c 'import os, sys
@@ -64,13 +75,13 @@ ops_of_list() {
 
 case $phase in
 untar)
-	[[ -n ${PHASE_OPS:-} ]] && ops "$(tar -tf "$BENCH_TARBALL" | grep -vc '/$')"
+	[[ -n ${PHASE_OPS:-} ]] && ops "${BENCH_TAR_FILES:-$(tar -tf "$BENCH_TARBALL" | grep -vc '/$')}"
 	mkdir -p "$mnt/src" && tar -xf "$BENCH_TARBALL" -C "$mnt/src" && syncfs ;;
 untar4)
 	# Four clients at once: four untars of the tree into four directories,
 	# started together; the phase ends when the last one does.  Its trees
 	# stay (rm then removes them too).
-	[[ -n ${PHASE_OPS:-} ]] && ops "$((4 * $(tar -tf "$BENCH_TARBALL" | grep -vc '/$')))"
+	[[ -n ${PHASE_OPS:-} ]] && ops "$((4 * ${BENCH_TAR_FILES:-$(tar -tf "$BENCH_TARBALL" | grep -vc '/$')}))"
 	mkdir -p "$mnt"/untar4-{1..4} || exit 1
 	pids=()
 	for i in 1 2 3 4; do

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """bench/lib_report.py - summarise bench/phases raw results.
 
-Reads the raw CSV (round,driver,phase,seconds,status,dev_reads,dev_writes),
+Reads the raw CSV (round,driver,phase,seconds,status,dev_reads,dev_writes,
+cpu_seconds,ops,sync_seconds),
 prints the table (median [min-max] per driver, ratios of medians) and writes
 OUT.csv, OUT.md and the figure OUT.png: per phase, each driver's median over
 the kernel's (log scale; without a kernel run, the median seconds).
@@ -14,7 +15,8 @@ import sys
 
 import lib_plot
 
-DRIVER_NAME = {"kernel": "kernel ext3", "fuse2fs": "fuse2fs", "recon": "recon-fuse",
+DRIVER_NAME = {"kernel": "kernel ext3", "kernel-ext4": "kernel ext4", "tmpfs": "kernel tmpfs",
+               "fuse2fs": "fuse2fs", "recon": "recon-fuse",
                "recon-nochk": "recon checker off", "recon-nojnl": "recon journal off",
                "recon-nochk-nojnl": "recon checker+journal off", "recon-uring": "recon over io_uring", "recon-devfuse": "recon /dev/fuse only",
                "recon-base": "recon-fuse, base commit",
@@ -47,20 +49,23 @@ def report_args(source_flag):
     return a, order, label, a.drivers.split(",")
 
 
-def main():
-    a, order, label, drivers = report_args("--raw")
-
-    rows = list(csv.DictReader(open(a.raw)))
-    present = {r["phase"] for r in rows}
-    order = [p for p in order if p in present]
-
-    # cells[(phase, driver)] = dict(values=[...], bad=[statuses], reads=[], writes=[])
+def read_raw(path):
+    """The raw CSV of bench/phases: its rows, and per (phase, driver) the
+    measurements of the rounds that succeeded and the statuses of those that
+    did not: dict(values, bad, reads, writes, cpu, by_round: round ->
+    dict(seconds, ops: the phase's operations, sync: the seconds of its
+    closing syncfs, 0 for a phase without one; None where the CSV has no
+    such column))."""
+    rows = list(csv.DictReader(open(path)))
     cells = {}
     for r in rows:
         c = cells.setdefault((r["phase"], r["driver"]),
-                             {"values": [], "bad": [], "reads": [], "writes": [], "cpu": []})
+                             {"values": [], "by_round": {}, "bad": [], "reads": [], "writes": [], "cpu": []})
         if r["status"] == "ok" and r["seconds"]:
             c["values"].append(float(r["seconds"]))
+            c["by_round"][r["round"]] = {
+                "seconds": float(r["seconds"]), "ops": int(r["ops"]) if r.get("ops") else None,
+                "sync": float(r["sync_seconds"] or 0) if "sync_seconds" in r else None}
             if r.get("cpu_seconds"):
                 c["cpu"].append(float(r["cpu_seconds"]))
             if r["dev_reads"]:
@@ -68,12 +73,26 @@ def main():
                 c["writes"].append(int(r["dev_writes"]))
         else:
             c["bad"].append(r["status"])
+    return rows, cells
+
+
+def cell_median(cells, p, d):
+    """Median seconds of PHASE on DRIVER; None unless every round succeeded."""
+    c = cells.get((p, d))
+    if not c or not c["values"] or c["bad"]:
+        return None
+    return statistics.median(c["values"])
+
+
+def main():
+    a, order, label, drivers = report_args("--raw")
+
+    rows, cells = read_raw(a.raw)
+    present = {r["phase"] for r in rows}
+    order = [p for p in order if p in present]
 
     def med(p, d):
-        c = cells.get((p, d))
-        if not c or not c["values"] or c["bad"]:
-            return None
-        return statistics.median(c["values"])
+        return cell_median(cells, p, d)
 
     def cell_text(p, d):
         c = cells.get((p, d))
