@@ -558,8 +558,9 @@ errcode_t rio_dev_flush(struct dev *d)
 
 /* Start the writeback of every dirty page of the device.  The host's
  * filesystem does that work in the caller (its writepages, the block
- * layer's submissions), 3 % of the serving thread's CPU over untar and
- * PostMark when it kicked itself: the kicks have a thread of their own. */
+ * layer's submissions): about 3 % of the daemon's CPU over untar and
+ * PostMark, which the serving thread paid while it kicked in WRITE; the
+ * kicks have a thread of their own. */
 static void writeback_kick(struct dev *d)
 {
 	if (sync_file_range(d->fd, 0, 0, SYNC_FILE_RANGE_WRITE) < 0)
@@ -572,9 +573,9 @@ static void *kick_thread(void *arg)
 	struct dev *d = arg;
 	pthread_mutex_lock(&d->kick_mu);
 	for (;;) {
-		while (!d->kick_wanted && !d->kick_stop)
+		while (!d->kick_wanted && !d->kick_stopping)
 			pthread_cond_wait(&d->kick_cv, &d->kick_mu);
-		if (d->kick_stop)
+		if (d->kick_stopping)
 			break;
 		d->kick_wanted = false;
 		pthread_mutex_unlock(&d->kick_mu);
@@ -589,7 +590,7 @@ static void kick_stop(struct dev *d)
 {
 	pthread_mutex_lock(&d->kick_mu);
 	bool started = d->kick_started;
-	d->kick_stop = true;
+	d->kick_stopping = true;
 	pthread_cond_signal(&d->kick_cv);
 	pthread_mutex_unlock(&d->kick_mu);
 	if (started)
@@ -604,12 +605,12 @@ void rio_dev_data_written(struct dev *d, size_t len)
 	if (before + len < DEV_KICK_BYTES || before >= DEV_KICK_BYTES)
 		return;   /* below the mark, or a kick is under way */
 	pthread_mutex_lock(&d->kick_mu);
-	if (!d->kick_started && !d->kick_stop) {
+	if (!d->kick_started && !d->kick_stopping) {
 		d->kick_started = pthread_create(&d->kick_thread, NULL, kick_thread, d) == 0;
 		if (d->kick_started)   /* by its creator: named from its start */
 			(void)pthread_setname_np(d->kick_thread, "recon-kick");
 	}
-	bool handed = d->kick_started && !d->kick_stop;
+	bool handed = d->kick_started && !d->kick_stopping;
 	if (handed) {
 		d->kick_wanted = true;
 		pthread_cond_signal(&d->kick_cv);

@@ -69,7 +69,7 @@ struct dev {
 	pthread_mutex_t kick_mu;
 	pthread_cond_t  kick_cv;
 	pthread_t       kick_thread;
-	bool            kick_started, kick_wanted, kick_stop;   /* under kick_mu */
+	bool            kick_started, kick_wanted, kick_stopping;   /* under kick_mu */
 	atomic_int zero_mode;     /* rio_dev_zero: 0 ZERO_RANGE, 1 PUNCH_HOLE, 2 writes */
 	bool regular;             /* an image file: it may have holes */
 
