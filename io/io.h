@@ -13,12 +13,16 @@
  * Threads: the channel (metadata) path is called under the file-system lock,
  * as libext2fs is not thread-safe.  rio_data_io() may be called from any
  * thread without that lock (a small pool of rings, each behind a mutex).
- * Threads of io's own: the commit thread (async_commit) and the background
- * check (base_check_background); they share the checker under one mutex,
- * held by the commit path across the check and again across the advance,
- * by the background check while it judges one group (io/bgcheck.c), and
- * by rio_data_io's caller's thread while it checks a claimed group its data
- * is about to land in (rio_set_claimed_groups).
+ * Threads of io's own: the commit thread (async_commit), the background
+ * check (base_check_background), and two that only give the host hints:
+ * the readahead of rio_readahead_blocks and the writeback kick of file
+ * data (started every 2 MiB written, by a thread named recon-kick, so that
+ * the writer does not pay for the host's writeback).  The first two share
+ * the checker under one mutex, held by the commit path across the check and
+ * again across the advance, by the background check while it judges one
+ * group (io/bgcheck.c), and by rio_data_io's caller's thread while it
+ * checks a claimed group its data is about to land in
+ * (rio_set_claimed_groups).
  */
 #ifndef RECON_IO_H
 #define RECON_IO_H

@@ -64,6 +64,12 @@ struct dev {
 	/* file data written since the last early-writeback kick */
 	atomic_uint_fast64_t data_unkicked;
 	atomic_bool no_kick;      /* sync_file_range refused: stop trying */
+	/* the kicks' thread (started at the first): the writeback it starts
+	 * is not the writing thread's to pay for */
+	pthread_mutex_t kick_mu;
+	pthread_cond_t  kick_cv;
+	pthread_t       kick_thread;
+	bool            kick_started, kick_wanted, kick_stopping;   /* under kick_mu */
 	atomic_int zero_mode;     /* rio_dev_zero: 0 ZERO_RANGE, 1 PUNCH_HOLE, 2 writes */
 	bool regular;             /* an image file: it may have holes */
 
@@ -105,10 +111,11 @@ errcode_t rio_dev_pwrite(struct dev *d, uint64_t off, const void *buf, size_t le
 void      rio_dev_readahead_list(struct dev *d, uint64_t *offs, size_t n, size_t len);
 /* Make every completed write durable (fdatasync). */
 errcode_t rio_dev_flush(struct dev *d);
-/* len bytes of file data were written: every few MiB, start the host's
- * writeback of the device (no wait, no ordering promise) so that the next
- * flush finds less to write.  A hint only: durability still comes from
- * rio_dev_flush alone. */
+/* len bytes of file data were written: every few MiB, have the host start
+ * the writeback of the device (no wait, no ordering promise) so that the next
+ * flush finds less to write.  The writeback is started from a thread of the
+ * device's own (stopped at close), so the caller only signals it.  A hint
+ * only: durability still comes from rio_dev_flush alone. */
 void      rio_dev_data_written(struct dev *d, size_t len);
 /* Make [off, off + len) read as zeros: FALLOC_FL_ZERO_RANGE, else
  * PUNCH_HOLE|KEEP_SIZE, else (and while the power-cut fault is armed, which
