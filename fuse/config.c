@@ -81,7 +81,7 @@ static const struct key_desc keys[] = {
 	{ "checker_cache_mb", "N", K_UINT, F(io.checker_cache_mb), false, "checker's block cache in MiB (128)" },
 	{ "commit_interval_ms", "N", K_UINT, F(io.commit_interval_ms), false, "commit age limit in ms (1000)" },
 	{ "max_transaction_blocks", "N", K_UINT, F(io.max_transaction_blocks), false,
-	  "commit size limit in blocks (0 = a quarter of the journal)" },
+	  "commit size limit in blocks (0 = 1024 when no commit runs, a quarter of the journal always)" },
 	{ "on_violation", "ACTION", K_ONV, F(io.on_violation), false, "readonly (default), stop or log" },
 	{ "journal", NULL, K_BOOL, F(io.journal), false, "log commits through the ext3 journal (on)" },
 	{ "async_commit", NULL, K_BOOL, F(io.async_commit), false, "commit on a separate thread (on)" },

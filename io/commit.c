@@ -250,6 +250,8 @@ static errcode_t run_cset(struct txn_manager *t, struct cset *c)
 		}
 	}
 	tt->transactions++;
+	if (c->n > tt->largest_transaction)
+		tt->largest_transaction = c->n;
 	blkset_clear(&t->logged_prev);
 	t->logged_prev = logged;
 	return err;

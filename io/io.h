@@ -54,7 +54,7 @@ struct rio_config {
 	bool     checker;                 /* shadow checker on every commit */
 	unsigned checker_cache_mb;        /* checker's block cache */
 	unsigned commit_interval_ms;      /* 0 = no age limit (deterministic) */
-	unsigned max_transaction_blocks;  /* 0 = a quarter of the journal */
+	unsigned max_transaction_blocks;  /* 0 = 1024 when no commit runs, else a quarter of the journal */
 	enum rio_on_violation on_violation;
 	bool     journal;                 /* log through the ext3 journal (else checked write-in-place) */
 	bool     async_commit;            /* check and log transaction N on a commit thread while N+1

@@ -156,6 +156,7 @@ struct txn_violation {
 struct txn_totals {
 	uint64_t transactions, blocks_checked, blocks_journalled;
 	uint64_t commits;          /* every commit run, one of no block (a flush) too */
+	uint64_t largest_transaction;  /* blocks of the largest commit */
 	uint64_t chk_cpu_ns, chk_scan_ns, chk_hits, chk_misses;
 	/* the base check's inode-table reads (chk_stats' scan_table*) */
 	uint64_t scan_tables_read, scan_tables_sealed, scan_table_bytes;

@@ -262,7 +262,11 @@ errcode_t rio_txn_boundary(ext2_filsys fs, bool force)
 	if (!force) {
 		bool old = t->opened_ns && rio_cfg.commit_interval_ms &&
 			   now_ns() - t->opened_ns > (uint64_t)rio_cfg.commit_interval_ms * 1000000ull;
-		bool big = t->nents > t->max_blocks;
+		/* past the soft size limit, a commit still in flight (settle
+		 * retired a finished one) would make this one wait for it:
+		 * only the hard limit commits then */
+		bool big = t->nents > t->max_blocks ||
+			   (t->nents > t->soft_blocks && !t->committing);
 		bool state = fs->flags & (EXT2_FLAG_DIRTY | EXT2_FLAG_BB_DIRTY | EXT2_FLAG_IB_DIRTY);
 		if (!old && !big)
 			return 0;
@@ -374,6 +378,7 @@ errcode_t rio_write_stats(io_channel ch, const char *path)
 		return errno;
 	fprintf(f, "{\n  \"transactions\": %" PRIu64 ",\n", tt->transactions);
 	fprintf(f, "  \"commits\": %" PRIu64 ",\n", tt->commits);
+	fprintf(f, "  \"largest_transaction_blocks\": %" PRIu64 ",\n", tt->largest_transaction);
 	fprintf(f, "  \"device_writes\": %" PRIu64 ",\n  \"device_reads\": %" PRIu64 ",\n",
 		st.device_writes, st.device_reads);
 	fprintf(f, "  \"bytes_written\": %" PRIu64 ",\n  \"bytes_read\": %" PRIu64 ",\n",

@@ -115,7 +115,8 @@ struct txn_manager {
 	struct jbd *jbd;
 	struct rio_raw_dev jctx;
 	struct jbd_dev jdev;
-	uint32_t max_blocks;
+	uint32_t max_blocks;         /* commit past this many blocks */
+	uint32_t soft_blocks;        /* ... and past this many when no commit runs */
 
 	struct chk_fs *chk;
 	/* the data guard reads chk's owner map from the file-system thread
