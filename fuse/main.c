@@ -135,7 +135,7 @@ static int mount_session(struct rfs *r, int *bdev_claim)
 		report_status(0);
 		detach_stdio();
 	}
-	if (!cfg->deterministic && cfg->io.commit_interval_ms && !r->ro)
+	if (reaper_planned(r) && !r->ro)
 		start_ticker(r);
 	return 0;
 }

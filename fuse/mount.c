@@ -401,6 +401,7 @@ static int start_rw(struct rfs *r, bool recounted)
 	fprintf(stderr, "recon-fuse: orphan processing on %s %s%s; mounting read-only (run "
 		"e2fsck)\n", dev, e == EROFS ? "was rejected by the checker" : "failed: ",
 		e == EROFS ? "" : e ? error_message(e) : strerror(-ret));
+	reap_clear(r);
 	r->attached = false;
 	if (!rio_txn_failed(fs->io))
 		(void)rio_txn_detach(fs);

@@ -370,11 +370,16 @@ void lookup_put(struct rfs *r, ext2_ino_t ino, uint64_t n)
  * released (read-only, a failure) stays listed, consistently, for the next
  * mount.  The tables empty.
  */
-void held_release_all(struct rfs *r)
+void reap_clear(struct rfs *r)
 {
 	free(r->reapq);
 	r->reapq = NULL;
 	r->reaphead = r->nreap = r->capreap = 0;
+}
+
+void held_release_all(struct rfs *r)
+{
+	reap_clear(r);
 	for (size_t i = 0; r->open_tab && i < r->open_cap; i++)
 		while (r->open_tab[i]) {
 			struct open_ino *o = r->open_tab[i];
@@ -767,45 +772,143 @@ static int orphan_list_cut(struct rfs *r)
 	return put_inode(r, prev, &pin);
 }
 
-/* Release the orphan file's entries and the whole orphan list (mount-time
- * processing, unmount), an orphan at a time, each off the list in the transaction that releases it, committing
- * between inodes when the room runs out.  *n counts those released. */
+/* Release ino, an inode of the list or the orphan file, in the open
+ * transaction, committing first when its room has run out.  *n counts it. */
+static int orphan_release_one(struct rfs *r, ext2_ino_t ino, unsigned *n)
+{
+	struct ext2_inode in;
+	blk64_t step;
+	int ret = punch_step(r, 0, NULL, 0, false, &step);
+	if (!ret && !step) {
+		errcode_t e = commit_midway(r);
+		ret = e ? (e == EROFS ? -EROFS : -errmap(e)) : 0;
+	}
+	if (!ret)
+		ret = get_inode(r, ino, &in);
+	if (!ret)
+		ret = orphan_release(r, ino, &in);
+	if (ret)
+		fprintf(stderr, "recon-fuse: orphan inode %u: %s\n", ino, strerror(-ret));
+	else
+		++*n;
+	return ret;
+}
+
+/* Cut the list and the orphan file before anything is released. */
+static int orphan_lists_cut(struct rfs *r)
+{
+	int ret = orphan_list_cut(r);
+	return ret ? ret : ofile_cut(r, orphan_unfit);
+}
+
+/* Release the orphan file's entries and the whole orphan list (unmount, or
+ * a mount with no reaper), an orphan at a time, each off the list in the
+ * transaction that releases it, committing between inodes when the room
+ * runs out.  *n counts those released. */
 static int orphan_list_release(struct rfs *r, unsigned *n)
 {
 	ext2_filsys fs = r->fs;
 	unsigned guard = 0;
 	ext2_ino_t ino;
 
-	int ret = orphan_list_cut(r);
-	if (!ret)
-		ret = ofile_cut(r, orphan_unfit);
+	int ret = orphan_lists_cut(r);
 	while (!ret && !(ret = ofile_first(r, &ino)) && (ino || (ino = fs->super->s_last_orphan)) &&
-	       guard++ <= fs->super->s_inodes_count) {
+	       guard++ <= fs->super->s_inodes_count)
+		ret = orphan_release_one(r, ino, n);
+	return ret;
+}
+
+struct ino_vec {
+	ext2_ino_t *v;
+	size_t n, cap;
+};
+
+static int ino_vec_push(struct rfs *r, ext2_ino_t ino, void *arg)
+{
+	struct ino_vec *iv = arg;
+	(void)r;
+	if (iv->n == iv->cap) {
+		size_t cap = iv->cap ? iv->cap * 2 : 64;
+		ext2_ino_t *v = realloc(iv->v, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		iv->v = v;
+		iv->cap = cap;
+	}
+	iv->v[iv->n++] = ino;
+	return 0;
+}
+
+/* Every inode of the orphan file and (after it) of the list, head first;
+ * after the cut, so the list ends and holds no inode twice. */
+static int orphan_lists_gather(struct rfs *r, struct ino_vec *all)
+{
+	ext2_filsys fs = r->fs;
+	unsigned guard = 0;
+	int ret = ofile_each(r, ino_vec_push, all);
+	for (ext2_ino_t ino = fs->super->s_last_orphan;
+	     !ret && ino && guard++ <= fs->super->s_inodes_count;) {
 		struct ext2_inode in;
-		blk64_t step;
-		ret = punch_step(r, 0, NULL, 0, false, &step);
-		if (!ret && !step) {
-			errcode_t e = commit_midway(r);
-			ret = e ? (e == EROFS ? -EROFS : -errmap(e)) : 0;
-		}
+		ret = ino_vec_push(r, ino, all);
 		if (!ret)
 			ret = get_inode(r, ino, &in);
 		if (!ret)
-			ret = orphan_release(r, ino, &in);
-		if (ret)
-			fprintf(stderr, "recon-fuse: orphan inode %u: %s\n", ino, strerror(-ret));
-		else
-			++*n;
+			ino = in.i_dtime;
 	}
 	return ret;
 }
 
-/* Free (or truncate) the inodes of the on-disk orphan list at mount. */
+/*
+ * Mount-time processing when the reaper will run: an orphan with no links
+ * is unreachable, so nobody waits for it; it goes to the reaper's queue and
+ * stays listed until the reaper's step that frees it, as after a runtime
+ * unlink (a huge one would otherwise hold the mount back for minutes).  One
+ * with links is a truncate cut short: the file is visible, and a reader must
+ * not find the blocks past i_size (nor a writer have them reused by its own
+ * extension), so it is completed here, before the mount serves.  From the
+ * list's tail, so the queue's tail, which the reaper batches first, is the
+ * list's head.  *n counts those released, *queued those left to the reaper.
+ */
+static int orphan_list_defer(struct rfs *r, unsigned *n, unsigned *queued)
+{
+	struct ino_vec all = { 0 };
+	int ret = orphan_lists_cut(r);
+	if (!ret)
+		ret = orphan_lists_gather(r, &all);
+	for (size_t i = all.n; !ret && i--;) {
+		struct ext2_inode in;
+		ret = get_inode(r, all.v[i], &in);
+		if (!ret && in.i_links_count == 0 && reap_push(r, all.v[i]) == 0)
+			++*queued;
+		else if (!ret)
+			ret = orphan_release_one(r, all.v[i], n);
+	}
+	free(all.v);
+	if (ret)
+		reap_clear(r);
+	return ret;
+}
+
+/* Free (or truncate) the inodes of the on-disk orphan list at mount, or
+ * queue them for the reaper (orphan_list_defer). */
 int rfs_process_orphans(struct rfs *r)
 {
-	unsigned n = 0;
-	int ret = orphan_list_release(r, &n);
-	if (n)
+	unsigned n = 0, queued = 0;
+	int ret = reaper_planned(r) ? orphan_list_defer(r, &n, &queued) : orphan_list_release(r, &n);
+	if (queued)
+		fprintf(stderr, "recon-fuse: processed %u orphan inode(s), %u unlinked one(s) left to "
+			"the reaper (listed until freed)\n", n + queued, queued);
+	else if (n)
 		fprintf(stderr, "recon-fuse: processed %u orphan inode(s)\n", n);
 	return ret;
+}
+
+void reap_resume(struct rfs *r)
+{
+	if (!reap_pending(r))
+		return;
+	if (r->reap_kick)
+		r->reap_kick(r);
+	else
+		reap_all(r);
 }

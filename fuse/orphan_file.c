@@ -247,6 +247,28 @@ int ofile_first(struct rfs *r, ext2_ino_t *ino)
 	return ret == -ENOENT ? 0 : ret;
 }
 
+/* Each recorded inode to fn (which must not change the orphan file: its
+ * block buffer is in use); stops at fn's first non-zero return. */
+int ofile_each(struct rfs *r, ofile_each_fn fn, void *arg)
+{
+	int err;
+	struct orphan_file *of = of_get(r, &err);
+	if (!of)
+		return err;
+	for (uint32_t b = 0; b < of->nblocks; b++) {
+		if (!of->used[b])
+			continue;
+		int ret = of_read(r, of, b);
+		if (ret)
+			return ret == -EUCLEAN ? -EIO : ret;
+		const __u32 *slot = (const __u32 *)of->buf;
+		for (uint32_t s = 0; s < of->per_block; s++)
+			if (slot[s] && (ret = fn(r, ext2fs_le32_to_cpu(slot[s]), arg)) != 0)
+				return ret;
+	}
+	return 0;
+}
+
 /*
  * Before mount-time release: a slot naming no possible orphan (unfit says
  * why) or an inode already named is cleared, saying so, and never released

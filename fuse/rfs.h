@@ -245,7 +245,10 @@ void rfs_log_stop(void);
 
 /* Mount-time orphan processing (the first transaction, after the base
  * check; the caller commits it; a huge inode's release commits in between,
- * each commit with the rest still listed).  0 or -errno. */
+ * each commit with the rest still listed).  When reaper_planned, the
+ * unlinked orphans are queued for the reaper instead, still listed, and
+ * reap_resume hands them on once the reaper runs.  0 or -errno (the queue
+ * empty). */
 int rfs_process_orphans(struct rfs *r);
 
 /* Free an inode with no links: its blocks, then the inode itself.  listed:
@@ -292,7 +295,10 @@ void rfs_unmount(struct rfs *r);
  * inodes, rfs_reap, when r->reap_kick wakes it).  When the thread cannot
  * start there is no reaper (r->reap_kick stays NULL).  stop_ticker, after
  * the session loop: stops and joins it (nothing when it did not start).
- * Both from the main thread, without r->lock (they take it). */
+ * start_ticker hands the thread what mount-time orphan processing queued
+ * (reap_resume).  Both from the main thread, without r->lock (they take it).
+ * reaper_planned: the options start the thread on a read-write mount. */
+bool reaper_planned(const struct rfs *r);
 void start_ticker(struct rfs *r);
 void stop_ticker(struct rfs *r);
 
@@ -611,6 +617,11 @@ void held_release_all(struct rfs *r);
 bool rfs_reap(struct rfs *r);
 /* Free every queued inode now (lock held): before an ENOSPC is final. */
 void reap_all(struct rfs *r);
+/* Empty the queue (lock held); its inodes stay on the orphan list. */
+void reap_clear(struct rfs *r);
+/* What mount-time orphan processing queued, handed to the reaper once
+ * r->reap_kick is set, or freed now when there is none (lock held). */
+void reap_resume(struct rfs *r);
 int orphan_remove(struct rfs *r, ext2_ino_t ino, struct ext2_inode *in);
 /* A rolled-back operation may have changed the list: forget every hint. */
 void orphan_hints_clear(struct rfs *r);
@@ -619,7 +630,8 @@ void orphan_hints_clear(struct rfs *r);
  * the image has no usable orphan file or it is full (the caller uses the
  * list).  ofile_remove: ino's slot cleared, ORPHAN_PRESENT cleared with the
  * last; -ENOENT when ino has none.  ofile_first: a recorded inode, 0 when
- * none.  ofile_cut: before mount-time release, entries unfit names a reason
+ * none.  ofile_each: each recorded inode to fn, which must not change the
+ * file.  ofile_cut: before mount-time release, entries unfit names a reason
  * for (or named twice) cleared.  ofile_pending: the file may hold entries.
  * ofile_forget: after a rollback (the counts are reread).  All 0 or -errno;
  * lock held. */
@@ -627,6 +639,8 @@ typedef const char *(*ofile_unfit_fn)(struct rfs *r, ext2_ino_t ino);
 int ofile_add(struct rfs *r, ext2_ino_t ino);
 int ofile_remove(struct rfs *r, ext2_ino_t ino);
 int ofile_first(struct rfs *r, ext2_ino_t *ino);
+typedef int (*ofile_each_fn)(struct rfs *r, ext2_ino_t ino, void *arg);
+int ofile_each(struct rfs *r, ofile_each_fn fn, void *arg);
 int ofile_cut(struct rfs *r, ofile_unfit_fn unfit);
 bool ofile_pending(const struct rfs *r);
 void ofile_forget(struct rfs *r);

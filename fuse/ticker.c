@@ -90,6 +90,11 @@ static void *ticker_main(void *arg)
 	return NULL;
 }
 
+bool reaper_planned(const struct rfs *r)
+{
+	return !r->cfg->deterministic && r->cfg->io.commit_interval_ms;
+}
+
 void start_ticker(struct rfs *r)
 {
 	/* with every signal blocked, so the daemon's exit signals reach the
@@ -99,11 +104,13 @@ void start_ticker(struct rfs *r)
 	pthread_sigmask(SIG_BLOCK, &all, &old);
 	ticker_running = pthread_create(&ticker, NULL, ticker_main, r) == 0;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (ticker_running) {
-		pthread_mutex_lock(&r->lock);
+	/* the orphans the mount queued go to the thread, or, when it did not
+	 * start, are freed now (requests wait, as with no reaper) */
+	pthread_mutex_lock(&r->lock);
+	if (ticker_running)
 		r->reap_kick = ticker_reap_kick;
-		pthread_mutex_unlock(&r->lock);
-	}
+	reap_resume(r);
+	pthread_mutex_unlock(&r->lock);
 }
 
 void stop_ticker(struct rfs *r)

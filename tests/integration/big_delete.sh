@@ -4,8 +4,9 @@
 # between, so other requests (statvfs, a small file's write and fsync) are
 # answered meanwhile, and all the space comes back.  The inode stays on the
 # orphan list until its last step: an unmount in the middle frees the rest
-# at once, a kill -9 in the middle leaves it to the next mount's orphan
-# processing; e2fsck -fn is clean after each.  1 KiB blocks (four times the
+# at once, a kill -9 in the middle leaves it to the next mount, which hands
+# it to the reaper again instead of freeing it before it appears; e2fsck -fn
+# is clean after each.  1 KiB blocks (four times the
 # blocks of 4 KiB ones per byte).
 # Environment: BIG_DELETE_GIB (default 4): the file's size; BIG_DELETE_BAR
 # (default 0.5 s; freeing 4 GiB at once stalled requests over 1 s), or a
@@ -98,4 +99,27 @@ umount_recon "$mnt"
 fsck_clean "$img" "after a kill in the middle of a delete and a remount"
 free=$(dumpe2fs -h "$img" 2>/dev/null | awk -F: '/^Free blocks/ { print $2 + 0 }')
 [ "${free:-0}" -gt $((gib << 20)) ] || fail "kill in the middle: $free blocks free after the remount, want the file's back"
+
+# kill -9 with the unlinked file still open: it is on the orphan list, whole.
+# The next mount leaves it to the reaper (still listed) and appears without
+# freeing it; a second kill -9 right after that mount, the reaper in the
+# middle, leaves the rest listed for the mount after.
+mount_recon "$img" "$mnt" || die "mount (kill with the file open)"
+fallocate -l "${gib}G" "$mnt/big" || fail "fallocate (kill with the file open)"
+exec 3<"$mnt/big"
+rm "$mnt/big"
+python3 -c 'import os, sys; fd = os.open(sys.argv[1], os.O_RDONLY); os.fsync(fd)' "$mnt"
+kill -9 "$RECON_PID"; wait "$RECON_PID" 2>/dev/null; forget_pid "$RECON_PID"; RECON_PID=
+exec 3<&-
+fusermount3 -uz "$mnt" 2>/dev/null
+mount_recon "$img" "$mnt" || die "mount after a kill with the deleted file open"
+grep -q "processed 1 orphan inode(s), 1 unlinked one(s) left to the reaper" "$RECON_LOG" ||
+	fail "the mount after the kill did not leave the orphan to the reaper: $(grep orphan "$RECON_LOG")"
+kill -9 "$RECON_PID"; wait "$RECON_PID" 2>/dev/null; forget_pid "$RECON_PID"; RECON_PID=
+fusermount3 -uz "$mnt" 2>/dev/null
+mount_recon "$img" "$mnt" || die "mount after a kill during the reaper's release"
+umount_recon "$mnt"
+fsck_clean "$img" "after a kill during the background release of a mount's orphan"
+free=$(dumpe2fs -h "$img" 2>/dev/null | awk -F: '/^Free blocks/ { print $2 + 0 }')
+[ "${free:-0}" -gt $((gib << 20)) ] || fail "kill during the background release: $free blocks free, want the file's back"
 finish
