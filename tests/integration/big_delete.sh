@@ -122,4 +122,27 @@ umount_recon "$mnt"
 fsck_clean "$img" "after a kill during the background release of a mount's orphan"
 free=$(dumpe2fs -h "$img" 2>/dev/null | awk -F: '/^Free blocks/ { print $2 + 0 }')
 [ "${free:-0}" -gt $((gib << 20)) ] || fail "kill during the background release: $free blocks free, want the file's back"
+
+# kill -9 in the middle of a truncate to 0 of a 1 GiB file, made of many
+# small durable commits (max_transaction_blocks), the file listed with its
+# new size from the first: the file is visible, so the next mount frees what
+# lies past its size before it serves, not in the background.
+mount_recon "$img" "$mnt" || die "mount (a file to truncate)"
+fallocate -l 1G "$mnt/cut" || fail "fallocate (a file to truncate)"
+umount_recon "$mnt"
+mount_recon "$img" "$mnt" max_transaction_blocks=64 || die "mount (kill in a truncate)"
+truncate -s 0 "$mnt/cut" 2>/dev/null &
+cutter=$!
+sleep 0.5
+kill -9 "$RECON_PID"; wait "$RECON_PID" 2>/dev/null; forget_pid "$RECON_PID"; RECON_PID=
+wait "$cutter" 2>/dev/null
+fusermount3 -uz "$mnt" 2>/dev/null
+mount_recon "$img" "$mnt" || die "mount after a kill in a truncate"
+log "the mount after a kill in a truncate: $(grep orphan "$RECON_LOG" || echo "no orphan (the kill came first)")"
+grep -q "left to the reaper" "$RECON_LOG" && fail "a truncate cut short was left to the reaper"
+# no more blocks than the size needs (a block map's worth of slack)
+python3 -c 'import os, sys; st = os.stat(sys.argv[1]); sys.exit(st.st_blocks * 512 > st.st_size * 1.01 + 65536)' \
+	"$mnt/cut" || fail "after a kill in a truncate the mount serves blocks past the size: $(stat -c '%s bytes, %b blocks' "$mnt/cut")"
+umount_recon "$mnt"
+fsck_clean "$img" "after a kill in the middle of a truncate and a remount"
 finish
