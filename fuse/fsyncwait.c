@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <time.h>
 
 struct fsync_waiter {
 	fuse_req_t req;
@@ -34,11 +35,14 @@ struct fsync_waiter {
 static struct {
 	pthread_mutex_t mu;        /* the waiters, the thread's wake-up and life */
 	pthread_cond_t cv;
+	pthread_cond_t taken_cv;   /* signalled as waiters leave the list */
 	bool kicked, started, stopping, done;
+	uint64_t queued, taken;    /* waiters put on the list, taken off it */
 	pthread_t thread;
 	struct fsync_waiter *head;
 	uint64_t durable;          /* the highest transaction the hook saw durable */
-} fw = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+} fw = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER,
+	  .taken_cv = PTHREAD_COND_INITIALIZER };
 
 static void answer(struct fsync_waiter *w)
 {
@@ -65,7 +69,10 @@ static struct fsync_waiter *take_durable(uint64_t durable)
 		*p = w->next;
 		w->next = out;
 		out = w;
+		fw.taken++;
 	}
+	if (out)
+		pthread_cond_broadcast(&fw.taken_cv);
 	return out;
 }
 
@@ -108,6 +115,8 @@ static struct fsync_waiter *take_decided(struct rfs *r, bool final)
 		*p = w->next;
 		w->next = out;
 		out = w;
+		fw.taken++;
+		pthread_cond_broadcast(&fw.taken_cv);
 	}
 	pthread_mutex_unlock(&fw.mu);
 	return out;
@@ -203,6 +212,7 @@ bool fsync_defer(struct rfs *r, fuse_req_t req, ext2_ino_t ino)
 	if (!done) {
 		w->next = fw.head;
 		fw.head = w;
+		fw.queued++;
 	}
 	if (!done && later) {
 		/* the commit it waits for is asked for once the one in flight
@@ -216,6 +226,25 @@ bool fsync_defer(struct rfs *r, fuse_req_t req, ext2_ino_t ino)
 		answer(w);
 	}
 	return true;
+}
+
+void fsync_let_waiters_first(unsigned max_ms)
+{
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += max_ms / 1000;
+	until.tv_nsec += (long)(max_ms % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&fw.mu);
+	/* the waiters on the list now; later ones do not hold the caller up */
+	uint64_t target = fw.queued;
+	while (fw.taken < target && !fw.stopping &&
+	       pthread_cond_timedwait(&fw.taken_cv, &fw.mu, &until) == 0)
+		;
+	pthread_mutex_unlock(&fw.mu);
 }
 
 void fsync_drain(struct rfs *r)

@@ -300,6 +300,10 @@ bool rfs_reap(struct rfs *r)
 	 * the next step (for a while: a steady stream must not stop the reaper) */
 	for (int i = 0; i < 1000 && atomic_load(&r->lock_waiters); i++)
 		usleep(10);
+	/* an fsync waits for the next commit without the lock: a step taken
+	 * now would go into that commit and make it wait for the reaper */
+	if (pending)
+		fsync_let_waiters_first(1000);
 	return pending;
 }
 

@@ -404,6 +404,10 @@ int rfs_fsync_verdict(struct rfs *r, ext2_ino_t ino, bool data_err, int failure)
  * thread answers what waits and ends), busy, join. */
 bool fsync_defer(struct rfs *r, fuse_req_t req, ext2_ino_t ino);
 void fsync_drain(struct rfs *r);
+/* Without the lock: wait until the fsyncs waiting at the call are answered,
+ * for at most max_ms (the reaper, so that the commit they wait for is not
+ * filled with its work; fsyncs that come later do not hold it up). */
+void fsync_let_waiters_first(unsigned max_ms);
 void fsync_replies_stop(void);
 bool fsync_replies_busy(void);
 void fsync_replies_join(void);
