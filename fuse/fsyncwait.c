@@ -20,7 +20,6 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
-#include <time.h>
 
 struct fsync_waiter {
 	fuse_req_t req;
@@ -230,14 +229,7 @@ bool fsync_defer(struct rfs *r, fuse_req_t req, ext2_ino_t ino)
 
 void fsync_let_waiters_first(unsigned max_ms)
 {
-	struct timespec until;
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += max_ms / 1000;
-	until.tv_nsec += (long)(max_ms % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
+	struct timespec until = deadline_in((long long)max_ms * 1000000);
 	pthread_mutex_lock(&fw.mu);
 	/* the waiters on the list now; later ones do not hold the caller up */
 	uint64_t target = fw.queued;

@@ -11,6 +11,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <time.h>
 #include <sys/uio.h>
 #include <ext2fs/ext2fs.h>
 
@@ -350,6 +351,20 @@ static inline ext2_ino_t to_ext(fuse_ino_t n)
 static inline fuse_ino_t to_fuse(ext2_ino_t i)
 {
 	return i == EXT2_ROOT_INO ? FUSE_ROOT_ID : i;
+}
+
+/* now + ns, as pthread_cond_timedwait takes it */
+static inline struct timespec deadline_in(long long ns)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += (time_t)(ns / 1000000000);
+	ts.tv_nsec += (long)(ns % 1000000000);
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	return ts;
 }
 
 static inline void lock(struct rfs *r)

@@ -37,20 +37,6 @@ static void ticker_reap_kick(struct rfs *r)
 	pthread_mutex_unlock(&ticker_mu);
 }
 
-/* now + ns, as pthread_cond_timedwait takes it */
-static struct timespec deadline_in(long long ns)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += (time_t)(ns / 1000000000);
-	ts.tv_nsec += (long)(ns % 1000000000);
-	if (ts.tv_nsec >= 1000000000) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000;
-	}
-	return ts;
-}
-
 /* Calls the transaction boundary every commit_interval_ms, so a transaction
  * left open by the last operation before an idle period still commits; and
  * is the reaper: frees queued unlinked inodes a step at a time, the lock

@@ -32,7 +32,7 @@ printf 'synced' >"$mnt/S/file"       # +S inherited: data and name commit
 mkdir "$mnt/D/sub"                   # +D: the directory change commits
 printf 'lazy' >"$mnt/D/lazydata"     # in a dirsync directory: the name commits, not the data
 printf 'lost' >"$mnt/N/file"         # nothing commits
-kill -9 "$RECON_PID"; wait "$RECON_PID" 2>/dev/null; forget_pid "$RECON_PID"; RECON_PID=
+kill_recon
 fusermount3 -uz "$mnt" 2>/dev/null
 kmount "$img" "$kmnt" || die "kernel mount after the crash"
 check "sync file survives" grep -qx synced "$kmnt/S/file"
@@ -48,7 +48,7 @@ mkimg "$img" 4096 64M
 mount_recon "$img" "$mnt" "$lazy,sync" || die "mount -o sync"
 check "sync mount reported" grep -qw sync /proc/self/mountinfo
 printf 'all synced' >"$mnt/f"; mkdir "$mnt/d"
-kill -9 "$RECON_PID"; wait "$RECON_PID" 2>/dev/null; forget_pid "$RECON_PID"; RECON_PID=
+kill_recon
 fusermount3 -uz "$mnt" 2>/dev/null
 kmount "$img" "$kmnt" || die "kernel mount after the sync-mount crash"
 check "-o sync: file and data survive" grep -qx "all synced" "$kmnt/f"

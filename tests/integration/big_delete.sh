@@ -68,6 +68,9 @@ c.eq(open("small", "rb").read(), pattern("small", 3000), "the small file reads b
 c.done()
 EOF
 
+# fsync_dir DIR: the directory's entries made durable
+fsync_dir() { python3 -c 'import os, sys; os.fsync(os.open(sys.argv[1], os.O_RDONLY))' "$1"; }
+
 mkimg "$img" 1024 $((gib + 1))G
 mount_recon "$img" "$mnt" || die "mount"
 fallocate -l "${gib}G" "$mnt/big" || fail "fallocate of $gib GiB"
@@ -81,7 +84,7 @@ fallocate -l "${gib}G" "$mnt/big" || fail "fallocate (unmount in the middle)"
 rm "$mnt/big"
 umount_recon "$mnt"
 fsck_clean "$img" "after an unmount in the middle of a delete"
-free=$(dumpe2fs -h "$img" 2>/dev/null | awk -F: '/^Free blocks/ { print $2 + 0 }')
+free=$(free_blocks "$img")
 [ "${free:-0}" -gt $((gib << 20)) ] || fail "unmount in the middle: $free blocks free, want the file's back"
 
 # kill -9 while the reaper is in the middle: the next mount frees the rest
@@ -90,14 +93,14 @@ mount_recon "$img" "$mnt" || die "mount (kill in the middle)"
 fallocate -l "${gib}G" "$mnt/big" || fail "fallocate (kill in the middle)"
 # the unlink made durable (fsync of the directory), then killed mid-way
 rm "$mnt/big"
-python3 -c 'import os, sys; fd = os.open(sys.argv[1], os.O_RDONLY); os.fsync(fd)' "$mnt"
+fsync_dir "$mnt"
 sleep 0.3
-kill -9 "$RECON_PID"; wait "$RECON_PID" 2>/dev/null; forget_pid "$RECON_PID"; RECON_PID=
+kill_recon
 fusermount3 -uz "$mnt" 2>/dev/null
 mount_recon "$img" "$mnt" || die "mount after the kill"
 umount_recon "$mnt"
 fsck_clean "$img" "after a kill in the middle of a delete and a remount"
-free=$(dumpe2fs -h "$img" 2>/dev/null | awk -F: '/^Free blocks/ { print $2 + 0 }')
+free=$(free_blocks "$img")
 [ "${free:-0}" -gt $((gib << 20)) ] || fail "kill in the middle: $free blocks free after the remount, want the file's back"
 
 # kill -9 with an unlinked 1 GiB file still open: it is on the orphan list,
@@ -109,19 +112,19 @@ mount_recon "$img" "$mnt" || die "mount (kill with the file open)"
 fallocate -l 1G "$mnt/big" || fail "fallocate (kill with the file open)"
 exec 3<"$mnt/big"
 rm "$mnt/big"
-python3 -c 'import os, sys; fd = os.open(sys.argv[1], os.O_RDONLY); os.fsync(fd)' "$mnt"
-kill -9 "$RECON_PID"; wait "$RECON_PID" 2>/dev/null; forget_pid "$RECON_PID"; RECON_PID=
+fsync_dir "$mnt"
+kill_recon
 exec 3<&-
 fusermount3 -uz "$mnt" 2>/dev/null
 mount_recon "$img" "$mnt" || die "mount after a kill with the deleted file open"
 grep -q "processed 1 orphan inode(s), 1 unlinked one(s) left to the reaper" "$RECON_LOG" ||
 	fail "the mount after the kill did not leave the orphan to the reaper: $(grep orphan "$RECON_LOG")"
-kill -9 "$RECON_PID"; wait "$RECON_PID" 2>/dev/null; forget_pid "$RECON_PID"; RECON_PID=
+kill_recon
 fusermount3 -uz "$mnt" 2>/dev/null
 mount_recon "$img" "$mnt" || die "mount after a kill during the reaper's release"
 umount_recon "$mnt"
 fsck_clean "$img" "after a kill during the background release of a mount's orphan"
-free=$(dumpe2fs -h "$img" 2>/dev/null | awk -F: '/^Free blocks/ { print $2 + 0 }')
+free=$(free_blocks "$img")
 [ "${free:-0}" -ge "$before" ] || fail "kill during the background release: $free blocks free, $before before"
 
 # kill -9 in the middle of a truncate to 0 of a 1 GiB file, made of many
@@ -135,7 +138,7 @@ mount_recon "$img" "$mnt" max_transaction_blocks=64 || die "mount (kill in a tru
 truncate -s 0 "$mnt/cut" 2>/dev/null &
 cutter=$!
 sleep 0.5
-kill -9 "$RECON_PID"; wait "$RECON_PID" 2>/dev/null; forget_pid "$RECON_PID"; RECON_PID=
+kill_recon
 wait "$cutter" 2>/dev/null
 fusermount3 -uz "$mnt" 2>/dev/null
 mount_recon "$img" "$mnt" || die "mount after a kill in a truncate"

@@ -123,6 +123,15 @@ forget_pid() {
 	PIDS=("${keep[@]}")
 }
 
+# kill_recon: kill -9 the daemon of the last mount_recon (a crash) and reap it;
+# its mount stays, dead, until the caller drops it.
+kill_recon() {
+	kill -9 "$RECON_PID"
+	wait "$RECON_PID" 2>/dev/null
+	forget_pid "$RECON_PID"
+	RECON_PID=
+}
+
 # wait_daemon PID SECONDS: wait for our child to exit; prints nothing, sets
 # RECON_STATUS (124 on timeout, after killing it).
 wait_daemon() {

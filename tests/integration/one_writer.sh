@@ -71,7 +71,7 @@ RECON_PID=$ro1; umount_recon "$mp1"
 # daemon), a ro mount replays it in memory, a rw one would replay it on disk
 mount_recon "$img" "$mp1" "$lazy" || die "mount for the kill"
 printf 'in the journal' >"$mp1/j" && sync "$mp1/j" || fail "write before the kill"
-kill -9 "$RECON_PID"; wait "$RECON_PID" 2>/dev/null; forget_pid "$RECON_PID"; RECON_PID=
+kill_recon
 fusermount3 -u "$mp1" || fail "fusermount3 -u after kill -9"
 dumpe2fs -h "$img" 2>/dev/null | grep -q needs_recovery || fail "the killed mount left no journal to replay"
 sum=$(md5sum <"$img")
@@ -163,7 +163,7 @@ fsck_clean "$img" "after SIGTERM"
 
 # 7. after kill -9 the mount point is a dead mount: said, with what to run
 mount_recon "$img" "$mp1" || die "mount for kill -9"
-kill -9 "$RECON_PID"; wait "$RECON_PID" 2>/dev/null; forget_pid "$RECON_PID"; RECON_PID=
+kill_recon
 sum=$(md5sum <"$img")
 refused "the dead mount's mount point" "" "$mp1" "$img" "fusermount3 -u $mp1" "not connected"
 [ "$(grep -c " $mp1 " /proc/self/mountinfo)" -eq 1 ] || fail "mounts stacked on the dead mount"

@@ -191,7 +191,7 @@ fusermount3 -uz "$mnt" 2>/dev/null
 # noload with ro: an image that needs recovery is served as it is, unchanged
 mount_recon "$img" "$mnt" "commit_interval_ms=600000,async_commit=off" || fail "mount for noload"
 printf 'in the journal' >"$mnt/journalled"
-kill -9 "$RECON_PID"; wait "$RECON_PID" 2>/dev/null; forget_pid "$RECON_PID"; RECON_PID=
+kill_recon
 fusermount3 -uz "$mnt" 2>/dev/null
 sum=$(md5sum <"$img")
 mount_recon "$img" "$mnt" "ro,noload" || fail "mount ro,noload"
