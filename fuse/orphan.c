@@ -120,6 +120,21 @@ static bool reap_pending(const struct rfs *r)
 	return r->nreap > r->reaphead;
 }
 
+/* ino appended to the array *v of *n (room for *cap, doubled when full). */
+static int ino_append(ext2_ino_t **v, size_t *n, size_t *cap, ext2_ino_t ino)
+{
+	if (*n == *cap) {
+		size_t c = *cap ? *cap * 2 : 16;
+		ext2_ino_t *grown = realloc(*v, c * sizeof(**v));
+		if (!grown)
+			return -ENOMEM;
+		*v = grown;
+		*cap = c;
+	}
+	(*v)[(*n)++] = ino;
+	return 0;
+}
+
 static int reap_push(struct rfs *r, ext2_ino_t ino)
 {
 	if (r->nreap == r->capreap && r->reaphead) {
@@ -129,16 +144,7 @@ static int reap_push(struct rfs *r, ext2_ino_t ino)
 		r->nreap -= r->reaphead;
 		r->reaphead = 0;
 	}
-	if (r->nreap == r->capreap) {
-		size_t cap = r->capreap ? r->capreap * 2 : 16;
-		ext2_ino_t *q = realloc(r->reapq, cap * sizeof(*q));
-		if (!q)
-			return -ENOMEM;
-		r->reapq = q;
-		r->capreap = cap;
-	}
-	r->reapq[r->nreap++] = ino;
-	return 0;
+	return ino_append(&r->reapq, &r->nreap, &r->capreap, ino);
 }
 
 /* One step for ino: REAP_STEP_BLOCKS logical blocks below its last mapped
@@ -831,16 +837,7 @@ static int ino_vec_push(struct rfs *r, ext2_ino_t ino, void *arg)
 {
 	struct ino_vec *iv = arg;
 	(void)r;
-	if (iv->n == iv->cap) {
-		size_t cap = iv->cap ? iv->cap * 2 : 64;
-		ext2_ino_t *v = realloc(iv->v, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		iv->v = v;
-		iv->cap = cap;
-	}
-	iv->v[iv->n++] = ino;
-	return 0;
+	return ino_append(&iv->v, &iv->n, &iv->cap, ino);
 }
 
 /* Every inode of the orphan file and (after it) of the list, head first;
