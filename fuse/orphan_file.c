@@ -190,8 +190,11 @@ int ofile_add(struct rfs *r, ext2_ino_t ino)
 	return -ENOSPC;
 }
 
-/* Find ino's slot: *b and *s, the block in of->buf.  -ENOENT if none. */
-static int of_find(struct rfs *r, struct orphan_file *of, ext2_ino_t ino, uint32_t *b, uint32_t *s)
+/* Each recorded inode, in slot order, to fn until it returns non-zero,
+ * which is returned with the slot in *b and *s (the block in of->buf); 0
+ * when fn took them all. */
+static int of_scan(struct rfs *r, struct orphan_file *of, ofile_each_fn fn, void *arg,
+		   uint32_t *b, uint32_t *s)
 {
 	for (uint32_t k = 0; k < of->nblocks && of->total; k++) {
 		if (!of->used[k])
@@ -201,13 +204,29 @@ static int of_find(struct rfs *r, struct orphan_file *of, ext2_ino_t ino, uint32
 			return ret == -EUCLEAN ? -EIO : ret;
 		const __u32 *slot = (const __u32 *)of->buf;
 		for (uint32_t j = 0; j < of->per_block; j++)
-			if (ino ? ext2fs_le32_to_cpu(slot[j]) == ino : slot[j] != 0) {
+			if (slot[j] && (ret = fn(r, ext2fs_le32_to_cpu(slot[j]), arg)) != 0) {
 				*b = k;
 				*s = j;
-				return 0;
+				return ret;
 			}
 	}
-	return -ENOENT;
+	return 0;
+}
+
+/* of_scan's stop: at the inode *arg, or at any when *arg is 0 */
+static int is_wanted(struct rfs *r, ext2_ino_t ino, void *arg)
+{
+	(void)r;
+	ext2_ino_t want = *(const ext2_ino_t *)arg;
+	return !want || ino == want;
+}
+
+/* Find ino's slot (any used one for ino 0): *b and *s, the block in
+ * of->buf.  -ENOENT if none. */
+static int of_find(struct rfs *r, struct orphan_file *of, ext2_ino_t ino, uint32_t *b, uint32_t *s)
+{
+	int ret = of_scan(r, of, is_wanted, &ino, b, s);
+	return ret == 1 ? 0 : ret ? ret : -ENOENT;
 }
 
 static int of_clear(struct rfs *r, struct orphan_file *of, uint32_t b, uint32_t s)
@@ -252,21 +271,9 @@ int ofile_first(struct rfs *r, ext2_ino_t *ino)
 int ofile_each(struct rfs *r, ofile_each_fn fn, void *arg)
 {
 	int err;
+	uint32_t b, s;
 	struct orphan_file *of = of_get(r, &err);
-	if (!of)
-		return err;
-	for (uint32_t b = 0; b < of->nblocks; b++) {
-		if (!of->used[b])
-			continue;
-		int ret = of_read(r, of, b);
-		if (ret)
-			return ret == -EUCLEAN ? -EIO : ret;
-		const __u32 *slot = (const __u32 *)of->buf;
-		for (uint32_t s = 0; s < of->per_block; s++)
-			if (slot[s] && (ret = fn(r, ext2fs_le32_to_cpu(slot[s]), arg)) != 0)
-				return ret;
-	}
-	return 0;
+	return of ? of_scan(r, of, fn, arg, &b, &s) : err;
 }
 
 /*
