@@ -214,14 +214,7 @@ run_workload() {
 	timeout -s KILL $((120 * TMUL)) python3 "$SCRATCH/workload.py" "$mnt" "$recf" \
 		>"$SCRATCH/workload.out" 2>&1
 	[ $? -eq 137 ] && { echo "workload hung ($opts)"; return 1; }
-	for ((i = 0; i < 50; i++)); do
-		fusermount3 -u "$mnt" 2>/dev/null && break
-		is_mounted "$mnt" || break
-		sleep 0.2
-	done
-	is_mounted "$mnt" && { fusermount3 -uz "$mnt"; echo "cannot unmount ($opts)"; }
-	RECON_PID=
-	wait_daemon "$pid" $((60 * TMUL))
+	unmount_after_cut "$mnt" "$pid" || echo "cannot unmount ($opts)"
 	rc=$RECON_STATUS
 	if [ "$rc" -eq 124 ]; then echo "daemon hung at unmount ($opts)"; return 1; fi
 	if [ "$rc" -ge 128 ] || grep -qE 'AddressSanitizer|runtime error:' "$RECON_LOG"; then

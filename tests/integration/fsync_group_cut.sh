@@ -222,14 +222,8 @@ one_run() {
 		return
 	fi
 	# after the cut the daemon's status is not judged, only that it ends
-	for ((w = 0; w < 50; w++)); do
-		fusermount3 -u "$mnt" 2>/dev/null && break
-		is_mounted "$mnt" || break
-		sleep 0.2
-	done
-	is_mounted "$mnt" && fusermount3 -uz "$mnt"
-	RECON_PID=
-	wait_daemon "$pid" $((60 * TMUL)) || [ "$RECON_STATUS" -ne 124 ] || fail "cut $n: the daemon hung"
+	unmount_after_cut "$mnt" "$pid"
+	[ "$RECON_STATUS" -ne 124 ] || fail "cut $n: the daemon hung"
 	[ "$RECON_STATUS" -lt 128 ] || fail "cut $n: the daemon died, status $RECON_STATUS"
 	! grep -qE 'AddressSanitizer|runtime error:' "$RECON_LOG" || fail "cut $n: sanitizer report"
 }

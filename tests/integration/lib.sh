@@ -132,6 +132,22 @@ kill_recon() {
 	RECON_PID=
 }
 
+# unmount_after_cut MNT PID: unmount a mount whose daemon may have lost its
+# disk (a power cut): the plain unmount tried for 10 s, then a lazy one
+# (status 1: it was needed); then wait_daemon PID (RECON_STATUS).
+unmount_after_cut() {
+	local i lazy=0
+	for ((i = 0; i < 50; i++)); do
+		fusermount3 -u "$1" 2>/dev/null && break
+		is_mounted "$1" || break
+		sleep 0.2
+	done
+	is_mounted "$1" && { fusermount3 -uz "$1"; lazy=1; }
+	RECON_PID=
+	wait_daemon "$2" $((60 * TMUL))
+	return $lazy
+}
+
 # wait_daemon PID SECONDS: wait for our child to exit; prints nothing, sets
 # RECON_STATUS (124 on timeout, after killing it).
 wait_daemon() {

@@ -184,14 +184,7 @@ run_workload() {
 	mount_recon "$img" "$mnt" "$opts" 2>/dev/null || return 0   # cut during the mount
 	pid=$RECON_PID
 	timeout -s KILL $((120 * TMUL)) python3 "$SCRATCH/workload.py" "$mnt" >/dev/null 2>&1
-	for ((i = 0; i < 50; i++)); do
-		fusermount3 -u "$mnt" 2>/dev/null && break
-		is_mounted "$mnt" || break
-		sleep 0.2
-	done
-	is_mounted "$mnt" && fusermount3 -uz "$mnt"
-	RECON_PID=
-	wait_daemon "$pid" $((60 * TMUL))
+	unmount_after_cut "$mnt" "$pid"
 	[ "$RECON_STATUS" -lt 124 ] || { fail "workload daemon ended with $RECON_STATUS ($opts)"; return 1; }
 	return 0
 }
