@@ -531,13 +531,12 @@ static errcode_t scan_report(struct rio_chan *rc, ext2_filsys fs, struct chk_fs 
 
 errcode_t rio_txn_base_check(ext2_filsys fs, char **report)
 {
-	struct rio_chan *rc = chan_of_fs(fs);
+	struct rio_chan *rc;
+	struct txn_manager *t;
 	*report = NULL;
-	if (!rc)
-		return EXT2_ET_MAGIC_IO_CHANNEL;
-	struct txn_manager *t = rc->txn;
-	if (!t)
-		return EXT2_ET_INVALID_ARGUMENT;
+	errcode_t bad = txn_attached(fs, &rc, &t);
+	if (bad)
+		return bad;
 	struct chk_fs *chk = t->chk, *own = NULL;
 	if (!chk) {
 		/* checker=off: a shadow state of its own, for this check alone */
@@ -594,12 +593,11 @@ errcode_t rio_image_check(ext2_filsys fs, char **report)
 
 errcode_t rio_txn_detach(ext2_filsys fs)
 {
-	struct rio_chan *rc = chan_of_fs(fs);
-	if (!rc)
-		return EXT2_ET_MAGIC_IO_CHANNEL;
-	struct txn_manager *t = rc->txn;
-	if (!t)
-		return EXT2_ET_INVALID_ARGUMENT;
+	struct rio_chan *rc;
+	struct txn_manager *t;
+	errcode_t bad = txn_attached(fs, &rc, &t);
+	if (bad)
+		return bad;
 	/* unmount does not wait for the background check: what it left
 	 * unchecked only forgoes the seal (rio_txn_sealable) */
 	bg_stop(t);

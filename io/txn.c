@@ -250,12 +250,11 @@ void rio_txn_set_commit_hook(io_channel ch, void (*fn)(void *arg, uint64_t tid, 
 
 errcode_t rio_txn_boundary(ext2_filsys fs, bool force)
 {
-	struct rio_chan *rc = chan_of_fs(fs);
-	if (!rc)
-		return EXT2_ET_MAGIC_IO_CHANNEL;
-	struct txn_manager *t = rc->txn;
-	if (!t)
-		return EXT2_ET_INVALID_ARGUMENT;
+	struct rio_chan *rc;
+	struct txn_manager *t;
+	errcode_t bad = txn_attached(fs, &rc, &t);
+	if (bad)
+		return bad;
 	errcode_t err = settle(rc, t);
 	if (err)
 		return err;

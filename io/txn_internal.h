@@ -190,6 +190,18 @@ static inline struct rio_chan *chan_of_fs(ext2_filsys fs)
 	return rio_chan_of(fs->io);
 }
 
+/* The channel of fs and its transaction manager: 0, or
+ * EXT2_ET_MAGIC_IO_CHANNEL (not our channel), EXT2_ET_INVALID_ARGUMENT (not
+ * attached). */
+static inline errcode_t txn_attached(ext2_filsys fs, struct rio_chan **rc, struct txn_manager **t)
+{
+	*rc = chan_of_fs(fs);
+	if (!*rc)
+		return EXT2_ET_MAGIC_IO_CHANNEL;
+	*t = (*rc)->txn;
+	return *t ? 0 : EXT2_ET_INVALID_ARGUMENT;
+}
+
 /* overlay.c */
 errcode_t blkset_add(struct blkset *s, uint64_t blk);
 void blkset_clear(struct blkset *s);
